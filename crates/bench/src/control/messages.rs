@@ -1,0 +1,94 @@
+//! The messages of the control protocol, in the order a run uses them.
+//!
+//! Client -> server: `Hello`, `Plan`, `Endpoints`, `Ready`, then per size `StartSize`,
+//! `Heartbeat`s while the measured loop runs, `SizeDone`; finally `Finish`.
+//! Server -> client: `Hello`, `PlanAccepted` (or `Reject`), `Endpoints`, `Ready`, per size
+//! `Ready` and `Validated`. Either side may send `Reject` to end the run with a reason.
+
+use serde::{Deserialize, Serialize};
+use verbs::Endpoint;
+
+use crate::plan::TestPlan;
+use crate::report::SizeResult;
+
+/// Identifies an rdmabench peer in the first message.
+pub const MAGIC: &str = "rdmabench";
+/// Bumped whenever a message changes shape or meaning.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// One control message.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Message {
+    /// First message each way.
+    Hello {
+        /// Always [`MAGIC`].
+        magic: String,
+        /// [`PROTOCOL_VERSION`] of the sender.
+        protocol: u32,
+        /// The sender's rdmabench version.
+        tool_version: String,
+    },
+    /// The client's plan.
+    Plan(TestPlan),
+    /// The server adopted the plan.
+    PlanAccepted,
+    /// The run cannot go on; the reason is shown to the user on both sides.
+    Reject {
+        /// Why.
+        reason: String,
+    },
+    /// One endpoint per QP.
+    Endpoints {
+        /// In QP order.
+        qps: Vec<Endpoint>,
+    },
+    /// A barrier: both sides are ready for the next step.
+    Ready,
+    /// The client is about to measure this size.
+    StartSize {
+        /// Message size in bytes.
+        size: u64,
+    },
+    /// The client is alive and measuring.
+    Heartbeat,
+    /// The client's figures for one size.
+    SizeDone(SizeResult),
+    /// The server's verdict on the payload of one size.
+    Validated {
+        /// True when every byte carried the expected pattern.
+        ok: bool,
+        /// What was checked or what differed.
+        detail: String,
+    },
+    /// The run is over.
+    Finish,
+}
+
+impl Message {
+    /// The first message of this side.
+    pub fn hello() -> Self {
+        Message::Hello {
+            magic: MAGIC.to_string(),
+            protocol: PROTOCOL_VERSION,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// A short name for errors ("expected Ready, got Heartbeat").
+    pub fn name(&self) -> &'static str {
+        match self {
+            Message::Hello { .. } => "Hello",
+            Message::Plan(_) => "Plan",
+            Message::PlanAccepted => "PlanAccepted",
+            Message::Reject { .. } => "Reject",
+            Message::Endpoints { .. } => "Endpoints",
+            Message::Ready => "Ready",
+            Message::StartSize { .. } => "StartSize",
+            Message::Heartbeat => "Heartbeat",
+            Message::SizeDone(_) => "SizeDone",
+            Message::Validated { .. } => "Validated",
+            Message::Finish => "Finish",
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! `rdmabench`: RDMA bandwidth and latency benchmarks with correct numbers, machine-readable
+//! results, and the physical ceilings next to every figure.
+//!
+//! The binary parses the command line ([`cli`]), validates the whole plan ([`plan`]), and
+//! runs the server, the client or both ([`run`]) over the TCP control channel ([`control`])
+//! and the verbs engine ([`engine`]); results go to the terminal and to a JSON record
+//! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage.
+
+mod cli;
+mod control;
+mod devices;
+mod engine;
+mod memory;
+mod plan;
+mod report;
+mod run;
+mod units;
+
+use std::process::ExitCode;
+use std::thread;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+
+use cli::{Cli, Command, TestArgs};
+use control::Listener;
+use plan::{PlanError, TestKind};
+use report::{export, JsonExporter};
+use run::{run_client, run_server, Outcome, RunOptions};
+
+/// Exit code of a run that failed.
+const EXIT_FAILED: u8 = 1;
+/// Exit code of bad usage.
+const EXIT_USAGE: u8 = 2;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match dispatch(&cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("rdmabench: error: {e:#}");
+            if e.is::<PlanError>() {
+                ExitCode::from(EXIT_USAGE)
+            } else {
+                ExitCode::from(EXIT_FAILED)
+            }
+        }
+    }
+}
+
+fn dispatch(command: &Command) -> Result<()> {
+    if let Some((kind, args)) = command.test() {
+        return run_test(kind, args);
+    }
+    match command {
+        Command::Devices => devices::print_devices(),
+        Command::WriteBw(_) => unreachable_test(),
+    }
+}
+
+fn unreachable_test() -> Result<()> {
+    anyhow::bail!("internal error: a test command was not dispatched as a test")
+}
+
+fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
+    let request = args.plan_request();
+    // Every flag is checked together before anything opens, on the server too.
+    let plan = request.resolve(kind)?;
+    let opts = RunOptions {
+        test: kind,
+        side: args.side(),
+        request,
+        timeout: args.timeout(),
+        report_gbits: args.report_gbits,
+        quiet: false,
+    };
+    let outcome = if args.loopback {
+        run_loopback(args, opts, &plan)?
+    } else if let Some(host) = &args.server {
+        run_client(&opts, &plan, host, args.control_port())?
+    } else {
+        let listener = Listener::bind(&args.bind, args.control_port())?;
+        println!(
+            "rdmabench: {kind} server waiting on {}:{} (timeout {} s)",
+            args.bind,
+            listener.port()?,
+            args.timeout
+        );
+        run_server(&opts, &listener)?
+    };
+    if let Some(path) = &args.json {
+        export(&JsonExporter, &outcome.record, path)
+            .with_context(|| format!("writing the JSON record to '{}'", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Server (quiet, on `-d`) and client (on `--peer-dev`, default the same) in two threads.
+fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Result<Outcome> {
+    let listener = Listener::bind("127.0.0.1", args.port.unwrap_or(0))?;
+    let port = listener.port()?;
+    let server_opts = RunOptions {
+        quiet: true,
+        request: Default::default(),
+        ..opts.clone()
+    };
+    let mut client_opts = opts;
+    if let Some(dev) = &args.peer_dev {
+        client_opts.side.device = Some(dev.clone());
+    }
+    let server = thread::spawn(move || run_server(&server_opts, &listener));
+    let client = run_client(&client_opts, plan, "127.0.0.1", port);
+    let server = server
+        .join()
+        .map_err(|_| anyhow::anyhow!("the loopback server thread panicked"))?;
+    match (client, server) {
+        (Ok(outcome), Ok(_)) => Ok(outcome),
+        (Err(e), _) => Err(e),
+        (Ok(_), Err(e)) => Err(e.context("the loopback server failed")),
+    }
+}

@@ -1,0 +1,137 @@
+//! The result model of a run and its outputs: the terminal table, and the JSON record of
+//! DESIGN.md written atomically. One model, one exporter per file format.
+
+mod json;
+mod record;
+pub mod table;
+
+pub use json::JsonExporter;
+pub use record::{
+    now_rfc3339, CeilingsRecord, DeviceRecord, HostRecord, ParamsRecord, PcieLinkRecord,
+    PcieRecord, RunRecord, ToolRecord, SCHEMA,
+};
+
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+
+use crate::units::{gbits_from_gbytes, gbytes_per_sec};
+
+/// The figures for one message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SizeResult {
+    /// Message size in payload bytes.
+    pub size: u64,
+    /// Operations measured, all QPs together.
+    pub iterations: u64,
+    /// Length of the measured window, first post to last completion.
+    pub seconds: f64,
+    /// Payload bandwidth in GB/s (10^9 bytes/s).
+    pub bw_gbps: f64,
+    /// Payload bandwidth in Gb/s (10^9 bits/s).
+    pub gbits: f64,
+    /// Messages per second, in millions.
+    pub msg_rate_mpps: f64,
+    /// Bandwidth as a percentage of the binding ceiling, when one is known.
+    pub pct_of_ceiling: Option<f64>,
+}
+
+impl SizeResult {
+    /// Figures from a measured window. A window of zero length (or not finite) is an error,
+    /// never an infinite bandwidth.
+    pub fn from_window(size: u64, iterations: u64, seconds: f64) -> Result<Self> {
+        if !(seconds.is_finite() && seconds > 0.0) {
+            bail!(
+                "the measured window for size {size} has length {seconds} s; cannot compute a rate"
+            );
+        }
+        let bw = gbytes_per_sec(size as f64 * iterations as f64, seconds);
+        Ok(SizeResult {
+            size,
+            iterations,
+            seconds,
+            bw_gbps: bw,
+            gbits: gbits_from_gbytes(bw),
+            msg_rate_mpps: iterations as f64 / seconds / 1e6,
+            pct_of_ceiling: None,
+        })
+    }
+
+    /// Fills in the percentage of a ceiling given in GB/s.
+    pub fn with_ceiling(mut self, limit_gbps: Option<f64>) -> Self {
+        self.pct_of_ceiling = limit_gbps
+            .filter(|l| l.is_finite() && *l > 0.0)
+            .map(|l| self.bw_gbps / l * 100.0);
+        self
+    }
+}
+
+/// A way to write a whole run record to a file.
+pub trait Exporter {
+    /// The bytes of the file.
+    fn render(&self, record: &RunRecord) -> Result<Vec<u8>>;
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename, so a
+/// reader never sees half a record.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("'{}' is not a file path", path.display()))?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write '{}'", tmp.display()))?;
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("cannot rename '{}' to '{}'", tmp.display(), path.display()))
+}
+
+/// Renders `record` with `exporter` and writes it to `path` atomically.
+pub fn export(exporter: &dyn Exporter, record: &RunRecord, path: &Path) -> Result<()> {
+    let bytes = exporter.render(record)?;
+    write_atomically(path, &bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn figures_follow_from_the_window() {
+        let r = SizeResult::from_window(65536, 10_000, 0.5).unwrap();
+        assert!((r.bw_gbps - 1.31072).abs() < 1e-9);
+        assert!((r.gbits - 10.48576).abs() < 1e-9);
+        assert!((r.msg_rate_mpps - 0.02).abs() < 1e-12);
+        assert_eq!(r.pct_of_ceiling, None);
+        let r = r.with_ceiling(Some(2.62144));
+        assert!((r.pct_of_ceiling.unwrap() - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_zero_length_window_is_an_error_not_infinity() {
+        assert!(SizeResult::from_window(64, 10, 0.0).is_err());
+        assert!(SizeResult::from_window(64, 10, f64::NAN).is_err());
+    }
+
+    #[test]
+    fn atomic_write_leaves_only_the_final_file() {
+        let dir = std::env::temp_dir().join(format!("rdmabench-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("run.json");
+        write_atomically(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names.len(), 1, "{names:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

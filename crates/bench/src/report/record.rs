@@ -1,0 +1,214 @@
+//! The result record of DESIGN.md (`schema` "rdmabench.result/1"): one document per
+//! invocation, self-describing enough to compare against a baseline months later.
+
+use serde::{Deserialize, Serialize};
+
+use super::SizeResult;
+
+/// The schema name and version of the record.
+pub const SCHEMA: &str = "rdmabench.result/1";
+
+/// One run: who, where, on what, with which parameters, and the figures per size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Always [`SCHEMA`].
+    pub schema: String,
+    /// The tool that measured.
+    pub tool: ToolRecord,
+    /// When the run started, RFC 3339 in UTC.
+    pub started_at: String,
+    /// The host.
+    pub host: HostRecord,
+    /// The RDMA device and port.
+    pub device: DeviceRecord,
+    /// PCIe facts.
+    pub pcie: PcieRecord,
+    /// The test's parameters.
+    pub params: ParamsRecord,
+    /// The physical ceilings.
+    pub ceilings: CeilingsRecord,
+    /// One entry per message size.
+    pub results: Vec<SizeResult>,
+}
+
+/// The tool's version.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRecord {
+    /// Crate version.
+    pub version: String,
+    /// Git commit it was built from, when known.
+    pub git: Option<String>,
+}
+
+impl ToolRecord {
+    /// This build.
+    pub fn current() -> Self {
+        ToolRecord {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            git: option_env!("RDMABENCH_GIT").map(str::to_string),
+        }
+    }
+}
+
+/// The host.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostRecord {
+    /// Host name.
+    pub hostname: Option<String>,
+    /// Kernel release.
+    pub kernel: Option<String>,
+}
+
+impl HostRecord {
+    /// This host, from /proc.
+    pub fn current() -> Self {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .ok()
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+        };
+        HostRecord {
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+        }
+    }
+}
+
+/// The RDMA device and port that ran the test.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DeviceRecord {
+    /// Device name.
+    pub name: String,
+    /// Firmware version.
+    pub fw_ver: String,
+    /// Vendor id.
+    pub vendor_id: u32,
+    /// Vendor part id.
+    pub part_id: u32,
+    /// Port number.
+    pub port: u8,
+    /// "InfiniBand" or "Ethernet".
+    pub link_layer: String,
+    /// Active MTU in bytes.
+    pub active_mtu: u32,
+    /// The port's rate as sysfs gives it, e.g. "400 Gb/sec (4X NDR)".
+    pub active_speed: Option<String>,
+    /// GID index used.
+    pub gid_index: Option<u32>,
+    /// GID used.
+    pub gid: Option<String>,
+}
+
+/// One PCIe function's link.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PcieLinkRecord {
+    /// Bus/device/function.
+    pub bdf: String,
+    /// Current link speed in GT/s.
+    pub speed: Option<f64>,
+    /// Current link width.
+    pub width: Option<u32>,
+    /// Maximum link speed in GT/s.
+    pub max_speed: Option<f64>,
+    /// Maximum link width.
+    pub max_width: Option<u32>,
+    /// Max Payload Size in bytes.
+    pub mps: Option<u32>,
+}
+
+/// PCIe facts of the run (null where unknown, e.g. a soft-RoCE device has no PCI function).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PcieRecord {
+    /// The NIC's link.
+    pub nic: Option<PcieLinkRecord>,
+    /// The GPU's link, for GPU memory modes.
+    pub gpu: Option<PcieLinkRecord>,
+    /// NIC-GPU path class (PIX, PXB, PHB, NODE, SYS).
+    pub path_class: Option<String>,
+}
+
+/// The test's parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ParamsRecord {
+    /// Test name, e.g. "write-bw".
+    pub test: String,
+    /// Memory mode, e.g. "host".
+    pub mem: String,
+    /// Transport, e.g. "RC".
+    pub connection: String,
+    /// Number of QPs.
+    pub qps: u32,
+    /// Operations in flight per QP.
+    pub tx_depth: u32,
+    /// Inline threshold in bytes.
+    pub inline: u32,
+    /// Work requests per doorbell.
+    pub post_list: u32,
+    /// Completion moderation.
+    pub cq_mod: u32,
+    /// Operations per QP and size (iteration-count runs).
+    pub iters: Option<u64>,
+    /// Seconds per size (duration runs).
+    pub duration: Option<f64>,
+    /// Both directions at once.
+    pub bidirectional: bool,
+}
+
+/// The physical ceilings in GB/s, and the binding one.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CeilingsRecord {
+    /// The wire's payload ceiling.
+    pub wire_gbps: Option<f64>,
+    /// The NIC's PCIe payload ceiling.
+    pub pcie_gbps: Option<f64>,
+    /// The ceiling of the staged (GPUDirect off) path.
+    pub staged_gbps: Option<f64>,
+    /// Which ceiling binds: "wire", "pcie" or "staged".
+    pub limit: Option<String>,
+    /// Its value.
+    pub limit_gbps: Option<f64>,
+}
+
+/// Formats a UNIX time as RFC 3339 in UTC, e.g. "2026-11-30T03:05:35Z".
+pub fn rfc3339_utc(unix_secs: u64) -> String {
+    let days = (unix_secs / 86_400) as i64;
+    let rem = unix_secs % 86_400;
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+/// Now, as RFC 3339 in UTC.
+pub fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    rfc3339_utc(secs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_rfc3339_utc() {
+        assert_eq!(rfc3339_utc(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339_utc(951_782_400), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339_utc(1_796_008_535), "2026-11-30T03:15:35Z");
+    }
+}

@@ -1,0 +1,98 @@
+//! Units: parsing sizes the way perftest users type them, and printing bytes and rates.
+//!
+//! Bytes are payload bytes; GB/s is 10^9 bytes per second; Gb/s is 10^9 bits per second.
+//! Size suffixes are binary (64K = 65536), as in perftest.
+
+/// Parses a message size: a plain number of bytes or one with a binary suffix (K, M, G; an
+/// optional trailing "B" or "iB" is accepted), e.g. `64K`, `1M`, `4096`.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let upper = t.to_ascii_uppercase();
+    let body = upper
+        .strip_suffix("IB")
+        .or_else(|| upper.strip_suffix('B'))
+        .unwrap_or(&upper);
+    let (digits, shift) = match body.chars().last() {
+        Some('K') => (&body[..body.len() - 1], 10),
+        Some('M') => (&body[..body.len() - 1], 20),
+        Some('G') => (&body[..body.len() - 1], 30),
+        _ => (body, 0),
+    };
+    let bad = || format!("'{text}' is not a size: use bytes or a K/M/G suffix, e.g. 4096, 64K, 1M");
+    let n: u64 = digits.trim().parse().map_err(|_| bad())?;
+    n.checked_mul(1u64 << shift).ok_or_else(bad)
+}
+
+/// Prints a byte count compactly with a binary suffix when it divides evenly (65536 -> "64 KiB").
+pub fn format_size(bytes: u64) -> String {
+    const UNITS: [(&str, u32); 3] = [("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    for (unit, shift) in UNITS {
+        if bytes >= 1 << shift && bytes % (1 << shift) == 0 {
+            return format!("{} {unit}", bytes >> shift);
+        }
+    }
+    format!("{bytes} B")
+}
+
+/// Decimal gigabytes per second of payload.
+pub fn gbytes_per_sec(bytes: f64, seconds: f64) -> f64 {
+    bytes / seconds / 1e9
+}
+
+/// Gigabits per second from gigabytes per second.
+pub fn gbits_from_gbytes(gbps: f64) -> f64 {
+    gbps * 8.0
+}
+
+/// The sizes of a `-a` sweep: powers of two from 2 B to 8 MiB, as perftest does.
+pub fn sweep_sizes() -> Vec<u64> {
+    (1..=23).map(|p| 1u64 << p).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_like_perftest_users_type_them() {
+        assert_eq!(parse_size("4096"), Ok(4096));
+        assert_eq!(parse_size("64K"), Ok(65536));
+        assert_eq!(parse_size("64k"), Ok(65536));
+        assert_eq!(parse_size("1M"), Ok(1 << 20));
+        assert_eq!(parse_size("1MiB"), Ok(1 << 20));
+        assert_eq!(parse_size("2KB"), Ok(2048));
+        assert_eq!(parse_size("1G"), Ok(1 << 30));
+    }
+
+    #[test]
+    fn bad_sizes_name_the_value_and_the_valid_forms() {
+        let err = parse_size("12X").unwrap_err();
+        assert!(err.contains("'12X'") && err.contains("64K"), "{err}");
+        assert!(parse_size("").is_err());
+        assert!(parse_size("-5").is_err());
+        assert!(parse_size("99999999999999999999G").is_err());
+    }
+
+    #[test]
+    fn sizes_print_compactly() {
+        assert_eq!(format_size(2), "2 B");
+        assert_eq!(format_size(65536), "64 KiB");
+        assert_eq!(format_size(8 << 20), "8 MiB");
+        assert_eq!(format_size(1000), "1000 B");
+    }
+
+    #[test]
+    fn rates_use_decimal_units() {
+        // 1e9 bytes in one second is 1 GB/s and 8 Gb/s.
+        assert!((gbytes_per_sec(1e9, 1.0) - 1.0).abs() < 1e-12);
+        assert!((gbits_from_gbytes(1.0) - 8.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn sweep_runs_from_2_bytes_to_8_mib() {
+        let s = sweep_sizes();
+        assert_eq!(s.first(), Some(&2));
+        assert_eq!(s.last(), Some(&(8 << 20)));
+        assert_eq!(s.len(), 23);
+    }
+}

@@ -1,0 +1,134 @@
+//! Helpers for the integration tests: find out whether verbs devices exist, run the
+//! `rdmabench` binary as a server and a client, and read what they printed.
+//!
+//! Inside the soft-RoCE guest (`scripts/rxe-vm.sh`) `RDMABENCH_REQUIRE_RDMA=1` is set and
+//! rxe0 (10.251.0.1) and rxe1 (10.251.0.2) sit on the two ends of a veth pair; without the
+//! variable, tests that need a device print why they are skipped and pass.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+use std::io::{BufRead, BufReader, Read};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+/// The server's address in the guest (rxe0's netdev).
+pub const SERVER_ADDR: &str = "10.251.0.1";
+
+/// The binary under test.
+pub fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+}
+
+/// True when both soft-RoCE devices exist. Without them: panics if the environment requires
+/// RDMA, otherwise prints the reason the test is skipped and returns false.
+pub fn rdma_ready(test: &str) -> bool {
+    let out = bin()
+        .arg("devices")
+        .output()
+        .expect("run rdmabench devices");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let ready = out.status.success() && text.contains("rxe0") && text.contains("rxe1");
+    if ready {
+        return true;
+    }
+    let why = format!(
+        "needs the soft-RoCE devices rxe0 and rxe1 (run it through scripts/rxe-vm.sh); `rdmabench devices` said: {}",
+        String::from_utf8_lossy(&out.stderr).trim()
+    );
+    if std::env::var("RDMABENCH_REQUIRE_RDMA").as_deref() == Ok("1") {
+        panic!("{test}: RDMABENCH_REQUIRE_RDMA=1 but this machine has no usable devices: {why}");
+    }
+    eprintln!("skipped {test}: {why}");
+    false
+}
+
+/// A server process that has printed its "waiting" line.
+pub struct Server {
+    pub child: Child,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Server {
+    /// Starts `rdmabench <args>` as a server and waits until it listens.
+    pub fn start(args: &[&str]) -> Server {
+        let mut child = bin()
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start the server");
+        let (tx, rx) = mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        let tx_out = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = tx_out.send(line);
+            }
+        });
+        let stderr = child.stderr.take().unwrap();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(format!("stderr: {line}"));
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut seen = Vec::new();
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.contains("server waiting on") => break,
+                Ok(line) => seen.push(line),
+                Err(_) => panic!("the server never said it was waiting; it printed: {seen:#?}"),
+            }
+        }
+        Server { child, lines: rx }
+    }
+
+    /// Waits up to `limit` for the server to exit; returns its success and everything it
+    /// printed after the waiting line (stderr lines prefixed "stderr: ").
+    pub fn finish(mut self, limit: Duration) -> (bool, String, Duration) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                std::thread::sleep(Duration::from_millis(100));
+                let text: Vec<String> = self.lines.try_iter().collect();
+                return (status.success(), text.join("\n"), start.elapsed());
+            }
+            if start.elapsed() > limit {
+                let _ = self.child.kill();
+                panic!("the server did not exit within {limit:?}");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+/// Runs a client to completion.
+pub fn client(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run the client")
+}
+
+/// stdout and stderr of an output, together.
+pub fn text(out: &Output) -> String {
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    s.push_str(&String::from_utf8_lossy(&out.stderr));
+    s
+}
+
+/// Reads a whole file to a string.
+pub fn read(path: &std::path::Path) -> String {
+    let mut s = String::new();
+    std::fs::File::open(path)
+        .unwrap()
+        .read_to_string(&mut s)
+        .unwrap();
+    s
+}
+
+/// A scratch folder for JSON records.
+pub fn scratch(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("rdmabench-it-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}

@@ -1,0 +1,77 @@
+//! On a machine without RDMA devices (or without rdma-core), every test command fails at
+//! once with one line saying what is missing, the server included: it must not sit waiting
+//! for a client it could never serve.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{bin, text};
+
+fn has_devices() -> bool {
+    bin()
+        .arg("devices")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+#[test]
+fn write_bw_without_a_device_fails_fast_with_one_line() {
+    if has_devices() {
+        eprintln!("skipped: this machine has RDMA devices");
+        return;
+    }
+    for args in [
+        vec!["write-bw", "127.0.0.1", "--timeout", "20"],
+        vec!["write-bw", "--timeout", "20", "-p", "19200"],
+        vec!["write-bw", "--loopback", "--timeout", "20"],
+    ] {
+        let start = Instant::now();
+        let out = bin().args(&args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{args:?} took {:?}",
+            start.elapsed()
+        );
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        assert!(
+            stderr.contains("no RDMA device") || stderr.contains("libibverbs.so.1"),
+            "{args:?}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn devices_without_a_device_says_so() {
+    if has_devices() {
+        eprintln!("skipped: this machine has RDMA devices");
+        return;
+    }
+    let out = bin().arg("devices").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("rdma link"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn bad_values_are_usage_errors_with_exit_code_2() {
+    for (args, needle) in [
+        (vec!["write-bw", "-s", "12X"], "'12X'"),
+        (vec!["write-bw", "-q", "0"], "--qps 0"),
+        (vec!["write-bw", "-q", "2000"], "1..=1024"),
+        (vec!["write-bw", "-t", "16", "-Q", "32"], "--cq-mod 32"),
+        (vec!["write-bw", "--timeout", "-1"], "'-1'"),
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
+    }
+}

@@ -1,0 +1,266 @@
+//! write-bw end to end: a server on rxe0 and a client on rxe1 across the guest's veth pair,
+//! checking the payload, the plan negotiation and the failure paths a user would hit.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{client, rdma_ready, read, scratch, text, Server, SERVER_ADDR};
+
+/// Runs one validated write-bw between rxe0 and rxe1 and checks both records.
+fn validated_run(port: u16, size: &str, qps: &str) {
+    let dir = scratch(&format!("wbw-{port}"));
+    let server_json = dir.join("server.json");
+    let client_json = dir.join("client.json");
+    let p = port.to_string();
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        &p,
+        "--timeout",
+        "20",
+        "--json",
+        server_json.to_str().unwrap(),
+    ]);
+    let out = client(&[
+        "write-bw",
+        SERVER_ADDR,
+        "-d",
+        "rxe1",
+        "-x",
+        "1",
+        "-p",
+        &p,
+        "-s",
+        size,
+        "-q",
+        qps,
+        "-n",
+        "64",
+        "-t",
+        "16",
+        "--validate",
+        "--timeout",
+        "20",
+        "--json",
+        client_json.to_str().unwrap(),
+    ]);
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
+    assert!(out.status.success(), "client failed:\n{}", text(&out));
+    assert!(server_ok, "server failed:\n{server_text}");
+
+    let client_rec: serde_json::Value = serde_json::from_str(&read(&client_json)).unwrap();
+    let server_rec: serde_json::Value = serde_json::from_str(&read(&server_json)).unwrap();
+    let expect_size = verbs_size(size);
+    let qps: u64 = qps.parse().unwrap();
+    for (who, rec, dev) in [
+        ("client", &client_rec, "rxe1"),
+        ("server", &server_rec, "rxe0"),
+    ] {
+        assert_eq!(rec["schema"], "rdmabench.result/1", "{who}");
+        assert_eq!(rec["device"]["name"], dev, "{who}");
+        assert_eq!(rec["params"]["qps"], qps, "{who}");
+        let row = &rec["results"][0];
+        assert_eq!(row["size"], expect_size, "{who}");
+        assert_eq!(row["iterations"], 64 * qps, "{who}");
+        assert!(row["bw_gbps"].as_f64().unwrap() > 0.0, "{who}: {row}");
+    }
+    // Both sides print the same numbers: the server reports what the client measured.
+    assert_eq!(client_rec["results"], server_rec["results"]);
+    assert!(
+        server_text.contains(&expect_size.to_string()),
+        "server table:\n{server_text}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+fn verbs_size(s: &str) -> u64 {
+    match s {
+        "2" => 2,
+        "4K" => 4096,
+        "64K" => 65536,
+        "1M" => 1 << 20,
+        other => other.parse().unwrap(),
+    }
+}
+
+#[test]
+fn one_qp_moves_the_right_bytes_at_every_size() {
+    if !rdma_ready("one_qp_moves_the_right_bytes_at_every_size") {
+        return;
+    }
+    for (i, size) in ["2", "4K", "64K", "1M"].iter().enumerate() {
+        validated_run(19100 + i as u16, size, "1");
+    }
+}
+
+#[test]
+fn four_qps_move_the_right_bytes_at_every_size() {
+    if !rdma_ready("four_qps_move_the_right_bytes_at_every_size") {
+        return;
+    }
+    for (i, size) in ["2", "4K", "64K", "1M"].iter().enumerate() {
+        validated_run(19110 + i as u16, size, "4");
+    }
+}
+
+#[test]
+fn a_differing_plan_is_refused_on_both_sides_naming_both_values() {
+    if !rdma_ready("a_differing_plan_is_refused_on_both_sides_naming_both_values") {
+        return;
+    }
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-p",
+        "19120",
+        "-s",
+        "4096",
+        "--timeout",
+        "20",
+    ]);
+    let out = client(&[
+        "write-bw",
+        SERVER_ADDR,
+        "-d",
+        "rxe1",
+        "-p",
+        "19120",
+        "-s",
+        "64K",
+        "--timeout",
+        "20",
+    ]);
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
+    let client_text = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{client_text}");
+    assert!(!server_ok);
+    for t in [&client_text, &server_text] {
+        assert!(
+            t.contains("plan mismatch")
+                && t.contains("server 4 KiB")
+                && t.contains("client 64 KiB"),
+            "{t}"
+        );
+    }
+}
+
+#[test]
+fn a_client_killed_mid_run_fails_the_server_within_its_timeout() {
+    if !rdma_ready("a_client_killed_mid_run_fails_the_server_within_its_timeout") {
+        return;
+    }
+    let server = Server::start(&["write-bw", "-d", "rxe0", "-p", "19130", "--timeout", "5"]);
+    let mut victim = common::bin()
+        .args([
+            "write-bw",
+            SERVER_ADDR,
+            "-d",
+            "rxe1",
+            "-p",
+            "19130",
+            "-s",
+            "64K",
+            "-n",
+            "100000000",
+            "--timeout",
+            "5",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Let it get into the measured loop: the header is printed after the barrier.
+    let mut header = String::new();
+    let mut stdout = std::io::BufReader::new(victim.stdout.take().unwrap());
+    let start = Instant::now();
+    while !header.contains("#bytes") && start.elapsed() < Duration::from_secs(30) {
+        let mut line = String::new();
+        if std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() == 0 {
+            break;
+        }
+        header.push_str(&line);
+    }
+    assert!(
+        header.contains("#bytes"),
+        "the client never started measuring:\n{header}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    victim.kill().unwrap();
+    victim.wait().unwrap();
+    let (ok, server_text, took) = server.finish(Duration::from_secs(15));
+    assert!(
+        !ok,
+        "the server passed after its client died:\n{server_text}"
+    );
+    assert!(
+        took <= Duration::from_secs(6),
+        "the server took {took:?} to notice"
+    );
+    assert!(
+        server_text.contains("closed the connection") || server_text.contains("timed out"),
+        "{server_text}"
+    );
+}
+
+#[test]
+fn a_silent_server_port_fails_the_client_within_its_timeout() {
+    if !rdma_ready("a_silent_server_port_fails_the_client_within_its_timeout") {
+        return;
+    }
+    let start = Instant::now();
+    let out = client(&[
+        "write-bw",
+        SERVER_ADDR,
+        "-d",
+        "rxe1",
+        "-p",
+        "19140",
+        "--timeout",
+        "3",
+    ]);
+    let took = start.elapsed();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert!(
+        text(&out).contains("cannot connect") || text(&out).contains("no answer"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn loopback_runs_server_and_client_in_one_invocation() {
+    if !rdma_ready("loopback_runs_server_and_client_in_one_invocation") {
+        return;
+    }
+    let out = client(&[
+        "write-bw",
+        "--loopback",
+        "-d",
+        "rxe0",
+        "--peer-dev",
+        "rxe1",
+        "-s",
+        "4K",
+        "-n",
+        "100",
+        "--validate",
+        "--report-gbits",
+        "--timeout",
+        "20",
+    ]);
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(
+        t.contains("BW average[Gb/s]") && t.contains("RDMA_Write BW Test (client)"),
+        "{t}"
+    );
+}

@@ -1,0 +1,1 @@
+//! PCIe and NIC facts from sysfs, and the ceilings model.

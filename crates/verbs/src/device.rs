@@ -1,0 +1,379 @@
+//! Devices and ports: listing them, opening one, and the facts a report needs.
+
+use std::fmt;
+use std::io;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device_context::{DeviceContext, LinkLayer as SwLinkLayer, Mtu, PortState};
+
+use crate::error::{Result, VerbsError};
+use crate::gid::{choose_gid_index, GidEntry, GidKind};
+use crate::pd::ProtectionDomain;
+
+/// The link layer of a port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum LinkLayer {
+    /// InfiniBand: addressed by LID, GRH optional.
+    InfiniBand,
+    /// Ethernet (RoCE): addressed by GID, GRH always.
+    Ethernet,
+}
+
+impl fmt::Display for LinkLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LinkLayer::InfiniBand => "InfiniBand",
+            LinkLayer::Ethernet => "Ethernet",
+        })
+    }
+}
+
+/// What a device says about itself (`ibv_query_device`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceFacts {
+    /// Device name, e.g. `mlx5_0` or `rxe0`.
+    pub name: String,
+    /// Firmware version string.
+    pub fw_ver: String,
+    /// PCI vendor id (IEEE OUI for some providers).
+    pub vendor_id: u32,
+    /// Vendor part id.
+    pub part_id: u32,
+    /// Number of physical ports.
+    pub port_count: u8,
+    /// Largest number of outstanding work requests per queue.
+    pub max_qp_wr: u32,
+    /// Largest CQ.
+    pub max_cqe: u32,
+    /// Outstanding RDMA READ/atomic operations a QP may have as target.
+    pub max_qp_rd_atom: u32,
+    /// Outstanding RDMA READ/atomic operations a QP may initiate.
+    pub max_qp_init_rd_atom: u32,
+    /// Largest memory region.
+    pub max_mr_size: u64,
+}
+
+/// What a port says about itself (`ibv_query_port`, its GID table and sysfs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortInfo {
+    /// Port number, from 1.
+    pub port: u8,
+    /// Logical state, e.g. "ACTIVE".
+    pub state: String,
+    /// True when the port can carry traffic.
+    pub active: bool,
+    /// InfiniBand or Ethernet.
+    pub link_layer: LinkLayer,
+    /// Active MTU in bytes.
+    pub active_mtu: u32,
+    /// Largest MTU the port supports, in bytes.
+    pub max_mtu: u32,
+    /// Local identifier (InfiniBand; 0 on RoCE).
+    pub lid: u16,
+    /// The rate string from sysfs, e.g. "400 Gb/sec (4X NDR)"; `None` when sysfs lacks it.
+    pub rate: Option<String>,
+    /// The populated GID entries.
+    pub gids: Vec<GidEntry>,
+}
+
+impl PortInfo {
+    /// The GID index to use when none is given.
+    pub fn default_gid_index(&self) -> Option<u32> {
+        choose_gid_index(&self.gids)
+    }
+
+    /// Checks a GID index given by the user and returns its entry.
+    pub fn gid(&self, device: &str, index: u32) -> Result<GidEntry> {
+        let valid = || {
+            let list: Vec<String> = self.gids.iter().map(|g| g.index.to_string()).collect();
+            if list.is_empty() {
+                "none".to_string()
+            } else {
+                list.join(", ")
+            }
+        };
+        self.gids
+            .iter()
+            .find(|g| g.index == index)
+            .copied()
+            .ok_or_else(|| VerbsError::BadGidIndex {
+                device: device.to_string(),
+                port: self.port,
+                index,
+                reason: "the entry is empty or beyond the table".to_string(),
+                valid: valid(),
+            })
+    }
+}
+
+/// A device with its ports, as `rdmabench devices` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceSummary {
+    /// Device facts.
+    pub facts: DeviceFacts,
+    /// Every port.
+    pub ports: Vec<PortInfo>,
+}
+
+/// An open device: the starting point for a protection domain and everything below it.
+pub struct Device {
+    ctx: Arc<DeviceContext>,
+    facts: DeviceFacts,
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("facts", &self.facts)
+            .finish()
+    }
+}
+
+fn device_list() -> Result<DeviceList> {
+    let list = DeviceList::new().map_err(|e| {
+        let unsupported = std::error::Error::source(&e)
+            .and_then(|s| s.downcast_ref::<io::Error>())
+            .is_some_and(|io| io.raw_os_error() == Some(libc::EOPNOTSUPP));
+        if unsupported {
+            VerbsError::LibraryMissing
+        } else {
+            // ENOSYS and friends: the kernel has no RDMA support at all.
+            VerbsError::NoDevice
+        }
+    })?;
+    if list.is_empty() {
+        return Err(VerbsError::NoDevice);
+    }
+    Ok(list)
+}
+
+/// Lists every device with its ports.
+pub fn list_devices() -> Result<Vec<DeviceSummary>> {
+    let list = device_list()?;
+    let mut out = Vec::with_capacity(list.len());
+    for dev in list.iter() {
+        let ctx = dev
+            .open()
+            .map_err(|e| VerbsError::from_sideway("ibv_open_device", e))?;
+        let device = Device::from_context(ctx, dev.name())?;
+        out.push(device.summary()?);
+    }
+    Ok(out)
+}
+
+impl Device {
+    /// Opens the device called `name`, or, with `None`, the first device with an ACTIVE port.
+    pub fn open(name: Option<&str>) -> Result<Device> {
+        let list = device_list()?;
+        let mut seen = Vec::new();
+        for dev in list.iter() {
+            let dev_name = dev.name();
+            if let Some(wanted) = name {
+                if wanted != dev_name {
+                    seen.push(dev_name);
+                    continue;
+                }
+            }
+            let ctx = dev
+                .open()
+                .map_err(|e| VerbsError::from_sideway("ibv_open_device", e))?;
+            let device = Device::from_context(ctx, dev_name.clone())?;
+            if name.is_some() || device.first_active_port().is_some() {
+                return Ok(device);
+            }
+            seen.push(format!("{dev_name} (no ACTIVE port)"));
+        }
+        match name {
+            Some(wanted) => Err(VerbsError::DeviceNotFound {
+                name: wanted.to_string(),
+                available: seen.join(", "),
+            }),
+            None => Err(VerbsError::NoActivePort {
+                found: seen.join(", "),
+            }),
+        }
+    }
+
+    fn from_context(ctx: Arc<DeviceContext>, name: String) -> Result<Device> {
+        let attr = ctx
+            .query_device()
+            .map_err(|e| VerbsError::from_sideway("ibv_query_device", e))?;
+        let facts = DeviceFacts {
+            name,
+            fw_ver: attr.firmware_version(),
+            vendor_id: attr.vendor_id(),
+            part_id: attr.vendor_part_id(),
+            port_count: attr.phys_port_cnt(),
+            max_qp_wr: non_negative(attr.max_qp_wr()),
+            max_cqe: non_negative(attr.max_cqe()),
+            max_qp_rd_atom: non_negative(attr.max_qp_rd_atom()),
+            max_qp_init_rd_atom: non_negative(attr.max_qp_init_rd_atom()),
+            max_mr_size: attr.max_mr_size(),
+        };
+        Ok(Device { ctx, facts })
+    }
+
+    /// The device's facts.
+    pub fn facts(&self) -> &DeviceFacts {
+        &self.facts
+    }
+
+    /// The device's name.
+    pub fn name(&self) -> &str {
+        &self.facts.name
+    }
+
+    fn first_active_port(&self) -> Option<u8> {
+        (1..=self.facts.port_count).find(|&p| {
+            self.ctx
+                .query_port(p)
+                .is_ok_and(|a| a.port_state() == PortState::Active)
+        })
+    }
+
+    /// Queries one port (validating its number) with its GID table and sysfs rate.
+    pub fn port(&self, port: u8) -> Result<PortInfo> {
+        if port == 0 || port > self.facts.port_count {
+            return Err(VerbsError::BadPort {
+                device: self.facts.name.clone(),
+                port,
+                count: self.facts.port_count,
+            });
+        }
+        let attr = self
+            .ctx
+            .query_port(port)
+            .map_err(|e| VerbsError::from_sideway("ibv_query_port", e))?;
+        let state = attr.port_state();
+        Ok(PortInfo {
+            port,
+            state: port_state_name(state).to_string(),
+            active: state == PortState::Active,
+            link_layer: match attr.link_layer() {
+                SwLinkLayer::Ethernet => LinkLayer::Ethernet,
+                _ => LinkLayer::InfiniBand,
+            },
+            active_mtu: mtu_bytes(attr.active_mtu()),
+            max_mtu: mtu_bytes(attr.max_mtu()),
+            lid: attr.lid(),
+            rate: read_port_rate(&self.facts.name, port),
+            gids: self.gid_table(port),
+        })
+    }
+
+    /// Opens a port for traffic: it must exist and be ACTIVE.
+    pub fn active_port(&self, port: u8) -> Result<PortInfo> {
+        let info = self.port(port)?;
+        if !info.active {
+            return Err(VerbsError::PortNotActive {
+                device: self.facts.name.clone(),
+                port,
+                state: info.state,
+            });
+        }
+        Ok(info)
+    }
+
+    /// Resolves the GID to use on `port`: the given index, checked, or perftest's choice.
+    pub fn resolve_gid(&self, port: &PortInfo, index: Option<u32>) -> Result<Option<GidEntry>> {
+        match index {
+            Some(i) => port.gid(&self.facts.name, i).map(Some),
+            None => match port.default_gid_index() {
+                Some(i) => port.gid(&self.facts.name, i).map(Some),
+                None if port.link_layer == LinkLayer::Ethernet => Err(VerbsError::NoGid {
+                    device: self.facts.name.clone(),
+                    port: port.port,
+                }),
+                None => Ok(None),
+            },
+        }
+    }
+
+    fn gid_table(&self, port: u8) -> Vec<GidEntry> {
+        let Ok(table) = self.ctx.query_gid_table() else {
+            return Vec::new();
+        };
+        table
+            .iter()
+            .filter(|e| e.port_num() == u32::from(port) && !e.gid().is_zero())
+            .map(|e| GidEntry {
+                index: e.gid_index(),
+                gid: e.gid().raw,
+                kind: match e.gid_type() {
+                    sideway::ibverbs::address::GidType::RoceV2 => GidKind::RoceV2,
+                    sideway::ibverbs::address::GidType::RoceV1 => GidKind::RoceV1,
+                    sideway::ibverbs::address::GidType::InfiniBand => GidKind::Ib,
+                },
+            })
+            .collect()
+    }
+
+    /// The device and all its ports.
+    pub fn summary(&self) -> Result<DeviceSummary> {
+        let ports = (1..=self.facts.port_count)
+            .map(|p| self.port(p))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(DeviceSummary {
+            facts: self.facts.clone(),
+            ports,
+        })
+    }
+
+    /// Allocates a protection domain on this device.
+    pub fn alloc_pd(&self) -> Result<ProtectionDomain> {
+        ProtectionDomain::new(&self.ctx)
+    }
+
+    pub(crate) fn context(&self) -> &Arc<DeviceContext> {
+        &self.ctx
+    }
+}
+
+fn non_negative(v: i32) -> u32 {
+    u32::try_from(v).unwrap_or(0)
+}
+
+fn port_state_name(state: PortState) -> &'static str {
+    match state {
+        PortState::Nop => "NOP",
+        PortState::Down => "DOWN",
+        PortState::Initializing => "INIT",
+        PortState::Armed => "ARMED",
+        PortState::Active => "ACTIVE",
+        PortState::ActiveDefer => "ACTIVE_DEFER",
+    }
+}
+
+/// The MTU in bytes.
+pub fn mtu_bytes(mtu: Mtu) -> u32 {
+    match mtu {
+        Mtu::Mtu256 => 256,
+        Mtu::Mtu512 => 512,
+        Mtu::Mtu1024 => 1024,
+        Mtu::Mtu2048 => 2048,
+        Mtu::Mtu4096 => 4096,
+    }
+}
+
+/// The verbs MTU enum for a size in bytes; `None` unless it is 256, 512, 1024, 2048 or 4096.
+pub fn mtu_from_bytes(bytes: u32) -> Option<Mtu> {
+    Some(match bytes {
+        256 => Mtu::Mtu256,
+        512 => Mtu::Mtu512,
+        1024 => Mtu::Mtu1024,
+        2048 => Mtu::Mtu2048,
+        4096 => Mtu::Mtu4096,
+        _ => return None,
+    })
+}
+
+/// The rate string from `/sys/class/infiniband/<dev>/ports/<port>/rate`.
+fn read_port_rate(device: &str, port: u8) -> Option<String> {
+    let path = format!("/sys/class/infiniband/{device}/ports/{port}/rate");
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}

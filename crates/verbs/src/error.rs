@@ -1,0 +1,157 @@
+//! The one error type of this crate: each variant says what failed, with the value, and what to try.
+
+use std::io;
+
+/// Everything that can go wrong between asking for a device and polling a completion.
+#[derive(Debug, thiserror::Error)]
+pub enum VerbsError {
+    /// libibverbs.so.1 could not be loaded at run time.
+    #[error(
+        "libibverbs.so.1 could not be loaded; install rdma-core \
+         (Debian/Ubuntu: apt-get install libibverbs1 ibverbs-providers)"
+    )]
+    LibraryMissing,
+
+    /// The library loaded but lists no device.
+    #[error(
+        "no RDMA device found; is rdma-core installed and a NIC driver (or rdma_rxe) loaded? \
+         `rdma link` lists devices"
+    )]
+    NoDevice,
+
+    /// Devices exist, but none has an ACTIVE port.
+    #[error(
+        "no RDMA device has an ACTIVE port (found: {found}); check cables, `ibstat` or `rdma link`"
+    )]
+    NoActivePort {
+        /// The devices that were seen, with their port states.
+        found: String,
+    },
+
+    /// The named device does not exist.
+    #[error("RDMA device '{name}' not found; available: {available}")]
+    DeviceNotFound {
+        /// The name that was asked for.
+        name: String,
+        /// The names that exist.
+        available: String,
+    },
+
+    /// The port number is not one the device has.
+    #[error("port {port} does not exist on {device}: valid ports are 1..={count}")]
+    BadPort {
+        /// The device name.
+        device: String,
+        /// The port asked for.
+        port: u8,
+        /// How many ports the device has.
+        count: u8,
+    },
+
+    /// The port is not ACTIVE.
+    #[error(
+        "port {port} of {device} is {state}, not ACTIVE; check the link (`rdma link`, `ibstat`)"
+    )]
+    PortNotActive {
+        /// The device name.
+        device: String,
+        /// The port number.
+        port: u8,
+        /// Its state.
+        state: String,
+    },
+
+    /// The GID index is empty or out of range.
+    #[error(
+        "GID index {index} is not usable on {device} port {port}: {reason}; valid indexes: {valid}"
+    )]
+    BadGidIndex {
+        /// The device name.
+        device: String,
+        /// The port number.
+        port: u8,
+        /// The index asked for.
+        index: u32,
+        /// Why it is not usable.
+        reason: String,
+        /// The indexes that hold a GID.
+        valid: String,
+    },
+
+    /// A RoCE port has no GID at all, so no connection can be addressed.
+    #[error("{device} port {port} has no GID; on RoCE, give its netdev an IP address")]
+    NoGid {
+        /// The device name.
+        device: String,
+        /// The port number.
+        port: u8,
+    },
+
+    /// A verbs call failed.
+    #[error("{call} failed: {source}")]
+    Call {
+        /// The verbs function (or step) that failed.
+        call: &'static str,
+        /// The operating system's reason.
+        #[source]
+        source: io::Error,
+    },
+
+    /// A request does not fit what was set up: a bad length, an offset beyond a buffer.
+    #[error("{0}")]
+    InvalidRequest(String),
+
+    /// A work completion came back with an error status.
+    #[error("work request {wr_id} on QP {qp_num} completed with status '{status}' ({code}), vendor error {vendor_err:#x}")]
+    WorkCompletion {
+        /// The work request id.
+        wr_id: u64,
+        /// The local QP number.
+        qp_num: u32,
+        /// The status as libibverbs names it (`ibv_wc_status_str`).
+        status: String,
+        /// The numeric status.
+        code: u32,
+        /// The provider's own error code.
+        vendor_err: u32,
+    },
+}
+
+impl VerbsError {
+    /// A failed verbs call that returned an errno value.
+    pub(crate) fn errno(call: &'static str, code: i32) -> Self {
+        VerbsError::Call {
+            call,
+            source: io::Error::from_raw_os_error(code),
+        }
+    }
+
+    /// Adds what was asked for to a failed call's message.
+    pub(crate) fn with_hint(self, hint: String) -> Self {
+        match self {
+            VerbsError::Call { call, source } => VerbsError::Call {
+                call,
+                source: io::Error::new(source.kind(), format!("{source} ({hint})")),
+            },
+            other => other,
+        }
+    }
+
+    /// A failed call whose error came from sideway.
+    pub(crate) fn from_sideway(call: &'static str, err: impl std::error::Error) -> Self {
+        let mut text = err.to_string();
+        let mut cause = err.source();
+        while let Some(c) = cause {
+            text.push_str(": ");
+            text.push_str(&c.to_string());
+            cause = c.source();
+        }
+        VerbsError::Call {
+            call,
+            source: io::Error::other(text),
+        }
+    }
+}
+
+/// The crate's result type.
+pub type Result<T, E = VerbsError> = std::result::Result<T, E>;

@@ -1,0 +1,481 @@
+//! Queue pairs as a type-state machine: `QueuePair<Created>` (already in INIT) becomes
+//! `QueuePair<ReadyToReceive>` with the remote endpoint, then `QueuePair<ReadyToSend>`.
+//! Only a ready-to-send QP can post work requests, so posting too early does not compile.
+
+use std::fmt;
+use std::marker::PhantomData;
+
+use rdma_mummy_sys::{ibv_post_recv, ibv_recv_wr, ibv_sge};
+use serde::{Deserialize, Serialize};
+use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
+use sideway::ibverbs::queue_pair::{
+    ExtendedQueuePair, PostSendGuard, QueuePair as _, QueuePairAttribute, QueuePairAttributeMask,
+    QueuePairState, QueuePairType, SendOperationFlags, SetInlineData, SetScatterGatherEntry,
+    WorkRequestFlags,
+};
+use sideway::ibverbs::AccessFlags;
+
+use crate::cq::CompletionQueue;
+use crate::device::mtu_from_bytes;
+use crate::error::{Result, VerbsError};
+use crate::memory::MemoryRegion;
+use crate::pd::ProtectionDomain;
+
+/// Type-state marker: created and in INIT; its endpoint can be sent to the peer.
+#[derive(Debug)]
+pub struct Created;
+/// Type-state marker: connected to the remote endpoint; can receive.
+#[derive(Debug)]
+pub struct ReadyToReceive;
+/// Type-state marker: can send; work requests may be posted.
+#[derive(Debug)]
+pub struct ReadyToSend;
+
+/// The transport service of a QP.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Transport {
+    /// Reliable connection: every verb.
+    Rc,
+    /// Unreliable connection: WRITE and SEND only.
+    Uc,
+}
+
+/// What one side tells the other so that both QPs can connect, and where its buffer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    /// QP number.
+    pub qpn: u32,
+    /// First packet sequence number the QP will send.
+    pub psn: u32,
+    /// Port LID (InfiniBand; 0 on RoCE).
+    pub lid: u16,
+    /// Port GID (all zero when the port has none).
+    pub gid: [u8; 16],
+    /// Active MTU of the port, in bytes.
+    pub mtu: u32,
+    /// Remote key of the buffer this QP works on.
+    pub rkey: u32,
+    /// Address of that buffer.
+    pub addr: u64,
+    /// Length of that buffer.
+    pub len: u64,
+}
+
+/// How to reach the remote side from the local port.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PathConfig {
+    /// Local port number.
+    pub port: u8,
+    /// Local GID index for the GRH; `None` sends without GRH (InfiniBand, same subnet).
+    pub sgid_index: Option<u8>,
+    /// Path MTU in bytes (256..4096).
+    pub mtu: u32,
+    /// Outstanding RDMA READ/atomics this QP accepts as target.
+    pub max_dest_rd_atomic: u8,
+    /// Outstanding RDMA READ/atomics this QP may issue.
+    pub max_rd_atomic: u8,
+}
+
+/// What the device granted when the QP was created.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QpCaps {
+    /// Send queue depth.
+    pub max_send_wr: u32,
+    /// Receive queue depth.
+    pub max_recv_wr: u32,
+    /// Largest inline payload.
+    pub max_inline_data: u32,
+}
+
+/// The operation of one send-queue work request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// RDMA WRITE to `remote_addr`.
+    Write {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// RDMA READ from `remote_addr`.
+    Read {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+    },
+    /// SEND into the remote receive queue.
+    Send,
+    /// Atomic fetch-and-add of 8 bytes at `remote_addr`.
+    FetchAdd {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Value added.
+        add: u64,
+    },
+    /// Atomic compare-and-swap of 8 bytes at `remote_addr`.
+    CompareSwap {
+        /// Remote address (8-byte aligned).
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Expected value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+}
+
+/// One send-queue work request over a slice of a local memory region.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SendRequest {
+    /// Returned in the completion.
+    pub wr_id: u64,
+    /// What to do.
+    pub op: Op,
+    /// Offset of the local bytes in the region.
+    pub local_offset: u64,
+    /// Number of bytes.
+    pub len: u32,
+    /// Whether this request produces a completion.
+    pub signaled: bool,
+}
+
+/// Sets up a QP: depths, inline size and transport, then [`QueuePairBuilder::build`].
+#[derive(Debug, Clone)]
+pub struct QueuePairBuilder<'a> {
+    pd: &'a ProtectionDomain,
+    cq: &'a CompletionQueue,
+    transport: Transport,
+    port: u8,
+    max_send_wr: u32,
+    max_recv_wr: u32,
+    max_inline_data: u32,
+}
+
+impl<'a> QueuePairBuilder<'a> {
+    /// A builder for an RC QP on port 1 whose send and receive completions go to `cq`.
+    pub fn new(pd: &'a ProtectionDomain, cq: &'a CompletionQueue) -> Self {
+        QueuePairBuilder {
+            pd,
+            cq,
+            transport: Transport::Rc,
+            port: 1,
+            max_send_wr: 128,
+            max_recv_wr: 1,
+            max_inline_data: 0,
+        }
+    }
+
+    /// The transport service.
+    pub fn transport(mut self, transport: Transport) -> Self {
+        self.transport = transport;
+        self
+    }
+
+    /// The local port.
+    pub fn port(mut self, port: u8) -> Self {
+        self.port = port;
+        self
+    }
+
+    /// Send queue depth.
+    pub fn max_send_wr(mut self, n: u32) -> Self {
+        self.max_send_wr = n;
+        self
+    }
+
+    /// Receive queue depth.
+    pub fn max_recv_wr(mut self, n: u32) -> Self {
+        self.max_recv_wr = n;
+        self
+    }
+
+    /// Largest inline payload wanted.
+    pub fn max_inline_data(mut self, n: u32) -> Self {
+        self.max_inline_data = n;
+        self
+    }
+
+    /// Creates the QP and moves it to INIT with every remote access right.
+    pub fn build(self) -> Result<QueuePair<Created>> {
+        let (qp_type, ops) = match self.transport {
+            Transport::Rc => (
+                QueuePairType::ReliableConnection,
+                SendOperationFlags::Write
+                    | SendOperationFlags::Send
+                    | SendOperationFlags::Read
+                    | SendOperationFlags::AtomicFetchAndAdd
+                    | SendOperationFlags::AtomicCompareAndSwap,
+            ),
+            Transport::Uc => (
+                QueuePairType::UnreliableConnection,
+                SendOperationFlags::Write | SendOperationFlags::Send,
+            ),
+        };
+        let mut qp = self
+            .pd
+            .pd
+            .create_qp_builder()
+            .setup_qp_type(qp_type)
+            .setup_max_send_wr(self.max_send_wr)
+            .setup_max_recv_wr(self.max_recv_wr)
+            .setup_max_send_sge(1)
+            .setup_max_recv_sge(1)
+            .setup_max_inline_data(self.max_inline_data)
+            .setup_send_cq(self.cq.cq.clone())
+            .setup_recv_cq(self.cq.cq.clone())
+            .setup_send_ops_flags(ops)
+            .build_ex()
+            .map_err(|e| {
+                VerbsError::from_sideway("ibv_create_qp_ex", e).with_hint(format!(
+                    "asked for send depth {}, receive depth {}, inline {}",
+                    self.max_send_wr, self.max_recv_wr, self.max_inline_data
+                ))
+            })?;
+
+        let mut access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
+        if self.transport == Transport::Rc {
+            access |= AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
+        }
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::Init)
+            .setup_pkey_index(0)
+            .setup_port(self.port)
+            .setup_access_flags(access);
+        qp.modify(&attr)
+            .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(INIT)", e))?;
+
+        let (_, init) = qp
+            .query(QueuePairAttributeMask::Capabilities)
+            .map_err(|e| VerbsError::from_sideway("ibv_query_qp", e))?;
+        let caps = QpCaps {
+            max_send_wr: init.max_send_wr(),
+            max_recv_wr: init.max_recv_wr(),
+            max_inline_data: init.max_inline_data(),
+        };
+        Ok(QueuePair {
+            qp,
+            transport: self.transport,
+            caps,
+            _state: PhantomData,
+        })
+    }
+}
+
+/// A queue pair in state `S` (see the module documentation).
+pub struct QueuePair<S> {
+    qp: ExtendedQueuePair,
+    transport: Transport,
+    caps: QpCaps,
+    _state: PhantomData<S>,
+}
+
+impl<S> fmt::Debug for QueuePair<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueuePair")
+            .field("qpn", &self.qpn())
+            .field("transport", &self.transport)
+            .field("caps", &self.caps)
+            .finish()
+    }
+}
+
+impl<S> QueuePair<S> {
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qp.qp_number()
+    }
+
+    /// What the device granted.
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// The transport service.
+    pub fn transport(&self) -> Transport {
+        self.transport
+    }
+
+    fn into_state<T>(self) -> QueuePair<T> {
+        QueuePair {
+            qp: self.qp,
+            transport: self.transport,
+            caps: self.caps,
+            _state: PhantomData,
+        }
+    }
+}
+
+impl QueuePair<Created> {
+    /// Connects to the remote QP (INIT -> RTR).
+    pub fn ready_to_receive(
+        mut self,
+        remote: &Endpoint,
+        path: &PathConfig,
+    ) -> Result<QueuePair<ReadyToReceive>> {
+        let mtu = mtu_from_bytes(path.mtu.min(remote.mtu)).ok_or_else(|| {
+            VerbsError::InvalidRequest(format!(
+                "path MTU {} is not one of 256, 512, 1024, 2048, 4096",
+                path.mtu.min(remote.mtu)
+            ))
+        })?;
+        let mut av = AddressHandleAttribute::new();
+        av.setup_port(path.port).setup_dest_lid(remote.lid);
+        if let Some(sgid) = path.sgid_index {
+            av.setup_grh_dest_gid(&Gid { raw: remote.gid })
+                .setup_grh_src_gid_index(sgid)
+                .setup_grh_hop_limit(64);
+        }
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::ReadyToReceive)
+            .setup_path_mtu(mtu)
+            .setup_dest_qp_num(remote.qpn)
+            .setup_rq_psn(remote.psn)
+            .setup_address_vector(&av);
+        if self.transport == Transport::Rc {
+            attr.setup_max_dest_read_atomic(path.max_dest_rd_atomic)
+                .setup_min_rnr_timer(12);
+        }
+        self.qp
+            .modify(&attr)
+            .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(RTR)", e))?;
+        Ok(self.into_state())
+    }
+}
+
+impl QueuePair<ReadyToReceive> {
+    /// Starts sending with the given first PSN (RTR -> RTS).
+    pub fn ready_to_send(mut self, psn: u32, path: &PathConfig) -> Result<QueuePair<ReadyToSend>> {
+        let mut attr = QueuePairAttribute::new();
+        attr.setup_state(QueuePairState::ReadyToSend)
+            .setup_sq_psn(psn);
+        if self.transport == Transport::Rc {
+            // 4.096 us * 2^14 = 67 ms per try, 7 tries: a dead peer fails a request in ~0.5 s.
+            attr.setup_timeout(14)
+                .setup_retry_cnt(7)
+                .setup_rnr_retry(7)
+                .setup_max_read_atomic(path.max_rd_atomic);
+        }
+        self.qp
+            .modify(&attr)
+            .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(RTS)", e))?;
+        Ok(self.into_state())
+    }
+}
+
+impl QueuePair<ReadyToSend> {
+    /// Posts `requests` under one doorbell. With `inline`, payloads are copied into the work
+    /// requests (host memory only, each at most the granted inline size). Allocates nothing.
+    #[inline]
+    pub fn post_send(
+        &mut self,
+        mr: &MemoryRegion,
+        requests: &[SendRequest],
+        inline: bool,
+    ) -> Result<()> {
+        let host = if inline {
+            Some(self.inline_source(mr, requests)?)
+        } else {
+            None
+        };
+        let mut guard = self.qp.start_post_send();
+        for r in requests {
+            mr.check_range(r.local_offset, r.len)?;
+            let mut flags = WorkRequestFlags::none();
+            if r.signaled {
+                flags |= WorkRequestFlags::Signaled;
+            }
+            if host.is_some() {
+                flags |= WorkRequestFlags::Inline;
+            }
+            let wr = guard.construct_wr(r.wr_id, flags);
+            let local = match r.op {
+                Op::Write { remote_addr, rkey } => wr.setup_write(rkey, remote_addr),
+                Op::Read { remote_addr, rkey } => wr.setup_read(rkey, remote_addr),
+                Op::Send => wr.setup_send(),
+                Op::FetchAdd {
+                    remote_addr,
+                    rkey,
+                    add,
+                } => wr.setup_atomic_fetch_add(rkey, remote_addr, add),
+                Op::CompareSwap {
+                    remote_addr,
+                    rkey,
+                    compare,
+                    swap,
+                } => wr.setup_atomic_compare_swap(rkey, remote_addr, compare, swap),
+            };
+            match host {
+                Some(bytes) => {
+                    let start = r.local_offset as usize;
+                    local.setup_inline_data(&bytes[start..start + r.len as usize]);
+                }
+                // SAFETY: the range was checked against the registered region, which
+                // outlives this call; the NIC reads it before the completion is reported.
+                None => unsafe { local.setup_sge(mr.lkey(), mr.addr() + r.local_offset, r.len) },
+            }
+        }
+        guard
+            .post()
+            .map_err(|e| VerbsError::from_sideway("ibv_wr_complete", e))
+    }
+
+    fn inline_source<'m>(
+        &self,
+        mr: &'m MemoryRegion,
+        requests: &[SendRequest],
+    ) -> Result<&'m [u8]> {
+        let bytes = mr.host().ok_or_else(|| {
+            VerbsError::InvalidRequest("inline data needs host memory".to_string())
+        })?;
+        if let Some(r) = requests.iter().find(|r| r.len > self.caps.max_inline_data) {
+            return Err(VerbsError::InvalidRequest(format!(
+                "inline payload of {} bytes exceeds the QP's inline limit of {} bytes",
+                r.len, self.caps.max_inline_data
+            )));
+        }
+        Ok(bytes)
+    }
+}
+
+impl<S: CanReceive> QueuePair<S> {
+    /// Posts one receive of `len` bytes at `offset` in `mr`. Allocates nothing.
+    #[inline]
+    pub fn post_recv(
+        &mut self,
+        mr: &MemoryRegion,
+        wr_id: u64,
+        offset: u64,
+        len: u32,
+    ) -> Result<()> {
+        mr.check_range(offset, len)?;
+        let mut sge = ibv_sge {
+            addr: mr.addr() + offset,
+            length: len,
+            lkey: mr.lkey(),
+        };
+        let mut wr = ibv_recv_wr {
+            wr_id,
+            next: std::ptr::null_mut(),
+            sg_list: &mut sge,
+            num_sge: 1,
+        };
+        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+        // SAFETY: the QP is alive; wr and sge live on the stack for the duration of the call,
+        // and the range lies in the registered region.
+        let rc = unsafe { ibv_post_recv(self.qp.qp().as_ptr(), &mut wr, &mut bad) };
+        if rc != 0 {
+            return Err(VerbsError::errno("ibv_post_recv", rc));
+        }
+        Ok(())
+    }
+}
+
+/// The states in which receives may be posted (every state after creation).
+pub trait CanReceive {}
+impl CanReceive for Created {}
+impl CanReceive for ReadyToReceive {}
+impl CanReceive for ReadyToSend {}
