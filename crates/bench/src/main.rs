@@ -6,6 +6,7 @@
 //! and the verbs engine ([`engine`]); results go to the terminal and to a JSON record
 //! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage.
 
+mod ceilings;
 mod cli;
 mod control;
 mod devices;

@@ -3,6 +3,7 @@
 use anyhow::{bail, Context, Result};
 
 use super::{record, started_at, Outcome, Printer, RunOptions};
+use crate::ceilings::run_limits;
 use crate::control::{Channel, Message};
 use crate::engine::bw::{measure_writes, LoopShape};
 use crate::engine::{Connected, Local};
@@ -48,10 +49,11 @@ fn drive(
         quiet: opts.quiet,
         gbits: opts.report_gbits,
     };
-    printer.header("client", &side, plan);
+    let limits = run_limits(&side);
+    printer.header("client", &side, plan, &limits);
     let mut results = Vec::with_capacity(plan.sizes.len());
     for &size in &plan.sizes {
-        let r = run_size(opts, plan, ch, &mut side, size)
+        let r = run_size(opts, plan, ch, &mut side, size, limits.limit_gbps())
             .with_context(|| format!("size {size} bytes"))?;
         printer.row(&r);
         results.push(r);
@@ -59,7 +61,7 @@ fn drive(
     ch.send(&Message::Finish)?;
     printer.footer();
     Ok(Outcome {
-        record: record(&side, plan, started, results),
+        record: record(&side, plan, &limits, started, results),
     })
 }
 
@@ -69,6 +71,7 @@ fn run_size(
     ch: &mut Channel,
     side: &mut Connected,
     size: u64,
+    ceiling_gbps: Option<f64>,
 ) -> Result<SizeResult> {
     ch.send(&Message::StartSize { size })?;
     ch.expect("Ready")?;
@@ -96,7 +99,8 @@ fn run_size(
         measure_writes(side, &warm)?;
         measure_writes(side, &shape)
     })??;
-    let result = SizeResult::from_window(size, window.ops, window.seconds)?;
+    let result =
+        SizeResult::from_window(size, window.ops, window.seconds)?.with_ceiling(ceiling_gbps);
     ch.send(&Message::SizeDone(result.clone()))?;
     match ch.expect("Validated")? {
         Message::Validated { ok: false, detail } => bail!("the server found wrong bytes: {detail}"),

@@ -11,12 +11,12 @@ use std::time::Duration;
 
 use verbs::format_gid;
 
+use crate::ceilings::RunLimits;
 use crate::engine::{Connected, SideConfig};
 use crate::plan::{PlanRequest, TestKind, TestPlan};
 use crate::report::table::{self, Header};
 use crate::report::{
-    now_rfc3339, CeilingsRecord, DeviceRecord, HostRecord, ParamsRecord, PcieRecord, RunRecord,
-    SizeResult, ToolRecord, SCHEMA,
+    now_rfc3339, DeviceRecord, HostRecord, ParamsRecord, RunRecord, SizeResult, ToolRecord, SCHEMA,
 };
 use crate::units::format_size;
 
@@ -52,11 +52,14 @@ struct Printer {
 }
 
 impl Printer {
-    fn header(&self, role: &'static str, side: &Connected, plan: &TestPlan) {
+    fn header(&self, role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) {
         if self.quiet {
             return;
         }
-        print!("{}", table::header(&header(role, side, plan)));
+        print!("{}", table::header(&header(role, side, plan, limits)));
+        for note in &limits.notes {
+            println!(" note: {note}");
+        }
         println!("{}", table::columns(self.gbits));
     }
 
@@ -73,7 +76,7 @@ impl Printer {
     }
 }
 
-fn header(role: &'static str, side: &Connected, plan: &TestPlan) -> Header {
+fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) -> Header {
     let facts = side.device.facts();
     let gid = side
         .gid
@@ -122,13 +125,30 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan) -> Header {
                 "Validate",
                 if plan.validate { "on" } else { "off" }.to_string(),
             ),
+            ("Ceiling", ceiling_text(limits)),
         ],
+    }
+}
+
+/// "wire 48.30 GB/s (wire 48.30, PCIe 51.98)", or "unknown".
+fn ceiling_text(limits: &RunLimits) -> String {
+    let c = &limits.ceilings;
+    match (c.limit.as_deref(), c.limit_gbps) {
+        (Some(limit), Some(gbps)) => {
+            let mut text = format!("{limit} {gbps:.2} GB/s");
+            if let (Some(w), Some(p)) = (c.wire_gbps, c.pcie_gbps) {
+                text.push_str(&format!(" (wire {w:.2}, PCIe {p:.2})"));
+            }
+            text
+        }
+        _ => "unknown".to_string(),
     }
 }
 
 fn record(
     side: &Connected,
     plan: &TestPlan,
+    limits: &RunLimits,
     started_at: String,
     results: Vec<SizeResult>,
 ) -> RunRecord {
@@ -150,7 +170,7 @@ fn record(
             gid_index: side.gid.map(|g| g.index),
             gid: side.gid.map(|g| format_gid(&g.gid)),
         },
-        pcie: PcieRecord::default(),
+        pcie: limits.pcie.clone(),
         params: ParamsRecord {
             test: plan.test.to_string(),
             mem: "host".to_string(),
@@ -164,7 +184,7 @@ fn record(
             duration: None,
             bidirectional: false,
         },
-        ceilings: CeilingsRecord::default(),
+        ceilings: limits.ceilings.clone(),
         results,
     }
 }

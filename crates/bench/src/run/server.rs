@@ -4,6 +4,7 @@
 use anyhow::{bail, Result};
 
 use super::{record, started_at, Outcome, Printer, RunOptions};
+use crate::ceilings::run_limits;
 use crate::control::{Channel, Listener, Message};
 use crate::engine::{Connected, Local};
 use crate::memory::check_pattern;
@@ -47,7 +48,8 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
         quiet: opts.quiet,
         gbits: opts.report_gbits,
     };
-    printer.header("server", &side, &plan);
+    let limits = run_limits(&side);
+    printer.header("server", &side, &plan, &limits);
     let mut results = Vec::with_capacity(plan.sizes.len());
     let mut current = None;
     loop {
@@ -87,7 +89,7 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
     }
     printer.footer();
     Ok(Outcome {
-        record: record(&side, &plan, started, results),
+        record: record(&side, &plan, &limits, started, results),
     })
 }
 

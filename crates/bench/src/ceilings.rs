@@ -1,0 +1,156 @@
+//! The physical ceilings of this run, from the port (wire) and the NIC's PCIe link, read
+//! through `topo` from sysfs; what the header, every row and the record compare against.
+
+use topo::{PciLink, RdmaDevice, Sysfs};
+
+use crate::engine::Connected;
+use crate::report::{CeilingsRecord, PcieLinkRecord, PcieRecord};
+
+/// What is known about the run's limits, with notes for the header.
+#[derive(Debug, Clone, Default)]
+pub struct RunLimits {
+    /// The NIC's link and the path class.
+    pub pcie: PcieRecord,
+    /// The ceilings.
+    pub ceilings: CeilingsRecord,
+    /// Human notes: why a ceiling is missing, a downtrained link.
+    pub notes: Vec<String>,
+}
+
+impl RunLimits {
+    /// The binding ceiling in GB/s, when one is known.
+    pub fn limit_gbps(&self) -> Option<f64> {
+        self.ceilings.limit_gbps
+    }
+}
+
+fn link_record(bdf: &str, link: &PciLink) -> PcieLinkRecord {
+    PcieLinkRecord {
+        bdf: bdf.to_string(),
+        speed: link.speed_gts,
+        width: link.width,
+        max_speed: link.max_speed_gts,
+        max_width: link.max_width,
+        mps: link.mps,
+    }
+}
+
+/// Reads the ceilings of `side`'s port from sysfs (`/`).
+pub fn run_limits(side: &Connected) -> RunLimits {
+    limits_from(
+        &Sysfs::system(),
+        side.device.name(),
+        side.port.port,
+        side.port.active_mtu,
+    )
+}
+
+/// Reads the ceilings of `device` port `port` at path MTU `mtu` under `sysfs`.
+pub fn limits_from(sysfs: &Sysfs, device: &str, port: u8, mtu: u32) -> RunLimits {
+    let mut out = RunLimits::default();
+    let dev = match RdmaDevice::read(sysfs, device) {
+        Ok(d) => d,
+        Err(e) => {
+            out.notes.push(format!("no topology for {device}: {e}"));
+            return out;
+        }
+    };
+    let wire = dev.port(u32::from(port)).and_then(|p| p.wire(mtu));
+    let wire_gbps = wire.as_ref().map(|w| w.gbps());
+    if wire.is_none() {
+        out.notes.push(format!(
+            "{device} port {port}: rate or link layer unknown, no wire ceiling"
+        ));
+    }
+    let pcie = match &dev.pci {
+        Some(f) => {
+            out.pcie.nic = Some(link_record(&f.bdf, &f.link));
+            if let Some(note) = f.link.downtrain_note() {
+                out.notes.push(format!("NIC PCIe link {note}"));
+            }
+            let pcie = f.link.pcie();
+            if pcie.is_none() {
+                out.notes.push(format!(
+                    "NIC {} link {}: speed, width or MPS unknown (reading config space needs root), no PCIe ceiling",
+                    f.bdf, f.link
+                ));
+            }
+            pcie
+        }
+        None => {
+            out.notes.push(format!(
+                "{device}: {}, no PCIe ceiling",
+                dev.describe_attachment()
+            ));
+            None
+        }
+    };
+    let pcie_gbps = pcie.map(|p| p.gbps());
+    out.ceilings = match (wire_gbps, pcie_gbps) {
+        (Some(w), Some(p)) => {
+            let c = topo::Ceilings::from_parts(w, p, None);
+            CeilingsRecord {
+                wire_gbps: Some(w),
+                pcie_gbps: Some(p),
+                staged_gbps: None,
+                limit: Some(c.limit.to_string()),
+                limit_gbps: Some(c.limit_gbps),
+            }
+        }
+        (Some(w), None) => CeilingsRecord {
+            wire_gbps: Some(w),
+            limit: Some("wire".to_string()),
+            limit_gbps: Some(w),
+            ..CeilingsRecord::default()
+        },
+        (None, Some(p)) => CeilingsRecord {
+            pcie_gbps: Some(p),
+            limit: Some("pcie".to_string()),
+            limit_gbps: Some(p),
+            ..CeilingsRecord::default()
+        },
+        (None, None) => CeilingsRecord::default(),
+    };
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Sysfs {
+        Sysfs::new(format!(
+            "{}/../topo/tests/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+    }
+
+    #[test]
+    fn a_400g_nic_behind_gen5_is_wire_bound() {
+        let l = limits_from(&fixture("dgx-h100"), "mlx5_0", 1, 4096);
+        assert_eq!(l.ceilings.limit.as_deref(), Some("wire"));
+        let wire = l.ceilings.wire_gbps.unwrap();
+        assert!(wire > 45.0 && wire < 50.0, "{wire}");
+        assert!(l.ceilings.pcie_gbps.unwrap() > wire);
+        assert_eq!(l.pcie.nic.as_ref().unwrap().mps, Some(256));
+    }
+
+    #[test]
+    fn a_virtual_device_has_a_wire_ceiling_and_says_why_no_pcie() {
+        let l = limits_from(&fixture("rxe-vm"), "rxe0", 1, 1024);
+        assert_eq!(l.ceilings.limit.as_deref(), Some("wire"));
+        assert!(l.pcie.nic.is_none());
+        assert!(
+            l.notes.iter().any(|n| n.contains("virtual")),
+            "{:?}",
+            l.notes
+        );
+    }
+
+    #[test]
+    fn an_unknown_device_gives_no_ceiling_and_a_note() {
+        let l = limits_from(&fixture("dgx-h100"), "nosuch0", 1, 4096);
+        assert_eq!(l.limit_gbps(), None);
+        assert!(!l.notes.is_empty());
+    }
+}
