@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# scripts/test.sh - every check CI runs, in order:
+#   1. cargo fmt --check
+#   2. cargo clippy --all-targets -D warnings
+#   3. unit, doc and host-side integration tests (tests that need a verbs device say they
+#      were skipped and why)
+#   4. the criterion benches build (cargo bench --no-run)
+#   5. the integration test binaries, built here, run inside the soft-RoCE guest
+#      (scripts/rxe-vm.sh) with RDMABENCH_REQUIRE_RDMA=1, so a missing device fails them
+#
+# Usage: scripts/test.sh [--no-guest]     (--no-guest stops after step 4)
+# Needs what scripts/setup.sh installs. Exit status: 0 when everything passed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x "$(command -v cargo)" ] || . "$HOME/.cargo/env"
+
+guest=1
+case "${1:-}" in
+    --no-guest) guest=0 ;;
+    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    "") ;;
+    *) echo "scripts/test.sh: unknown option '$1' (valid: --no-guest, --help)" >&2; exit 2 ;;
+esac
+
+step() { printf '\n==> %s\n' "$*"; }
+
+step "cargo fmt --check"
+cargo fmt --all -- --check
+
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+
+step "unit, doc and host-side integration tests"
+cargo test --workspace --locked
+
+step "benches build"
+cargo bench --workspace --locked --no-run
+
+[ "$guest" = 1 ] || exit 0
+
+step "integration tests inside the soft-RoCE guest"
+# The integration test binaries (kind "test": tests/*.rs) of the crates that touch verbs,
+# as cargo reports them; the topo crate's tests read fixtures and need no device.
+mapfile -t bins < <(cargo test --workspace --locked --tests --no-run --message-format=json 2>/dev/null \
+    | grep '"kind":\["test"\]' | grep -E '"manifest_path":"[^"]*/crates/(bench|verbs)/Cargo.toml"' \
+    | grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/')
+[ "${#bins[@]}" -gt 0 ] || { echo "scripts/test.sh: no integration test binaries found" >&2; exit 1; }
+printf '    %s\n' "${bins[@]}"
+RDMABENCH_REQUIRE_RDMA=1 scripts/rxe-vm.sh bash -c '
+    rc=0
+    for t in "$@"; do
+        echo "--- $(basename "$t")"
+        "$t" --test-threads=1 || rc=1
+    done
+    exit $rc' rdmabench-guest-tests "${bins[@]}"
