@@ -20,6 +20,6 @@ if "$bin" devices 2>/dev/null | grep -q ' ACTIVE '; then
     exec "$bin" write-bw --loopback -a "$@"
 fi
 echo "rdmabench demo: no RDMA device here; running on soft-RoCE in a QEMU guest (emulated: figures are functional only)"
-# A short sweep: 200 writes per size, 32 in flight, so that 8 MiB messages finish quickly
+# A short sweep: 100 writes per size, 32 in flight, so that 8 MiB messages finish quickly
 # on an emulated link.
-exec scripts/rxe-vm.sh "$bin" write-bw --loopback -d rxe0 --peer-dev rxe1 -x 1 -a -n 200 -t 32 --timeout 60 "$@"
+exec scripts/rxe-vm.sh "$bin" write-bw --loopback -d rxe0 --peer-dev rxe1 -x 1 -a -n 100 -t 32 --timeout 60 "$@"

@@ -75,3 +75,42 @@ fn bad_values_are_usage_errors_with_exit_code_2() {
         assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
     }
 }
+
+/// Hides libibverbs.so.1 behind an empty file in a private mount namespace (needs root and
+/// util-linux's `unshare`); returns `None` when that cannot be done here.
+fn run_without_libibverbs(args: &str) -> Option<std::process::Output> {
+    let ldconfig = std::process::Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .ok()?;
+    let lib = String::from_utf8_lossy(&ldconfig.stdout)
+        .lines()
+        .find(|l| l.trim_start().starts_with("libibverbs.so.1 "))
+        .and_then(|l| l.rsplit(' ').next())
+        .map(str::to_string)?;
+    let script = format!(
+        "mount --bind /dev/null {lib} || exit 97; exec {} {args}",
+        env!("CARGO_BIN_EXE_rdmabench")
+    );
+    let out = std::process::Command::new("unshare")
+        .args(["-m", "sh", "-c", &script])
+        .output()
+        .ok()?;
+    (out.status.code() != Some(97) && !String::from_utf8_lossy(&out.stderr).contains("unshare:"))
+        .then_some(out)
+}
+
+#[test]
+fn without_libibverbs_the_binary_starts_and_says_what_to_install() {
+    let Some(out) = run_without_libibverbs("write-bw 127.0.0.1 --timeout 5") else {
+        eprintln!("skipped: cannot hide libibverbs.so.1 here (needs root, unshare and an installed rdma-core)");
+        return;
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("libibverbs.so.1 could not be loaded") && stderr.contains("rdma-core"),
+        "{stderr}"
+    );
+}

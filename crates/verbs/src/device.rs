@@ -1,11 +1,10 @@
 //! Devices and ports: listing them, opening one, and the facts a report needs.
 
 use std::fmt;
-use std::io;
 use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
-use sideway::ibverbs::device::{DeviceInfo, DeviceList};
+use sideway::ibverbs::device::{DeviceInfo, DeviceList, GetDeviceListErrorKind};
 use sideway::ibverbs::device_context::{DeviceContext, LinkLayer as SwLinkLayer, Mtu, PortState};
 
 use crate::error::{Result, VerbsError};
@@ -133,13 +132,15 @@ impl fmt::Debug for Device {
 
 fn device_list() -> Result<DeviceList> {
     let list = DeviceList::new().map_err(|e| {
-        let unsupported = std::error::Error::source(&e)
-            .and_then(|s| s.downcast_ref::<io::Error>())
-            .is_some_and(|io| io.raw_os_error() == Some(libc::EOPNOTSUPP));
-        if unsupported {
+        let errno = match &e.0 {
+            GetDeviceListErrorKind::Ibverbs(io) => io.raw_os_error(),
+            _ => None,
+        };
+        // rdma-mummy-sys answers EOPNOTSUPP when it could not dlopen libibverbs.so.1;
+        // ENOSYS and friends mean the kernel has no RDMA support at all.
+        if errno == Some(libc::EOPNOTSUPP) {
             VerbsError::LibraryMissing
         } else {
-            // ENOSYS and friends: the kernel has no RDMA support at all.
             VerbsError::NoDevice
         }
     })?;

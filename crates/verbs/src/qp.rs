@@ -1,6 +1,14 @@
 //! Queue pairs as a type-state machine: `QueuePair<Created>` (already in INIT) becomes
 //! `QueuePair<ReadyToReceive>` with the remote endpoint, then `QueuePair<ReadyToSend>`.
-//! Only a ready-to-send QP can post work requests, so posting too early does not compile.
+//! Only a ready-to-send QP can post work requests, so posting too early does not compile:
+//!
+//! ```compile_fail
+//! # fn f(pd: &verbs::ProtectionDomain, cq: &verbs::CompletionQueue, mr: &verbs::MemoryRegion)
+//! #     -> verbs::Result<()> {
+//! let mut qp = verbs::QueuePairBuilder::new(pd, cq).build()?; // QueuePair<Created>
+//! qp.post_send(mr, &[], false)?; // error: no method `post_send` on `QueuePair<Created>`
+//! # Ok(()) }
+//! ```
 
 use std::fmt;
 use std::marker::PhantomData;
