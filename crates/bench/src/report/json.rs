@@ -55,6 +55,8 @@ pub(crate) mod tests {
                 iters: Some(5000),
                 duration: None,
                 bidirectional: false,
+                latency: None,
+                repeat: 1,
             },
             ceilings: CeilingsRecord::default(),
             results: vec![

@@ -35,6 +35,82 @@ pub struct SizeResult {
     pub msg_rate_mpps: f64,
     /// Bandwidth as a percentage of the binding ceiling, when one is known.
     pub pct_of_ceiling: Option<f64>,
+    /// Latency tests: the statistics, in microseconds (one-way or round trip: see
+    /// `params.latency`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat_us: Option<LatencyStats>,
+    /// Latency tests: the whole histogram (nanoseconds), base64 of a V2 HdrHistogram, so
+    /// runs can be merged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hdr: Option<String>,
+    /// Bidirectional runs: each direction's figures (the top-level ones are their sum).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directions: Option<Directions>,
+    /// With `--repeat N`: every repetition's figures, in order; the top-level figures are
+    /// their medians.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub repetitions: Vec<Repetition>,
+}
+
+/// Latency statistics in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Smallest.
+    pub min: f64,
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+    /// 99.99th percentile.
+    pub p9999: f64,
+    /// Largest.
+    pub max: f64,
+    /// Mean.
+    pub mean: f64,
+    /// Standard deviation.
+    pub stdev: f64,
+}
+
+/// One direction of a bidirectional run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DirectionFigures {
+    /// Operations measured.
+    pub iterations: u64,
+    /// Measured window.
+    pub seconds: f64,
+    /// GB/s.
+    pub bw_gbps: f64,
+    /// Millions of messages per second.
+    pub msg_rate_mpps: f64,
+}
+
+/// Both directions of a bidirectional run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Directions {
+    /// What the client sent.
+    pub client_to_server: DirectionFigures,
+    /// What the server sent.
+    pub server_to_client: DirectionFigures,
+}
+
+/// One repetition's figures for one size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Repetition {
+    /// Operations measured.
+    pub iterations: u64,
+    /// Measured window.
+    pub seconds: f64,
+    /// GB/s.
+    pub bw_gbps: f64,
+    /// Millions of messages per second.
+    pub msg_rate_mpps: f64,
+    /// Latency tests: the statistics in microseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lat_us: Option<LatencyStats>,
 }
 
 impl SizeResult {
@@ -55,6 +131,10 @@ impl SizeResult {
             gbits: gbits_from_gbytes(bw),
             msg_rate_mpps: iterations as f64 / seconds / 1e6,
             pct_of_ceiling: None,
+            lat_us: None,
+            hdr: None,
+            directions: None,
+            repetitions: Vec::new(),
         })
     }
 

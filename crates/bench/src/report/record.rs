@@ -153,6 +153,16 @@ pub struct ParamsRecord {
     pub duration: Option<f64>,
     /// Both directions at once.
     pub bidirectional: bool,
+    /// Latency tests: "one_way" (RTT/2: WRITE, SEND) or "round_trip" (READ, atomics).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<String>,
+    /// How many times the plan ran (`--repeat`).
+    #[serde(default = "one")]
+    pub repeat: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The physical ceilings in GB/s, and the binding one.

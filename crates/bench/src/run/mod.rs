@@ -183,6 +183,8 @@ fn record(
             iters: Some(plan.iters),
             duration: None,
             bidirectional: false,
+            latency: None,
+            repeat: 1,
         },
         ceilings: limits.ceilings.clone(),
         results,
