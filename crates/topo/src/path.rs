@@ -265,7 +265,7 @@ pub fn classify(a: &PciPath, a_numa: Option<u32>, b: &PciPath, b_numa: Option<u3
         } else {
             PathClass::Sys
         }
-    } else if ancestor.map_or(true, |hop| hop.role == PortRole::RootPort) {
+    } else if ancestor.is_none_or(|hop| hop.role == PortRole::RootPort) {
         PathClass::Phb
     } else if switches <= 1 {
         PathClass::Pix

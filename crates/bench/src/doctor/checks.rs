@@ -1,0 +1,1051 @@
+//! The checks on the NIC, its port, its PCIe link and its path to the GPU, and on the host.
+//! Each takes facts already read and returns one [`Check`]; reading is in `mod.rs`,
+//! `host.rs` and `counters.rs`.
+
+use std::collections::BTreeMap;
+use std::net::Ipv6Addr;
+use std::path::Path;
+
+use topo::ceiling::{gen_from_gts, roce_active_mtu, IB_MTUS};
+use topo::{
+    Iommu, Limit, LinkLayer, PairInfo, PathClass, PciLink, PciPath, PortRole, RdmaDevice, RdmaPort,
+    Sysfs, Topology,
+};
+
+use super::host::{format_cpulist, GdrFacts};
+use super::verdict::Check;
+
+/// What a check on a PCIe property of a software device says.
+pub const VIRTUAL: &str = "virtual device, no PCI function";
+
+/// "4: ACTIVE" -> "ACTIVE".
+fn strip_number(text: &str) -> &str {
+    text.split_once(": ").map_or(text, |(_, name)| name)
+}
+
+/// The RDMA device itself, as a fact.
+pub fn device(nic: &RdmaDevice) -> Check {
+    let mut text = format!("{}: {}", nic.name, nic.describe_attachment());
+    if let Some(fw) = nic.fw_ver.as_deref().filter(|fw| !fw.is_empty()) {
+        text.push_str(&format!(", fw {fw}"));
+    }
+    if let Some(node) = nic.numa_node {
+        text.push_str(&format!(", NUMA node {node}"));
+    }
+    if !nic.netdevs.is_empty() && !nic.is_virtual() {
+        text.push_str(&format!(", netdev {}", nic.netdevs.join(", ")));
+    }
+    Check::info("RDMA device", text)
+}
+
+/// The port exists and is ACTIVE.
+pub fn port_state(nic: &RdmaDevice, number: u32) -> Check {
+    const NAME: &str = "port state";
+    let Some(port) = nic.port(number) else {
+        let ports: Vec<String> = nic.ports.iter().map(|p| p.port.to_string()).collect();
+        return Check::fail(
+            NAME,
+            format!(
+                "{} has no port {number}; ports: {}",
+                nic.name,
+                ports.join(", ")
+            ),
+        )
+        .fix("-i/--ib-port picks the port");
+    };
+    let state = port.state.as_deref().map_or("state unknown", strip_number);
+    let phys = port.phys_state.as_deref().map_or("?", strip_number);
+    let layer = port.link_layer.as_deref().unwrap_or("link layer unknown");
+    let text = format!("{} port {number} {state} ({phys}), {layer}", nic.name);
+    if port.is_active() {
+        return Check::pass(NAME, text);
+    }
+    let netdev = port.netdevs.first().or(nic.netdevs.first());
+    let fix = match (state, port.layer()) {
+        ("INIT" | "ARMED", Some(LinkLayer::InfiniBand)) => {
+            "the link is up but no subnet manager configured it: run opensm on the fabric or \
+             enable the switch's SM (`sminfo` finds one)"
+                .to_string()
+        }
+        (_, Some(LinkLayer::Ethernet)) => format!(
+            "no link: check the cable and the switch port; `ip link set dev {0} up`, \
+             `ethtool {0}` shows the link",
+            netdev.map_or("<netdev>", String::as_str)
+        ),
+        _ => format!(
+            "no link: check the cable and the switch port; `ibstat {}` shows the physical state",
+            nic.name
+        ),
+    };
+    Check::fail(NAME, text).fix(fix)
+}
+
+/// The port's rate: what it trained at, against `--expect-rate` and the usual 4X width.
+pub fn port_rate(nic: &RdmaDevice, port: &RdmaPort, expect_gbps: Option<f64>) -> Check {
+    const NAME: &str = "port rate";
+    let Some(text) = port.rate.as_deref() else {
+        return if port.is_active() {
+            Check::warn(
+                NAME,
+                format!("{} port {}: rate unreadable", nic.name, port.port),
+            )
+        } else {
+            Check::skip(NAME, "port not ACTIVE")
+        };
+    };
+    let Some(rate) = port.port_rate() else {
+        return Check::warn(NAME, format!("rate {text:?} not understood"));
+    };
+    let layer = port.link_layer.as_deref().unwrap_or("?");
+    if nic.is_virtual() {
+        return Check::info(
+            NAME,
+            format!("{text} {layer}: a software device's rate is nominal, not a limit"),
+        );
+    }
+    if let Some(expect) = expect_gbps {
+        if rate.gbps < expect * 0.999 {
+            return Check::fail(NAME, format!("{text}, expected {expect} Gb/s")).fix(
+                "the link trained slower than expected: check the cable's rating and the \
+                 switch port's speed; `ibstat` (InfiniBand) or `ethtool <netdev>` lists the \
+                 supported speeds",
+            );
+        }
+        return Check::pass(
+            NAME,
+            format!("{text} {layer}, at least the expected {expect} Gb/s"),
+        );
+    }
+    if port.layer() == Some(LinkLayer::InfiniBand) && rate.lanes.is_some_and(|l| l < 4) {
+        return Check::warn(
+            NAME,
+            format!(
+                "{text}: InfiniBand HCA ports train 4X unless a split cable is used, so a lane \
+                 may be down"
+            ),
+        )
+        .fix(format!(
+            "reseat or replace the cable; `ibstat {}` shows the width",
+            nic.name
+        ));
+    }
+    Check::pass(
+        NAME,
+        format!("{text} {layer} (sysfs has no maximum: --expect-rate GBPS checks it)"),
+    )
+}
+
+/// "Gen4 x16" from a speed and a width, "?" for unknowns.
+fn gen_width(speed: Option<f64>, width: Option<u32>) -> String {
+    let speed = match speed {
+        Some(gts) => gen_from_gts(gts).map_or(format!("{gts} GT/s"), |g| format!("Gen{g}")),
+        None => "Gen?".to_string(),
+    };
+    let width = width.map_or("x?".to_string(), |w| format!("x{w}"));
+    format!("{speed} {width}")
+}
+
+fn min_known<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(if b < a { b } else { a }),
+        (a, None) => a,
+        (None, b) => b,
+    }
+}
+
+/// A PCIe link against what both its ends can do: `upstream` is the port above the
+/// function (its address and link), when known.
+pub fn pcie_link(
+    name: &'static str,
+    bdf: &str,
+    link: &PciLink,
+    upstream: Option<(&str, &PciLink)>,
+    gpu: bool,
+) -> Check {
+    let lspci = format!("`lspci -vv -s {bdf} | grep -E 'LnkCap|LnkSta'` shows both");
+    let (Some(speed), Some(width)) = (link.speed_gts, link.width) else {
+        if link.max_speed_gts.is_none() && link.max_width.is_none() {
+            return Check::warn(
+                name,
+                format!("{bdf}: no PCIe link attributes (a conventional PCI function?)"),
+            );
+        }
+        return Check::fail(name, format!("{bdf}: link down or unknown: {link}"))
+            .fix(format!("check the card is seated and powered; {lspci}"));
+    };
+    let cap_speed = min_known(
+        link.max_speed_gts,
+        upstream.and_then(|(_, l)| l.max_speed_gts),
+    );
+    let cap_width = min_known(link.max_width, upstream.and_then(|(_, l)| l.max_width));
+    let slow = cap_speed.is_some_and(|cap| speed < cap - 0.01);
+    let narrow = cap_width.is_some_and(|cap| width < cap);
+    let now = gen_width(Some(speed), Some(width));
+    let mps = match link.mps {
+        Some(mps) => format!("MPS {mps}"),
+        None => "MPS unknown (reading config space needs root)".to_string(),
+    };
+    if slow || narrow {
+        let both = gen_width(cap_speed, cap_width);
+        let evidence =
+            format!("{bdf} DOWNTRAINED: running {now}, it and its port can do {both}; {mps}");
+        if gpu && !narrow {
+            return Check::warn(
+                name,
+                format!("{evidence}; GPUs lower their link speed when idle"),
+            )
+            .fix(format!(
+                "check under load: `nvidia-smi -q -d PCIE` (Link Gen, Current against \
+                     Max); if it stays low, reseat the GPU or check the slot's BIOS speed \
+                     setting; {lspci}"
+            ));
+        }
+        return Check::fail(name, evidence).fix(format!(
+            "reseat the card (or its riser) and check the slot's BIOS link speed and \
+             bifurcation settings; {lspci}"
+        ));
+    }
+    let own = gen_width(link.max_speed_gts, link.max_width);
+    let below_own = link.max_speed_gts.is_some_and(|max| speed < max - 0.01)
+        || link.max_width.is_some_and(|max| width < max);
+    if below_own {
+        let port = upstream.map_or("?", |(bdf, _)| bdf);
+        return Check::warn(
+            name,
+            format!("{bdf} running {now}: the card can do {own}, its slot (port {port}) only {now}; {mps}"),
+        )
+        .fix("move it to a slot that matches the card for its full bandwidth");
+    }
+    if link.mps == Some(128) {
+        return Check::warn(
+            name,
+            format!(
+                "{bdf} {now} (max {own}); MPS 128 costs about 8 % of PCIe bandwidth against 256"
+            ),
+        )
+        .fix("raise Max Payload Size in the BIOS, or boot with pci=pcie_bus_perf");
+    }
+    Check::pass(name, format!("{bdf} {now} (max {own}), {mps}"))
+}
+
+/// The links above a device's own on its path (root port to switch, switch to switch) that
+/// trained below what both their ends can do. Each link is read at its downstream end, the
+/// function below a root or downstream port; a switch's internal bus is not a link.
+pub fn downtrained_uplinks(path: &PciPath) -> Vec<String> {
+    let hops = &path.hops;
+    let mut notes = Vec::new();
+    for i in 0..hops.len().saturating_sub(2) {
+        let (above, below) = (&hops[i], &hops[i + 1]);
+        if !matches!(
+            above.role,
+            PortRole::RootPort | PortRole::SwitchDownstream | PortRole::Bridge
+        ) {
+            continue;
+        }
+        let link = &below.link;
+        let (Some(speed), Some(width)) = (link.speed_gts, link.width) else {
+            continue;
+        };
+        let cap_speed = min_known(link.max_speed_gts, above.link.max_speed_gts);
+        let cap_width = min_known(link.max_width, above.link.max_width);
+        if cap_speed.is_some_and(|cap| speed < cap - 0.01)
+            || cap_width.is_some_and(|cap| width < cap)
+        {
+            notes.push(format!(
+                "{} -> {} runs {}, both ends can do {}",
+                above.bdf,
+                below.bdf,
+                gen_width(Some(speed), Some(width)),
+                gen_width(cap_speed, cap_width)
+            ));
+        }
+    }
+    notes
+}
+
+/// A link check made a FAIL when links above the device are trained down.
+pub fn with_uplinks(check: Check, uplinks: &[String]) -> Check {
+    if uplinks.is_empty() {
+        return check;
+    }
+    Check {
+        verdict: super::verdict::Verdict::Fail,
+        evidence: format!(
+            "{}; DOWNTRAINED above it: {}",
+            check.evidence,
+            uplinks.join("; ")
+        ),
+        fix: Some(
+            "every byte to host memory crosses those links: reseat the switch or riser and              check the BIOS link settings of the ports named; `lspci -vv` shows LnkCap and              LnkSta of each"
+                .to_string(),
+        ),
+        ..check
+    }
+}
+
+/// The active MTU and where it came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MtuFact {
+    /// The active (path) MTU in bytes, when known.
+    pub active: Option<u32>,
+    /// How it was found, or why not.
+    pub source: String,
+    /// The netdev and its MTU, when there is one.
+    pub netdev: Option<(String, u32)>,
+}
+
+/// Work out the active MTU: from verbs when it answered, else from the netdev's MTU (RoCE:
+/// exactly as the kernel derives it; InfiniBand: the IPoIB datagram MTU is the IB MTU - 4).
+pub fn mtu_fact(
+    sysfs: &Sysfs,
+    layer: Option<LinkLayer>,
+    netdev: Option<&str>,
+    verbs: Option<Result<u32, String>>,
+) -> MtuFact {
+    let netdev = netdev.and_then(|name| {
+        let path = Path::new("/sys/class/net").join(name).join("mtu");
+        let mtu = sysfs.read_text(&path)?.parse::<u32>().ok()?;
+        Some((name.to_string(), mtu))
+    });
+    let verbs_note = match &verbs {
+        Some(Ok(active)) => {
+            let source = match &netdev {
+                Some((name, mtu)) => format!("active_mtu from verbs; netdev {name} MTU {mtu}"),
+                None => "active_mtu from verbs".to_string(),
+            };
+            return MtuFact {
+                active: Some(*active),
+                source,
+                netdev,
+            };
+        }
+        Some(Err(e)) => format!(" (verbs: {e})"),
+        None => String::new(),
+    };
+    let (active, source) = match (layer, &netdev) {
+        (Some(LinkLayer::Ethernet), Some((name, mtu))) => (
+            roce_active_mtu(*mtu),
+            format!("netdev {name} MTU {mtu}, as the kernel derives the RoCE MTU"),
+        ),
+        (Some(LinkLayer::InfiniBand), Some((name, mtu))) if IB_MTUS.contains(&(mtu + 4)) => (
+            Some(mtu + 4),
+            format!("IPoIB {name} datagram MTU {mtu} = IB MTU - 4"),
+        ),
+        (Some(LinkLayer::InfiniBand), _) => (
+            None,
+            "InfiniBand active MTU needs verbs or an IPoIB netdev in datagram mode".to_string(),
+        ),
+        (_, None) => (None, "no netdev MTU for this port".to_string()),
+        (None, Some(_)) => (None, "link layer unknown".to_string()),
+    };
+    MtuFact {
+        active,
+        source: format!("{source}{verbs_note}"),
+        netdev,
+    }
+}
+
+/// The MTU against InfiniBand's 4096 or RoCE's jumbo frames.
+pub fn mtu(device: &str, port: &RdmaPort, fact: &MtuFact, iwarp: bool) -> Check {
+    const NAME: &str = "MTU";
+    if !port.is_active() {
+        return Check::skip(NAME, "port not ACTIVE");
+    }
+    if iwarp {
+        let netdev = fact
+            .netdev
+            .as_ref()
+            .map_or("netdev MTU unknown".to_string(), |(n, m)| {
+                format!("netdev {n} MTU {m}")
+            });
+        return Check::info(
+            NAME,
+            format!("iWARP device: it runs over TCP, segments follow the {netdev}"),
+        );
+    }
+    let Some(active) = fact.active else {
+        return Check::skip(
+            NAME,
+            format!(
+                "active MTU unknown: {}; `ibv_devinfo -d {device}` shows active_mtu",
+                fact.source
+            ),
+        );
+    };
+    let evidence = format!("active MTU {active} ({})", fact.source);
+    if active >= 4096 {
+        return Check::pass(NAME, evidence);
+    }
+    match port.layer() {
+        Some(LinkLayer::Ethernet) => {
+            let netdev = fact
+                .netdev
+                .as_ref()
+                .map_or("<netdev>", |(name, _)| name.as_str());
+            Check::warn(NAME, format!("{evidence}: RoCE runs best at 4096")).fix(format!(
+                "jumbo frames: `ip link set dev {netdev} mtu 9000` here, on the peer and on the \
+                 switch ports (a RoCE MTU of 4096 needs a netdev MTU of at least 4192)"
+            ))
+        }
+        _ => Check::warn(NAME, format!("{evidence}: InfiniBand runs best at 4096")).fix(
+            "the subnet manager and the switch set it: opensm's partitions.conf (`mtu=5` is \
+             4096); `ibv_devinfo` shows active_mtu",
+        ),
+    }
+}
+
+/// One populated GID table entry from sysfs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Gid {
+    /// Its index (`-x`).
+    pub index: u32,
+    /// The GID as an IPv6 address.
+    pub addr: Ipv6Addr,
+    /// "RoCE v2", "IB/RoCE v1", when sysfs says.
+    pub kind: Option<String>,
+}
+
+/// The populated GIDs of a port (`ports/N/gids/*`, `gid_attrs/types/*`), by index.
+pub fn read_gids(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Gid> {
+    let dir = Path::new("/sys/class/infiniband")
+        .join(device)
+        .join("ports")
+        .join(port.to_string());
+    let mut indices: Vec<u32> = sysfs
+        .list(&dir.join("gids"))
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|name| name.parse().ok())
+        .collect();
+    indices.sort_unstable();
+    indices
+        .into_iter()
+        .filter_map(|index| {
+            let text = sysfs.read_text(&dir.join("gids").join(index.to_string()))?;
+            let addr: Ipv6Addr = text.parse().ok()?;
+            if addr.is_unspecified() {
+                return None;
+            }
+            let kind = sysfs.read_text(&dir.join("gid_attrs/types").join(index.to_string()));
+            Some(Gid { index, addr, kind })
+        })
+        .collect()
+}
+
+/// Whether the device is iWARP (node type "4: RNIC", as siw and irdma's iWARP ports are):
+/// it runs over TCP, so RoCE's GIDs and MTU rules do not apply.
+pub fn is_iwarp(nic: &RdmaDevice) -> bool {
+    nic.node_type
+        .as_deref()
+        .is_some_and(|t| t.ends_with("RNIC"))
+}
+
+/// A RoCE v2 GID exists (on RoCE ports).
+pub fn roce_gid(port: &RdmaPort, gids: &[Gid], netdev: Option<&str>, iwarp: bool) -> Check {
+    const NAME: &str = "RoCEv2 GID";
+    if iwarp {
+        return Check::skip(
+            NAME,
+            "iWARP device (node type RNIC): RoCE GIDs do not apply",
+        );
+    }
+    match port.layer() {
+        Some(LinkLayer::Ethernet) => {}
+        Some(LinkLayer::InfiniBand) => {
+            return Check::skip(NAME, "InfiniBand port: RoCE GIDs do not apply")
+        }
+        None => return Check::skip(NAME, "link layer unknown"),
+    }
+    if !port.is_active() {
+        return Check::skip(NAME, "port not ACTIVE");
+    }
+    let netdev = netdev.unwrap_or("<netdev>");
+    let v2: Vec<&Gid> = gids
+        .iter()
+        .filter(|g| g.kind.as_deref() == Some("RoCE v2"))
+        .collect();
+    let Some(best) = v2
+        .iter()
+        .find(|g| g.addr.to_ipv4_mapped().is_some())
+        .or(v2.first())
+    else {
+        let seen: Vec<String> = gids
+            .iter()
+            .map(|g| {
+                format!(
+                    "[{}] {} {}",
+                    g.index,
+                    g.addr,
+                    g.kind.as_deref().unwrap_or("type ?")
+                )
+            })
+            .collect();
+        let seen = if seen.is_empty() {
+            "none".to_string()
+        } else {
+            seen.join(", ")
+        };
+        return Check::fail(
+            NAME,
+            format!("no RoCE v2 GID on port {}; GIDs: {seen}", port.port),
+        )
+        .fix(format!(
+            "give {netdev} an IP address and bring it up (`ip addr add 192.0.2.1/24 dev \
+                 {netdev}`): each address adds a RoCE v1 and a v2 GID"
+        ));
+    };
+    let mut text = format!(
+        "GID[{}] {} RoCE v2 ({} RoCE v2 GIDs on {netdev})",
+        best.index,
+        best.addr,
+        v2.len()
+    );
+    if best.addr.to_ipv4_mapped().is_none() {
+        text.push_str(
+            "; only link-local: rdma_cm and routed RoCE need an IP address on the netdev",
+        );
+    }
+    Check::pass(NAME, text)
+}
+
+/// The NIC-GPU class: PIX/PXB good, PHB acceptable, NODE/SYS bad for GPUDirect.
+pub fn path_class(topology: &Topology, pair: &PairInfo) -> Check {
+    const NAME: &str = "NIC-GPU path";
+    let class = pair.path.class;
+    let via = match (&pair.path.common_ancestor, class) {
+        (Some(ancestor), PathClass::Pix | PathClass::Pxb) => {
+            let plural = if pair.path.switches == 1 { "" } else { "es" };
+            format!(" via {ancestor}, {} switch{plural}", pair.path.switches)
+        }
+        (Some(ancestor), _) => format!(" via root port {ancestor}"),
+        (None, _) => String::new(),
+    };
+    let text = format!(
+        "{} <-> {}: {class}{via}, {}",
+        pair.nic,
+        pair.gpu,
+        class.meaning()
+    );
+    match class {
+        PathClass::Pix | PathClass::Pxb => Check::pass(NAME, text),
+        PathClass::Phb => Check::warn(
+            NAME,
+            format!("{text}; GPUDirect crosses the CPU's root complex"),
+        )
+        .fix(alternatives(
+            topology,
+            pair,
+            "a GPU below the NIC's PCIe switch (PIX) is better",
+        )),
+        PathClass::Node | PathClass::Sys => Check::fail(
+            NAME,
+            format!("{text}; GPUDirect RDMA over this path runs at a fraction of the link rate"),
+        )
+        .fix(alternatives(
+            topology,
+            pair,
+            "pair the NIC with a GPU on its own PCIe switch or socket",
+        )),
+    }
+}
+
+/// Better partners for the pair's NIC and GPU, from the topology.
+fn alternatives(topology: &Topology, pair: &PairInfo, default: &str) -> String {
+    let better = |p: &&PairInfo| p.path.class < pair.path.class;
+    let mut hints = Vec::new();
+    let same_nic = topology.pairs.iter().filter(|p| p.nic == pair.nic);
+    if let Some(p) = same_nic.filter(better).min_by_key(|p| p.path.class) {
+        hints.push(format!("GPU {} is {} to {}", p.gpu, p.path.class, p.nic));
+    }
+    let same_gpu = topology.pairs.iter().filter(|p| p.gpu == pair.gpu);
+    if let Some(p) = same_gpu.filter(better).min_by_key(|p| p.path.class) {
+        hints.push(format!(
+            "NIC {} is {} to GPU {}",
+            p.nic, p.path.class, p.gpu
+        ));
+    }
+    if hints.is_empty() {
+        format!("{default}; no better pair on this machine (`rdmabench topo` lists them)")
+    } else {
+        format!("{}; `rdmabench topo` lists every pair", hints.join("; "))
+    }
+}
+
+/// ACS P2P redirect off on the bridges between NIC and GPU.
+pub fn acs(pair: &PairInfo) -> Check {
+    const NAME: &str = "ACS on the path";
+    if pair.path.class > PathClass::Pxb {
+        return Check::skip(
+            NAME,
+            format!(
+                "the path goes through the host bridge ({}): switch ACS does not change it",
+                pair.path.class
+            ),
+        );
+    }
+    let bridges: Vec<&str> = pair.path.route.iter().map(|h| h.bdf.as_str()).collect();
+    let redirecting: Vec<&str> = pair
+        .path
+        .route
+        .iter()
+        .filter(|h| h.acs.redirects() == Some(true))
+        .map(|h| h.bdf.as_str())
+        .collect();
+    match pair.path.acs_redirect {
+        Some(true) => Check::fail(
+            NAME,
+            format!(
+                "P2P redirect set on {}: peer-to-peer goes up through the root complex",
+                redirecting.join(", ")
+            ),
+        )
+        .fix(format!(
+            "clear ACS Request/Completion Redirect on those ports (BIOS \"ACS\" setting, or \
+             `setpci -s {} ECAP_ACS+6.w=0` as root) unless the IOMMU must isolate them",
+            redirecting.first().unwrap_or(&"<bdf>")
+        )),
+        Some(false) => Check::pass(NAME, format!("redirect off on {}", bridges.join(", "))),
+        None => Check::warn(
+            NAME,
+            format!(
+                "ACS unreadable on {} (reading config space needs root)",
+                bridges.join(", ")
+            ),
+        )
+        .fix("run doctor as root to read the ACS control registers"),
+    }
+}
+
+/// nvidia-peermem loaded, or dma-buf possible (kernel, config, driver).
+pub fn gpudirect(facts: &GdrFacts) -> Check {
+    const NAME: &str = "GPUDirect RDMA";
+    let driver = facts
+        .driver
+        .as_deref()
+        .map_or(String::new(), |v| format!(", NVIDIA driver {v}"));
+    if let Some(module) = &facts.peermem {
+        return Check::pass(NAME, format!("{module} loaded{driver}"));
+    }
+    let release = facts.release.as_deref().unwrap_or("unknown");
+    let mut blockers = Vec::new();
+    let mut unknowns = Vec::new();
+    match facts.kernel_has_dmabuf_mr() {
+        Some(false) => blockers.push(format!("kernel {release} is older than 5.12")),
+        None => unknowns.push("the kernel release".to_string()),
+        Some(true) => {}
+    }
+    match facts.config.dma_buf {
+        Some(false) => blockers.push(format!(
+            "CONFIG_DMA_SHARED_BUFFER is not set ({})",
+            facts.config.source
+        )),
+        None => unknowns.push(format!(
+            "CONFIG_DMA_SHARED_BUFFER ({})",
+            facts.config.source
+        )),
+        Some(true) => {}
+    }
+    if facts.driver_major().is_some_and(|major| major < 515) {
+        blockers.push("NVIDIA drivers before R515 do not export dma-buf".to_string());
+    }
+    if facts.open_modules == Some(false) {
+        blockers.push(
+            "the proprietary NVIDIA kernel modules do not export dma-buf (the open ones do)"
+                .to_string(),
+        );
+    }
+    let fix = "`modprobe nvidia-peermem` (it ships with the NVIDIA driver), or use dma-buf: a \
+               kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER and the open NVIDIA kernel modules \
+               (R515+)";
+    if !blockers.is_empty() {
+        return Check::fail(
+            NAME,
+            format!(
+                "nvidia_peermem not loaded and no dma-buf: {}",
+                blockers.join("; ")
+            ),
+        )
+        .fix(fix);
+    }
+    if !unknowns.is_empty() {
+        return Check::warn(
+            NAME,
+            format!(
+                "nvidia_peermem not loaded; dma-buf could not be confirmed: unknown {} (kernel {release})",
+                unknowns.join(", ")
+            ),
+        )
+        .fix(fix);
+    }
+    Check::pass(
+        NAME,
+        format!(
+            "dma-buf possible: kernel {release} >= 5.12, CONFIG_DMA_SHARED_BUFFER set ({}){driver}; \
+             nvidia_peermem not loaded",
+            facts.config.source
+        ),
+    )
+}
+
+/// The GPU's own dma-buf attribute, which needs CUDA.
+pub fn gpu_dmabuf_attribute() -> Check {
+    Check::skip(
+        "GPU dma-buf support",
+        "no CUDA support in this build yet (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is asked of CUDA)",
+    )
+}
+
+/// The IOMMU: off or passthrough, or translating (a cost for GPUDirect).
+pub fn iommu(iommu: &Iommu, nic_group_type: Option<&str>) -> Check {
+    const NAME: &str = "IOMMU";
+    let described = iommu.describe();
+    if !iommu.enabled {
+        return Check::pass(NAME, described);
+    }
+    let passthrough_cmdline = iommu.cmdline.iter().any(|w| {
+        matches!(
+            w.as_str(),
+            "iommu=pt" | "iommu.passthrough=1" | "amd_iommu=pt"
+        )
+    });
+    let mode = nic_group_type.or(match iommu.group_types.as_slice() {
+        [only] => Some(only.as_str()),
+        _ => None,
+    });
+    let fix = "boot with iommu=pt (intel_iommu=on iommu=pt, or amd_iommu=on iommu=pt) unless \
+               DMA isolation is needed";
+    match mode {
+        Some("identity") => Check::pass(NAME, format!("passthrough: {described}")),
+        None if passthrough_cmdline => Check::pass(NAME, format!("passthrough: {described}")),
+        Some(kind @ ("DMA" | "DMA-FQ")) => Check::warn(
+            NAME,
+            format!(
+                "translating (domain {kind}): every DMA goes through IOMMU page tables and \
+                 GPUDirect peer-to-peer needs ATS or goes up through the root complex; {described}"
+            ),
+        )
+        .fix(fix),
+        Some(kind) => Check::warn(NAME, format!("domain {kind}: {described}")).fix(fix),
+        None => Check::warn(NAME, format!("on, mode unknown: {described}"))
+            .fix(format!("/sys/kernel/iommu_groups/*/type shows it; {fix}")),
+    }
+}
+
+/// The CPUs the benchmark may run on, or why they are unknown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Cpus {
+    /// Known CPUs and where the list came from.
+    Known(Vec<u32>, &'static str),
+    /// Why they are unknown.
+    Unknown(String),
+}
+
+/// The NIC's NUMA node against the CPUs the benchmark may run on.
+pub fn numa(
+    nic: &str,
+    nic_node: Option<u32>,
+    cpus: &Cpus,
+    nodes: &BTreeMap<u32, Vec<u32>>,
+) -> Check {
+    const NAME: &str = "NUMA locality";
+    let Some(node) = nic_node else {
+        return Check::skip(
+            NAME,
+            format!("{nic} has no NUMA node (-1: a single-node machine or a VM)"),
+        );
+    };
+    let (cpus, source) = match cpus {
+        Cpus::Known(cpus, source) => (cpus, *source),
+        Cpus::Unknown(why) => return Check::skip(NAME, why.clone()),
+    };
+    let Some(local) = nodes.get(&node) else {
+        return Check::warn(
+            NAME,
+            format!("{nic} is on node {node}, whose CPU list is missing (/sys/devices/system/node/node{node}/cpulist)"),
+        );
+    };
+    let on: Vec<u32> = cpus.iter().copied().filter(|c| local.contains(c)).collect();
+    let others: Vec<String> = nodes
+        .iter()
+        .filter(|(n, list)| **n != node && cpus.iter().any(|c| list.contains(c)))
+        .map(|(n, _)| n.to_string())
+        .collect();
+    let list = format_cpulist(cpus);
+    let fix = format!(
+        "run it on the NIC's node: `numactl --cpunodebind={node} --membind={node} rdmabench ...` \
+         (or taskset -c {})",
+        format_cpulist(local)
+    );
+    if on.len() == cpus.len() {
+        Check::pass(
+            NAME,
+            format!(
+                "{nic} on node {node}; all {} CPUs {source} ({list}) are on it",
+                cpus.len()
+            ),
+        )
+    } else if on.is_empty() {
+        Check::fail(
+            NAME,
+            format!(
+                "{nic} on node {node}, but the CPUs {source} ({list}) are on node {}: every \
+                 byte crosses the socket interconnect",
+                others.join(", ")
+            ),
+        )
+        .fix(fix)
+    } else {
+        Check::warn(
+            NAME,
+            format!(
+                "{nic} on node {node}; {} of the {} CPUs {source} ({list}) are on it, the rest \
+                 on node {}: unpinned, the run may land on the wrong socket",
+                on.len(),
+                cpus.len(),
+                others.join(", ")
+            ),
+        )
+        .fix(fix)
+    }
+}
+
+/// The cpufreq governor of the CPUs the benchmark may run on (all, when unknown).
+pub fn governor(governors: &BTreeMap<u32, String>, cpus: Option<&[u32]>) -> Check {
+    const NAME: &str = "CPU governor";
+    let chosen: Vec<(&u32, &String)> = match cpus {
+        Some(cpus) if governors.keys().any(|c| cpus.contains(c)) => {
+            governors.iter().filter(|(c, _)| cpus.contains(c)).collect()
+        }
+        _ => governors.iter().collect(),
+    };
+    if chosen.is_empty() {
+        return Check::skip(
+            NAME,
+            "no cpufreq governor in /sys/devices/system/cpu/cpu*/cpufreq (a VM, or the firmware \
+             controls the frequency)",
+        );
+    }
+    let mut by_governor: BTreeMap<&str, usize> = BTreeMap::new();
+    for (_, governor) in &chosen {
+        *by_governor.entry(governor.as_str()).or_default() += 1;
+    }
+    let text = by_governor
+        .iter()
+        .map(|(g, n)| format!("{g} on {n} CPU{}", if *n == 1 { "" } else { "s" }))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if by_governor.keys().all(|g| *g == "performance") {
+        Check::pass(NAME, text)
+    } else {
+        Check::warn(
+            NAME,
+            format!("{text}: clocks ramp up late, latency and small-message rates suffer"),
+        )
+        .fix("`cpupower frequency-set -g performance` (or `tuned-adm profile network-latency`)")
+    }
+}
+
+/// The wire ceiling against the NIC's PCIe ceiling.
+pub fn ceilings(port: &RdmaPort, mtu: Option<u32>, link: Option<&PciLink>) -> Check {
+    const NAME: &str = "ceilings";
+    let Some(link) = link else {
+        return Check::skip(NAME, format!("{VIRTUAL}: no PCIe ceiling"));
+    };
+    let assumed = if mtu.is_none() {
+        ", MTU 4096 assumed"
+    } else {
+        ""
+    };
+    let Some(wire) = port.wire(mtu.unwrap_or(4096)) else {
+        return Check::skip(NAME, "port rate or link layer unknown: no wire ceiling");
+    };
+    let Some(pcie) = link.pcie() else {
+        return Check::skip(
+            NAME,
+            format!("PCIe speed, width or MPS unknown ({link}): no PCIe ceiling"),
+        );
+    };
+    let c = topo::ceilings(&wire, &pcie, None);
+    let wire_text = format!(
+        "wire {:.2} GB/s ({} Gb/s at MTU {}{assumed})",
+        c.wire_gbps, wire.rate.gbps, wire.mtu
+    );
+    let pcie_text = format!("PCIe {:.2} GB/s ({pcie})", c.pcie_gbps);
+    match c.limit {
+        Limit::Pcie => Check::warn(
+            NAME,
+            format!(
+                "PCIe-bound: {pcie_text} < {wire_text}; at most {:.0} % of the port's rate",
+                100.0 * c.pcie_gbps / c.wire_gbps
+            ),
+        )
+        .fix(format!(
+            "a trained-down link is fixed above; otherwise the card needs a faster slot \
+             (`rdmabench ceiling --nic-rate {} --pcie gen{}x{}` shows the arithmetic)",
+            wire.rate.gbps, pcie.gen, pcie.width
+        )),
+        _ => Check::pass(NAME, format!("wire-bound: {wire_text} < {pcie_text}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::doctor::verdict::Verdict;
+
+    fn link(speed: f64, width: u32, max_speed: f64, max_width: u32, mps: Option<u32>) -> PciLink {
+        PciLink {
+            speed_gts: Some(speed),
+            width: Some(width),
+            max_speed_gts: Some(max_speed),
+            max_width: Some(max_width),
+            mps,
+            mrrs: None,
+        }
+    }
+
+    #[test]
+    fn links_at_max_pass_and_trained_down_ones_fail() {
+        let full = link(32.0, 16, 32.0, 16, Some(256));
+        let c = pcie_link(
+            "NIC PCIe link",
+            "0000:18:00.0",
+            &full,
+            Some(("0000:17:00.0", &full)),
+            false,
+        );
+        assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
+        let down = link(8.0, 8, 16.0, 16, Some(512));
+        let port = link(8.0, 8, 16.0, 16, None);
+        let c = pcie_link(
+            "NIC PCIe link",
+            "0000:41:00.0",
+            &down,
+            Some(("0000:40:01.1", &port)),
+            false,
+        );
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert!(
+            c.evidence.contains("DOWNTRAINED: running Gen3 x8"),
+            "{}",
+            c.evidence
+        );
+        assert!(c.evidence.contains("Gen4 x16"), "{}", c.evidence);
+    }
+
+    #[test]
+    fn a_slot_slower_than_the_card_warns_and_an_idle_gpu_warns() {
+        let card = link(16.0, 16, 32.0, 16, Some(256));
+        let slot = link(16.0, 16, 16.0, 16, Some(256));
+        let c = pcie_link("NIC PCIe link", "b", &card, Some(("p", &slot)), false);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(
+            c.evidence.contains("its slot (port p) only Gen4 x16"),
+            "{}",
+            c.evidence
+        );
+        let idle = link(2.5, 16, 32.0, 16, Some(256));
+        let c = pcie_link("GPU PCIe link", "g", &idle, None, true);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.evidence.contains("idle"), "{}", c.evidence);
+        let narrow = link(32.0, 8, 32.0, 16, Some(256));
+        assert_eq!(
+            pcie_link("GPU PCIe link", "g", &narrow, None, true).verdict,
+            Verdict::Fail
+        );
+        let small_mps = link(32.0, 16, 32.0, 16, Some(128));
+        assert_eq!(
+            pcie_link("NIC PCIe link", "b", &small_mps, None, false).verdict,
+            Verdict::Warn
+        );
+    }
+
+    #[test]
+    fn a_trained_down_switch_uplink_is_found() {
+        use topo::{Acs, Hop};
+        let hop = |bdf: &str, role, link| Hop {
+            bdf: bdf.to_string(),
+            role,
+            link,
+            acs: Acs::NotSupported,
+        };
+        let gen5 = link(32.0, 16, 32.0, 16, Some(256));
+        let slow = link(16.0, 16, 32.0, 16, Some(256));
+        let mut path = PciPath {
+            host_bridge: "pci0000:15".to_string(),
+            hops: vec![
+                hop("root", PortRole::RootPort, slow),
+                hop("up", PortRole::SwitchUpstream, slow),
+                hop("down", PortRole::SwitchDownstream, gen5),
+                hop("nic", PortRole::Endpoint, gen5),
+            ],
+        };
+        let notes = downtrained_uplinks(&path);
+        assert_eq!(
+            notes,
+            ["root -> up runs Gen4 x16, both ends can do Gen5 x16"]
+        );
+        let c = with_uplinks(Check::pass("NIC PCIe link", "nic Gen5 x16"), &notes);
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert!(
+            c.evidence.contains("DOWNTRAINED above it: root -> up"),
+            "{}",
+            c.evidence
+        );
+        // A root port that can only do Gen4 limits the link: not trained down.
+        path.hops[0].link = link(16.0, 16, 16.0, 16, Some(256));
+        assert!(downtrained_uplinks(&path).is_empty());
+    }
+
+    #[test]
+    fn numa_verdicts() {
+        let nodes: BTreeMap<u32, Vec<u32>> = [(0, (0..8).collect()), (1, (8..16).collect())]
+            .into_iter()
+            .collect();
+        let check = |cpus: Vec<u32>| numa("mlx5_0", Some(0), &Cpus::Known(cpus, "given"), &nodes);
+        assert_eq!(check((0..4).collect()).verdict, Verdict::Pass);
+        assert_eq!(check((0..16).collect()).verdict, Verdict::Warn);
+        let c = check((8..12).collect());
+        assert_eq!(c.verdict, Verdict::Fail);
+        assert!(c.fix.unwrap().contains("numactl --cpunodebind=0"));
+        assert_eq!(
+            numa("rxe0", None, &Cpus::Known(vec![0], "given"), &nodes).verdict,
+            Verdict::Skip
+        );
+    }
+
+    #[test]
+    fn governors() {
+        let govs: BTreeMap<u32, String> =
+            [(0, "performance".to_string()), (1, "powersave".to_string())]
+                .into_iter()
+                .collect();
+        assert_eq!(governor(&govs, Some(&[0])).verdict, Verdict::Pass);
+        let c = governor(&govs, None);
+        assert_eq!(c.verdict, Verdict::Warn);
+        assert!(c.evidence.contains("powersave on 1 CPU"), "{}", c.evidence);
+        assert_eq!(governor(&BTreeMap::new(), None).verdict, Verdict::Skip);
+    }
+
+    #[test]
+    fn roce_mtu_from_the_netdev() {
+        let sysfs = Sysfs::new(format!(
+            "{}/../topo/tests/fixtures/two-socket",
+            env!("CARGO_MANIFEST_DIR")
+        ));
+        let fact = mtu_fact(&sysfs, Some(LinkLayer::Ethernet), Some("ens2f0np0"), None);
+        assert_eq!(fact.active, Some(4096));
+        assert_eq!(fact.netdev, Some(("ens2f0np0".to_string(), 9000)));
+        let fact = mtu_fact(&sysfs, Some(LinkLayer::Ethernet), Some("ens2f1np1"), None);
+        assert_eq!(fact.active, Some(1024));
+        let verbs = mtu_fact(&sysfs, Some(LinkLayer::InfiniBand), None, Some(Ok(2048)));
+        assert_eq!(verbs.active, Some(2048));
+        let gids = read_gids(&sysfs, "mlx5_0", 1);
+        assert_eq!(gids.len(), 4);
+        assert_eq!(gids[3].kind.as_deref(), Some("RoCE v2"));
+        assert_eq!(
+            gids[3].addr.to_ipv4_mapped(),
+            Some([192, 168, 10, 11].into())
+        );
+    }
+}

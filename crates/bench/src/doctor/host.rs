@@ -1,0 +1,295 @@
+//! Facts about the host rather than the NIC: the CPUs this process may run on, NUMA nodes'
+//! CPUs, cpufreq governors, the kernel release and configuration, and the GPUDirect modules.
+//! Everything but the CPU affinity reads through the (injectable) sysfs root.
+
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use topo::Sysfs;
+
+/// Where the kernel lists NUMA nodes and CPUs.
+const NODE_DIR: &str = "/sys/devices/system/node";
+const CPU_DIR: &str = "/sys/devices/system/cpu";
+
+/// Parse a kernel CPU list ("0-55,112-167", "3", "" for none) into CPU numbers.
+pub fn parse_cpulist(text: &str) -> Option<Vec<u32>> {
+    let mut cpus = Vec::new();
+    for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
+        let part = part.trim();
+        match part.split_once('-') {
+            Some((lo, hi)) => {
+                let (lo, hi): (u32, u32) = (lo.trim().parse().ok()?, hi.trim().parse().ok()?);
+                if lo > hi || hi - lo > 1 << 16 {
+                    return None;
+                }
+                cpus.extend(lo..=hi);
+            }
+            None => cpus.push(part.parse().ok()?),
+        }
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Some(cpus)
+}
+
+/// clap value parser of `--cpus`.
+pub fn parse_cpus_arg(text: &str) -> Result<CpuList, String> {
+    match parse_cpulist(text) {
+        Some(cpus) if !cpus.is_empty() => Ok(CpuList(cpus)),
+        _ => Err(format!(
+            "'{text}' is not a CPU list: give CPU numbers and ranges such as 0-15,32-47 (as \
+             taskset -c and /sys/devices/system/node/node0/cpulist write them)"
+        )),
+    }
+}
+
+/// A list of CPU numbers given on the command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuList(pub Vec<u32>);
+
+/// "0-3,8" for a sorted list.
+pub fn format_cpulist(cpus: &[u32]) -> String {
+    let mut parts = Vec::new();
+    let mut iter = cpus.iter().copied().peekable();
+    while let Some(start) = iter.next() {
+        let mut end = start;
+        while iter.peek() == Some(&(end + 1)) {
+            end += 1;
+            iter.next();
+        }
+        parts.push(if start == end {
+            start.to_string()
+        } else {
+            format!("{start}-{end}")
+        });
+    }
+    parts.join(",")
+}
+
+/// The CPUs this process may run on (`sched_getaffinity`).
+pub fn allowed_cpus() -> io::Result<Vec<u32>> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed; pid 0 is this thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    let max = u32::try_from(libc::CPU_SETSIZE).unwrap_or(1024);
+    Ok((0..max)
+        // SAFETY: `cpu` is below CPU_SETSIZE, within the set.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu as usize, &set) })
+        .collect())
+}
+
+/// The CPUs of NUMA node `node`, `None` when sysfs does not say.
+pub fn node_cpus(sysfs: &Sysfs, node: u32) -> Option<Vec<u32>> {
+    let path = Path::new(NODE_DIR)
+        .join(format!("node{node}"))
+        .join("cpulist");
+    parse_cpulist(&sysfs.read_text(&path)?)
+}
+
+/// The NUMA nodes and their CPUs.
+pub fn nodes(sysfs: &Sysfs) -> BTreeMap<u32, Vec<u32>> {
+    let names = sysfs.list(Path::new(NODE_DIR)).unwrap_or_default();
+    names
+        .iter()
+        .filter_map(|name| name.strip_prefix("node")?.parse::<u32>().ok())
+        .filter_map(|node| Some((node, node_cpus(sysfs, node)?)))
+        .collect()
+}
+
+/// The cpufreq governor of every CPU that has one.
+pub fn governors(sysfs: &Sysfs) -> BTreeMap<u32, String> {
+    let names = sysfs.list(Path::new(CPU_DIR)).unwrap_or_default();
+    names
+        .iter()
+        .filter_map(|name| name.strip_prefix("cpu")?.parse::<u32>().ok())
+        .filter_map(|cpu| {
+            let path = Path::new(CPU_DIR)
+                .join(format!("cpu{cpu}"))
+                .join("cpufreq/scaling_governor");
+            Some((cpu, sysfs.read_text(&path)?))
+        })
+        .collect()
+}
+
+/// The kernel release: `/proc/sys/kernel/osrelease`, else the `BOOT_IMAGE` of the command
+/// line (`/boot/vmlinuz-5.15.0-1042-nvidia`).
+pub fn kernel_release(sysfs: &Sysfs) -> Option<String> {
+    if let Some(release) = sysfs.read_text(Path::new("/proc/sys/kernel/osrelease")) {
+        if !release.is_empty() {
+            return Some(release);
+        }
+    }
+    let cmdline = sysfs.read_text(Path::new("/proc/cmdline"))?;
+    cmdline
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("BOOT_IMAGE="))
+        .and_then(|image| image.rsplit_once("vmlinuz-"))
+        .map(|(_, release)| release.to_string())
+}
+
+/// (major, minor) of a release such as "5.15.0-1042-nvidia".
+pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+    let mut parts = release.split(|c: char| !c.is_ascii_digit());
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Whether the kernel has `CONFIG_DMA_SHARED_BUFFER`, and the file that says so.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigFact {
+    /// `Some(true)` built in, `Some(false)` not set, `None` unknown.
+    pub dma_buf: Option<bool>,
+    /// Where that came from, or why it is unknown.
+    pub source: String,
+}
+
+/// Look for `CONFIG_DMA_SHARED_BUFFER` in `/boot/config-<release>`, else infer it from
+/// `/sys/kernel/dmabuf` (present only when it is set).
+pub fn dma_buf_config(sysfs: &Sysfs, release: Option<&str>) -> ConfigFact {
+    if let Some(release) = release {
+        let path = PathBuf::from(format!("/boot/config-{release}"));
+        if let Some(text) = sysfs.read_text(&path) {
+            let set = text.lines().any(|line| {
+                matches!(
+                    line.trim(),
+                    "CONFIG_DMA_SHARED_BUFFER=y" | "CONFIG_DMA_SHARED_BUFFER=m"
+                )
+            });
+            return ConfigFact {
+                dma_buf: Some(set),
+                source: path.display().to_string(),
+            };
+        }
+    }
+    if sysfs.exists(Path::new("/sys/kernel/dmabuf")) {
+        return ConfigFact {
+            dma_buf: Some(true),
+            source: "/sys/kernel/dmabuf".to_string(),
+        };
+    }
+    let source = if sysfs.exists(Path::new("/proc/config.gz")) {
+        "only /proc/config.gz, compressed: `zgrep CONFIG_DMA_SHARED_BUFFER /proc/config.gz`"
+    } else {
+        "no /boot/config-<release>"
+    };
+    ConfigFact {
+        dma_buf: None,
+        source: source.to_string(),
+    }
+}
+
+/// What decides whether GPUDirect RDMA can work, as far as files tell.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GdrFacts {
+    /// The peer-memory module that is loaded: nvidia_peermem, or the older nv_peer_mem.
+    pub peermem: Option<String>,
+    /// The kernel release.
+    pub release: Option<String>,
+    /// `CONFIG_DMA_SHARED_BUFFER`.
+    pub config: ConfigFact,
+    /// The NVIDIA driver's version (`/sys/module/nvidia/version`).
+    pub driver: Option<String>,
+    /// Whether the NVIDIA kernel modules are the open ones (`/proc/driver/nvidia/version`).
+    pub open_modules: Option<bool>,
+}
+
+impl GdrFacts {
+    /// Read them below `sysfs`'s root.
+    pub fn read(sysfs: &Sysfs) -> Self {
+        let peermem = ["nvidia_peermem", "nv_peer_mem"]
+            .into_iter()
+            .find(|name| sysfs.exists(&Path::new("/sys/module").join(name)))
+            .map(str::to_string);
+        let release = kernel_release(sysfs);
+        let config = dma_buf_config(sysfs, release.as_deref());
+        let open_modules = sysfs
+            .read_text(Path::new("/proc/driver/nvidia/version"))
+            .map(|text| text.contains("Open Kernel Module"));
+        Self {
+            peermem,
+            config,
+            release,
+            driver: sysfs.read_text(Path::new("/sys/module/nvidia/version")),
+            open_modules,
+        }
+    }
+
+    /// Whether the kernel is at least 5.12, the first with dma-buf import in the RDMA core.
+    pub fn kernel_has_dmabuf_mr(&self) -> Option<bool> {
+        let (major, minor) = kernel_version(self.release.as_deref()?)?;
+        Some((major, minor) >= (5, 12))
+    }
+
+    /// The NVIDIA driver's major version (535 of "535.161.08").
+    pub fn driver_major(&self) -> Option<u32> {
+        self.driver.as_deref()?.split('.').next()?.parse().ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Sysfs {
+        Sysfs::new(format!(
+            "{}/../topo/tests/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        ))
+    }
+
+    #[test]
+    fn cpulists() {
+        assert_eq!(
+            parse_cpulist("0-3,8,10-11"),
+            Some(vec![0, 1, 2, 3, 8, 10, 11])
+        );
+        assert_eq!(parse_cpulist(""), Some(vec![]));
+        assert_eq!(parse_cpulist("3-1"), None);
+        assert_eq!(parse_cpulist("a"), None);
+        assert_eq!(format_cpulist(&[0, 1, 2, 3, 8, 10, 11]), "0-3,8,10-11");
+        assert!(parse_cpus_arg("x").unwrap_err().contains("0-15,32-47"));
+        assert!(parse_cpus_arg("").is_err());
+    }
+
+    #[test]
+    fn this_process_has_cpus() {
+        assert!(!allowed_cpus().unwrap().is_empty());
+    }
+
+    #[test]
+    fn kernel_versions() {
+        assert_eq!(kernel_version("5.15.0-1042-nvidia"), Some((5, 15)));
+        assert_eq!(kernel_version("6.8.0"), Some((6, 8)));
+        assert_eq!(kernel_version("4.15.0-213-generic"), Some((4, 15)));
+        assert_eq!(kernel_version("linux"), None);
+    }
+
+    #[test]
+    fn fixture_hosts() {
+        let dgx = fixture("dgx-h100");
+        assert_eq!(nodes(&dgx).len(), 2);
+        assert_eq!(node_cpus(&dgx, 1).unwrap().len(), 112);
+        assert_eq!(
+            governors(&dgx).get(&56).map(String::as_str),
+            Some("performance")
+        );
+        let gdr = GdrFacts::read(&dgx);
+        assert_eq!(gdr.peermem.as_deref(), Some("nvidia_peermem"));
+        assert_eq!(gdr.driver_major(), Some(535));
+        assert_eq!(gdr.kernel_has_dmabuf_mr(), Some(true));
+        let down = GdrFacts::read(&fixture("downtrained"));
+        assert_eq!(down.config.dma_buf, Some(true));
+        assert!(down.config.source.contains("config-6.8.0-45-generic"));
+        let old = GdrFacts::read(&fixture("old-kernel"));
+        assert_eq!(old.kernel_has_dmabuf_mr(), Some(false));
+        assert_eq!(old.peermem, None);
+        assert_eq!(old.config.dma_buf, None);
+    }
+}

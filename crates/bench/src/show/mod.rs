@@ -1,0 +1,8 @@
+//! Commands that show facts without running traffic: `topo` (the PCIe tree from sysfs) and
+//! `ceiling` (the ceilings arithmetic for a planned NIC and link).
+
+pub mod ceiling;
+pub mod topology;
+
+pub use ceiling::CeilingArgs;
+pub use topology::TopoArgs;

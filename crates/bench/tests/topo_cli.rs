@@ -1,0 +1,528 @@
+//! `rdmabench topo`, `ceiling` and `doctor` through the binary, against the sysfs fixture
+//! trees of crates/topo/tests/fixtures (see their README.md for the machines they model),
+//! and in the soft-RoCE guest against the live /sys.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::Output;
+
+use common::{bin, rdma_ready, text};
+use serde_json::Value;
+
+fn fixture(name: &str) -> String {
+    format!(
+        "{}/../topo/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    )
+}
+
+fn run(args: &[&str]) -> Output {
+    bin().args(args).output().expect("run rdmabench")
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn topo(name: &str) -> String {
+    let out = run(&["topo", "--sysfs-root", &fixture(name)]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    stdout(&out)
+}
+
+fn topo_json(name: &str) -> Value {
+    let out = run(&["topo", "--sysfs-root", &fixture(name), "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).expect("topo --json is JSON")
+}
+
+fn pair_class<'a>(doc: &'a Value, nic: &str, gpu: &str) -> &'a str {
+    doc["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["nic"] == nic && p["gpu"] == gpu)
+        .and_then(|p| p["class"].as_str())
+        .unwrap_or_else(|| panic!("no pair {nic}-{gpu} in {doc}"))
+}
+
+fn doctor(name: &str, extra: &[&str]) -> (Option<i32>, String, String) {
+    let root = fixture(name);
+    let mut args = vec![
+        "doctor",
+        "--sysfs-root",
+        root.as_str(),
+        "--sample-secs",
+        "0.05",
+    ];
+    args.extend_from_slice(extra);
+    let out = run(&args);
+    (
+        out.status.code(),
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// The verdict and evidence of check `name` in doctor's output.
+fn check<'a>(report: &'a str, name: &str) -> (&'a str, &'a str) {
+    report
+        .lines()
+        .find_map(|line| {
+            let (verdict, rest) = line.split_at_checked(4)?;
+            if !["PASS", "WARN", "FAIL", "SKIP", "INFO"].contains(&verdict) {
+                return None;
+            }
+            let rest = rest.strip_prefix("  ")?;
+            let (field, evidence) = rest.split_at_checked(19)?;
+            (field.trim_end() == name).then(|| (verdict, evidence.trim_start()))
+        })
+        .unwrap_or_else(|| panic!("no check {name:?} in\n{report}"))
+}
+
+#[test]
+fn topo_dgx_shows_the_switch_tree_pix_and_the_numbers() {
+    let text = topo("dgx-h100");
+    for needle in [
+        "pci0000:15 (host bridge, NUMA 0)",
+        "0000:16:00.0 switch upstream port",
+        "0000:18:00.0 NIC mlx5_0 (ibp24s0)",
+        "400 Gb/sec (4X NDR) InfiniBand ACTIVE",
+        "Gen5 x16 (max Gen5 x16) MPS 256",
+        "0000:19:00.0 GPU 10de:2330",
+        "PIX  = at most one PCIe switch",
+        "SYS  = across the interconnect",
+        "domain identity",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
+    }
+    let pix = text
+        .lines()
+        .find(|l| l.contains("mlx5_0") && l.contains("0000:19:00.0"))
+        .unwrap();
+    assert!(
+        pix.contains("PIX") && pix.contains("via 0000:16:00.0, 1 switch"),
+        "{pix}"
+    );
+}
+
+#[test]
+fn topo_json_has_nics_gpus_links_and_pairs() {
+    let doc = topo_json("dgx-h100");
+    let nic = &doc["nics"][0];
+    assert_eq!(nic["name"], "mlx5_0");
+    assert_eq!(nic["bdf"], "0000:18:00.0");
+    assert_eq!(nic["numa_node"], 0);
+    assert_eq!(nic["virtual"], false);
+    let link = &nic["link"];
+    assert_eq!(link["speed_gts"], 32.0);
+    assert_eq!(link["width"], 16);
+    assert_eq!(link["max_speed_gts"], 32.0);
+    assert_eq!(link["max_width"], 16);
+    assert_eq!(link["mps"], 256);
+    let gpus = doc["gpus"].as_array().unwrap();
+    assert_eq!(gpus.len(), 2, "the NVSwitch is not a GPU: {doc}");
+    assert_eq!(gpus[1]["bdf"], "0000:9e:00.0");
+    assert_eq!(gpus[1]["numa_node"], 1);
+    assert_eq!(gpus[1]["link"]["mps"], 256);
+    assert_eq!(pair_class(&doc, "mlx5_0", "0000:19:00.0"), "PIX");
+    assert_eq!(pair_class(&doc, "mlx5_1", "0000:9e:00.0"), "PIX");
+    assert_eq!(pair_class(&doc, "mlx5_0", "0000:9e:00.0"), "SYS");
+}
+
+#[test]
+fn topo_two_socket_is_sys_across_sockets_and_node_within() {
+    let text = topo("two-socket");
+    assert!(text.contains("SYS") && text.contains("NODE"), "{text}");
+    assert!(text.contains("port 1: rate ? Ethernet DOWN"), "{text}");
+    let doc = topo_json("two-socket");
+    assert_eq!(pair_class(&doc, "mlx5_0", "0000:cb:00.0"), "SYS");
+    assert_eq!(pair_class(&doc, "mlx5_0", "0000:4b:00.0"), "NODE");
+    assert_eq!(doc["iommu"]["group_types"][0], "DMA-FQ");
+}
+
+#[test]
+fn topo_downtrained_marks_the_link() {
+    let text = topo("downtrained");
+    let nic = text.lines().find(|l| l.contains("NIC mlx5_0")).unwrap();
+    assert!(
+        nic.contains(
+            "Gen3 x8 (max Gen4 x16) MPS 512  <-- DOWNTRAINED: running Gen3 x8, capable of Gen4 x16"
+        ),
+        "{nic}"
+    );
+    assert!(text.contains("PHB"), "{text}");
+    let doc = topo_json("downtrained");
+    assert_eq!(doc["nics"][0]["link"]["speed_gts"], 8.0);
+    assert_eq!(doc["nics"][0]["link"]["max_speed_gts"], 16.0);
+}
+
+#[test]
+fn topo_old_kernel_parses_short_speed_strings() {
+    let text = topo("old-kernel");
+    assert!(text.contains("0000:07:00.0 NIC mlx5_0"), "{text}");
+    assert!(text.contains("Gen3 x16 (max Gen3 x16) MPS ?"), "{text}");
+    assert!(text.contains("PXB"), "{text}");
+    let doc = topo_json("old-kernel");
+    let mlx = doc["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "mlx5_0")
+        .unwrap();
+    assert_eq!(mlx["link"]["speed_gts"], 8.0, "\"8 GT/s\" read as Gen3");
+    assert!(
+        mlx["link"]["mps"].is_null(),
+        "MPS unknown without root, not guessed"
+    );
+    assert_eq!(pair_class(&doc, "mlx5_0", "0000:06:00.0"), "PXB");
+}
+
+#[test]
+fn topo_rxe_vm_says_virtual_instead_of_failing() {
+    let text = topo("rxe-vm");
+    assert!(text.contains("rxe0  virtual, no PCI function"), "{text}");
+    assert!(text.contains("siw0  virtual, no PCI function"), "{text}");
+    let doc = topo_json("rxe-vm");
+    assert_eq!(doc["nics"][0]["virtual"], true);
+    assert!(doc["nics"][0]["link"].is_null());
+    assert!(doc["pairs"].as_array().unwrap().is_empty());
+}
+
+#[test]
+fn a_sysfs_root_without_sys_is_a_usage_error() {
+    let out = run(&["topo", "--sysfs-root", "/nonexistent/snapshot"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("'/nonexistent/snapshot' is not a directory"));
+    let sys = format!("{}/sys", fixture("dgx-h100"));
+    let out = run(&["doctor", "--sysfs-root", &sys]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("no sys/ directory"), "{}", text(&out));
+}
+
+fn ceiling_json(args: &[&str]) -> Value {
+    let mut all = vec!["ceiling", "--json"];
+    all.extend_from_slice(args);
+    let out = run(&all);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    serde_json::from_slice(&out.stdout).expect("ceiling --json is JSON")
+}
+
+#[test]
+fn ceiling_400g_behind_gen4_is_pcie_bound_and_behind_gen5_wire_bound() {
+    let out = run(&["ceiling", "--nic-rate", "400", "--pcie", "gen4x16"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let shown = stdout(&out);
+    for needle in [
+        "efficiency 4096 / 4122 = 0.9937",
+        "16 lanes x 16 GT/s x 128b/130b = 31.51 GB/s",
+        "TLP efficiency at MPS 256: 256 / (256 + 24) = 0.9143",
+        "binding: pcie at 25.99 GB/s",
+        "is PCIe-bound",
+        "Gen5 x16 would make it wire-bound",
+    ] {
+        assert!(shown.contains(needle), "missing {needle:?} in\n{shown}");
+    }
+    let gen4 = ceiling_json(&["--nic-rate", "400", "--pcie", "gen4x16"]);
+    assert_eq!(gen4["limit"], "pcie");
+    let pcie = gen4["pcie_gbps"].as_f64().unwrap();
+    assert!((25.5..26.5).contains(&pcie), "{gen4}");
+    assert_eq!(gen4["limit_gbps"], gen4["pcie_gbps"]);
+    let gen5 = ceiling_json(&[
+        "--nic-rate",
+        "400",
+        "--pcie",
+        "gen5x16",
+        "--mps",
+        "256",
+        "--mtu",
+        "4096",
+    ]);
+    assert_eq!(gen5["limit"], "wire");
+    let wire = gen5["wire_gbps"].as_f64().unwrap();
+    assert!((49.6..49.8).contains(&wire), "{gen5}");
+    assert!(gen5["pcie_gbps"].as_f64().unwrap() > wire);
+    assert_eq!(gen5["limit_gbps"], gen5["wire_gbps"]);
+    assert!(gen5["staged_gbps"].is_null());
+}
+
+#[test]
+fn ceiling_roce_costs_more_header_than_ib() {
+    let ib = ceiling_json(&[
+        "--nic-rate",
+        "400",
+        "--pcie",
+        "gen5x16",
+        "--link-layer",
+        "ib",
+    ]);
+    let roce = ceiling_json(&[
+        "--nic-rate",
+        "400",
+        "--pcie",
+        "gen5x16",
+        "--link-layer",
+        "roce",
+    ]);
+    assert!(roce["wire_gbps"].as_f64().unwrap() < ib["wire_gbps"].as_f64().unwrap());
+    assert_eq!(roce["inputs"]["link_layer"], "ethernet");
+}
+
+#[test]
+fn ceiling_bad_values_are_usage_errors_naming_value_and_forms() {
+    for (args, value, forms) in [
+        (
+            &["--pcie", "gen9x16"][..],
+            "gen9x16",
+            "gen<1-6>x<1|2|4|8|12|16|32>",
+        ),
+        (
+            &["--pcie", "gen5x16", "--mtu", "1000"][..],
+            "1000",
+            "256, 512, 1024, 2048, 4096",
+        ),
+        (
+            &["--pcie", "gen5x16", "--mps", "100"][..],
+            "100",
+            "128, 256, 512",
+        ),
+    ] {
+        let mut all = vec!["ceiling", "--nic-rate", "400"];
+        all.extend_from_slice(args);
+        let out = run(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains(value) && err.contains(forms),
+            "{args:?}: {err}"
+        );
+    }
+    let out = run(&["ceiling", "--pcie", "gen5x16"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "a missing --nic-rate: {}",
+        text(&out)
+    );
+}
+
+#[test]
+fn doctor_dgx_passes_with_pix_and_exit_0() {
+    let (code, report, stderr) = doctor("dgx-h100", &[]);
+    assert_eq!(code, Some(0), "{report}{stderr}");
+    assert!(!report.contains("\nFAIL"), "{report}");
+    assert_eq!(check(&report, "port state").0, "PASS");
+    let (v, e) = check(&report, "NIC PCIe link");
+    assert_eq!(v, "PASS");
+    assert!(
+        e.contains("0000:18:00.0 Gen5 x16 (max Gen5 x16), MPS 256"),
+        "{e}"
+    );
+    assert_eq!(check(&report, "MTU").0, "PASS");
+    let (v, e) = check(&report, "NIC-GPU path");
+    assert_eq!(v, "PASS");
+    assert!(e.contains("mlx5_0 <-> 0000:19:00.0: PIX"), "{e}");
+    assert_eq!(check(&report, "ACS on the path").0, "PASS");
+    assert_eq!(check(&report, "GPUDirect RDMA").0, "PASS");
+    let (v, e) = check(&report, "GPU dma-buf support");
+    assert_eq!(v, "SKIP");
+    assert!(e.contains("no CUDA support in this build yet"), "{e}");
+    assert_eq!(check(&report, "IOMMU").0, "PASS");
+    assert_eq!(check(&report, "CPU governor").0, "PASS");
+    assert_eq!(check(&report, "congestion counters").0, "PASS");
+    assert_eq!(check(&report, "error counters").0, "PASS");
+    let (v, e) = check(&report, "ceilings");
+    assert_eq!(v, "PASS");
+    assert!(e.starts_with("wire-bound: wire 49.68 GB/s"), "{e}");
+}
+
+#[test]
+fn doctor_numa_against_the_given_cpus() {
+    let (code, report, _) = doctor("dgx-h100", &["--cpus", "0-7"]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(check(&report, "NUMA locality").0, "PASS");
+    let (code, report, stderr) = doctor("dgx-h100", &["--cpus", "56-63"]);
+    assert_eq!(code, Some(1), "{report}");
+    let (v, e) = check(&report, "NUMA locality");
+    assert_eq!(v, "FAIL");
+    assert!(e.contains("on node 1"), "{e}");
+    assert!(stderr.contains("NUMA locality"), "{stderr}");
+    let (_, report, _) = doctor("dgx-h100", &["--cpus", "0-63"]);
+    assert_eq!(check(&report, "NUMA locality").0, "WARN");
+}
+
+#[test]
+fn doctor_gpu_on_the_other_socket_fails_for_gdr() {
+    let (code, report, _) = doctor("dgx-h100", &["--gpu", "1"]);
+    assert_eq!(code, Some(1), "{report}");
+    let (v, e) = check(&report, "NIC-GPU path");
+    assert_eq!(v, "FAIL");
+    assert!(e.contains("SYS"), "{e}");
+    assert!(
+        report.contains("GPU 0000:19:00.0 is PIX to mlx5_0; NIC mlx5_1 is PIX to GPU 0000:9e:00.0"),
+        "{report}"
+    );
+    let (code, _, stderr) = doctor("dgx-h100", &["--gpu", "5"]);
+    assert_eq!(code, Some(1));
+    assert!(
+        stderr.contains("0: 0000:19:00.0, 1: 0000:9e:00.0"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn doctor_expected_rate() {
+    let (code, report, _) = doctor("dgx-h100", &["--expect-rate", "800"]);
+    assert_eq!(code, Some(1), "{report}");
+    assert_eq!(check(&report, "port rate").0, "FAIL");
+    let (code, report, _) = doctor("dgx-h100", &["--expect-rate", "400"]);
+    assert_eq!(code, Some(0), "{report}");
+}
+
+#[test]
+fn doctor_two_socket_node_path_translating_iommu_and_roce_checks() {
+    let (code, report, _) = doctor("two-socket", &[]);
+    assert_eq!(code, Some(1), "{report}");
+    let (v, e) = check(&report, "NIC-GPU path");
+    assert_eq!(v, "FAIL");
+    assert!(e.contains("NODE"), "{e}");
+    assert_eq!(check(&report, "ACS on the path").0, "SKIP");
+    assert_eq!(check(&report, "IOMMU").0, "WARN");
+    assert_eq!(check(&report, "CPU governor").0, "WARN");
+    let (v, e) = check(&report, "MTU");
+    assert_eq!(v, "PASS");
+    assert!(e.contains("MTU 9000"), "{e}");
+    let (v, e) = check(&report, "RoCEv2 GID");
+    assert_eq!(v, "PASS");
+    assert!(e.contains("GID[3] ::ffff:192.168.10.11"), "{e}");
+    assert!(report.contains("ethtool -S ens2f0np0"), "{report}");
+
+    let (code, report, _) = doctor("two-socket", &["-d", "mlx5_1"]);
+    assert_eq!(code, Some(1), "{report}");
+    let (v, e) = check(&report, "port state");
+    assert_eq!(v, "FAIL");
+    assert!(e.contains("DOWN"), "{e}");
+    assert_eq!(check(&report, "MTU").0, "SKIP");
+}
+
+#[test]
+fn doctor_downtrained_link_fails_with_the_evidence() {
+    let (code, report, stderr) = doctor("downtrained", &[]);
+    assert_eq!(code, Some(1), "{report}");
+    let (v, e) = check(&report, "NIC PCIe link");
+    assert_eq!(v, "FAIL");
+    assert!(e.contains("DOWNTRAINED: running Gen3 x8"), "{e}");
+    assert!(e.contains("Gen4 x16"), "{e}");
+    assert!(report.contains("reseat the card"), "{report}");
+    assert_eq!(check(&report, "NIC-GPU path").0, "WARN", "PHB");
+    assert_eq!(
+        check(&report, "GPUDirect RDMA").0,
+        "PASS",
+        "dma-buf: 6.8 and the config"
+    );
+    assert_eq!(check(&report, "IOMMU").0, "PASS");
+    let (v, e) = check(&report, "ceilings");
+    assert_eq!(v, "WARN");
+    assert!(e.starts_with("PCIe-bound"), "{e}");
+    assert!(stderr.contains("1 check FAIL (NIC PCIe link)"), "{stderr}");
+}
+
+#[test]
+fn doctor_old_kernel_has_no_gpudirect_and_unreadable_acs() {
+    let (code, report, _) = doctor("old-kernel", &[]);
+    assert_eq!(code, Some(1), "{report}");
+    let (v, e) = check(&report, "GPUDirect RDMA");
+    assert_eq!(v, "FAIL");
+    assert!(e.contains("4.15.0-213-generic is older than 5.12"), "{e}");
+    assert_eq!(check(&report, "ACS on the path").0, "WARN");
+    let (v, e) = check(&report, "NIC PCIe link");
+    assert_eq!(v, "PASS");
+    assert!(e.contains("Gen3 x16") && e.contains("MPS unknown"), "{e}");
+    let (code, report, _) = doctor("old-kernel", &["-d", "rxe0"]);
+    assert_eq!(code, Some(0), "{report}");
+    assert_eq!(
+        check(&report, "NIC PCIe link").1,
+        "virtual device, no PCI function"
+    );
+}
+
+#[test]
+fn doctor_rxe_vm_skips_pcie_checks_as_virtual_and_exits_0() {
+    let (code, report, stderr) = doctor("rxe-vm", &[]);
+    assert_eq!(code, Some(0), "{report}{stderr}");
+    for name in ["NIC PCIe link", "NUMA locality"] {
+        assert_eq!(
+            check(&report, name),
+            ("SKIP", "virtual device, no PCI function")
+        );
+    }
+    assert_eq!(
+        check(&report, "MTU").0,
+        "WARN",
+        "1500-byte netdev: RoCE MTU 1024"
+    );
+    assert_eq!(check(&report, "RoCEv2 GID").0, "PASS");
+    assert_eq!(check(&report, "port rate").0, "INFO");
+    let (code, report, _) = doctor("rxe-vm", &["-d", "siw0"]);
+    assert_eq!(code, Some(0), "{report}");
+    let (v, e) = check(&report, "RoCEv2 GID");
+    assert_eq!(v, "SKIP");
+    assert!(e.contains("iWARP"), "{e}");
+}
+
+#[test]
+fn doctor_unknown_device_names_the_present_ones() {
+    let (code, _, stderr) = doctor("dgx-h100", &["-d", "mlx5_9"]);
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("present: mlx5_0, mlx5_1"), "{stderr}");
+}
+
+/// In the soft-RoCE guest: the live /sys, rxe devices without a PCI function.
+#[test]
+fn guest_topo_and_doctor_report_rxe_as_virtual() {
+    if !rdma_ready("guest_topo_and_doctor_report_rxe_as_virtual") {
+        return;
+    }
+    let out = run(&["topo"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let shown = stdout(&out);
+    assert!(shown.contains("rxe0  virtual, no PCI function"), "{shown}");
+    let out = run(&["topo", "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).expect("topo --json is JSON");
+    let rxe0 = doc["nics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "rxe0")
+        .unwrap();
+    assert_eq!(rxe0["virtual"], true);
+
+    let out = run(&["doctor", "-d", "rxe0", "--sample-secs", "1"]);
+    let report = stdout(&out);
+    println!("{report}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        matches!(out.status.code(), Some(0 | 1)),
+        "doctor must report, not crash: {}",
+        text(&out)
+    );
+    assert_eq!(
+        check(&report, "NIC PCIe link"),
+        ("SKIP", "virtual device, no PCI function")
+    );
+    assert_eq!(check(&report, "port state").0, "PASS");
+    let (v, e) = check(&report, "MTU");
+    assert!(
+        e.contains("from verbs"),
+        "the live active MTU comes from verbs: {e}"
+    );
+    assert_ne!(v, "FAIL");
+    assert_eq!(check(&report, "RoCEv2 GID").0, "PASS");
+    for line in report.lines().filter(|l| l.starts_with("FAIL")) {
+        assert!(
+            !line.contains("PCIe") && !line.contains("NUMA") && !line.contains("GPU"),
+            "a virtual device must not fail PCIe, NUMA or GPU checks: {line}"
+        );
+    }
+}
