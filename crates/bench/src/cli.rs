@@ -8,7 +8,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::control::DEFAULT_PORT;
 use crate::engine::SideConfig;
-use crate::plan::{PlanRequest, TestKind};
+use crate::plan::{AtomicOp, Connection, Mode, PlanRequest, TestKind, Verb};
 use crate::units::parse_size;
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
@@ -27,8 +27,35 @@ pub enum Command {
     /// RDMA WRITE bandwidth: without SERVER_HOST this side is the server
     #[command(name = "write-bw")]
     WriteBw(TestArgs),
+    /// RDMA READ bandwidth (the client reads the server's memory)
+    #[command(name = "read-bw")]
+    ReadBw(TestArgs),
+    /// SEND bandwidth (the server receives and counts what arrived)
+    #[command(name = "send-bw")]
+    SendBw(TestArgs),
+    /// Atomic bandwidth: 8-byte FETCH_AND_ADD or CMP_AND_SWAP (-A)
+    #[command(name = "atomic-bw")]
+    AtomicBw(TestArgs),
+    /// RDMA WRITE latency, ping-pong, reported one-way (RTT/2)
+    #[command(name = "write-lat")]
+    WriteLat(TestArgs),
+    /// RDMA READ latency, reported as the round trip
+    #[command(name = "read-lat")]
+    ReadLat(TestArgs),
+    /// SEND latency, ping-pong, reported one-way (RTT/2)
+    #[command(name = "send-lat")]
+    SendLat(TestArgs),
+    /// Atomic latency, reported as the round trip
+    #[command(name = "atomic-lat")]
+    AtomicLat(TestArgs),
     /// List RDMA devices with their ports, rates, MTUs and GIDs (like a short ibv_devinfo)
     Devices,
+    /// Show the PCIe tree from root ports down to NICs and GPUs, links and NIC-GPU classes
+    Topo(crate::show::TopoArgs),
+    /// Work out the wire and PCIe ceilings for a NIC rate and a PCIe link, no hardware needed
+    Ceiling(crate::show::CeilingArgs),
+    /// Check port, links, MTU, GIDs, counters, GPU path, IOMMU, NUMA and CPU governor
+    Doctor(crate::doctor::DoctorArgs),
 }
 
 /// The options of every test.
@@ -55,7 +82,7 @@ pub struct TestArgs {
     #[arg(short = 'p', long = "port", value_name = "PORT")]
     pub port: Option<u16>,
 
-    /// Message size in bytes; accepts K, M and G suffixes (64K, 1M) [default: 64K]
+    /// Message size in bytes; accepts K, M and G suffixes (64K, 1M) [default: 64K, latency 2]
     #[arg(short = 's', long = "size", value_parser = parse_size, conflicts_with = "all", value_name = "SIZE")]
     pub size: Option<u64>,
 
@@ -63,9 +90,43 @@ pub struct TestArgs {
     #[arg(short = 'a', long = "all")]
     pub all: bool,
 
-    /// Operations per QP and size [default: 5000]
-    #[arg(short = 'n', long = "iters", value_name = "N")]
+    /// Operations per QP and size [default: 5000, latency 1000]
+    #[arg(
+        short = 'n',
+        long = "iters",
+        value_name = "N",
+        conflicts_with = "duration"
+    )]
     pub iters: Option<u64>,
+
+    /// Run each size for SECS seconds instead of -n iterations (a tenth, at most 2 s, is left
+    /// out of the measured window at each end)
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    pub duration: Option<f64>,
+
+    /// Transport: RC, UC (WRITE and SEND) or UD (SEND, one packet per message)
+    #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", value_parser = Connection::parse)]
+    pub connection: Option<Connection>,
+
+    /// Receives kept posted per QP (SEND tests) [default: 512]
+    #[arg(short = 'r', long = "rx-depth", value_name = "N")]
+    pub rx_depth: Option<u32>,
+
+    /// Both sides send at once; each measures what it sends (bandwidth tests)
+    #[arg(short = 'b', long = "bidirectional")]
+    pub bidirectional: bool,
+
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: the ports' active MTU]
+    #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
+    pub mtu: Option<u32>,
+
+    /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
+    #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
+    pub atomic: Option<AtomicOp>,
+
+    /// Run the whole plan N times; the record keeps every repetition, the table their medians
+    #[arg(long, value_name = "N")]
+    pub repeat: Option<u32>,
 
     /// Number of QPs (1..1024) [default: 1]
     #[arg(short = 'q', long = "qps", value_name = "N")]
@@ -99,6 +160,18 @@ pub struct TestArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    /// Write one CSV row per size to FILE
+    #[arg(long, value_name = "FILE")]
+    pub csv: Option<PathBuf>,
+
+    /// Exit with code 3 when any size's bandwidth is below GBPS (GB/s)
+    #[arg(long, value_name = "GBPS", value_parser = parse_positive)]
+    pub limit_bw: Option<f64>,
+
+    /// Exit with code 3 when any size's p99 latency is above USEC microseconds
+    #[arg(long, value_name = "USEC", value_parser = parse_positive)]
+    pub limit_lat_p99: Option<f64>,
+
     /// Seconds any connect, read or stalled loop may take before the run fails
     #[arg(long, default_value_t = 30.0, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: f64,
@@ -118,6 +191,13 @@ pub struct TestArgs {
     /// Check the payload that arrived after each size (the run fails on a wrong byte)
     #[arg(long)]
     pub validate: bool,
+}
+
+fn parse_positive(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("'{text}' is not a positive number")),
+    }
 }
 
 fn parse_timeout(text: &str) -> Result<f64, String> {
@@ -141,7 +221,14 @@ impl TestArgs {
             inline: self.inline,
             post_list: self.post_list,
             cq_mod: self.cq_mod,
+            duration: self.duration,
+            rx_depth: self.rx_depth,
+            connection: self.connection,
+            bidirectional: self.bidirectional,
+            mtu: self.mtu,
+            atomic: self.atomic,
             validate: self.validate,
+            repeat: self.repeat,
         }
     }
 
@@ -168,10 +255,20 @@ impl TestArgs {
 impl Command {
     /// The test a command runs, with its arguments.
     pub fn test(&self) -> Option<(TestKind, &TestArgs)> {
-        match self {
-            Command::WriteBw(a) => Some((TestKind::WriteBw, a)),
-            Command::Devices => None,
-        }
+        let (verb, mode, args) = match self {
+            Command::WriteBw(a) => (Verb::Write, Mode::Bw, a),
+            Command::ReadBw(a) => (Verb::Read, Mode::Bw, a),
+            Command::SendBw(a) => (Verb::Send, Mode::Bw, a),
+            Command::AtomicBw(a) => (Verb::Atomic, Mode::Bw, a),
+            Command::WriteLat(a) => (Verb::Write, Mode::Lat, a),
+            Command::ReadLat(a) => (Verb::Read, Mode::Lat, a),
+            Command::SendLat(a) => (Verb::Send, Mode::Lat, a),
+            Command::AtomicLat(a) => (Verb::Atomic, Mode::Lat, a),
+            Command::Devices | Command::Topo(_) | Command::Ceiling(_) | Command::Doctor(_) => {
+                return None
+            }
+        };
+        Some((TestKind::new(verb, mode), args))
     }
 }
 
@@ -213,7 +310,7 @@ mod tests {
         ])
         .unwrap();
         let (kind, a) = cli.command.test().unwrap();
-        assert_eq!(kind, TestKind::WriteBw);
+        assert_eq!(kind, TestKind::new(Verb::Write, Mode::Bw));
         assert_eq!(a.server.as_deref(), Some("10.0.0.1"));
         assert_eq!(a.size, Some(65536));
         assert_eq!(

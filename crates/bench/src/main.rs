@@ -4,17 +4,24 @@
 //! The binary parses the command line ([`cli`]), validates the whole plan ([`plan`]), and
 //! runs the server, the client or both ([`run`]) over the TCP control channel ([`control`])
 //! and the verbs engine ([`engine`]); results go to the terminal and to a JSON record
-//! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage.
+//! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage, 3 below a `--limit-*`.
 
 mod ceilings;
 mod cli;
 mod control;
+mod counters;
 mod devices;
+mod doctor;
 mod engine;
+mod limits;
 mod memory;
+mod output;
 mod plan;
 mod report;
 mod run;
+mod show;
+mod stats;
+mod sysroot;
 mod units;
 
 use std::process::ExitCode;
@@ -25,14 +32,17 @@ use clap::Parser;
 
 use cli::{Cli, Command, TestArgs};
 use control::Listener;
+use limits::BelowLimit;
 use plan::{PlanError, TestKind};
-use report::{export, JsonExporter};
+use report::{export, CsvExporter, JsonExporter};
 use run::{run_client, run_server, Outcome, RunOptions};
 
 /// Exit code of a run that failed.
 const EXIT_FAILED: u8 = 1;
 /// Exit code of bad usage.
 const EXIT_USAGE: u8 = 2;
+/// Exit code of a result below a `--limit-*` threshold.
+const EXIT_BELOW_LIMIT: u8 = 3;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -42,6 +52,8 @@ fn main() -> ExitCode {
             eprintln!("rdmabench: error: {e:#}");
             if e.is::<PlanError>() {
                 ExitCode::from(EXIT_USAGE)
+            } else if e.is::<BelowLimit>() {
+                ExitCode::from(EXIT_BELOW_LIMIT)
             } else {
                 ExitCode::from(EXIT_FAILED)
             }
@@ -55,12 +67,11 @@ fn dispatch(command: &Command) -> Result<()> {
     }
     match command {
         Command::Devices => devices::print_devices(),
-        Command::WriteBw(_) => unreachable_test(),
+        Command::Topo(args) => show::topology::run(args),
+        Command::Ceiling(args) => show::ceiling::run(args),
+        Command::Doctor(args) => doctor::run(args),
+        _ => anyhow::bail!("internal error: a test command was not dispatched as a test"),
     }
-}
-
-fn unreachable_test() -> Result<()> {
-    anyhow::bail!("internal error: a test command was not dispatched as a test")
 }
 
 fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
@@ -74,6 +85,7 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         timeout: args.timeout(),
         report_gbits: args.report_gbits,
         quiet: false,
+        progress: true,
     };
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?
@@ -93,6 +105,11 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         export(&JsonExporter, &outcome.record, path)
             .with_context(|| format!("writing the JSON record to '{}'", path.display()))?;
     }
+    if let Some(path) = &args.csv {
+        export(&CsvExporter, &outcome.record, path)
+            .with_context(|| format!("writing the CSV to '{}'", path.display()))?;
+    }
+    limits::check(&outcome.record.results, args.limit_bw, args.limit_lat_p99)?;
     Ok(())
 }
 

@@ -6,60 +6,210 @@ use std::fmt;
 
 use crate::units::format_size;
 
-/// The tests rdmabench runs.
+/// The RDMA operation a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum TestKind {
-    /// RDMA WRITE bandwidth.
-    WriteBw,
+#[serde(rename_all = "snake_case")]
+pub enum Verb {
+    /// RDMA WRITE.
+    Write,
+    /// RDMA READ.
+    Read,
+    /// SEND / RECV.
+    Send,
+    /// Atomic fetch-and-add or compare-and-swap on 8 bytes.
+    Atomic,
+}
+
+/// Bandwidth (operations kept in flight) or latency (ping-pong, one at a time).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Bandwidth and message rate.
+    Bw,
+    /// Latency.
+    Lat,
+}
+
+/// The tests rdmabench runs: a verb and a mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TestKind {
+    /// The operation.
+    pub verb: Verb,
+    /// Bandwidth or latency.
+    pub mode: Mode,
 }
 
 impl fmt::Display for TestKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            TestKind::WriteBw => "write-bw",
-        })
+        let verb = match self.verb {
+            Verb::Write => "write",
+            Verb::Read => "read",
+            Verb::Send => "send",
+            Verb::Atomic => "atomic",
+        };
+        let mode = match self.mode {
+            Mode::Bw => "bw",
+            Mode::Lat => "lat",
+        };
+        write!(f, "{verb}-{mode}")
     }
 }
 
 impl TestKind {
+    /// A test by verb and mode.
+    pub const fn new(verb: Verb, mode: Mode) -> Self {
+        TestKind { verb, mode }
+    }
+
     /// The title perftest users know.
     pub fn title(self) -> &'static str {
+        match (self.verb, self.mode) {
+            (Verb::Write, Mode::Bw) => "RDMA_Write BW Test",
+            (Verb::Read, Mode::Bw) => "RDMA_Read BW Test",
+            (Verb::Send, Mode::Bw) => "Send BW Test",
+            (Verb::Atomic, Mode::Bw) => "Atomic BW Test",
+            (Verb::Write, Mode::Lat) => "RDMA_Write Latency Test",
+            (Verb::Read, Mode::Lat) => "RDMA_Read Latency Test",
+            (Verb::Send, Mode::Lat) => "Send Latency Test",
+            (Verb::Atomic, Mode::Lat) => "Atomic Latency Test",
+        }
+    }
+
+    /// True for tests whose latency is reported one-way (RTT/2): WRITE and SEND ping-pong.
+    pub fn one_way(self) -> bool {
+        matches!(self.verb, Verb::Write | Verb::Send)
+    }
+}
+
+/// The transport service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Connection {
+    /// Reliable connection.
+    #[serde(rename = "RC")]
+    Rc,
+    /// Unreliable connection.
+    #[serde(rename = "UC")]
+    Uc,
+    /// Unreliable datagram.
+    #[serde(rename = "UD")]
+    Ud,
+}
+
+impl Connection {
+    /// "RC", "UC" or "UD".
+    pub fn name(self) -> &'static str {
         match self {
-            TestKind::WriteBw => "RDMA_Write BW Test",
+            Connection::Rc => "RC",
+            Connection::Uc => "UC",
+            Connection::Ud => "UD",
+        }
+    }
+
+    /// The verbs transport.
+    pub fn transport(self) -> verbs::Transport {
+        match self {
+            Connection::Rc => verbs::Transport::Rc,
+            Connection::Uc => verbs::Transport::Uc,
+            Connection::Ud => verbs::Transport::Ud,
+        }
+    }
+
+    /// Parses `-c`: RC, UC or UD in any case.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.to_ascii_uppercase().as_str() {
+            "RC" => Ok(Connection::Rc),
+            "UC" => Ok(Connection::Uc),
+            "UD" => Ok(Connection::Ud),
+            _ => Err(format!(
+                "'{text}' is not a connection type: use RC, UC or UD"
+            )),
+        }
+    }
+}
+
+/// The atomic operation of the atomic tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AtomicOp {
+    /// Fetch-and-add of 1.
+    #[serde(rename = "FETCH_AND_ADD")]
+    FetchAdd,
+    /// Compare-and-swap of a running count.
+    #[serde(rename = "CMP_AND_SWAP")]
+    CompareSwap,
+}
+
+impl AtomicOp {
+    /// Parses `-A`: FETCH_AND_ADD or CMP_AND_SWAP (perftest's names), any case.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        match text.to_ascii_uppercase().as_str() {
+            "FETCH_AND_ADD" | "FAA" => Ok(AtomicOp::FetchAdd),
+            "CMP_AND_SWAP" | "CAS" => Ok(AtomicOp::CompareSwap),
+            _ => Err(format!(
+                "'{text}' is not an atomic type: use FETCH_AND_ADD or CMP_AND_SWAP"
+            )),
+        }
+    }
+
+    /// perftest's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AtomicOp::FetchAdd => "FETCH_AND_ADD",
+            AtomicOp::CompareSwap => "CMP_AND_SWAP",
         }
     }
 }
 
 /// Everything both sides must agree on. The client's plan is the one that runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestPlan {
     /// Which test.
     pub test: TestKind,
     /// Message sizes in bytes, in the order they run.
     pub sizes: Vec<u64>,
-    /// Operations per QP and size.
+    /// Operations per QP and size (iteration runs).
     pub iters: u64,
+    /// Seconds per size (duration runs); `None` runs `iters` operations.
+    pub duration: Option<f64>,
     /// Number of QPs.
     pub qps: u32,
     /// Operations in flight per QP.
     pub tx_depth: u32,
+    /// Receives kept posted per QP (SEND tests).
+    pub rx_depth: u32,
     /// Messages up to this many bytes are sent inline.
     pub inline: u32,
     /// Work requests per doorbell.
     pub post_list: u32,
     /// One completion is requested every this many work requests.
     pub cq_mod: u32,
+    /// Transport.
+    pub connection: Connection,
+    /// Both sides send at once (bandwidth tests).
+    pub bidirectional: bool,
+    /// Path MTU asked for; `None` uses the ports' active MTU.
+    pub mtu: Option<u32>,
+    /// The atomic operation (atomic tests).
+    pub atomic: AtomicOp,
     /// Check the payload after each size.
     pub validate: bool,
+    /// Run the whole plan this many times; the record keeps every repetition.
+    pub repeat: u32,
 }
 
-/// Default operations per QP and size (perftest's bandwidth default).
-pub const DEFAULT_ITERS: u64 = 5000;
-/// Default message size.
-pub const DEFAULT_SIZE: u64 = 65536;
+/// Default operations per QP and size for bandwidth tests (perftest's).
+pub const DEFAULT_ITERS_BW: u64 = 5000;
+/// Default iterations for latency tests (perftest's).
+pub const DEFAULT_ITERS_LAT: u64 = 1000;
+/// Default message size for bandwidth tests.
+pub const DEFAULT_SIZE_BW: u64 = 65536;
+/// Default message size for latency tests (perftest's).
+pub const DEFAULT_SIZE_LAT: u64 = 2;
+/// The size of every atomic operation.
+pub const ATOMIC_SIZE: u64 = 8;
 /// Default send queue depth (perftest's).
 pub const DEFAULT_TX_DEPTH: u32 = 128;
+/// Default receive queue depth (perftest's).
+pub const DEFAULT_RX_DEPTH: u32 = 512;
 /// Default completion moderation (perftest's).
 pub const DEFAULT_CQ_MOD: u32 = 100;
 /// Largest message size.
@@ -68,7 +218,7 @@ pub const MAX_SIZE: u64 = 1 << 31;
 pub const MAX_QPS: u32 = 1024;
 
 /// The values a side was given explicitly on its command line (`None`: not given).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PlanRequest {
     /// `-s`.
     pub size: Option<u64>,
@@ -76,18 +226,32 @@ pub struct PlanRequest {
     pub all: bool,
     /// `-n`.
     pub iters: Option<u64>,
+    /// `-D`.
+    pub duration: Option<f64>,
     /// `-q`.
     pub qps: Option<u32>,
     /// `-t`.
     pub tx_depth: Option<u32>,
+    /// `-r`.
+    pub rx_depth: Option<u32>,
     /// `-I`.
     pub inline: Option<u32>,
     /// `-l`.
     pub post_list: Option<u32>,
     /// `-Q`.
     pub cq_mod: Option<u32>,
+    /// `-c`.
+    pub connection: Option<Connection>,
+    /// `-b`.
+    pub bidirectional: bool,
+    /// `-m`.
+    pub mtu: Option<u32>,
+    /// `-A`.
+    pub atomic: Option<AtomicOp>,
     /// `--validate`.
     pub validate: bool,
+    /// `--repeat`.
+    pub repeat: Option<u32>,
 }
 
 /// A plan that breaks a rule; the message names the value and what would be valid.
@@ -109,13 +273,34 @@ fn check_range<T: PartialOrd + fmt::Display>(
     Ok(())
 }
 
+fn refuse(text: String) -> Result<(), PlanError> {
+    Err(PlanError(text))
+}
+
 impl PlanRequest {
     /// Fills in defaults and checks every rule, all values together.
     pub fn resolve(&self, test: TestKind) -> Result<TestPlan, PlanError> {
-        let sizes = if self.all {
+        let lat = test.mode == Mode::Lat;
+        let sizes = if test.verb == Verb::Atomic {
+            if self.all || self.size.is_some_and(|s| s != ATOMIC_SIZE) {
+                let asked = if self.all {
+                    "-a".to_string()
+                } else {
+                    format!("-s {}", self.size.unwrap_or(0))
+                };
+                return Err(PlanError(format!(
+                    "{test} moves {ATOMIC_SIZE} bytes per operation: {asked} is not possible; leave -s out or give -s 8"
+                )));
+            }
+            vec![ATOMIC_SIZE]
+        } else if self.all {
             crate::units::sweep_sizes()
         } else {
-            vec![self.size.unwrap_or(DEFAULT_SIZE)]
+            vec![self.size.unwrap_or(if lat {
+                DEFAULT_SIZE_LAT
+            } else {
+                DEFAULT_SIZE_BW
+            })]
         };
         let tx_depth = self.tx_depth.unwrap_or(DEFAULT_TX_DEPTH);
         let post_list = self.post_list.unwrap_or(1);
@@ -127,13 +312,24 @@ impl PlanRequest {
         let plan = TestPlan {
             test,
             sizes,
-            iters: self.iters.unwrap_or(DEFAULT_ITERS),
+            iters: self.iters.unwrap_or(if lat {
+                DEFAULT_ITERS_LAT
+            } else {
+                DEFAULT_ITERS_BW
+            }),
+            duration: self.duration,
             qps: self.qps.unwrap_or(1),
             tx_depth,
+            rx_depth: self.rx_depth.unwrap_or(DEFAULT_RX_DEPTH),
             inline: self.inline.unwrap_or(0),
             post_list,
             cq_mod,
+            connection: self.connection.unwrap_or(Connection::Rc),
+            bidirectional: self.bidirectional,
+            mtu: self.mtu,
+            atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
+            repeat: self.repeat.unwrap_or(1),
         };
         plan.check()?;
         Ok(plan)
@@ -147,22 +343,95 @@ impl TestPlan {
             check_range("--size", s, 1, MAX_SIZE)?;
         }
         check_range("--iters", self.iters, 1, u64::from(u32::MAX))?;
+        if let Some(d) = self.duration {
+            if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
+                return refuse(format!(
+                    "--duration {d} is out of range: give seconds, more than 0 and at most 86400"
+                ));
+            }
+        }
         check_range("--qps", self.qps, 1, MAX_QPS)?;
         check_range("--tx-depth", self.tx_depth, 1, 1 << 16)?;
+        check_range("--rx-depth", self.rx_depth, 1, 1 << 16)?;
         check_range("--post-list", self.post_list, 1, self.tx_depth)?;
         check_range("--cq-mod", self.cq_mod, 1, self.tx_depth)?;
         check_range("--inline-size", self.inline, 0, 1 << 16)?;
+        check_range("--repeat", self.repeat, 1, 1000)?;
+        if let Some(m) = self.mtu {
+            if verbs::mtu_from_bytes(m).is_none() {
+                return refuse(format!(
+                    "--mtu {m} is not a valid MTU: use 256, 512, 1024, 2048 or 4096"
+                ));
+            }
+        }
         // Unsignaled requests hold send-queue slots until a later signaled one completes:
         // without room for a whole post list beyond cq_mod - 1 of them the loop would stall.
         if self.cq_mod + self.post_list - 1 > self.tx_depth {
-            return Err(PlanError(format!(
+            return refuse(format!(
                 "--cq-mod {} with --post-list {} needs --tx-depth of at least {} (it is {}): \
                  lower --cq-mod or raise --tx-depth",
                 self.cq_mod,
                 self.post_list,
                 self.cq_mod + self.post_list - 1,
                 self.tx_depth
-            )));
+            ));
+        }
+        self.check_verb_and_transport()?;
+        self.check_mode()
+    }
+
+    fn check_verb_and_transport(&self) -> Result<(), PlanError> {
+        let test = self.test;
+        match (self.connection, test.verb) {
+            (Connection::Ud, Verb::Send) | (Connection::Uc, Verb::Write | Verb::Send) | (Connection::Rc, _) => {}
+            (Connection::Ud, _) => {
+                return refuse(format!(
+                    "{test} is not possible over UD: UD carries SEND only (send-bw, send-lat); use -c RC"
+                ))
+            }
+            (Connection::Uc, _) => {
+                return refuse(format!(
+                    "{test} is not possible over UC: UC carries WRITE and SEND only; use -c RC"
+                ))
+            }
+        }
+        if self.bidirectional && test.verb == Verb::Send && self.connection != Connection::Rc {
+            return refuse(format!(
+                "-b with {test} over {} is not supported: a lost message could not be told from a late \
+                 one on both sides at once; use -c RC for bidirectional SEND",
+                self.connection.name()
+            ));
+        }
+        if test.verb == Verb::Read && self.inline > 0 {
+            return refuse(format!(
+                "--inline-size {} does not apply to {test}: READ responses cannot be inline",
+                self.inline
+            ));
+        }
+        Ok(())
+    }
+
+    fn check_mode(&self) -> Result<(), PlanError> {
+        if self.test.mode == Mode::Bw {
+            return Ok(());
+        }
+        let test = self.test;
+        if self.qps != 1 {
+            return refuse(format!(
+                "{test} measures one QP ping-pong: --qps {} is not possible",
+                self.qps
+            ));
+        }
+        if self.bidirectional {
+            return refuse(format!(
+                "{test} is already a round trip: -b applies to bandwidth tests"
+            ));
+        }
+        if self.post_list != 1 {
+            return refuse(format!(
+                "{test} posts one request at a time: --post-list {} is not possible",
+                self.post_list
+            ));
         }
         Ok(())
     }
@@ -172,7 +441,13 @@ impl TestPlan {
         self.sizes.iter().copied().max().unwrap_or(0)
     }
 
-    /// How the sizes read in a message: "64 KiB" or "-a (2 B .. 8 MiB)".
+    /// True when this side receives SENDs: the server in a SEND test, both with `-b`.
+    pub fn receives(&self, is_server: bool) -> bool {
+        self.test.verb == Verb::Send
+            && (is_server || self.bidirectional || self.test.mode == Mode::Lat)
+    }
+
+    /// How the sizes read in a message: "64 KiB" or "a sweep (2 B .. 8 MiB)".
     pub fn sizes_text(&self) -> String {
         match self.sizes.as_slice() {
             [one] => format_size(*one),
@@ -205,7 +480,6 @@ impl TestPlan {
                 }
             }
         };
-        let client_sizes = client.sizes_text();
         let server_sizes = if server.all {
             Some(
                 TestPlan {
@@ -217,41 +491,76 @@ impl TestPlan {
         } else {
             server.size.map(format_size)
         };
-        differ("size", server_sizes, client_sizes);
+        let text = |v: &dyn fmt::Display| v.to_string();
+        let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
+        differ("size", server_sizes, client.sizes_text());
+        differ("iters", server.iters.map(|v| text(&v)), text(&client.iters));
         differ(
-            "iters",
-            server.iters.map(|v| v.to_string()),
-            client.iters.to_string(),
+            "duration",
+            server.duration.map(|v| format!("{v} s")),
+            client
+                .duration
+                .map(|v| format!("{v} s"))
+                .unwrap_or_else(|| "none".into()),
         );
-        differ(
-            "qps",
-            server.qps.map(|v| v.to_string()),
-            client.qps.to_string(),
-        );
+        differ("qps", server.qps.map(|v| text(&v)), text(&client.qps));
         differ(
             "tx-depth",
-            server.tx_depth.map(|v| v.to_string()),
-            client.tx_depth.to_string(),
+            server.tx_depth.map(|v| text(&v)),
+            text(&client.tx_depth),
+        );
+        differ(
+            "rx-depth",
+            server.rx_depth.map(|v| text(&v)),
+            text(&client.rx_depth),
         );
         differ(
             "inline-size",
-            server.inline.map(|v| v.to_string()),
-            client.inline.to_string(),
+            server.inline.map(|v| text(&v)),
+            text(&client.inline),
         );
         differ(
             "post-list",
-            server.post_list.map(|v| v.to_string()),
-            client.post_list.to_string(),
+            server.post_list.map(|v| text(&v)),
+            text(&client.post_list),
         );
         differ(
             "cq-mod",
-            server.cq_mod.map(|v| v.to_string()),
-            client.cq_mod.to_string(),
+            server.cq_mod.map(|v| text(&v)),
+            text(&client.cq_mod),
+        );
+        differ(
+            "connection",
+            server.connection.map(|c| c.name().into()),
+            client.connection.name().into(),
+        );
+        differ(
+            "bidirectional",
+            server.bidirectional.then(|| on_off(true)),
+            on_off(client.bidirectional),
+        );
+        differ(
+            "mtu",
+            server.mtu.map(|v| text(&v)),
+            client
+                .mtu
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "active".into()),
+        );
+        differ(
+            "atomic-type",
+            server.atomic.map(|a| a.name().into()),
+            client.atomic.name().into(),
         );
         differ(
             "validate",
-            server.validate.then(|| "on".to_string()),
-            if client.validate { "on" } else { "off" }.to_string(),
+            server.validate.then(|| on_off(true)),
+            on_off(client.validate),
+        );
+        differ(
+            "repeat",
+            server.repeat.map(|v| text(&v)),
+            text(&client.repeat),
         );
         if !diffs.is_empty() {
             return Err(PlanError(format!(
@@ -268,18 +577,24 @@ impl TestPlan {
 mod tests {
     use super::*;
 
+    const WRITE_BW: TestKind = TestKind::new(Verb::Write, Mode::Bw);
+
     fn request() -> PlanRequest {
         PlanRequest::default()
     }
 
     #[test]
     fn defaults_are_perftests() {
-        let plan = request().resolve(TestKind::WriteBw).unwrap();
+        let plan = request().resolve(WRITE_BW).unwrap();
         assert_eq!(plan.sizes, vec![65536]);
         assert_eq!(
             (plan.iters, plan.qps, plan.tx_depth, plan.cq_mod),
             (5000, 1, 128, 100)
         );
+        let lat = request()
+            .resolve(TestKind::new(Verb::Send, Mode::Lat))
+            .unwrap();
+        assert_eq!((lat.sizes[0], lat.iters, lat.rx_depth), (2, 1000, 512));
     }
 
     #[test]
@@ -289,7 +604,7 @@ mod tests {
             post_list: Some(4),
             ..request()
         }
-        .resolve(TestKind::WriteBw)
+        .resolve(WRITE_BW)
         .unwrap();
         assert_eq!(plan.cq_mod, 13);
     }
@@ -302,7 +617,7 @@ mod tests {
             post_list: Some(64),
             ..request()
         }
-        .resolve(TestKind::WriteBw)
+        .resolve(WRITE_BW)
         .unwrap_err();
         assert!(
             err.0.contains("at least 163") && err.0.contains("128"),
@@ -316,16 +631,108 @@ mod tests {
             qps: Some(0),
             ..request()
         }
-        .resolve(TestKind::WriteBw)
+        .resolve(WRITE_BW)
         .unwrap_err();
         assert_eq!(err.0, "--qps 0 is out of range: valid values are 1..=1024");
         let err = PlanRequest {
             size: Some(0),
             ..request()
         }
-        .resolve(TestKind::WriteBw)
+        .resolve(WRITE_BW)
         .unwrap_err();
         assert!(err.0.starts_with("--size 0"), "{err}");
+        let err = PlanRequest {
+            mtu: Some(1500),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap_err();
+        assert!(
+            err.0.contains("--mtu 1500") && err.0.contains("4096"),
+            "{err}"
+        );
+        let err = PlanRequest {
+            duration: Some(0.0),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap_err();
+        assert!(err.0.contains("--duration 0"), "{err}");
+    }
+
+    #[test]
+    fn verbs_a_transport_cannot_carry_are_refused_naming_both() {
+        for (verb, conn, needle) in [
+            (Verb::Read, Connection::Ud, "over UD"),
+            (Verb::Write, Connection::Ud, "over UD"),
+            (Verb::Atomic, Connection::Uc, "over UC"),
+            (Verb::Read, Connection::Uc, "over UC"),
+        ] {
+            let err = PlanRequest {
+                connection: Some(conn),
+                ..request()
+            }
+            .resolve(TestKind::new(verb, Mode::Bw))
+            .unwrap_err();
+            assert!(err.0.contains(needle), "{err}");
+        }
+        for (verb, conn) in [
+            (Verb::Send, Connection::Ud),
+            (Verb::Write, Connection::Uc),
+            (Verb::Send, Connection::Uc),
+        ] {
+            assert!(PlanRequest {
+                connection: Some(conn),
+                ..request()
+            }
+            .resolve(TestKind::new(verb, Mode::Bw))
+            .is_ok());
+        }
+    }
+
+    #[test]
+    fn atomics_are_eight_bytes() {
+        let atomic = TestKind::new(Verb::Atomic, Mode::Bw);
+        assert_eq!(request().resolve(atomic).unwrap().sizes, vec![8]);
+        let err = PlanRequest {
+            size: Some(64),
+            ..request()
+        }
+        .resolve(atomic)
+        .unwrap_err();
+        assert!(
+            err.0.contains("-s 64") && err.0.contains("8 bytes"),
+            "{err}"
+        );
+        assert!(PlanRequest {
+            all: true,
+            ..request()
+        }
+        .resolve(atomic)
+        .is_err());
+    }
+
+    #[test]
+    fn latency_tests_are_one_qp_one_direction() {
+        let lat = TestKind::new(Verb::Write, Mode::Lat);
+        assert!(PlanRequest {
+            qps: Some(4),
+            ..request()
+        }
+        .resolve(lat)
+        .is_err());
+        assert!(PlanRequest {
+            bidirectional: true,
+            ..request()
+        }
+        .resolve(lat)
+        .is_err());
+        assert!(PlanRequest {
+            post_list: Some(4),
+            ..request()
+        }
+        .resolve(lat)
+        .is_err());
     }
 
     #[test]
@@ -335,9 +742,9 @@ mod tests {
             qps: Some(4),
             ..request()
         }
-        .resolve(TestKind::WriteBw)
+        .resolve(WRITE_BW)
         .unwrap();
-        let adopted = TestPlan::adopt(client.clone(), TestKind::WriteBw, &request()).unwrap();
+        let adopted = TestPlan::adopt(client.clone(), WRITE_BW, &request()).unwrap();
         assert_eq!(adopted, client);
     }
 
@@ -347,15 +754,34 @@ mod tests {
             size: Some(4096),
             ..request()
         }
-        .resolve(TestKind::WriteBw)
+        .resolve(WRITE_BW)
         .unwrap();
         let server = PlanRequest {
             size: Some(65536),
             ..request()
         };
-        let err = TestPlan::adopt(client, TestKind::WriteBw, &server).unwrap_err();
+        let err = TestPlan::adopt(client, WRITE_BW, &server).unwrap_err();
         assert!(
             err.0.contains("server 64 KiB") && err.0.contains("client 4 KiB"),
+            "{err}"
+        );
+        let client = request().resolve(WRITE_BW).unwrap();
+        let server = PlanRequest {
+            connection: Some(Connection::Uc),
+            ..request()
+        };
+        let err = TestPlan::adopt(client, WRITE_BW, &server).unwrap_err();
+        assert!(err.0.contains("connection: server UC, client RC"), "{err}");
+    }
+
+    #[test]
+    fn a_different_test_is_refused() {
+        let client = request()
+            .resolve(TestKind::new(Verb::Read, Mode::Bw))
+            .unwrap();
+        let err = TestPlan::adopt(client, WRITE_BW, &request()).unwrap_err();
+        assert!(
+            err.0.contains("server runs write-bw") && err.0.contains("read-bw"),
             "{err}"
         );
     }
@@ -366,12 +792,12 @@ mod tests {
             qps: Some(4),
             ..request()
         }
-        .resolve(TestKind::WriteBw)
+        .resolve(WRITE_BW)
         .unwrap();
         let server = PlanRequest {
             qps: Some(4),
             ..request()
         };
-        assert!(TestPlan::adopt(client, TestKind::WriteBw, &server).is_ok());
+        assert!(TestPlan::adopt(client, WRITE_BW, &server).is_ok());
     }
 }

@@ -25,7 +25,7 @@
 //! let qp = QueuePairBuilder::new(&pd, &cq).max_send_wr(128).build()?;
 //! let local = Endpoint {
 //!     qpn: qp.qpn(), psn: 0x1234, lid: port.lid, gid: gid.map(|g| g.gid).unwrap_or_default(),
-//!     mtu: port.active_mtu, rkey: mr.rkey(), addr: mr.addr(), len: mr.len() as u64,
+//!     mtu: port.active_mtu, rkey: mr.rkey(), addr: mr.addr(), len: mr.len() as u64, rd_atomic: 16,
 //! };
 //! let remote: Endpoint = local; // in real life: exchanged with the peer
 //! let path = PathConfig { port: 1, sgid_index: gid.map(|g| g.index as u8), mtu: port.active_mtu,
@@ -59,6 +59,6 @@ pub use gid::{choose_gid_index, format_gid, GidEntry, GidKind};
 pub use memory::{Access, HostBuffer, MemoryRegion, PAGE_SIZE};
 pub use pd::ProtectionDomain;
 pub use qp::{
-    CanReceive, Created, Endpoint, Op, PathConfig, QpCaps, QueuePair, QueuePairBuilder,
-    ReadyToReceive, ReadyToSend, SendRequest, Transport,
+    AddressHandle, CanReceive, Created, Endpoint, Op, PathConfig, QpCaps, QueuePair,
+    QueuePairBuilder, ReadyToReceive, ReadyToSend, SendRequest, Transport, UD_GRH_BYTES, UD_QKEY,
 };

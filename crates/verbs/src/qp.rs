@@ -13,7 +13,11 @@
 use std::fmt;
 use std::marker::PhantomData;
 
-use rdma_mummy_sys::{ibv_post_recv, ibv_recv_wr, ibv_sge};
+use rdma_mummy_sys::{
+    ibv_ah, ibv_ah_attr, ibv_create_ah, ibv_destroy_ah, ibv_global_route, ibv_modify_qp,
+    ibv_post_recv, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_state, ibv_qp_to_qp_ex, ibv_recv_wr,
+    ibv_sge, ibv_wr_set_ud_addr,
+};
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
 use sideway::ibverbs::queue_pair::{
@@ -46,7 +50,26 @@ pub enum Transport {
     Rc,
     /// Unreliable connection: WRITE and SEND only.
     Uc,
+    /// Unreliable datagram: SEND only, one packet per message, addressed per request.
+    Ud,
 }
+
+impl Transport {
+    /// The name perftest uses ("RC", "UC", "UD").
+    pub fn name(self) -> &'static str {
+        match self {
+            Transport::Rc => "RC",
+            Transport::Uc => "UC",
+            Transport::Ud => "UD",
+        }
+    }
+}
+
+/// The Q_Key every rdmabench UD QP uses (perftest's).
+pub const UD_QKEY: u32 = 0x1111_1111;
+
+/// Bytes of Global Routing Header that a UD receive buffer takes before the payload.
+pub const UD_GRH_BYTES: u32 = 40;
 
 /// What one side tells the other so that both QPs can connect, and where its buffer is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,6 +90,9 @@ pub struct Endpoint {
     pub addr: u64,
     /// Length of that buffer.
     pub len: u64,
+    /// RDMA READs and atomics this QP accepts in flight as target.
+    #[serde(default)]
+    pub rd_atomic: u8,
 }
 
 /// How to reach the remote side from the local port.
@@ -222,6 +248,7 @@ impl<'a> QueuePairBuilder<'a> {
                 QueuePairType::UnreliableConnection,
                 SendOperationFlags::Write | SendOperationFlags::Send,
             ),
+            Transport::Ud => (QueuePairType::UnreliableDatagram, SendOperationFlags::Send),
         };
         let mut qp = self
             .pd
@@ -244,17 +271,21 @@ impl<'a> QueuePairBuilder<'a> {
                 ))
             })?;
 
-        let mut access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
-        if self.transport == Transport::Rc {
-            access |= AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
+        if self.transport == Transport::Ud {
+            init_ud(&qp, self.port)?;
+        } else {
+            let mut access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
+            if self.transport == Transport::Rc {
+                access |= AccessFlags::RemoteRead | AccessFlags::RemoteAtomic;
+            }
+            let mut attr = QueuePairAttribute::new();
+            attr.setup_state(QueuePairState::Init)
+                .setup_pkey_index(0)
+                .setup_port(self.port)
+                .setup_access_flags(access);
+            qp.modify(&attr)
+                .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(INIT)", e))?;
         }
-        let mut attr = QueuePairAttribute::new();
-        attr.setup_state(QueuePairState::Init)
-            .setup_pkey_index(0)
-            .setup_port(self.port)
-            .setup_access_flags(access);
-        qp.modify(&attr)
-            .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(INIT)", e))?;
 
         let (_, init) = qp
             .query(QueuePairAttributeMask::Capabilities)
@@ -270,6 +301,81 @@ impl<'a> QueuePairBuilder<'a> {
             caps,
             _state: PhantomData,
         })
+    }
+}
+
+/// INIT for a UD QP needs a Q_Key, which sideway's attribute builder does not set.
+fn init_ud(qp: &ExtendedQueuePair, port: u8) -> Result<()> {
+    // SAFETY: ibv_qp_attr is plain data; zero is a valid value for every field.
+    let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
+    attr.qp_state = ibv_qp_state::IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = port;
+    attr.qkey = UD_QKEY;
+    let mask = ibv_qp_attr_mask::IBV_QP_STATE.0
+        | ibv_qp_attr_mask::IBV_QP_PKEY_INDEX.0
+        | ibv_qp_attr_mask::IBV_QP_PORT.0
+        | ibv_qp_attr_mask::IBV_QP_QKEY.0;
+    // SAFETY: the QP is alive and attr is initialised.
+    let rc = unsafe { ibv_modify_qp(qp.qp().as_ptr(), &mut attr, mask as i32) };
+    if rc != 0 {
+        return Err(VerbsError::errno("ibv_modify_qp(INIT, UD)", rc));
+    }
+    Ok(())
+}
+
+/// Where a UD send goes: the peer's address handle and QP number.
+pub struct AddressHandle {
+    ah: std::ptr::NonNull<ibv_ah>,
+    remote_qpn: u32,
+    // Keeps the protection domain alive while the handle exists.
+    _pd: ProtectionDomain,
+}
+
+// SAFETY: an address handle is an immutable provider object; verbs allow its use from any thread.
+unsafe impl Send for AddressHandle {}
+
+impl fmt::Debug for AddressHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "AddressHandle(to QP {})", self.remote_qpn)
+    }
+}
+
+impl AddressHandle {
+    /// An address handle for sending to `remote` over `path` (GRH when a source GID is set).
+    pub fn new(pd: &ProtectionDomain, path: &PathConfig, remote: &Endpoint) -> Result<Self> {
+        // SAFETY: ibv_ah_attr is plain data; zero is valid.
+        let mut attr: ibv_ah_attr = unsafe { std::mem::zeroed() };
+        attr.dlid = remote.lid;
+        attr.port_num = path.port;
+        if let Some(sgid) = path.sgid_index {
+            attr.is_global = 1;
+            attr.grh = ibv_global_route {
+                dgid: Gid { raw: remote.gid }.into(),
+                flow_label: 0,
+                sgid_index: sgid,
+                hop_limit: 64,
+                traffic_class: 0,
+            };
+        }
+        // SAFETY: the PD is alive and attr is initialised.
+        let ah = unsafe { ibv_create_ah(pd.pd.pd().as_ptr(), &mut attr) };
+        let ah = std::ptr::NonNull::new(ah).ok_or_else(|| VerbsError::Call {
+            call: "ibv_create_ah",
+            source: std::io::Error::last_os_error(),
+        })?;
+        Ok(AddressHandle {
+            ah,
+            remote_qpn: remote.qpn,
+            _pd: pd.clone(),
+        })
+    }
+}
+
+impl Drop for AddressHandle {
+    fn drop(&mut self) {
+        // SAFETY: created by ibv_create_ah and destroyed once.
+        unsafe { ibv_destroy_ah(self.ah.as_ptr()) };
     }
 }
 
@@ -324,6 +430,14 @@ impl QueuePair<Created> {
         remote: &Endpoint,
         path: &PathConfig,
     ) -> Result<QueuePair<ReadyToReceive>> {
+        if self.transport == Transport::Ud {
+            let mut attr = QueuePairAttribute::new();
+            attr.setup_state(QueuePairState::ReadyToReceive);
+            self.qp
+                .modify(&attr)
+                .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(RTR, UD)", e))?;
+            return Ok(self.into_state());
+        }
         let mtu = mtu_from_bytes(path.mtu.min(remote.mtu)).ok_or_else(|| {
             VerbsError::InvalidRequest(format!(
                 "path MTU {} is not one of 256, 512, 1024, 2048, 4096",
@@ -384,6 +498,32 @@ impl QueuePair<ReadyToSend> {
         requests: &[SendRequest],
         inline: bool,
     ) -> Result<()> {
+        self.post(mr, requests, inline, None)
+    }
+
+    /// [`QueuePair::post_send`] for a UD QP: every request is a SEND to `dest`.
+    #[inline]
+    pub fn post_send_ud(
+        &mut self,
+        mr: &MemoryRegion,
+        requests: &[SendRequest],
+        inline: bool,
+        dest: &AddressHandle,
+    ) -> Result<()> {
+        self.post(mr, requests, inline, Some(dest))
+    }
+
+    #[inline]
+    fn post(
+        &mut self,
+        mr: &MemoryRegion,
+        requests: &[SendRequest],
+        inline: bool,
+        dest: Option<&AddressHandle>,
+    ) -> Result<()> {
+        // SAFETY: the QP is alive; the pointer is only used for ibv_wr_set_ud_addr below,
+        // between the opcode and the buffer of the same work request, as the API requires.
+        let qpx = unsafe { ibv_qp_to_qp_ex(self.qp.qp().as_ptr()) };
         let host = if inline {
             Some(self.inline_source(mr, requests)?)
         } else {
@@ -416,6 +556,10 @@ impl QueuePair<ReadyToSend> {
                     swap,
                 } => wr.setup_atomic_compare_swap(rkey, remote_addr, compare, swap),
             };
+            if let Some(d) = dest {
+                // SAFETY: qpx is this QP's extended handle; d.ah is a live address handle.
+                unsafe { ibv_wr_set_ud_addr(qpx, d.ah.as_ptr(), d.remote_qpn, UD_QKEY) };
+            }
             match host {
                 Some(bytes) => {
                     let start = r.local_offset as usize;

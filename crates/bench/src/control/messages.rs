@@ -1,9 +1,9 @@
 //! The messages of the control protocol, in the order a run uses them.
 //!
-//! Client -> server: `Hello`, `Plan`, `Endpoints`, `Ready`, then per size `StartSize`,
-//! `Heartbeat`s while the measured loop runs, `SizeDone`; finally `Finish`.
+//! Client -> server: `Hello`, `Plan`, `Endpoints`, `Ready`, then per size and repetition
+//! `StartSize`, `Heartbeat`s while the measured loop runs, `SizeDone`; finally `Finish`.
 //! Server -> client: `Hello`, `PlanAccepted` (or `Reject`), `Endpoints`, `Ready`, per size
-//! `Ready` and `Validated`. Either side may send `Reject` to end the run with a reason.
+//! `Ready` and `SizeReport`. Either side may send `Reject` to end the run with a reason.
 
 use serde::{Deserialize, Serialize};
 use verbs::Endpoint;
@@ -30,7 +30,7 @@ pub enum Message {
         tool_version: String,
     },
     /// The client's plan.
-    Plan(TestPlan),
+    Plan(Box<TestPlan>),
     /// The server adopted the plan.
     PlanAccepted,
     /// The run cannot go on; the reason is shown to the user on both sides.
@@ -49,16 +49,26 @@ pub enum Message {
     StartSize {
         /// Message size in bytes.
         size: u64,
+        /// Repetition, from 0.
+        rep: u32,
     },
     /// The client is alive and measuring.
     Heartbeat,
-    /// The client's figures for one size.
-    SizeDone(SizeResult),
-    /// The server's verdict on the payload of one size.
-    Validated {
-        /// True when every byte carried the expected pattern.
+    /// The client's figures for one size, and the operations each QP carried in all.
+    SizeDone {
+        /// What the client measured.
+        result: Box<SizeResult>,
+        /// Operations per QP, warm-up included (atomic targets check their counters).
+        ops_per_qp: Vec<u64>,
+    },
+    /// The server's verdict on one size: the figures both sides report, and whether the
+    /// payload that landed on the server was right.
+    SizeReport {
+        /// The figures to report.
+        result: Box<SizeResult>,
+        /// True when the server's check passed (or there was nothing to check).
         ok: bool,
-        /// What was checked or what differed.
+        /// What was checked, or what differed.
         detail: String,
     },
     /// The run is over.
@@ -86,8 +96,8 @@ impl Message {
             Message::Ready => "Ready",
             Message::StartSize { .. } => "StartSize",
             Message::Heartbeat => "Heartbeat",
-            Message::SizeDone(_) => "SizeDone",
-            Message::Validated { .. } => "Validated",
+            Message::SizeDone { .. } => "SizeDone",
+            Message::SizeReport { .. } => "SizeReport",
             Message::Finish => "Finish",
         }
     }

@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use crate::engine::bw::PeerState;
+
 /// The default TCP port, perftest's.
 pub const DEFAULT_PORT: u16 = 18515;
 
@@ -176,6 +178,76 @@ impl Channel {
             out
         });
         Ok(out)
+    }
+}
+
+impl Channel {
+    /// Runs `work` while a helper thread reads the peer's messages: heartbeats are skipped,
+    /// the peer's `SizeDone` marks `peer` done and is returned with the work's result, and a
+    /// dead or silent peer marks `peer` failed, which `work` is expected to notice. When
+    /// `work` fails, the read side is shut so the helper ends at once.
+    pub fn watch<T>(
+        &mut self,
+        peer: &PeerState,
+        work: impl FnOnce() -> Result<T>,
+    ) -> Result<(T, Message)> {
+        let mut reader = self
+            .stream
+            .try_clone()
+            .context("cannot clone the control socket")?;
+        let timeout = self.timeout;
+        let peer_addr = self.peer;
+        std::thread::scope(|s| {
+            let watcher = s.spawn(move || -> Result<Message> {
+                loop {
+                    match read_message::<Message>(&mut reader) {
+                        Ok(Message::Heartbeat) => continue,
+                        Ok(msg @ Message::SizeDone { .. }) => {
+                            peer.set_done();
+                            return Ok(msg);
+                        }
+                        Ok(Message::Reject { reason }) => {
+                            peer.set_failed();
+                            bail!("the peer ended the run: {reason}");
+                        }
+                        Ok(other) => {
+                            peer.set_failed();
+                            bail!("protocol error: {} sent {} while measuring", peer_addr, other.name());
+                        }
+                        Err(WireError::TimedOut) => {
+                            peer.set_failed();
+                            bail!(
+                                "nothing from {peer_addr} for {} s while measuring; is the peer still alive? (--timeout)",
+                                timeout.as_secs_f64()
+                            );
+                        }
+                        Err(WireError::Closed) => {
+                            peer.set_failed();
+                            bail!("the peer {peer_addr} closed the connection while measuring");
+                        }
+                        Err(e) => {
+                            peer.set_failed();
+                            bail!("bad message from {peer_addr} while measuring: {e}");
+                        }
+                    }
+                }
+            });
+            let out = work();
+            // Whose failure came first decides which message the user sees.
+            let peer_failed_first = peer.is_failed();
+            if out.is_err() {
+                let _ = self.stream.shutdown(std::net::Shutdown::Read);
+            }
+            let msg = watcher
+                .join()
+                .map_err(|_| anyhow!("the control watcher thread panicked"))?;
+            match (out, msg) {
+                (Ok(v), Ok(m)) => Ok((v, m)),
+                (Err(_), Err(w)) if peer_failed_first => Err(w),
+                (Err(e), _) => Err(e),
+                (Ok(_), Err(w)) => Err(w),
+            }
+        })
     }
 }
 

@@ -1,16 +1,25 @@
 //! The test engine: one side's verbs resources (device, port, GID, buffers, CQ, QPs), their
-//! connection to the peer's endpoints, and the measured loops (`bw.rs`).
+//! connection to the peer's endpoints, and the measured loops: `bw.rs` (operations kept in
+//! flight) and `lat.rs` (ping-pong). `validate.rs` checks what landed.
+//!
+//! Every QP owns one slot of the registered buffer, split in two halves: the *receive* half
+//! (offset 0) is where the peer's WRITEs, SENDs and atomics land, the *send* half is what
+//! this side WRITEs, SENDs, or lets the peer READ. Data always flows from one side's send
+//! half to the other side's receive half.
 
 pub mod bw;
+pub mod lat;
+pub mod validate;
 
 use anyhow::{bail, Context, Result};
 use verbs::{
-    Access, CompletionQueue, Created, Device, Endpoint, GidEntry, HostBuffer, LinkLayer,
-    MemoryRegion, PathConfig, PortInfo, QueuePair, QueuePairBuilder, ReadyToSend,
+    Access, AddressHandle, CompletionQueue, Created, Device, Endpoint, GidEntry, HostBuffer,
+    LinkLayer, MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder,
+    ReadyToSend, Transport, UD_GRH_BYTES,
 };
 
 use crate::memory::slot_len;
-use crate::plan::TestPlan;
+use crate::plan::{Connection, TestPlan, Verb};
 
 /// What one side was told about its own hardware.
 #[derive(Debug, Clone, Default)]
@@ -39,11 +48,15 @@ pub struct Prepared {
     port: PortInfo,
     gid: Option<GidEntry>,
     gid_given: bool,
+    pd: ProtectionDomain,
     cq: CompletionQueue,
     mr: MemoryRegion,
     qps: Vec<QueuePair<Created>>,
     psns: Vec<u32>,
     slot: u64,
+    transport: Transport,
+    mtu: Option<u32>,
+    posts_receives: bool,
 }
 
 /// Connected to the peer: every QP ready to send.
@@ -63,8 +76,16 @@ pub struct Connected {
     pub qps: Vec<QueuePair<ReadyToSend>>,
     /// The peer's endpoint for each QP.
     pub remote: Vec<Endpoint>,
-    /// Bytes per slot.
+    /// UD only: the address handle of each QP's peer.
+    pub ah: Vec<AddressHandle>,
+    /// Bytes per slot (both halves).
     pub slot: u64,
+    /// The transport.
+    pub transport: Transport,
+    /// The path MTU in bytes.
+    pub path_mtu: u32,
+    /// RDMA READs/atomics this side may have in flight per QP (what both ends allow).
+    pub rd_atomic: u32,
 }
 
 fn first_psn(index: usize) -> u32 {
@@ -78,23 +99,36 @@ fn first_psn(index: usize) -> u32 {
     (mixed >> 40) as u32 & 0x00ff_ffff
 }
 
-/// Checks the plan against what this device can do, before anything is created.
-fn check_device_limits(device: &Device, plan: &TestPlan, slot: u64) -> Result<()> {
+/// Bytes a receive needs for a message of `size` (UD adds the GRH).
+pub fn recv_len(transport: Transport, size: u64) -> u64 {
+    if transport == Transport::Ud {
+        size + u64::from(UD_GRH_BYTES)
+    } else {
+        size
+    }
+}
+
+/// Checks the plan against what this device and port can do, before anything is created.
+fn check_device_limits(device: &Device, port: &PortInfo, plan: &TestPlan, slot: u64) -> Result<()> {
     let f = device.facts();
-    if plan.tx_depth > f.max_qp_wr {
+    let depth = plan.tx_depth.max(plan.rx_depth);
+    if depth > f.max_qp_wr {
         bail!(
-            "--tx-depth {} exceeds {}'s limit of {} work requests per queue",
+            "--tx-depth {} / --rx-depth {} exceed {}'s limit of {} work requests per queue",
             plan.tx_depth,
+            plan.rx_depth,
             f.name,
             f.max_qp_wr
         );
     }
-    let cqe = u64::from(plan.qps) * u64::from(plan.tx_depth);
+    let cqe = u64::from(plan.qps) * u64::from(plan.tx_depth + plan.rx_depth);
     if cqe > u64::from(f.max_cqe) {
         bail!(
-            "--qps {} x --tx-depth {} needs a CQ of {cqe} entries; {} allows {}: lower one of them",
+            "--qps {} x (--tx-depth {} + --rx-depth {}) needs a CQ of {cqe} entries; {} allows {}: \
+             lower one of them",
             plan.qps,
             plan.tx_depth,
+            plan.rx_depth,
             f.name,
             f.max_cqe
         );
@@ -102,11 +136,27 @@ fn check_device_limits(device: &Device, plan: &TestPlan, slot: u64) -> Result<()
     let total = slot * u64::from(plan.qps);
     if f.max_mr_size > 0 && total > f.max_mr_size {
         bail!(
-            "{} QPs x {} bytes = {total} bytes exceeds {}'s largest memory region ({} bytes)",
+            "{} QPs x {slot} bytes = {total} bytes exceeds {}'s largest memory region ({} bytes)",
             plan.qps,
-            slot,
             f.name,
             f.max_mr_size
+        );
+    }
+    if plan.connection == Connection::Ud {
+        let mtu = plan.mtu.unwrap_or(port.active_mtu).min(port.active_mtu);
+        if plan.max_size() > u64::from(mtu) {
+            bail!(
+                "UD messages must fit one packet: -s {} exceeds the path MTU of {mtu} bytes on {} \
+                 (lower -s, or raise the MTU)",
+                plan.max_size(),
+                f.name
+            );
+        }
+    }
+    if matches!(plan.test.verb, Verb::Read | Verb::Atomic) && f.max_qp_rd_atom == 0 {
+        bail!(
+            "{} does not support RDMA READ or atomics (max_qp_rd_atom is 0)",
+            f.name
         );
     }
     Ok(())
@@ -127,16 +177,18 @@ impl Local {
         })
     }
 
-    /// Creates the buffer, CQ and QPs for `plan`.
-    pub fn prepare(self, plan: &TestPlan) -> Result<Prepared> {
+    /// Creates the buffer, CQ and QPs for `plan`; `is_server` decides who receives SENDs.
+    pub fn prepare(self, plan: &TestPlan, is_server: bool) -> Result<Prepared> {
         let Local {
             device,
             port,
             gid,
             gid_given,
         } = self;
-        let slot = slot_len(plan.max_size());
-        check_device_limits(&device, plan, slot)?;
+        let transport = plan.connection.transport();
+        let half = slot_len(recv_len(transport, plan.max_size()));
+        let slot = 2 * half;
+        check_device_limits(&device, &port, plan, slot)?;
 
         let pd = device.alloc_pd()?;
         let len = usize::try_from(slot * u64::from(plan.qps))
@@ -148,15 +200,25 @@ impl Local {
                 device.name()
             )
         })?;
-        let cq = CompletionQueue::new(&device, plan.qps * plan.tx_depth)?;
+        let posts_receives = plan.receives(is_server);
+        let rx_depth = if posts_receives { plan.rx_depth } else { 1 };
+        let cq = CompletionQueue::new(&device, plan.qps * (plan.tx_depth + rx_depth))?;
         let mut qps = Vec::with_capacity(plan.qps as usize);
         for _ in 0..plan.qps {
             let qp = QueuePairBuilder::new(&pd, &cq)
+                .transport(transport)
                 .port(port.port)
                 .max_send_wr(plan.tx_depth)
-                .max_recv_wr(1)
+                .max_recv_wr(rx_depth)
                 .max_inline_data(plan.inline)
-                .build()?;
+                .build()
+                .with_context(|| {
+                    format!(
+                        "creating a {} QP on {}",
+                        plan.connection.name(),
+                        device.name()
+                    )
+                })?;
             if qp.caps().max_inline_data < plan.inline {
                 bail!(
                     "--inline-size {} exceeds {}'s inline limit of {} bytes",
@@ -173,11 +235,15 @@ impl Local {
             port,
             gid,
             gid_given,
+            pd,
             cq,
             mr,
             qps,
             psns,
             slot,
+            transport,
+            mtu: plan.mtu,
+            posts_receives,
         })
     }
 }
@@ -185,6 +251,7 @@ impl Local {
 impl Prepared {
     /// The endpoint of each QP, to send to the peer.
     pub fn endpoints(&self) -> Vec<Endpoint> {
+        let rd_atomic = self.device.facts().max_qp_rd_atom.clamp(1, 255) as u8;
         self.qps
             .iter()
             .zip(&self.psns)
@@ -194,16 +261,21 @@ impl Prepared {
                 psn,
                 lid: self.port.lid,
                 gid: self.gid.map(|g| g.gid).unwrap_or_default(),
-                mtu: self.port.active_mtu,
+                mtu: self
+                    .mtu
+                    .unwrap_or(self.port.active_mtu)
+                    .min(self.port.active_mtu),
                 rkey: self.mr.rkey(),
                 addr: self.mr.addr() + i as u64 * self.slot,
                 len: self.slot,
+                rd_atomic,
             })
             .collect()
     }
 
-    /// Moves every QP to ready-to-send against the peer's endpoints.
-    pub fn connect(self, remote: Vec<Endpoint>) -> Result<Connected> {
+    /// Posts every QP's receives (SEND tests), then moves every QP to ready-to-send against
+    /// the peer's endpoints.
+    pub fn connect(mut self, remote: Vec<Endpoint>, rx_depth: u32) -> Result<Connected> {
         if remote.len() != self.qps.len() {
             bail!(
                 "the peer sent {} endpoints for {} QPs; both sides must run the same plan",
@@ -220,6 +292,18 @@ impl Prepared {
         }
         let f = self.device.facts();
         let use_grh = self.port.link_layer == LinkLayer::Ethernet || self.gid_given;
+        let local_mtu = self
+            .mtu
+            .unwrap_or(self.port.active_mtu)
+            .min(self.port.active_mtu);
+        let path_mtu = remote.iter().map(|e| e.mtu).fold(local_mtu, u32::min);
+        let peer_rd = remote
+            .iter()
+            .map(|e| u32::from(e.rd_atomic))
+            .min()
+            .unwrap_or(1)
+            .max(1);
+        let rd_atomic = f.max_qp_init_rd_atom.clamp(1, 255).min(peer_rd);
         let path = PathConfig {
             port: self.port.port,
             sgid_index: if use_grh {
@@ -227,10 +311,29 @@ impl Prepared {
             } else {
                 None
             },
-            mtu: self.port.active_mtu,
-            max_dest_rd_atomic: f.max_qp_rd_atom.clamp(1, 16) as u8,
-            max_rd_atomic: f.max_qp_init_rd_atom.clamp(1, 16) as u8,
+            mtu: path_mtu,
+            max_dest_rd_atomic: f.max_qp_rd_atom.clamp(1, 255) as u8,
+            max_rd_atomic: rd_atomic as u8,
         };
+        if self.posts_receives {
+            let half = self.slot / 2;
+            for (q, qp) in self.qps.iter_mut().enumerate() {
+                for _ in 0..rx_depth {
+                    qp.post_recv(
+                        &self.mr,
+                        bw::recv_wr_id(q),
+                        q as u64 * self.slot,
+                        half as u32,
+                    )?;
+                }
+            }
+        }
+        let mut ah = Vec::new();
+        if self.transport == Transport::Ud {
+            for peer in &remote {
+                ah.push(AddressHandle::new(&self.pd, &path, peer)?);
+            }
+        }
         let mut qps = Vec::with_capacity(self.qps.len());
         for ((qp, peer), psn) in self.qps.into_iter().zip(&remote).zip(&self.psns) {
             let qp = qp
@@ -247,28 +350,77 @@ impl Prepared {
             mr: self.mr,
             qps,
             remote,
+            ah,
             slot: self.slot,
+            transport: self.transport,
+            path_mtu,
+            rd_atomic,
         })
     }
 }
 
 impl Connected {
-    /// The bytes of QP `qp`'s slot, `len` long (host memory).
-    pub fn slot_bytes(&self, qp: usize, len: u64) -> Result<&[u8]> {
-        let start = qp as u64 * self.slot;
-        let host = self.mr.host().context("the buffer is not host memory")?;
-        host.get(start as usize..(start + len) as usize)
-            .with_context(|| format!("slot {qp} of {len} bytes is outside the buffer"))
+    /// Bytes per slot half.
+    pub fn half(&self) -> u64 {
+        self.slot / 2
     }
 
-    /// The bytes of QP `qp`'s slot, writable.
-    pub fn slot_bytes_mut(&mut self, qp: usize, len: u64) -> Result<&mut [u8]> {
-        let start = qp as u64 * self.slot;
+    /// Offset of QP `q`'s receive half in the buffer.
+    pub fn recv_offset(&self, q: usize) -> u64 {
+        q as u64 * self.slot
+    }
+
+    /// Offset of QP `q`'s send half in the buffer.
+    pub fn send_offset(&self, q: usize) -> u64 {
+        q as u64 * self.slot + self.half()
+    }
+
+    /// The peer's receive half for QP `q`.
+    pub fn remote_recv(&self, q: usize) -> u64 {
+        self.remote[q].addr
+    }
+
+    /// The peer's send half for QP `q`.
+    pub fn remote_send(&self, q: usize) -> u64 {
+        self.remote[q].addr + self.remote[q].len / 2
+    }
+
+    /// `len` bytes at `offset` in the buffer.
+    pub fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
+        let host = self.mr.host().context("the buffer is not host memory")?;
+        host.get(offset as usize..(offset + len) as usize)
+            .with_context(|| format!("{len} bytes at {offset} are outside the buffer"))
+    }
+
+    /// `len` bytes at `offset` in the buffer, writable.
+    pub fn bytes_mut(&mut self, offset: u64, len: u64) -> Result<&mut [u8]> {
         let host = self
             .mr
             .host_mut()
             .context("the buffer is not host memory")?;
-        host.get_mut(start as usize..(start + len) as usize)
-            .with_context(|| format!("slot {qp} of {len} bytes is outside the buffer"))
+        host.get_mut(offset as usize..(offset + len) as usize)
+            .with_context(|| format!("{len} bytes at {offset} are outside the buffer"))
+    }
+
+    /// Posts one receive into QP `q`'s receive half.
+    #[inline]
+    pub fn post_recv(&mut self, q: usize, wr_id: u64) -> Result<()> {
+        let (offset, len) = (self.recv_offset(q), self.half() as u32);
+        self.qps[q].post_recv(&self.mr, wr_id, offset, len)?;
+        Ok(())
+    }
+
+    /// Address of the byte at `offset` in the buffer (for volatile polling).
+    pub fn byte_ptr(&self, offset: u64) -> Result<*mut u8> {
+        if self.mr.host().is_none() {
+            bail!("the buffer is not host memory");
+        }
+        if offset >= self.mr.len() as u64 {
+            bail!(
+                "offset {offset} is outside the {}-byte buffer",
+                self.mr.len()
+            );
+        }
+        Ok((self.mr.addr() + offset) as *mut u8)
     }
 }

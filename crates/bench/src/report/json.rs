@@ -59,6 +59,7 @@ pub(crate) mod tests {
                 repeat: 1,
             },
             ceilings: CeilingsRecord::default(),
+            counters: Some([("counters/port_xmit_packets".to_string(), 5000)].into()),
             results: vec![
                 SizeResult::from_window(2, 5000, 0.5).unwrap(),
                 SizeResult::from_window(65536, 5000, 12.5).unwrap(),

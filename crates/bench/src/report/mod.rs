@@ -1,10 +1,12 @@
 //! The result model of a run and its outputs: the terminal table, and the JSON record of
 //! DESIGN.md written atomically. One model, one exporter per file format.
 
+mod csv;
 mod json;
 mod record;
 pub mod table;
 
+pub use self::csv::CsvExporter;
 pub use json::JsonExporter;
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, HostRecord, ParamsRecord, PcieLinkRecord,

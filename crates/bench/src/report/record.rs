@@ -27,6 +27,10 @@ pub struct RunRecord {
     pub params: ParamsRecord,
     /// The physical ceilings.
     pub ceilings: CeilingsRecord,
+    /// The port's hardware counters: how much each changed during the run (sysfs
+    /// `counters/...` and `hw_counters/...`); null when the port exposes none.
+    #[serde(default)]
+    pub counters: Option<std::collections::BTreeMap<String, u64>>,
     /// One entry per message size.
     pub results: Vec<SizeResult>,
 }

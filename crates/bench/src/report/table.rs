@@ -60,6 +60,40 @@ pub fn row(r: &SizeResult, gbits: bool) -> String {
     )
 }
 
+/// The column titles of a latency test.
+pub fn lat_columns() -> String {
+    format!(
+        " {:<10} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "#bytes",
+        "#iterations",
+        "min[us]",
+        "p50[us]",
+        "p90[us]",
+        "p99[us]",
+        "p99.9[us]",
+        "max[us]",
+        "mean[us]",
+        "stdev[us]"
+    )
+}
+
+/// One row of a latency test (microseconds with three decimals: no truncation to whole us).
+pub fn lat_row(r: &SizeResult) -> String {
+    match &r.lat_us {
+        Some(l) => format!(
+            " {:<10} {:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            r.size, r.iterations, l.min, l.p50, l.p90, l.p99, l.p999, l.max, l.mean, l.stdev
+        ),
+        None => format!(" {:<10} {:<12} (no latency recorded)", r.size, r.iterations),
+    }
+}
+
+/// One direction of a bidirectional row, indented under it.
+pub fn direction_row(label: &str, d: &super::DirectionFigures, gbits: bool) -> String {
+    let bw = if gbits { d.bw_gbps * 8.0 } else { d.bw_gbps };
+    format!("   {label:<21} {bw:<18.6} {:<15.6}", d.msg_rate_mpps)
+}
+
 /// The closing rule.
 pub fn footer() -> &'static str {
     RULE
@@ -76,6 +110,25 @@ mod tests {
         assert!(columns(true).contains("Gb/s"));
         assert!(row(&r, false).contains("0.327680"), "{}", row(&r, false));
         assert!(row(&r, true).contains("2.621440"), "{}", row(&r, true));
+    }
+
+    #[test]
+    fn latency_rows_keep_sub_microsecond_digits() {
+        let mut r = SizeResult::from_window(2, 1000, 0.01).unwrap();
+        r.lat_us = Some(super::super::LatencyStats {
+            min: 1.234,
+            p50: 2.5,
+            p90: 3.0,
+            p99: 4.125,
+            p999: 5.0,
+            p9999: 6.0,
+            max: 7.0,
+            mean: 2.75,
+            stdev: 0.5,
+        });
+        let row = lat_row(&r);
+        assert!(row.contains("1.234") && row.contains("4.125"), "{row}");
+        assert!(lat_columns().contains("p99[us]"));
     }
 
     #[test]

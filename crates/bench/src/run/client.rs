@@ -2,13 +2,17 @@
 
 use anyhow::{bail, Context, Result};
 
-use super::{record, started_at, Outcome, Printer, RunOptions};
+use super::figures::{aggregate, from_latency, from_window};
+use super::{record, started_at, stop_of, Outcome, Printer, RunOptions, LAT_WARMUP};
 use crate::ceilings::run_limits;
 use crate::control::{Channel, Message};
-use crate::engine::bw::{measure_writes, LoopShape};
+use crate::counters::Counters;
+use crate::engine::bw::{measure_bw, LoopShape, PeerState};
+use crate::engine::lat::{initiate, LatShape};
+use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
-use crate::memory::fill_pattern;
-use crate::plan::TestPlan;
+use crate::output::progress_bar::ProgressBar;
+use crate::plan::{Mode, TestPlan, Verb};
 use crate::report::SizeResult;
 
 /// Runs the client side against the server at `host`:`port`.
@@ -32,37 +36,108 @@ fn drive(
     local: Local,
     started: String,
 ) -> Result<Outcome> {
-    ch.send(&Message::Plan(plan.clone()))?;
+    ch.send(&Message::Plan(Box::new(plan.clone())))?;
     ch.expect("PlanAccepted")?;
-    let prepared = local.prepare(plan)?;
+    let prepared = local.prepare(plan, false)?;
     ch.send(&Message::Endpoints {
         qps: prepared.endpoints(),
     })?;
     let Message::Endpoints { qps: remote } = ch.expect("Endpoints")? else {
         bail!("protocol error: expected the server's endpoints");
     };
-    let mut side = prepared.connect(remote)?;
+    let mut side = prepared.connect(remote, plan.rx_depth)?;
     ch.send(&Message::Ready)?;
     ch.expect("Ready")?;
 
-    let printer = Printer {
-        quiet: opts.quiet,
-        gbits: opts.report_gbits,
-    };
+    let printer = Printer::new(opts, plan);
     let limits = run_limits(&side);
     printer.header("client", &side, plan, &limits);
-    let mut results = Vec::with_capacity(plan.sizes.len());
-    for &size in &plan.sizes {
-        let r = run_size(opts, plan, ch, &mut side, size, limits.limit_gbps())
-            .with_context(|| format!("size {size} bytes"))?;
-        printer.row(&r);
-        results.push(r);
+    let counters = Counters::start(&side);
+    let steps = plan.sizes.len() as u64 * u64::from(plan.repeat);
+    let progress = ProgressBar::new(steps, opts.progress && !opts.quiet);
+    let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
+    for rep in 0..plan.repeat {
+        for (i, &size) in plan.sizes.iter().enumerate() {
+            progress.start(size, rep);
+            let r = run_size(opts, plan, ch, &mut side, size, rep)
+                .with_context(|| format!("size {size} bytes"))?;
+            progress.suspend(|| printer.row(rep, &r));
+            reps[i].push(r);
+        }
     }
+    progress.finish();
     ch.send(&Message::Finish)?;
-    printer.footer();
+    let results = reps
+        .into_iter()
+        .map(aggregate)
+        .collect::<Result<Vec<_>>>()?;
+    printer.summary(&results);
     Ok(Outcome {
-        record: record(&side, plan, &limits, started, results),
+        record: record(
+            &side,
+            plan,
+            &limits,
+            counters.finish(&side),
+            started,
+            results,
+        ),
     })
+}
+
+/// The operations in flight per QP: READ and atomics are also bounded by what both ends
+/// allow outstanding.
+pub fn depth_for(plan: &TestPlan, side: &Connected) -> (u32, u32, u32) {
+    let depth = match plan.test.verb {
+        Verb::Read | Verb::Atomic => plan.tx_depth.min(side.rd_atomic).max(1),
+        _ => plan.tx_depth,
+    };
+    let post_list = plan.post_list.min(depth);
+    let cq_mod = plan.cq_mod.min(depth - post_list + 1).max(1);
+    (depth, post_list, cq_mod)
+}
+
+/// The shape of this plan's bandwidth loop for one size.
+pub fn bw_shape(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    side: &Connected,
+    size: u64,
+    is_server: bool,
+) -> Result<LoopShape> {
+    let (depth, post_list, cq_mod) = depth_for(plan, side);
+    Ok(LoopShape {
+        verb: plan.test.verb,
+        atomic: plan.atomic,
+        size: u32::try_from(size).context("message size above 4 GiB")?,
+        stop: stop_of(plan),
+        depth,
+        post_list,
+        cq_mod,
+        inline: inline_for(plan, size),
+        send: !is_server || plan.bidirectional,
+        recv: plan.receives(is_server).then_some(plan.iters),
+        stall_timeout: opts.timeout,
+    })
+}
+
+/// The shape of this plan's latency loop for one size.
+pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64) -> Result<LatShape> {
+    Ok(LatShape {
+        verb: plan.test.verb,
+        atomic: plan.atomic,
+        size: u32::try_from(size).context("message size above 4 GiB")?,
+        stop: stop_of(plan),
+        warmup: LAT_WARMUP,
+        cq_mod: plan.cq_mod,
+        inline: inline_for(plan, size),
+        stall_timeout: opts.timeout,
+    })
+}
+
+fn inline_for(plan: &TestPlan, size: u64) -> bool {
+    plan.inline > 0
+        && size <= u64::from(plan.inline)
+        && matches!(plan.test.verb, Verb::Write | Verb::Send)
 }
 
 fn run_size(
@@ -71,39 +146,38 @@ fn run_size(
     ch: &mut Channel,
     side: &mut Connected,
     size: u64,
-    ceiling_gbps: Option<f64>,
+    rep: u32,
 ) -> Result<SizeResult> {
-    ch.send(&Message::StartSize { size })?;
+    ch.send(&Message::StartSize { size, rep })?;
+    prepare_buffers(side, size)?;
     ch.expect("Ready")?;
-    if plan.validate {
-        for q in 0..side.qps.len() {
-            fill_pattern(side.slot_bytes_mut(q, size)?, q as u32, size);
+    let (mine, ops_per_qp) = match plan.test.mode {
+        Mode::Bw => {
+            let shape = bw_shape(opts, plan, side, size, false)?;
+            let peer = PeerState::default();
+            let m = ch.with_heartbeat(|| measure_bw(side, &shape, &peer))??;
+            let sent = m.sent.context("the loop measured no window")?;
+            (from_window(size, sent)?, m.ops_per_qp)
         }
-    }
-    let size32 = u32::try_from(size).context("message size above 4 GiB")?;
-    let shape = LoopShape {
-        size: size32,
-        iters: plan.iters,
-        tx_depth: plan.tx_depth,
-        post_list: plan.post_list,
-        cq_mod: plan.cq_mod,
-        inline: plan.inline > 0 && size <= u64::from(plan.inline),
-        stall_timeout: opts.timeout,
+        Mode::Lat => {
+            let shape = lat_shape(opts, plan, size)?;
+            let m = ch.with_heartbeat(|| initiate(side, &shape))??;
+            (from_latency(size, &m)?, vec![m.total])
+        }
     };
-    // Warm-up: one full pipe per QP, not timed.
-    let warm = LoopShape {
-        iters: plan.iters.min(u64::from(plan.tx_depth)),
-        ..shape
+    ch.send(&Message::SizeDone {
+        result: Box::new(mine),
+        ops_per_qp: ops_per_qp.clone(),
+    })?;
+    let Message::SizeReport { result, ok, detail } = ch.expect("SizeReport")? else {
+        bail!("protocol error: expected the server's report");
     };
-    let window = ch.with_heartbeat(|| -> Result<_> {
-        measure_writes(side, &warm)?;
-        measure_writes(side, &shape)
-    })??;
-    let result =
-        SizeResult::from_window(size, window.ops, window.seconds)?.with_ceiling(ceiling_gbps);
-    ch.send(&Message::SizeDone(result.clone()))?;
-    match ch.expect("Validated")? {
-        Message::Validated { ok: false, detail } => bail!("the server found wrong bytes: {detail}"),
-        _ => Ok(result),
+    if !ok {
+        bail!("the server found wrong bytes: {detail}");
     }
+    // Checked only now: with -b the server's operations land here until its loop ends.
+    if let Err(detail) = check_received(side, plan, size, false, &ops_per_qp) {
+        bail!("payload check failed on the client: {detail}");
+    }
+    Ok(*result)
 }

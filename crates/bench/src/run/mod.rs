@@ -1,7 +1,15 @@
 //! One run between a server and a client: the control-channel choreography around the
 //! engine, the terminal output as sizes finish, and the record at the end.
+//!
+//! Per size (and repetition) the client sends `StartSize`; both sides zero their receive
+//! halves and fill their send halves; the server answers `Ready`; both run their part (the
+//! client with heartbeats, the server watching the channel for the client's `SizeDone`);
+//! the client reports `SizeDone` with its figures; the server checks what landed, combines
+//! the figures (a SEND receiver counts what arrived; `-b` adds both directions) and answers
+//! `SizeReport`, so both sides print and record the same numbers.
 
 mod client;
+mod figures;
 mod server;
 
 pub use client::run_client;
@@ -12,13 +20,18 @@ use std::time::Duration;
 use verbs::format_gid;
 
 use crate::ceilings::RunLimits;
+use crate::counters::CounterDelta;
+use crate::engine::bw::Stop;
 use crate::engine::{Connected, SideConfig};
-use crate::plan::{PlanRequest, TestKind, TestPlan};
+use crate::plan::{Mode, PlanRequest, TestKind, TestPlan};
 use crate::report::table::{self, Header};
 use crate::report::{
     now_rfc3339, DeviceRecord, HostRecord, ParamsRecord, RunRecord, SizeResult, ToolRecord, SCHEMA,
 };
 use crate::units::format_size;
+
+/// Round trips before a latency test starts measuring.
+pub const LAT_WARMUP: u64 = 16;
 
 /// Everything one side needs to run.
 #[derive(Debug, Clone)]
@@ -35,6 +48,8 @@ pub struct RunOptions {
     pub report_gbits: bool,
     /// Print nothing (the server half of `--loopback`).
     pub quiet: bool,
+    /// Show a progress bar on a terminal.
+    pub progress: bool,
 }
 
 /// What a finished run hands back: the record of what ran, with every size's figures.
@@ -44,14 +59,33 @@ pub struct Outcome {
     pub record: RunRecord,
 }
 
+/// How a loop of this plan stops.
+pub fn stop_of(plan: &TestPlan) -> Stop {
+    match plan.duration {
+        Some(secs) => Stop::for_duration(secs),
+        None => Stop::Iters(plan.iters),
+    }
+}
+
 /// Prints progress unless quiet.
 #[derive(Debug, Clone, Copy)]
 struct Printer {
     quiet: bool,
     gbits: bool,
+    lat: bool,
+    repeat: u32,
 }
 
 impl Printer {
+    fn new(opts: &RunOptions, plan: &TestPlan) -> Self {
+        Printer {
+            quiet: opts.quiet,
+            gbits: opts.report_gbits,
+            lat: plan.test.mode == Mode::Lat,
+            repeat: plan.repeat,
+        }
+    }
+
     fn header(&self, role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) {
         if self.quiet {
             return;
@@ -60,20 +94,78 @@ impl Printer {
         for note in &limits.notes {
             println!(" note: {note}");
         }
-        println!("{}", table::columns(self.gbits));
+        println!("{}", self.columns());
     }
 
-    fn row(&self, r: &SizeResult) {
-        if !self.quiet {
-            println!("{}", table::row(r, self.gbits));
+    fn columns(&self) -> String {
+        let prefix = if self.repeat > 1 { " rep " } else { "" };
+        let cols = if self.lat {
+            table::lat_columns()
+        } else {
+            table::columns(self.gbits)
+        };
+        format!("{prefix}{cols}")
+    }
+
+    fn row(&self, rep: u32, r: &SizeResult) {
+        if self.quiet {
+            return;
+        }
+        let prefix = if self.repeat > 1 {
+            format!(" {:<3} ", rep + 1)
+        } else {
+            String::new()
+        };
+        let line = if self.lat {
+            table::lat_row(r)
+        } else {
+            table::row(r, self.gbits)
+        };
+        println!("{prefix}{line}");
+        if let Some(d) = &r.directions {
+            println!(
+                "{prefix}{}",
+                table::direction_row("client->server", &d.client_to_server, self.gbits)
+            );
+            println!(
+                "{prefix}{}",
+                table::direction_row("server->client", &d.server_to_client, self.gbits)
+            );
         }
     }
 
-    fn footer(&self) {
-        if !self.quiet {
+    fn summary(&self, results: &[SizeResult]) {
+        if self.quiet {
+            return;
+        }
+        if self.repeat > 1 {
             println!("{}", table::footer());
+            println!(" medians of {} repetitions:", self.repeat);
+            println!(
+                "{}",
+                if self.lat {
+                    table::lat_columns()
+                } else {
+                    table::columns(self.gbits)
+                }
+            );
+            for r in results {
+                println!(
+                    "{}",
+                    if self.lat {
+                        table::lat_row(r)
+                    } else {
+                        table::row(r, self.gbits)
+                    }
+                );
+            }
         }
+        println!("{}", table::footer());
     }
+}
+
+fn on_off(b: bool) -> String {
+    if b { "on" } else { "off" }.to_string()
 }
 
 fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) -> Header {
@@ -82,51 +174,106 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
         .gid
         .map(|g| format!("{} ({})", g.index, g.kind))
         .unwrap_or_else(|| "none (LID routing)".to_string());
+    let mut fields = vec![
+        ("Device", facts.name.clone()),
+        (
+            "Firmware",
+            if facts.fw_ver.is_empty() {
+                "-".to_string()
+            } else {
+                facts.fw_ver.clone()
+            },
+        ),
+        ("Port", side.port.port.to_string()),
+        ("Link layer", side.port.link_layer.to_string()),
+        (
+            "Rate",
+            side.port
+                .rate
+                .clone()
+                .unwrap_or_else(|| "unknown".to_string()),
+        ),
+        ("MTU", side.path_mtu.to_string()),
+        ("GID index", gid),
+        ("Connection", plan.connection.name().to_string()),
+        ("QPs", plan.qps.to_string()),
+        ("TX depth", plan.tx_depth.to_string()),
+    ];
+    if plan.receives(true) {
+        fields.push(("RX depth", plan.rx_depth.to_string()));
+    }
+    if matches!(
+        plan.test.verb,
+        crate::plan::Verb::Read | crate::plan::Verb::Atomic
+    ) && plan.test.mode == Mode::Bw
+    {
+        fields.push((
+            "Outstanding",
+            format!("{} reads/atomics per QP", side.rd_atomic.min(plan.tx_depth)),
+        ));
+    }
+    if plan.test.verb == crate::plan::Verb::Atomic {
+        fields.push(("Atomic", plan.atomic.name().to_string()));
+    }
+    fields.extend([
+        ("CQ moderation", plan.cq_mod.to_string()),
+        ("Post list", plan.post_list.to_string()),
+        (
+            "Inline",
+            if plan.inline == 0 {
+                "off".to_string()
+            } else {
+                format!("up to {}", format_size(u64::from(plan.inline)))
+            },
+        ),
+        ("Run", run_text(plan)),
+        ("Memory", "host".to_string()),
+        ("Validate", on_off(plan.validate)),
+    ]);
+    if plan.bidirectional {
+        fields.push((
+            "Direction",
+            "bidirectional: each side measures what it sends".to_string(),
+        ));
+    }
+    if plan.test.mode == Mode::Lat {
+        let kind = if plan.test.one_way() {
+            "one-way (RTT/2)"
+        } else {
+            "round trip"
+        };
+        fields.push(("Latency", kind.to_string()));
+    }
+    fields.push(("Ceiling", ceiling_text(limits)));
     Header {
         title: plan.test.title().to_string(),
         role,
-        fields: vec![
-            ("Device", facts.name.clone()),
-            (
-                "Firmware",
-                if facts.fw_ver.is_empty() {
-                    "-".to_string()
-                } else {
-                    facts.fw_ver.clone()
-                },
-            ),
-            ("Port", side.port.port.to_string()),
-            ("Link layer", side.port.link_layer.to_string()),
-            (
-                "Rate",
-                side.port
-                    .rate
-                    .clone()
-                    .unwrap_or_else(|| "unknown".to_string()),
-            ),
-            ("MTU", side.port.active_mtu.to_string()),
-            ("GID index", gid),
-            ("Connection", "RC".to_string()),
-            ("QPs", plan.qps.to_string()),
-            ("TX depth", plan.tx_depth.to_string()),
-            ("CQ moderation", plan.cq_mod.to_string()),
-            ("Post list", plan.post_list.to_string()),
-            (
-                "Inline",
-                if plan.inline == 0 {
-                    "off".to_string()
-                } else {
-                    format!("up to {}", format_size(u64::from(plan.inline)))
-                },
-            ),
-            ("Iterations", format!("{} per QP and size", plan.iters)),
-            ("Memory", "host".to_string()),
-            (
-                "Validate",
-                if plan.validate { "on" } else { "off" }.to_string(),
-            ),
-            ("Ceiling", ceiling_text(limits)),
-        ],
+        fields,
+    }
+}
+
+/// "5000 iterations per QP and size" or "3 s per size, 2.4 s measured (0.3 s margins)".
+fn run_text(plan: &TestPlan) -> String {
+    let reps = if plan.repeat > 1 {
+        format!(", {} repetitions", plan.repeat)
+    } else {
+        String::new()
+    };
+    match stop_of(plan) {
+        Stop::Iters(n) => {
+            let warm = if plan.test.mode == Mode::Lat {
+                format!(" after {LAT_WARMUP} warm-up")
+            } else {
+                String::new()
+            };
+            format!("{n} iterations per QP and size{warm}{reps}")
+        }
+        Stop::Duration { total, margin } => format!(
+            "{:.1} s per size, {:.1} s measured ({:.1} s warm-up and cool-down left out){reps}",
+            total.as_secs_f64(),
+            (total - 2 * margin).as_secs_f64(),
+            margin.as_secs_f64()
+        ),
     }
 }
 
@@ -149,6 +296,7 @@ fn record(
     side: &Connected,
     plan: &TestPlan,
     limits: &RunLimits,
+    counters: CounterDelta,
     started_at: String,
     results: Vec<SizeResult>,
 ) -> RunRecord {
@@ -174,19 +322,27 @@ fn record(
         params: ParamsRecord {
             test: plan.test.to_string(),
             mem: "host".to_string(),
-            connection: "RC".to_string(),
+            connection: plan.connection.name().to_string(),
             qps: plan.qps,
             tx_depth: plan.tx_depth,
             inline: plan.inline,
             post_list: plan.post_list,
             cq_mod: plan.cq_mod,
-            iters: Some(plan.iters),
-            duration: None,
-            bidirectional: false,
-            latency: None,
-            repeat: 1,
+            iters: plan.duration.is_none().then_some(plan.iters),
+            duration: plan.duration,
+            bidirectional: plan.bidirectional,
+            latency: (plan.test.mode == Mode::Lat).then(|| {
+                if plan.test.one_way() {
+                    "one_way"
+                } else {
+                    "round_trip"
+                }
+                .to_string()
+            }),
+            repeat: plan.repeat,
         },
         ceilings: limits.ceilings.clone(),
+        counters: counters.into_map(),
         results,
     }
 }

@@ -1,14 +1,23 @@
-//! The server: adopts the client's plan, lends its buffer to the client's writes, checks the
-//! payload when asked, and prints the same figures the client measured.
+//! The server: adopts the client's plan, takes its part in every size (a passive target, a
+//! SEND receiver, the other direction of `-b`, the latency responder), checks the payload
+//! when asked, and reports the figures both sides print.
+
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 
+use super::client::{bw_shape, lat_shape};
+use super::figures::{aggregate, combine, ServerPart};
 use super::{record, started_at, Outcome, Printer, RunOptions};
 use crate::ceilings::run_limits;
 use crate::control::{Channel, Listener, Message};
+use crate::counters::Counters;
+use crate::engine::bw::{measure_bw, PeerState};
+use crate::engine::lat::respond;
+use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
-use crate::memory::check_pattern;
-use crate::plan::TestPlan;
+use crate::plan::{Mode, TestPlan, Verb};
+use crate::report::SizeResult;
 
 /// Opens this side's device, then waits for one client on `listener` and serves its run.
 pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
@@ -31,55 +40,35 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
     let Message::Plan(asked) = ch.expect("Plan")? else {
         bail!("protocol error: expected the client's plan");
     };
-    let plan = TestPlan::adopt(asked, opts.test, &opts.request)?;
+    let plan = TestPlan::adopt(*asked, opts.test, &opts.request)?;
     ch.send(&Message::PlanAccepted)?;
-    let prepared = local.prepare(&plan)?;
+    let prepared = local.prepare(&plan, true)?;
     let Message::Endpoints { qps: remote } = ch.expect("Endpoints")? else {
         bail!("protocol error: expected the client's endpoints");
     };
     ch.send(&Message::Endpoints {
         qps: prepared.endpoints(),
     })?;
-    let mut side = prepared.connect(remote)?;
+    let mut side = prepared.connect(remote, plan.rx_depth)?;
     ch.expect("Ready")?;
     ch.send(&Message::Ready)?;
 
-    let printer = Printer {
-        quiet: opts.quiet,
-        gbits: opts.report_gbits,
-    };
+    let printer = Printer::new(opts, &plan);
     let limits = run_limits(&side);
     printer.header("server", &side, &plan, &limits);
-    let mut results = Vec::with_capacity(plan.sizes.len());
-    let mut current = None;
+    let counters = Counters::start(&side);
+    let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
     loop {
         match ch.recv("the client's next step")? {
-            Message::StartSize { size } => {
-                if !plan.sizes.contains(&size) {
+            Message::StartSize { size, rep } => {
+                let Some(i) = plan.sizes.iter().position(|&s| s == size) else {
                     bail!("the client started size {size}, which is not in the plan");
-                }
-                for q in 0..side.qps.len() {
-                    side.slot_bytes_mut(q, size)?.fill(0);
-                }
-                current = Some(size);
-                ch.send(&Message::Ready)?;
+                };
+                let r = serve_size(opts, &plan, ch, &mut side, size, limits.limit_gbps())?;
+                printer.row(rep, &r);
+                reps[i].push(r);
             }
             Message::Heartbeat => {}
-            Message::SizeDone(r) => {
-                if current != Some(r.size) {
-                    bail!("the client reported size {} before starting it", r.size);
-                }
-                let verdict = validate(&side, &plan, r.size);
-                ch.send(&Message::Validated {
-                    ok: verdict.is_ok(),
-                    detail: verdict.clone().unwrap_or_else(|e| e),
-                })?;
-                if let Err(detail) = verdict {
-                    bail!("payload check failed: {detail}");
-                }
-                printer.row(&r);
-                results.push(r);
-            }
             Message::Finish => break,
             other => bail!(
                 "protocol error: unexpected {} from the client",
@@ -87,23 +76,112 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
             ),
         }
     }
-    printer.footer();
+    let results = reps
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .map(aggregate)
+        .collect::<Result<Vec<_>>>()?;
+    printer.summary(&results);
     Ok(Outcome {
-        record: record(&side, &plan, &limits, started, results),
+        record: record(
+            &side,
+            &plan,
+            &limits,
+            counters.finish(&side),
+            started,
+            results,
+        ),
     })
 }
 
-/// Checks every QP's slot carries the client's pattern for `size`.
-fn validate(side: &Connected, plan: &TestPlan, size: u64) -> Result<String, String> {
-    if !plan.validate {
-        return Ok("not checked".to_string());
+/// Waits for the peer to finish its part (a passive target).
+fn wait_for(peer: &PeerState) -> Result<ServerPart> {
+    while !peer.is_done() && !peer.is_failed() {
+        std::thread::sleep(Duration::from_millis(1));
     }
-    for q in 0..side.qps.len() {
-        let bytes = side.slot_bytes(q, size).map_err(|e| e.to_string())?;
-        check_pattern(bytes, q as u32, size)?;
+    Ok(ServerPart::default())
+}
+
+/// This side's part of one size.
+fn server_part(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    side: &mut Connected,
+    size: u64,
+    peer: &PeerState,
+) -> Result<ServerPart> {
+    match plan.test.mode {
+        Mode::Bw if plan.bidirectional || plan.receives(true) => {
+            let shape = bw_shape(opts, plan, side, size, true)?;
+            let m = measure_bw(side, &shape, peer)?;
+            Ok(ServerPart {
+                sent: m.sent,
+                received: m.received,
+                received_count: if shape.recv.is_some() {
+                    m.ops_per_qp.iter().sum()
+                } else {
+                    0
+                },
+            })
+        }
+        Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {
+            respond(side, &lat_shape(opts, plan, size)?, peer)?;
+            Ok(ServerPart::default())
+        }
+        _ => wait_for(peer),
     }
-    Ok(format!(
-        "{} QPs x {size} bytes carry the pattern",
-        side.qps.len()
-    ))
+}
+
+fn serve_size(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    ch: &mut Channel,
+    side: &mut Connected,
+    size: u64,
+    ceiling_gbps: Option<f64>,
+) -> Result<SizeResult> {
+    prepare_buffers(side, size)?;
+    ch.send(&Message::Ready)?;
+    let peer = PeerState::default();
+    let (part, done) = ch.watch(&peer, || server_part(opts, plan, side, size, &peer))?;
+    let Message::SizeDone { result, ops_per_qp } = done else {
+        bail!("protocol error: expected the client's figures");
+    };
+    let verdict = check_received(side, plan, size, true, &ops_per_qp);
+    let figures = combine(plan, size, *result, part).map(|r| r.with_ceiling(ceiling_gbps));
+    let (ok, detail) = match (&verdict, &figures) {
+        (Err(detail), _) => (false, detail.clone()),
+        (Ok(_), Err(e)) => (false, format!("{e:#}")),
+        (Ok(what), Ok(_)) => (true, what.clone()),
+    };
+    let report = figures.as_ref().cloned().unwrap_or_else(|_| SizeResult {
+        pct_of_ceiling: None,
+        ..empty(size)
+    });
+    ch.send(&Message::SizeReport {
+        result: Box::new(report),
+        ok,
+        detail: detail.clone(),
+    })?;
+    if !ok {
+        bail!("size {size}: {detail}");
+    }
+    figures
+}
+
+/// A placeholder result for a failed size's report (the client stops on `ok: false`).
+fn empty(size: u64) -> SizeResult {
+    SizeResult {
+        size,
+        iterations: 0,
+        seconds: 0.0,
+        bw_gbps: 0.0,
+        gbits: 0.0,
+        msg_rate_mpps: 0.0,
+        pct_of_ceiling: None,
+        lat_us: None,
+        hdr: None,
+        directions: None,
+        repetitions: Vec::new(),
+    }
 }

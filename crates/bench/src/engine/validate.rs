@@ -1,0 +1,127 @@
+//! `--validate`: before each size every side zeroes its receive halves and writes the pattern
+//! into its send halves; afterwards the side the data went to checks it. An atomic target
+//! checks its counters instead: a fetch-and-add of 1 or a compare-and-swap chain leaves the
+//! number of operations done on that QP.
+
+use verbs::{Transport, UD_GRH_BYTES};
+
+use super::Connected;
+use crate::memory::{check_pattern, fill_pattern};
+use crate::plan::{Mode, TestPlan, Verb};
+
+/// Whether this side received data in `plan` and so checks it.
+pub fn checks_here(plan: &TestPlan, is_server: bool) -> bool {
+    let lat = plan.test.mode == Mode::Lat;
+    match plan.test.verb {
+        Verb::Atomic => is_server,
+        Verb::Write | Verb::Send => is_server || plan.bidirectional || lat,
+        Verb::Read => !is_server || plan.bidirectional,
+    }
+}
+
+/// Zeroes every receive half and fills every send half with the pattern for `size`.
+pub fn prepare_buffers(side: &mut Connected, size: u64) -> anyhow::Result<()> {
+    let half = side.half();
+    for q in 0..side.qps.len() {
+        let recv = side.recv_offset(q);
+        side.bytes_mut(recv, half)?.fill(0);
+        let send = side.send_offset(q);
+        fill_pattern(side.bytes_mut(send, size)?, q as u32, size);
+    }
+    Ok(())
+}
+
+/// Checks what landed on this side for `size`; `ops_per_qp` is how many operations the
+/// initiator completed on each QP (for atomics). Ok carries what was checked.
+pub fn check_received(
+    side: &Connected,
+    plan: &TestPlan,
+    size: u64,
+    is_server: bool,
+    ops_per_qp: &[u64],
+) -> Result<String, String> {
+    if !plan.validate || !checks_here(plan, is_server) {
+        return Ok("not checked on this side".to_string());
+    }
+    let qps = side.qps.len();
+    if plan.test.verb == Verb::Atomic {
+        for q in 0..qps {
+            let bytes = side
+                .bytes(side.recv_offset(q), 8)
+                .map_err(|e| e.to_string())?;
+            let mut word = [0u8; 8];
+            word.copy_from_slice(bytes);
+            let value = u64::from_le_bytes(word);
+            let want = ops_per_qp.get(q).copied().unwrap_or(0);
+            if value != want {
+                return Err(format!(
+                    "QP {q}: the atomic target holds {value}, expected {want} operations"
+                ));
+            }
+        }
+        return Ok(format!("{qps} atomic counters match the operations done"));
+    }
+    // WRITE latency overwrites the last byte with a round-trip tag.
+    let len = if plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write {
+        size - 1
+    } else {
+        size
+    };
+    let skip = if side.transport == Transport::Ud {
+        u64::from(UD_GRH_BYTES)
+    } else {
+        0
+    };
+    for q in 0..qps {
+        let bytes = side
+            .bytes(side.recv_offset(q) + skip, len)
+            .map_err(|e| e.to_string())?;
+        check_pattern(bytes, q as u32, size)?;
+    }
+    Ok(format!("{qps} QPs x {len} bytes carry the pattern"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanRequest, TestKind};
+
+    fn plan(verb: Verb, mode: Mode, bidirectional: bool) -> TestPlan {
+        PlanRequest {
+            bidirectional,
+            validate: true,
+            ..PlanRequest::default()
+        }
+        .resolve(TestKind::new(verb, mode))
+        .unwrap()
+    }
+
+    #[test]
+    fn the_side_the_data_went_to_checks_it() {
+        // (verb, mode, -b) -> (server checks, client checks)
+        for (verb, mode, b, server, client) in [
+            (Verb::Write, Mode::Bw, false, true, false),
+            (Verb::Send, Mode::Bw, false, true, false),
+            (Verb::Read, Mode::Bw, false, false, true),
+            (Verb::Atomic, Mode::Bw, false, true, false),
+            (Verb::Write, Mode::Bw, true, true, true),
+            (Verb::Read, Mode::Bw, true, true, true),
+            (Verb::Write, Mode::Lat, false, true, true),
+            (Verb::Send, Mode::Lat, false, true, true),
+            (Verb::Read, Mode::Lat, false, false, true),
+            (Verb::Atomic, Mode::Lat, false, true, false),
+        ] {
+            let p = plan(verb, mode, b);
+            assert_eq!(
+                checks_here(&p, true),
+                server,
+                "{verb:?} {mode:?} -b {b}: server"
+            );
+            assert_eq!(
+                checks_here(&p, false),
+                client,
+                "{verb:?} {mode:?} -b {b}: client"
+            );
+        }
+    }
+}

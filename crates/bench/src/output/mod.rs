@@ -1,0 +1,3 @@
+//! What the terminal shows besides the table: progress through a long sweep.
+
+pub mod progress_bar;
