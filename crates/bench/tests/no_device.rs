@@ -69,6 +69,14 @@ fn bad_values_are_usage_errors_with_exit_code_2() {
         (vec!["write-bw", "-q", "2000"], "1..=1024"),
         (vec!["write-bw", "-t", "16", "-Q", "32"], "--cq-mod 32"),
         (vec!["write-bw", "--timeout", "-1"], "'-1'"),
+        (vec!["read-bw", "-c", "UD"], "not possible over UD"),
+        (vec!["atomic-bw", "-c", "UC"], "not possible over UC"),
+        (vec!["atomic-bw", "-s", "64"], "8 bytes"),
+        (vec!["write-lat", "-q", "4"], "--qps 4"),
+        (vec!["send-bw", "-b", "-c", "UD"], "-c RC for bidirectional"),
+        (vec!["write-bw", "-m", "1500"], "--mtu 1500"),
+        (vec!["write-bw", "-c", "XX"], "'XX'"),
+        (vec!["atomic-bw", "-A", "SWAP"], "'SWAP'"),
     ] {
         let out = bin().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

@@ -88,13 +88,12 @@ pub enum VerbsError {
     },
 
     /// A verbs call failed.
-    #[error("{call} failed: {source}")]
+    #[error("{call} failed: {reason}")]
     Call {
         /// The verbs function (or step) that failed.
         call: &'static str,
-        /// The operating system's reason.
-        #[source]
-        source: io::Error,
+        /// The operating system's reason (part of the message, so not also a `source`).
+        reason: io::Error,
     },
 
     /// A request does not fit what was set up: a bad length, an offset beyond a buffer.
@@ -122,16 +121,16 @@ impl VerbsError {
     pub(crate) fn errno(call: &'static str, code: i32) -> Self {
         VerbsError::Call {
             call,
-            source: io::Error::from_raw_os_error(code),
+            reason: io::Error::from_raw_os_error(code),
         }
     }
 
     /// Adds what was asked for to a failed call's message.
     pub(crate) fn with_hint(self, hint: String) -> Self {
         match self {
-            VerbsError::Call { call, source } => VerbsError::Call {
+            VerbsError::Call { call, reason } => VerbsError::Call {
                 call,
-                source: io::Error::new(source.kind(), format!("{source} ({hint})")),
+                reason: io::Error::new(reason.kind(), format!("{reason} ({hint})")),
             },
             other => other,
         }
@@ -148,7 +147,7 @@ impl VerbsError {
         }
         VerbsError::Call {
             call,
-            source: io::Error::other(text),
+            reason: io::Error::other(text),
         }
     }
 }

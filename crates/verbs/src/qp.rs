@@ -362,7 +362,7 @@ impl AddressHandle {
         let ah = unsafe { ibv_create_ah(pd.pd.pd().as_ptr(), &mut attr) };
         let ah = std::ptr::NonNull::new(ah).ok_or_else(|| VerbsError::Call {
             call: "ibv_create_ah",
-            source: std::io::Error::last_os_error(),
+            reason: std::io::Error::last_os_error(),
         })?;
         Ok(AddressHandle {
             ah,

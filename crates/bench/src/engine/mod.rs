@@ -203,22 +203,39 @@ impl Local {
         let posts_receives = plan.receives(is_server);
         let rx_depth = if posts_receives { plan.rx_depth } else { 1 };
         let cq = CompletionQueue::new(&device, plan.qps * (plan.tx_depth + rx_depth))?;
-        let mut qps = Vec::with_capacity(plan.qps as usize);
-        for _ in 0..plan.qps {
-            let qp = QueuePairBuilder::new(&pd, &cq)
+        let builder = || {
+            QueuePairBuilder::new(&pd, &cq)
                 .transport(transport)
                 .port(port.port)
                 .max_send_wr(plan.tx_depth)
                 .max_recv_wr(rx_depth)
-                .max_inline_data(plan.inline)
-                .build()
-                .with_context(|| {
-                    format!(
-                        "creating a {} QP on {}",
-                        plan.connection.name(),
-                        device.name()
-                    )
-                })?;
+        };
+        let what = || {
+            format!(
+                "creating a {} QP on {}",
+                plan.connection.name(),
+                device.name()
+            )
+        };
+        let mut qps = Vec::with_capacity(plan.qps as usize);
+        for _ in 0..plan.qps {
+            let qp = match builder().max_inline_data(plan.inline).build() {
+                Ok(qp) => qp,
+                Err(e) if qps.is_empty() && plan.inline > 0 => {
+                    // Verbs cannot be asked for the inline limit: find it, and name it.
+                    return Err(
+                        match max_inline(|n| builder().max_inline_data(n).build().is_ok()) {
+                            Some(max) => anyhow::anyhow!(
+                                "--inline-size {} exceeds {}'s inline limit of {max} bytes",
+                                plan.inline,
+                                device.name()
+                            ),
+                            None => anyhow::Error::new(e).context(what()),
+                        },
+                    );
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context(what())),
+            };
             if qp.caps().max_inline_data < plan.inline {
                 bail!(
                     "--inline-size {} exceeds {}'s inline limit of {} bytes",
@@ -246,6 +263,24 @@ impl Local {
             posts_receives,
         })
     }
+}
+
+/// The largest inline size for which `creates` succeeds (verbs has no query for it), found
+/// by bisection; `None` when even 0 fails (the failure is not about inline data).
+fn max_inline(creates: impl Fn(u32) -> bool) -> Option<u32> {
+    if !creates(0) {
+        return None;
+    }
+    let (mut ok, mut bad) = (0u32, 1u32 << 16);
+    while bad - ok > 1 {
+        let mid = ok + (bad - ok) / 2;
+        if creates(mid) {
+            ok = mid;
+        } else {
+            bad = mid;
+        }
+    }
+    Some(ok)
 }
 
 impl Prepared {
@@ -422,5 +457,18 @@ impl Connected {
             );
         }
         Ok((self.mr.addr() + offset) as *mut u8)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inline_limit_is_found_by_bisection() {
+        assert_eq!(max_inline(|n| n <= 400), Some(400));
+        assert_eq!(max_inline(|n| n <= 220), Some(220));
+        assert_eq!(max_inline(|_| false), None);
+        assert_eq!(max_inline(|n| n == 0), Some(0));
     }
 }

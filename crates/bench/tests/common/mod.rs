@@ -132,3 +132,93 @@ pub fn scratch(name: &str) -> std::path::PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+/// A finished server/client run: what each printed and the records they wrote.
+pub struct Pair {
+    /// The client's exit status and output.
+    pub client: Output,
+    /// Whether the server exited 0.
+    pub server_ok: bool,
+    /// What the server printed.
+    pub server_text: String,
+    /// The client's record (`Null` when it wrote none).
+    pub client_json: serde_json::Value,
+    /// The server's record (`Null` when it wrote none).
+    pub server_json: serde_json::Value,
+}
+
+impl Pair {
+    /// Panics with both sides' output unless both sides passed.
+    pub fn assert_ok(&self) -> &Self {
+        assert!(
+            self.client.status.success() && self.server_ok,
+            "client:\n{}\nserver:\n{}",
+            text(&self.client),
+            self.server_text
+        );
+        self
+    }
+
+    /// The client's record's results.
+    pub fn results(&self) -> &Vec<serde_json::Value> {
+        self.client_json["results"]
+            .as_array()
+            .expect("results in the record")
+    }
+}
+
+/// Runs `rdmabench TEST` with a server on rxe0 and a client on rxe1 (port `port`), both
+/// writing JSON records; `args` go to both sides' command lines after the device options.
+pub fn pair(test: &str, port: u16, server_args: &[&str], client_args: &[&str]) -> Pair {
+    let dir = scratch(&format!("{test}-{port}"));
+    let sj = dir.join("server.json");
+    let cj = dir.join("client.json");
+    let p = port.to_string();
+    let mut sargs = vec![
+        test,
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        &p,
+        "--timeout",
+        "30",
+        "--json",
+        sj.to_str().unwrap(),
+    ];
+    sargs.extend_from_slice(server_args);
+    let server = Server::start(&sargs);
+    let mut cargs = vec![
+        test,
+        SERVER_ADDR,
+        "-d",
+        "rxe1",
+        "-x",
+        "1",
+        "-p",
+        &p,
+        "--timeout",
+        "30",
+        "--json",
+        cj.to_str().unwrap(),
+    ];
+    cargs.extend_from_slice(client_args);
+    let client = client(&cargs);
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(120));
+    let load = |p: &std::path::Path| {
+        std::fs::read_to_string(p)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or(serde_json::Value::Null)
+    };
+    let out = Pair {
+        client,
+        server_ok,
+        server_text,
+        client_json: load(&cj),
+        server_json: load(&sj),
+    };
+    std::fs::remove_dir_all(dir).ok();
+    out
+}

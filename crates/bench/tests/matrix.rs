@@ -1,0 +1,320 @@
+//! The test matrix in the soft-RoCE guest: every test command across the veth pair with
+//! --validate, UC and UD where the verb allows them, several QPs, a full sweep, duration
+//! runs, bidirectional runs, latency statistics, and plans a device or verb cannot run.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use base64::Engine as _;
+use common::{pair, rdma_ready, text};
+
+const TESTS: [&str; 8] = [
+    "write-bw",
+    "read-bw",
+    "send-bw",
+    "atomic-bw",
+    "write-lat",
+    "read-lat",
+    "send-lat",
+    "atomic-lat",
+];
+
+fn num(v: &serde_json::Value) -> f64 {
+    v.as_f64().unwrap_or(f64::NAN)
+}
+
+#[test]
+fn every_test_runs_over_rc_and_moves_the_right_bytes() {
+    if !rdma_ready("every_test_runs_over_rc_and_moves_the_right_bytes") {
+        return;
+    }
+    for (i, test) in TESTS.iter().enumerate() {
+        let run = pair(
+            test,
+            19300 + i as u16,
+            &[],
+            &["-n", "100", "-t", "16", "--validate"],
+        );
+        run.assert_ok();
+        let r = &run.results()[0];
+        assert!(
+            num(&r["bw_gbps"]) > 0.0 && num(&r["msg_rate_mpps"]) > 0.0,
+            "{test}: {r}"
+        );
+        assert_eq!(run.client_json["params"]["test"], *test);
+        assert_eq!(
+            run.client_json["results"], run.server_json["results"],
+            "{test}: both sides report the same"
+        );
+        if test.ends_with("-lat") {
+            assert!(r["lat_us"]["p50"].is_number(), "{test}: {r}");
+        }
+    }
+}
+
+#[test]
+fn uc_carries_write_and_send_and_ud_carries_send() {
+    if !rdma_ready("uc_carries_write_and_send_and_ud_carries_send") {
+        return;
+    }
+    for (i, (test, conn)) in [
+        ("write-bw", "UC"),
+        ("send-bw", "UC"),
+        ("write-lat", "UC"),
+        ("send-lat", "UC"),
+        ("send-bw", "UD"),
+        ("send-lat", "UD"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let run = pair(
+            test,
+            19320 + i as u16,
+            &[],
+            &[
+                "-c",
+                conn,
+                "-s",
+                "512",
+                "-n",
+                "100",
+                "-t",
+                "16",
+                "--validate",
+            ],
+        );
+        run.assert_ok();
+        assert_eq!(run.client_json["params"]["connection"], *conn, "{test}");
+        assert!(
+            run.results()[0]["iterations"].as_u64().unwrap() > 0,
+            "{test} {conn}"
+        );
+    }
+}
+
+#[test]
+fn four_qps_spread_the_work_over_one_cq() {
+    if !rdma_ready("four_qps_spread_the_work_over_one_cq") {
+        return;
+    }
+    for (i, test) in ["write-bw", "read-bw", "send-bw", "atomic-bw"]
+        .iter()
+        .enumerate()
+    {
+        let run = pair(
+            test,
+            19340 + i as u16,
+            &[],
+            &["-q", "4", "-n", "50", "-t", "16", "-s", "8", "--validate"],
+        );
+        run.assert_ok();
+        assert_eq!(run.results()[0]["iterations"], 200, "{test}");
+    }
+}
+
+#[test]
+fn a_sweep_records_every_size_from_2_bytes_to_8_mib() {
+    if !rdma_ready("a_sweep_records_every_size_from_2_bytes_to_8_mib") {
+        return;
+    }
+    let dir = common::scratch("sweep-csv");
+    let csv = dir.join("sweep.csv");
+    let run = pair(
+        "write-bw",
+        19350,
+        &[],
+        &[
+            "-a",
+            "-n",
+            "8",
+            "-t",
+            "4",
+            "--validate",
+            "--csv",
+            csv.to_str().unwrap(),
+        ],
+    );
+    run.assert_ok();
+    let sizes: Vec<u64> = run
+        .results()
+        .iter()
+        .map(|r| r["size"].as_u64().unwrap())
+        .collect();
+    let want: Vec<u64> = (1..=23).map(|p| 1u64 << p).collect();
+    assert_eq!(sizes, want);
+    let csv_text = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(
+        csv_text.lines().count(),
+        24,
+        "a header and one row per size:\n{csv_text}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_duration_run_measures_inside_its_margins() {
+    if !rdma_ready("a_duration_run_measures_inside_its_margins") {
+        return;
+    }
+    for (i, test) in ["write-bw", "send-bw", "write-lat"].iter().enumerate() {
+        let run = pair(
+            test,
+            19360 + i as u16,
+            &[],
+            &["-D", "3", "-s", "4096", "-t", "16"],
+        );
+        run.assert_ok();
+        let r = &run.results()[0];
+        let secs = num(&r["seconds"]);
+        assert!(
+            secs > 1.5 && secs < 3.0,
+            "{test}: measured {secs} s of a 3 s run: {r}"
+        );
+        assert!(r["iterations"].as_u64().unwrap() > 0, "{test}");
+        assert_eq!(num(&run.client_json["params"]["duration"]), 3.0);
+        assert!(
+            text(&run.client).contains("warm-up and cool-down left out"),
+            "{}",
+            text(&run.client)
+        );
+    }
+}
+
+#[test]
+fn bidirectional_runs_report_both_directions_and_the_sum() {
+    if !rdma_ready("bidirectional_runs_report_both_directions_and_the_sum") {
+        return;
+    }
+    for (i, test) in ["write-bw", "read-bw", "send-bw"].iter().enumerate() {
+        let run = pair(
+            test,
+            19370 + i as u16,
+            &[],
+            &["-b", "-n", "200", "-t", "16", "-s", "4K", "--validate"],
+        );
+        run.assert_ok();
+        let r = &run.results()[0];
+        let d = &r["directions"];
+        let (a, b) = (
+            num(&d["client_to_server"]["bw_gbps"]),
+            num(&d["server_to_client"]["bw_gbps"]),
+        );
+        assert!(a > 0.0 && b > 0.0, "{test}: {r}");
+        assert!(
+            (num(&r["bw_gbps"]) - (a + b)).abs() < 1e-9,
+            "{test}: the sum: {r}"
+        );
+        assert!(
+            text(&run.client).contains("server->client"),
+            "{}",
+            text(&run.client)
+        );
+    }
+}
+
+#[test]
+fn latency_percentiles_are_ordered_and_the_histogram_decodes() {
+    if !rdma_ready("latency_percentiles_are_ordered_and_the_histogram_decodes") {
+        return;
+    }
+    let run = pair("write-lat", 19380, &[], &["-n", "500"]);
+    run.assert_ok();
+    let r = &run.results()[0];
+    let l = &r["lat_us"];
+    let (min, p50, p99, max) = (
+        num(&l["min"]),
+        num(&l["p50"]),
+        num(&l["p99"]),
+        num(&l["max"]),
+    );
+    assert!(min <= p50 && p50 <= p99 && p99 <= max, "{l}");
+    assert_eq!(run.client_json["params"]["latency"], "one_way");
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(r["hdr"].as_str().unwrap())
+        .unwrap();
+    let hist: hdrhistogram::Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut bytes.as_slice())
+        .unwrap();
+    assert_eq!(hist.len(), 500);
+    assert!((hist.value_at_quantile(0.5) as f64 / 1000.0 - p50).abs() < 0.01);
+    let read = pair("read-lat", 19381, &[], &["-n", "100"]);
+    read.assert_ok();
+    assert_eq!(read.client_json["params"]["latency"], "round_trip");
+    assert!(text(&read.client).contains("round trip"));
+}
+
+#[test]
+fn repetitions_are_kept_and_folded_into_medians() {
+    if !rdma_ready("repetitions_are_kept_and_folded_into_medians") {
+        return;
+    }
+    let run = pair(
+        "write-bw",
+        19385,
+        &[],
+        &["--repeat", "3", "-n", "100", "-t", "16", "-s", "4K"],
+    );
+    run.assert_ok();
+    let reps = run.results()[0]["repetitions"].as_array().unwrap();
+    assert_eq!(reps.len(), 3);
+    let mut bws: Vec<f64> = reps.iter().map(|r| num(&r["bw_gbps"])).collect();
+    bws.sort_by(f64::total_cmp);
+    assert!((num(&run.results()[0]["bw_gbps"]) - bws[1]).abs() < 1e-12);
+    assert_eq!(run.client_json["params"]["repeat"], 3);
+}
+
+#[test]
+fn plans_the_device_cannot_run_are_refused_naming_the_limit() {
+    if !rdma_ready("plans_the_device_cannot_run_are_refused_naming_the_limit") {
+        return;
+    }
+    let out = common::client(&["write-bw", common::SERVER_ADDR, "-I", "100000", "-s", "64"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let run = pair("write-bw", 19391, &[], &["-I", "4096", "-s", "64"]);
+    assert_eq!(run.client.status.code(), Some(1), "{}", text(&run.client));
+    assert!(
+        text(&run.client).contains("inline limit of"),
+        "{}",
+        text(&run.client)
+    );
+    let run = pair("send-bw", 19392, &[], &["-c", "UD", "-s", "4096"]);
+    assert_eq!(run.client.status.code(), Some(1), "{}", text(&run.client));
+    assert!(
+        text(&run.client).contains("UD messages must fit one packet"),
+        "{}",
+        text(&run.client)
+    );
+}
+
+#[test]
+fn a_limit_that_is_missed_exits_3_with_the_reason() {
+    if !rdma_ready("a_limit_that_is_missed_exits_3_with_the_reason") {
+        return;
+    }
+    let run = pair(
+        "write-bw",
+        19395,
+        &[],
+        &["-n", "50", "-t", "16", "--limit-bw", "1000"],
+    );
+    assert_eq!(run.client.status.code(), Some(3), "{}", text(&run.client));
+    assert!(
+        text(&run.client).contains("below --limit-bw 1000"),
+        "{}",
+        text(&run.client)
+    );
+    assert!(
+        run.server_ok,
+        "the server's run passed: {}",
+        run.server_text
+    );
+    let run = pair(
+        "send-lat",
+        19396,
+        &[],
+        &["-n", "50", "--limit-lat-p99", "0.001"],
+    );
+    assert_eq!(run.client.status.code(), Some(3), "{}", text(&run.client));
+}
