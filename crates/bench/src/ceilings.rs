@@ -13,8 +13,10 @@ pub struct RunLimits {
     pub pcie: PcieRecord,
     /// The ceilings.
     pub ceilings: CeilingsRecord,
-    /// Human notes: why a ceiling is missing, a downtrained link.
+    /// Human notes: why a ceiling is missing.
     pub notes: Vec<String>,
+    /// Problems the user should fix first: a PCIe link trained below its maximum.
+    pub warnings: Vec<String>,
 }
 
 impl RunLimits {
@@ -66,7 +68,7 @@ pub fn limits_from(sysfs: &Sysfs, device: &str, port: u8, mtu: u32) -> RunLimits
         Some(f) => {
             out.pcie.nic = Some(link_record(&f.bdf, &f.link));
             if let Some(note) = f.link.downtrain_note() {
-                out.notes.push(format!("NIC PCIe link {note}"));
+                out.warnings.push(format!("NIC {} PCIe link {note}", f.bdf));
             }
             let pcie = f.link.pcie();
             if pcie.is_none() {
@@ -133,6 +135,13 @@ mod tests {
         assert!(wire > 45.0 && wire < 50.0, "{wire}");
         assert!(l.ceilings.pcie_gbps.unwrap() > wire);
         assert_eq!(l.pcie.nic.as_ref().unwrap().mps, Some(256));
+    }
+
+    #[test]
+    fn a_downtrained_nic_link_is_a_warning() {
+        let l = limits_from(&fixture("downtrained"), "mlx5_0", 1, 4096);
+        assert!(l.warnings.iter().any(|w| w.contains("DOWNTRAINED")), "{:?}", l.warnings);
+        assert_eq!(l.ceilings.limit.as_deref(), Some("pcie"));
     }
 
     #[test]

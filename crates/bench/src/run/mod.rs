@@ -91,6 +91,14 @@ impl Printer {
             return;
         }
         print!("{}", table::header(&header(role, side, plan, limits)));
+        let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        for warning in &limits.warnings {
+            if bold {
+                println!(" \x1b[1mWARNING: {warning}\x1b[0m");
+            } else {
+                println!(" WARNING: {warning}");
+            }
+        }
         for note in &limits.notes {
             println!(" note: {note}");
         }
