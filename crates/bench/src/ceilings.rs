@@ -140,7 +140,11 @@ mod tests {
     #[test]
     fn a_downtrained_nic_link_is_a_warning() {
         let l = limits_from(&fixture("downtrained"), "mlx5_0", 1, 4096);
-        assert!(l.warnings.iter().any(|w| w.contains("DOWNTRAINED")), "{:?}", l.warnings);
+        assert!(
+            l.warnings.iter().any(|w| w.contains("DOWNTRAINED")),
+            "{:?}",
+            l.warnings
+        );
         assert_eq!(l.ceilings.limit.as_deref(), Some("pcie"));
     }
 

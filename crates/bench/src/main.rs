@@ -1,28 +1,6 @@
 //! `rdmabench`: RDMA bandwidth and latency benchmarks with correct numbers, machine-readable
-//! results, and the physical ceilings next to every figure.
-//!
-//! The binary parses the command line ([`cli`]), validates the whole plan ([`plan`]), and
-//! runs the server, the client or both ([`run`]) over the TCP control channel ([`control`])
-//! and the verbs engine ([`engine`]); results go to the terminal and to a JSON record
-//! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage, 3 below a `--limit-*`.
-
-mod ceilings;
-mod cli;
-mod control;
-mod counters;
-mod devices;
-mod doctor;
-mod engine;
-mod limits;
-mod memory;
-mod output;
-mod plan;
-mod report;
-mod run;
-mod show;
-mod stats;
-mod sysroot;
-mod units;
+//! results, and the physical ceilings next to every figure. The work is in the library
+//! (`rdmabench::*`); this is the command line's entry point and its exit codes.
 
 use std::process::ExitCode;
 use std::thread;
@@ -30,12 +8,12 @@ use std::thread;
 use anyhow::{Context, Result};
 use clap::Parser;
 
-use cli::{Cli, Command, TestArgs};
-use control::Listener;
-use limits::BelowLimit;
-use plan::{PlanError, TestKind};
-use report::{export, CsvExporter, JsonExporter};
-use run::{run_client, run_server, Outcome, RunOptions};
+use rdmabench::cli::{Cli, Command, TestArgs};
+use rdmabench::control::Listener;
+use rdmabench::limits::{self, BelowLimit};
+use rdmabench::plan::{self, PlanError, TestKind};
+use rdmabench::report::{export, CsvExporter, JsonExporter};
+use rdmabench::run::{run_client, run_server, Outcome, RunOptions};
 
 /// Exit code of a run that failed.
 const EXIT_FAILED: u8 = 1;
@@ -66,10 +44,10 @@ fn dispatch(command: &Command) -> Result<()> {
         return run_test(kind, args);
     }
     match command {
-        Command::Devices => devices::print_devices(),
-        Command::Topo(args) => show::topology::run(args),
-        Command::Ceiling(args) => show::ceiling::run(args),
-        Command::Doctor(args) => doctor::run(args),
+        Command::Devices => rdmabench::devices::print_devices(),
+        Command::Topo(args) => rdmabench::show::topology::run(args),
+        Command::Ceiling(args) => rdmabench::show::ceiling::run(args),
+        Command::Doctor(args) => rdmabench::doctor::run(args),
         _ => anyhow::bail!("internal error: a test command was not dispatched as a test"),
     }
 }

@@ -33,9 +33,13 @@ impl LatencyRecorder {
     }
 
     /// How many latencies were recorded.
-    #[cfg(test)]
     pub fn len(&self) -> u64 {
         self.hist.len()
+    }
+
+    /// True before the first record.
+    pub fn is_empty(&self) -> bool {
+        self.hist.is_empty()
     }
 
     /// min, p50 .. p99.99, max, mean and stdev in microseconds (not truncated); an error when

@@ -51,7 +51,6 @@ impl ProgressBar {
     }
 
     /// True when the bar is drawn.
-    #[cfg(test)]
     pub fn is_shown(&self) -> bool {
         !self.bar.is_hidden()
     }

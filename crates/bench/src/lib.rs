@@ -1,0 +1,25 @@
+//! The `rdmabench` library: everything the binary does, one module per concern, so that the
+//! criterion benches in `benches/` can measure the engine's own hot-path work.
+//!
+//! The binary parses the command line ([`cli`]), validates the whole plan ([`plan`]), and
+//! runs the server, the client or both ([`run`]) over the TCP control channel ([`control`])
+//! and the verbs engine ([`engine`]); results go to the terminal and to JSON and CSV records
+//! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage, 3 below a `--limit-*`.
+
+pub mod ceilings;
+pub mod cli;
+pub mod control;
+pub mod counters;
+pub mod devices;
+pub mod doctor;
+pub mod engine;
+pub mod limits;
+pub mod memory;
+pub mod output;
+pub mod plan;
+pub mod report;
+pub mod run;
+pub mod show;
+pub mod stats;
+pub mod sysroot;
+pub mod units;
