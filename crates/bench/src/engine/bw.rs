@@ -139,7 +139,7 @@ pub struct Measured {
 
 /// Whether operation number `n` (1-based, per QP) asks for a completion.
 #[inline]
-fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
+pub fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
     n % u64::from(cq_mod) == 0 || n == last
 }
 
@@ -211,16 +211,18 @@ impl Meter {
 /// Counts per QP for the sending side: posted, and known completed (a completion for
 /// operation n completes every operation up to n on that QP).
 #[derive(Debug)]
-struct SendProgress {
+pub struct SendProgress {
     posted: Vec<u64>,
     completed: Vec<u64>,
-    done: u64,
+    /// Operations completed, all QPs together.
+    pub done: u64,
     /// Operations per QP to post; `u64::MAX` in duration mode until the time is up.
     limit: u64,
 }
 
 impl SendProgress {
-    fn new(qps: usize, limit: u64) -> Self {
+    /// Counters for `qps` QPs that post `limit` operations each (`u64::MAX`: until stopped).
+    pub fn new(qps: usize, limit: u64) -> Self {
         SendProgress {
             posted: vec![0; qps],
             completed: vec![0; qps],
@@ -231,7 +233,7 @@ impl SendProgress {
 
     /// How many operations QP `q` may post now.
     #[inline]
-    fn room(&self, q: usize, shape: &LoopShape) -> u64 {
+    pub fn room(&self, q: usize, shape: &LoopShape) -> u64 {
         let in_flight = self.posted[q] - self.completed[q];
         let free = u64::from(shape.depth).saturating_sub(in_flight);
         let left = self.limit.saturating_sub(self.posted[q]);
@@ -264,7 +266,7 @@ impl SendProgress {
 
     /// Accounts one completion whose id carries (QP, count).
     #[inline]
-    fn complete(&mut self, wr_id: u64) {
+    pub fn complete(&mut self, wr_id: u64) {
         let q = ((wr_id & !RECV_FLAG) >> COUNT_BITS) as usize;
         let n = wr_id & ((1 << COUNT_BITS) - 1);
         if let Some(c) = self.completed.get_mut(q) {
@@ -436,33 +438,88 @@ fn stalled(sending: Option<&SendProgress>, received: u64, shape: &LoopShape) -> 
     }
 }
 
-/// The operation for request number `n` on QP `q`.
+/// Where QP `q`'s operations go and come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// The peer's receive half (WRITE, SEND and atomics land there).
+    pub remote_recv: u64,
+    /// The peer's send half (READs read it).
+    pub remote_send: u64,
+    /// The peer's remote key.
+    pub rkey: u32,
+    /// The local bytes: the receive half for READ (and atomics' fetched value), else the
+    /// send half.
+    pub local_offset: u64,
+}
+
+impl Target {
+    /// QP `q`'s target on a connected side.
+    #[inline]
+    pub fn of(side: &Connected, q: usize, verb: Verb) -> Self {
+        Target {
+            remote_recv: side.remote_recv(q),
+            remote_send: side.remote_send(q),
+            rkey: side.remote[q].rkey,
+            local_offset: if matches!(verb, Verb::Read | Verb::Atomic) {
+                side.recv_offset(q)
+            } else {
+                side.send_offset(q)
+            },
+        }
+    }
+}
+
+/// The operation for request number `n`.
 #[inline]
-fn op_for(side: &Connected, q: usize, shape: &LoopShape, n: u64) -> Op {
-    let rkey = side.remote[q].rkey;
+fn op_for(target: &Target, shape: &LoopShape, n: u64) -> Op {
+    let rkey = target.rkey;
     match shape.verb {
         Verb::Write => Op::Write {
-            remote_addr: side.remote_recv(q),
+            remote_addr: target.remote_recv,
             rkey,
         },
         Verb::Read => Op::Read {
-            remote_addr: side.remote_send(q),
+            remote_addr: target.remote_send,
             rkey,
         },
         Verb::Send => Op::Send,
         Verb::Atomic => match shape.atomic {
             AtomicOp::FetchAdd => Op::FetchAdd {
-                remote_addr: side.remote_recv(q),
+                remote_addr: target.remote_recv,
                 rkey,
                 add: 1,
             },
             AtomicOp::CompareSwap => Op::CompareSwap {
-                remote_addr: side.remote_recv(q),
+                remote_addr: target.remote_recv,
                 rkey,
                 compare: n - 1,
                 swap: n,
             },
         },
+    }
+}
+
+/// Fills `batch` with the work requests numbered `first + 1 ..= first + batch.len()` of QP
+/// `q`: ids carrying (QP, number), every `cq_mod`-th and the last (`limit`) signaled.
+/// Allocates nothing.
+#[inline]
+pub fn fill_batch(
+    batch: &mut [SendRequest],
+    q: usize,
+    first: u64,
+    shape: &LoopShape,
+    limit: u64,
+    target: &Target,
+) {
+    for (k, wr) in batch.iter_mut().enumerate() {
+        let n = first + k as u64 + 1;
+        *wr = SendRequest {
+            wr_id: ((q as u64) << COUNT_BITS) | n,
+            op: op_for(target, shape, n),
+            local_offset: target.local_offset,
+            len: shape.size,
+            signaled: is_signaled(n, shape.cq_mod, limit),
+        };
     }
 }
 
@@ -475,28 +532,20 @@ fn post_ops(
     progress: &mut SendProgress,
     batch: &mut [SendRequest],
 ) -> Result<()> {
-    // READs land in the receive half; everything else leaves from the send half.
-    let local_offset = if shape.verb == Verb::Read {
-        side.recv_offset(q)
-    } else {
-        side.send_offset(q)
-    };
+    let target = Target::of(side, q, shape.verb);
     loop {
         let count = progress.room(q, shape) as usize;
         if count == 0 {
             return Ok(());
         }
-        let first = progress.posted[q];
-        for (k, wr) in batch[..count].iter_mut().enumerate() {
-            let n = first + k as u64 + 1;
-            *wr = SendRequest {
-                wr_id: ((q as u64) << COUNT_BITS) | n,
-                op: op_for(side, q, shape, n),
-                local_offset,
-                len: shape.size,
-                signaled: is_signaled(n, shape.cq_mod, progress.limit),
-            };
-        }
+        fill_batch(
+            &mut batch[..count],
+            q,
+            progress.posted[q],
+            shape,
+            progress.limit,
+            &target,
+        );
         match side.ah.get(q) {
             Some(ah) => side.qps[q].post_send_ud(&side.mr, &batch[..count], shape.inline, ah)?,
             None => side.qps[q].post_send(&side.mr, &batch[..count], shape.inline)?,

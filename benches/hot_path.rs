@@ -1,0 +1,106 @@
+//! The engine's own work per message, without a device: what rdmabench adds on top of the
+//! provider's post and poll. Each bench reports the time per message.
+
+#![allow(clippy::expect_used)] // a bench: a histogram that cannot be built is a bug, not input
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use rdmabench::engine::bw::{fill_batch, LoopShape, SendProgress, Stop, Target};
+use rdmabench::plan::{AtomicOp, Verb};
+use rdmabench::stats::LatencyRecorder;
+use verbs::{Op, SendRequest};
+
+fn shape(post_list: u32) -> LoopShape {
+    LoopShape {
+        verb: Verb::Write,
+        atomic: AtomicOp::FetchAdd,
+        size: 65536,
+        stop: Stop::Iters(5000),
+        depth: 128,
+        post_list,
+        cq_mod: 100,
+        inline: false,
+        send: true,
+        recv: None,
+        stall_timeout: Duration::from_secs(30),
+    }
+}
+
+fn post_list(c: &mut Criterion) {
+    let target = Target {
+        remote_recv: 0x7f00_0000_0000,
+        remote_send: 0x7f00_0010_0000,
+        rkey: 0x1234,
+        local_offset: 0,
+    };
+    let mut g = c.benchmark_group("post_list");
+    for n in [1u32, 16] {
+        let s = shape(n);
+        let mut batch = vec![
+            SendRequest {
+                wr_id: 0,
+                op: Op::Send,
+                local_offset: 0,
+                len: 0,
+                signaled: false
+            };
+            n as usize
+        ];
+        let mut first = 0u64;
+        g.throughput(Throughput::Elements(u64::from(n)));
+        g.bench_function(format!("fill_{n}_write_requests"), |b| {
+            b.iter(|| {
+                fill_batch(black_box(&mut batch), 0, first, &s, 5000, &target);
+                first = (first + u64::from(n)) % 4096;
+                black_box(&batch);
+            })
+        });
+    }
+    g.finish();
+}
+
+fn completions(c: &mut Criterion) {
+    let s = shape(1);
+    let mut g = c.benchmark_group("completions");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("account_one_completion_and_check_room", |b| {
+        let mut p = SendProgress::new(4, u64::MAX);
+        let mut n = 0u64;
+        b.iter(|| {
+            n += 100;
+            p.complete(black_box((3u64 << 40) | n));
+            black_box(p.room(3, &s));
+        })
+    });
+    g.finish();
+}
+
+fn timestamps(c: &mut Criterion) {
+    let mut g = c.benchmark_group("timestamps");
+    g.throughput(Throughput::Elements(1));
+    g.bench_function("instant_now", |b| b.iter(|| black_box(Instant::now())));
+    g.finish();
+}
+
+fn histogram(c: &mut Criterion) {
+    let mut g = c.benchmark_group("histogram");
+    g.throughput(Throughput::Elements(1));
+    let mut h = LatencyRecorder::new().expect("a histogram");
+    let mut v = 1_000u64;
+    g.bench_function("record_one_latency", |b| {
+        b.iter(|| {
+            v = v
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407)
+                % 50_000
+                + 500;
+            h.record(black_box(v));
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, post_list, completions, timestamps, histogram);
+criterion_main!(benches);
