@@ -5,7 +5,7 @@
 #   3. unit, doc and host-side integration tests (tests that need a verbs device say they
 #      were skipped and why)
 #   4. the criterion benches build (cargo bench --no-run)
-#   5. the integration test binaries, built here, run inside the soft-RoCE guest
+#   5. the integration tests named tests/guest_*.rs, built here, run inside the soft-RoCE guest
 #      (scripts/rxe-vm.sh) with RDMABENCH_REQUIRE_RDMA=1, so a missing device fails them
 #
 # Usage: scripts/test.sh [--no-guest]     (--no-guest stops after step 4)
@@ -39,10 +39,10 @@ cargo bench --workspace --locked --no-run
 [ "$guest" = 1 ] || exit 0
 
 step "integration tests inside the soft-RoCE guest"
-# The integration test binaries (kind "test": tests/*.rs) of the crates that touch verbs,
-# as cargo reports them; the topo crate's tests read fixtures and need no device.
+# The integration tests that need verbs devices live in files named tests/guest_*.rs; they
+# run here too (and say they were skipped), and for real in the guest.
 mapfile -t bins < <(cargo test --workspace --locked --tests --no-run --message-format=json 2>/dev/null \
-    | grep '"kind":\["test"\]' | grep -E '"manifest_path":"[^"]*/crates/(bench|verbs)/Cargo.toml"' \
+    | grep '"kind":\["test"\]' | grep '"target":{[^}]*"name":"guest_' \
     | grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/')
 [ "${#bins[@]}" -gt 0 ] || { echo "scripts/test.sh: no integration test binaries found" >&2; exit 1; }
 printf '    %s\n' "${bins[@]}"

@@ -8,7 +8,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{bin, rdma_ready, text};
+use common::{bin, text};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -477,52 +477,4 @@ fn doctor_unknown_device_names_the_present_ones() {
     let (code, _, stderr) = doctor("dgx-h100", &["-d", "mlx5_9"]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("present: mlx5_0, mlx5_1"), "{stderr}");
-}
-
-/// In the soft-RoCE guest: the live /sys, rxe devices without a PCI function.
-#[test]
-fn guest_topo_and_doctor_report_rxe_as_virtual() {
-    if !rdma_ready("guest_topo_and_doctor_report_rxe_as_virtual") {
-        return;
-    }
-    let out = run(&["topo"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let shown = stdout(&out);
-    assert!(shown.contains("rxe0  virtual, no PCI function"), "{shown}");
-    let out = run(&["topo", "--json"]);
-    let doc: Value = serde_json::from_slice(&out.stdout).expect("topo --json is JSON");
-    let rxe0 = doc["nics"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|n| n["name"] == "rxe0")
-        .unwrap();
-    assert_eq!(rxe0["virtual"], true);
-
-    let out = run(&["doctor", "-d", "rxe0", "--sample-secs", "1"]);
-    let report = stdout(&out);
-    println!("{report}{}", String::from_utf8_lossy(&out.stderr));
-    assert!(
-        matches!(out.status.code(), Some(0 | 1)),
-        "doctor must report, not crash: {}",
-        text(&out)
-    );
-    assert_eq!(
-        check(&report, "NIC PCIe link"),
-        ("SKIP", "virtual device, no PCI function")
-    );
-    assert_eq!(check(&report, "port state").0, "PASS");
-    let (v, e) = check(&report, "MTU");
-    assert!(
-        e.contains("from verbs"),
-        "the live active MTU comes from verbs: {e}"
-    );
-    assert_ne!(v, "FAIL");
-    assert_eq!(check(&report, "RoCEv2 GID").0, "PASS");
-    for line in report.lines().filter(|l| l.starts_with("FAIL")) {
-        assert!(
-            !line.contains("PCIe") && !line.contains("NUMA") && !line.contains("GPU"),
-            "a virtual device must not fail PCIe, NUMA or GPU checks: {line}"
-        );
-    }
 }

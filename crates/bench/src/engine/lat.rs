@@ -226,8 +226,34 @@ fn set_tag(side: &Connected, shape: &LatShape, value: u8) -> Result<()> {
     Ok(())
 }
 
+/// Adds why a ping-pong over an unreliable transport can stall.
+fn explain_loss<T>(side: &Connected, r: Result<T>) -> Result<T> {
+    if side.transport == verbs::Transport::Rc {
+        return r;
+    }
+    r.map_err(|e| {
+        e.context(format!(
+            "{} does not retransmit: one lost message stops a ping-pong; use -c RC for a loss-free latency",
+            side.transport.name()
+        ))
+    })
+}
+
 /// The initiator's loop (the client).
 pub fn initiate(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
+    let r = initiate_loop(side, shape);
+    explain_loss(side, r)
+}
+
+/// The responder's loop (the server) for WRITE and SEND latency: answer every round trip,
+/// until the plan's count or, in duration runs, until the initiator says it is done.
+/// Returns the number of round trips answered.
+pub fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
+    let r = respond_loop(side, shape, peer);
+    explain_loss(side, r)
+}
+
+fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
     let mut hist = LatencyRecorder::new()?;
     let recv_last = side.byte_ptr(side.recv_offset(0) + u64::from(shape.size) - 1)?;
     let schedule = Schedule {
@@ -291,10 +317,7 @@ pub fn initiate(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
     })
 }
 
-/// The responder's loop (the server) for WRITE and SEND latency: answer every round trip,
-/// until the plan's count or, in duration runs, until the initiator says it is done.
-/// Returns the number of round trips answered.
-pub fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
+fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
     let recv_last = side.byte_ptr(side.recv_offset(0) + u64::from(shape.size) - 1)?;
     let limit = match shape.stop {
         Stop::Iters(n) => shape.warmup + n,
