@@ -140,7 +140,7 @@ pub struct Measured {
 /// Whether operation number `n` (1-based, per QP) asks for a completion.
 #[inline]
 pub fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
-    n % u64::from(cq_mod) == 0 || n == last
+    n.is_multiple_of(u64::from(cq_mod)) || n == last
 }
 
 /// Opens and closes a window on (time, count) events: at the first event (iteration mode),

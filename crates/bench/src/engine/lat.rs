@@ -266,7 +266,7 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     let mut measured = 0u64;
     let mut i = 0u64;
     while schedule.more(i, Instant::now()) {
-        let signaled = (i + 1) % u64::from(shape.cq_mod) == 0
+        let signaled = (i + 1).is_multiple_of(u64::from(shape.cq_mod))
             || matches!(shape.verb, Verb::Read | Verb::Atomic);
         if shape.verb == Verb::Write {
             set_tag(side, shape, tag(i))?;
@@ -339,7 +339,7 @@ fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Res
         if !arrived {
             break;
         }
-        let signaled = (i + 1) % u64::from(shape.cq_mod) == 0;
+        let signaled = (i + 1).is_multiple_of(u64::from(shape.cq_mod));
         if shape.verb == Verb::Write {
             set_tag(side, shape, tag(i))?;
         }

@@ -1,0 +1,462 @@
+//! GPU check for `rdmabench-cuda`, for a machine with an NVIDIA GPU (no RDMA device needed). Run by
+//! `scripts/gpu-check.sh`, or `cargo run --release -p rdmabench-cuda --example gpu_check [-- DEVICE]` where
+//! DEVICE is an index (default 0) or a PCI bus id. A few seconds on an H200.
+//!
+//! 1. driver and devices: version, every GPU's name, bus id, memory, dma-buf and GPUDirect RDMA attributes;
+//! 2. allocation: 64 KiB rounding and alignment, the `--validate` pattern written and read back, and a planted
+//!    corruption found at the right byte;
+//! 3. dma-buf: the whole buffer and an unaligned sub-range exported; each fd checked to be a dma-buf
+//!    (`exp_name` in `/proc/self/fdinfo/<fd>`), offset/length/iova arithmetic checked;
+//! 4. pinned host <-> device copy bandwidth, 4 KiB .. 256 MiB, both directions (in practice the GPU's PCIe link
+//!    ceiling; nvbandwidth reports the same);
+//! 5. the staged pipeline's copy half through K pinned bounce buffers with events, driven by the staging
+//!    scheduler: first for correctness (bytes through the real copies, partial last chunk), then at full speed
+//!    for a few chunk sizes and depths, in GB/s and as a share of the plain copy bandwidth.
+//!
+//! Exit status: 0 when every check passed; 1 when one failed or could not run (the summary says which). Without
+//! a driver it prints one line, "gpu_check: no CUDA driver: libcuda.so.1 not found; ...", and exits 1.
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use cuda::staging::{RecvPipeline, SendPipeline, StagingConfig, StagingPlan};
+use cuda::{CudaError, Device, DeviceBuffer, DeviceSelector, Event, PinnedBuffer, Stream};
+
+const KIB: usize = 1 << 10;
+const MIB: usize = 1 << 20;
+
+struct Report {
+    failures: Vec<String>,
+}
+
+impl Report {
+    fn check(&mut self, name: &str, ok: bool, detail: &str) {
+        println!(
+            "  [{}] {name}{}{detail}",
+            if ok { "PASS" } else { "FAIL" },
+            if detail.is_empty() { "" } else { ": " }
+        );
+        if !ok {
+            self.failures.push(format!("{name}: {detail}"));
+        }
+    }
+}
+
+fn gbps(bytes: usize, secs: f64) -> f64 {
+    bytes as f64 / secs / 1e9
+}
+
+fn human(bytes: usize) -> String {
+    if bytes >= MIB && bytes.is_multiple_of(MIB) {
+        format!("{} MiB", bytes / MIB)
+    } else if bytes >= KIB && bytes.is_multiple_of(KIB) {
+        format!("{} KiB", bytes / KIB)
+    } else {
+        format!("{bytes} B")
+    }
+}
+
+fn main() -> ExitCode {
+    let selector = match std::env::args().nth(1) {
+        Some(arg) => match arg.parse::<DeviceSelector>() {
+            Ok(s) => s,
+            Err(e) => {
+                eprintln!("gpu_check: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => DeviceSelector::Index(0),
+    };
+    match run(selector) {
+        Ok(report) if report.failures.is_empty() => {
+            println!("\nRESULT: all checks passed");
+            ExitCode::SUCCESS
+        }
+        Ok(report) => {
+            println!("\nRESULT: {} check(s) failed:", report.failures.len());
+            for f in &report.failures {
+                println!("  - {f}");
+            }
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("gpu_check: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
+    // Probe before printing anything: without a driver the whole output is the one error line.
+    let driver = cuda::probe()?;
+    let mut report = Report {
+        failures: Vec::new(),
+    };
+
+    println!("== 1. driver and devices");
+    println!(
+        "CUDA driver API {} ({}), {} GPU(s)",
+        driver.version_string(),
+        driver.version,
+        driver.device_count
+    );
+    for d in cuda::list_devices()? {
+        println!(
+            "  GPU {}: {} at {}, {:.1} GiB, dma-buf {}, GPUDirect RDMA {}",
+            d.ordinal,
+            d.name,
+            d.pci_bus_id,
+            d.total_memory as f64 / (1u64 << 30) as f64,
+            if d.dma_buf_supported { "yes" } else { "no" },
+            if d.gpu_direct_rdma_supported {
+                "yes"
+            } else {
+                "no"
+            },
+        );
+    }
+    let gpu = Device::open(&selector)?;
+    println!(
+        "using GPU {} ({}, {})",
+        gpu.ordinal(),
+        gpu.name(),
+        gpu.pci_bus_id()
+    );
+    if let Ok(text) = std::fs::read_to_string(format!(
+        "/sys/bus/pci/devices/{}/current_link_speed",
+        gpu.pci_bus_id()
+    )) {
+        let width = std::fs::read_to_string(format!(
+            "/sys/bus/pci/devices/{}/current_link_width",
+            gpu.pci_bus_id()
+        ))
+        .unwrap_or_default();
+        println!("PCIe link (sysfs): {} x{}", text.trim(), width.trim());
+    }
+    report.check(
+        "GPUDirect RDMA attribute",
+        gpu.gpu_direct_rdma_supported(),
+        "CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED",
+    );
+    report.check(
+        "dma-buf attribute",
+        gpu.dma_buf_supported(),
+        "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED",
+    );
+
+    println!("\n== 2. allocation and the --validate pattern");
+    let len = 64 * MIB + 1;
+    let buf = DeviceBuffer::new(&gpu, len)?;
+    report.check(
+        "rounded to 64 KiB",
+        buf.allocated_len() == 64 * MIB + 64 * KIB,
+        &format!("asked {len}, allocated {}", buf.allocated_len()),
+    );
+    report.check(
+        "64 KiB aligned",
+        buf.device_ptr() % (64 * KIB) as u64 == 0,
+        &format!("0x{:x}", buf.device_ptr()),
+    );
+    buf.write_pattern(42)?;
+    let verified = buf.verify_pattern(42);
+    report.check(
+        "pattern written and read back",
+        verified.is_ok(),
+        &format!("{verified:?}"),
+    );
+    let planted = 33 * MIB + 7;
+    let mut byte = [0u8; 1];
+    buf.copy_to_host(planted, &mut byte)?;
+    buf.copy_from_host(planted, &[!byte[0]])?;
+    let found = buf.verify_pattern(42);
+    report.check(
+        "planted corruption found",
+        matches!(found, Err(CudaError::PatternMismatch { offset, .. }) if offset == planted),
+        &match &found {
+            Err(e) => e.to_string(),
+            Ok(()) => "not found".into(),
+        },
+    );
+    buf.fill(0xA5)?;
+    let mut tail = [0u8; 4];
+    buf.copy_to_host(len - 4, &mut tail)?;
+    report.check("fill", tail == [0xA5; 4], &format!("{tail:02x?}"));
+
+    println!("\n== 3. dma-buf export");
+    check_dmabuf(&mut report, &buf, 0, buf.len());
+    check_dmabuf(&mut report, &buf, 12_345, MIB);
+    check_dmabuf(&mut report, &buf, 5 * MIB, 3 * 4096);
+
+    println!("\n== 4. pinned host <-> device copy bandwidth (one stream, GB/s = 1e9 B/s)");
+    let max = 256 * MIB;
+    let dev = DeviceBuffer::new(&gpu, max)?;
+    let host = PinnedBuffer::new(&gpu, max)?;
+    let stream = Stream::new(&gpu)?;
+    let (start, end) = (Event::with_timing(&gpu)?, Event::with_timing(&gpu)?);
+    println!("  {:>10} {:>12} {:>12}", "size", "H2D GB/s", "D2H GB/s");
+    let mut d2h_at = Vec::new();
+    let mut size = 4 * KIB;
+    while size <= max {
+        let reps = (1usize << 30).div_ceil(size).clamp(4, 2000);
+        let h2d = copy_bandwidth(&stream, &start, &end, &dev, &host, size, reps, true)?;
+        let d2h = copy_bandwidth(&stream, &start, &end, &dev, &host, size, reps, false)?;
+        println!("  {:>10} {:>12.2} {:>12.2}", human(size), h2d, d2h);
+        d2h_at.push((size, d2h, h2d));
+        size *= 4;
+    }
+    let peak = d2h_at.iter().map(|x| x.1).fold(0.0, f64::max);
+    report.check(
+        "copy bandwidth measured",
+        peak > 1.0,
+        &format!("peak D2H {peak:.2} GB/s"),
+    );
+
+    println!("\n== 5. staged pipeline, copy half (through K pinned bounce buffers, events, staging scheduler)");
+    staged_correctness(&mut report, &gpu, &stream)?;
+    // Each half as a share of the plain copy in its direction at 256 MiB (section 4): what the staging costs.
+    let plain_d2h = d2h_at.iter().find(|x| x.0 == max).map_or(peak, |x| x.1);
+    let plain_h2d = d2h_at.iter().find(|x| x.0 == max).map_or(peak, |x| x.2);
+    println!(
+        "  {:>8} {:>5} {:>14} {:>7} {:>14} {:>7}",
+        "chunk", "K", "send D2H GB/s", "%plain", "recv H2D GB/s", "%plain"
+    );
+    for chunk in [256 * KIB, MIB, 4 * MIB] {
+        for depth in [2, 4, 8] {
+            let cfg = StagingConfig::new(chunk, depth)?;
+            let messages = 4;
+            let send = staged_send(&gpu, &stream, &dev, cfg, messages)?;
+            let recv = staged_recv(&gpu, &stream, &dev, cfg, messages)?;
+            println!(
+                "  {:>8} {:>5} {:>14.2} {:>6.0}% {:>14.2} {:>6.0}%",
+                human(chunk),
+                depth,
+                send,
+                100.0 * send / plain_d2h,
+                recv,
+                100.0 * recv / plain_h2d
+            );
+        }
+    }
+    Ok(report)
+}
+
+fn check_dmabuf(report: &mut Report, buf: &DeviceBuffer, offset: usize, len: usize) {
+    let name = format!("dma-buf export of {} at +{offset}", human(len));
+    match buf.export_dmabuf(offset, len) {
+        Ok(d) => {
+            let exporter = d.exporter();
+            let range = d.exported_range();
+            let iova_ok = d.iova() == buf.device_ptr() + offset as u64;
+            let page = cuda::host_page_size() as u64;
+            let arith_ok = range.base + d.offset() == d.iova()
+                && range.base % page == 0
+                && (range.len as u64).is_multiple_of(page);
+            let ok = matches!(&exporter, Ok(Some(_))) && iova_ok && arith_ok && d.len() == len;
+            report.check(
+                &name,
+                ok,
+                &format!(
+                    "fd {} exp_name {:?}, ibv_reg_dmabuf_mr(offset {}, len {}, iova 0x{:x}), exported 0x{:x}+{}",
+                    d.raw_fd(),
+                    exporter.as_ref().map(|e| e.as_deref().unwrap_or("<none: not a dma-buf>")),
+                    d.offset(),
+                    d.len(),
+                    d.iova(),
+                    range.base,
+                    range.len
+                ),
+            );
+        }
+        Err(e) => report.check(&name, false, &e.to_string()),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn copy_bandwidth(
+    stream: &Stream,
+    start: &Event,
+    end: &Event,
+    dev: &DeviceBuffer,
+    host: &PinnedBuffer,
+    size: usize,
+    reps: usize,
+    to_device: bool,
+) -> Result<f64, CudaError> {
+    let queue = |n: usize| -> Result<(), CudaError> {
+        for _ in 0..n {
+            // SAFETY: the host buffer is not touched by the CPU while copies run; the stream is synchronised
+            // before this function returns; both buffers outlive it.
+            unsafe {
+                if to_device {
+                    stream.copy_host_to_device(dev, 0, host, 0, size)?;
+                } else {
+                    stream.copy_device_to_host(host, 0, dev, 0, size)?;
+                }
+            }
+        }
+        Ok(())
+    };
+    queue(2)?; // warm-up
+    stream.record(start)?;
+    queue(reps)?;
+    stream.record(end)?;
+    end.synchronize()?;
+    let ms = Event::elapsed_ms(start, end)? as f64;
+    Ok(gbps(size * reps, ms / 1e3))
+}
+
+/// The sender's copy half with the network half absent (an RDMA "completes" as soon as it is posted).
+fn staged_send(
+    gpu: &Device,
+    stream: &Stream,
+    payload: &DeviceBuffer,
+    cfg: StagingConfig,
+    messages: u64,
+) -> Result<f64, CudaError> {
+    let plan = StagingPlan::new(cfg, payload.len(), messages)?;
+    let bounce = PinnedBuffer::new(gpu, cfg.bounce_bytes())?;
+    let events = (0..cfg.depth)
+        .map(|_| Event::new(gpu))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut tx = SendPipeline::new(plan);
+    let t0 = Instant::now();
+    while !tx.is_finished() {
+        while let Some(c) = tx.next_copy_to_start() {
+            // SAFETY: the scheduler hands out a bounce buffer only when nothing else uses it; the CPU never
+            // touches it; the stream is drained (pipeline finished) before `bounce` is dropped.
+            unsafe {
+                stream.copy_device_to_host(&bounce, c.buffer_offset, payload, c.offset, c.len)?
+            };
+            stream.record(&events[c.buffer])?;
+        }
+        while let Some(c) = tx.oldest_copy_in_flight() {
+            if !events[c.buffer].is_complete()? {
+                break;
+            }
+            tx.copy_done(c.seq)?;
+        }
+        while let Some(c) = tx.next_post() {
+            tx.rdma_done(c.seq)?;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    stream.synchronize()?;
+    Ok(gbps(payload.len() * messages as usize, secs))
+}
+
+/// The receiver's copy half with the network half absent (a chunk "lands" as soon as its buffer is free).
+fn staged_recv(
+    gpu: &Device,
+    stream: &Stream,
+    payload: &DeviceBuffer,
+    cfg: StagingConfig,
+    messages: u64,
+) -> Result<f64, CudaError> {
+    let plan = StagingPlan::new(cfg, payload.len(), messages)?;
+    let bounce = PinnedBuffer::new(gpu, cfg.bounce_bytes())?;
+    let events = (0..cfg.depth)
+        .map(|_| Event::new(gpu))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut rx = RecvPipeline::new(plan);
+    let t0 = Instant::now();
+    while !rx.is_finished() {
+        while let Some(c) = rx.next_landing() {
+            rx.landed(c.seq)?;
+        }
+        while let Some(c) = rx.next_copy_to_start() {
+            // SAFETY: as in staged_send; the source range is not written while the copy runs.
+            unsafe {
+                stream.copy_host_to_device(payload, c.offset, &bounce, c.buffer_offset, c.len)?
+            };
+            stream.record(&events[c.buffer])?;
+        }
+        while let Some(c) = rx.oldest_copy_in_flight() {
+            if !events[c.buffer].is_complete()? {
+                break;
+            }
+            rx.copy_done(c.seq)?;
+        }
+    }
+    let secs = t0.elapsed().as_secs_f64();
+    stream.synchronize()?;
+    Ok(gbps(payload.len() * messages as usize, secs))
+}
+
+/// Bytes through the real copies, scheduled by the staging pipelines, land intact: GPU -> bounce -> host on the
+/// sending side, host -> bounce -> GPU on the receiving side, with a partial last chunk.
+fn staged_correctness(report: &mut Report, gpu: &Device, stream: &Stream) -> Result<(), CudaError> {
+    let len = 16 * MIB + 12_345;
+    let cfg = StagingConfig::new(MIB, 4)?;
+    let plan = StagingPlan::new(cfg, len, 2)?;
+    let src = DeviceBuffer::new(gpu, len)?;
+    src.write_pattern(7)?;
+    let mut bounce = PinnedBuffer::new(gpu, cfg.bounce_bytes())?;
+    let events = (0..cfg.depth)
+        .map(|_| Event::new(gpu))
+        .collect::<Result<Vec<_>, _>>()?;
+
+    // Sender: the "NIC" reads each bounce buffer when the chunk is posted (its copy has completed).
+    let mut wire = vec![0u8; len];
+    let mut tx = SendPipeline::new(plan);
+    while !tx.is_finished() {
+        while let Some(c) = tx.next_copy_to_start() {
+            // SAFETY: the CPU reads this bounce range only after its event completed (next_post below).
+            unsafe { stream.copy_device_to_host(&bounce, c.buffer_offset, &src, c.offset, c.len)? };
+            stream.record(&events[c.buffer])?;
+        }
+        while let Some(c) = tx.oldest_copy_in_flight() {
+            if !events[c.buffer].is_complete()? {
+                break;
+            }
+            tx.copy_done(c.seq)?;
+        }
+        while let Some(c) = tx.next_post() {
+            if c.message == 1 {
+                wire[c.offset..c.offset + c.len]
+                    .copy_from_slice(bounce.range(c.buffer_offset, c.len)?);
+            }
+            tx.rdma_done(c.seq)?;
+        }
+    }
+    let bad = cuda::pattern::first_mismatch(7, 0, &wire);
+    report.check(
+        "staged send: bytes through D2H bounce buffers intact",
+        bad.is_none(),
+        &format!("{bad:?}"),
+    );
+
+    // Receiver: the "NIC" writes each chunk into its bounce buffer when it lands; H2D copies take it to the GPU.
+    let dst = DeviceBuffer::new(gpu, len)?;
+    dst.fill(0)?;
+    let mut rx = RecvPipeline::new(plan);
+    while !rx.is_finished() {
+        while let Some(c) = rx.next_landing() {
+            cuda::pattern::fill(
+                9,
+                c.offset as u64,
+                bounce.range_mut(c.buffer_offset, c.len)?,
+            );
+            rx.landed(c.seq)?;
+        }
+        while let Some(c) = rx.next_copy_to_start() {
+            // SAFETY: the CPU writes this bounce range again only after the buffer is handed out anew, i.e.
+            // after this copy's event completed.
+            unsafe { stream.copy_host_to_device(&dst, c.offset, &bounce, c.buffer_offset, c.len)? };
+            stream.record(&events[c.buffer])?;
+        }
+        while let Some(c) = rx.oldest_copy_in_flight() {
+            if !events[c.buffer].is_complete()? {
+                break;
+            }
+            rx.copy_done(c.seq)?;
+        }
+    }
+    stream.synchronize()?;
+    let verified = dst.verify_pattern(9);
+    report.check(
+        "staged recv: bytes through H2D bounce buffers intact",
+        verified.is_ok(),
+        &format!("{verified:?}"),
+    );
+    Ok(())
+}

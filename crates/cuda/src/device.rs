@@ -1,0 +1,600 @@
+//! Choosing a GPU: by index or by PCI bus id; its name, bus id (for topology) and the two attributes that decide
+//! whether the NIC can reach its memory directly.
+
+use std::ffi::{c_char, c_int};
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+
+use crate::error::{check, CudaError};
+use crate::probe::probe;
+
+/// A PCI address, `domain:bus:device.function`.
+///
+/// Parsed from the forms people paste: `0000:17:00.0` (`lspci -D`, sysfs), `00000000:17:00.0` (nvidia-smi's
+/// 8-digit domain) and `17:00.0` (`lspci`, domain 0); hex digits in either case. Printed in the sysfs form
+/// (`0000:17:00.0`), which is what `/sys/bus/pci/devices/` and the topology crate use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PciBusId {
+    /// PCI domain (segment).
+    pub domain: u32,
+    /// Bus number.
+    pub bus: u8,
+    /// Device number, 0..=31.
+    pub device: u8,
+    /// Function number, 0..=7.
+    pub function: u8,
+}
+
+impl fmt::Display for PciBusId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{:x}",
+            self.domain, self.bus, self.device, self.function
+        )
+    }
+}
+
+fn parse_hex(field: &str, max_digits: usize) -> Option<u32> {
+    if field.is_empty() || field.len() > max_digits || !field.chars().all(|c| c.is_ascii_hexdigit())
+    {
+        return None;
+    }
+    u32::from_str_radix(field, 16).ok()
+}
+
+impl FromStr for PciBusId {
+    type Err = CudaError;
+
+    fn from_str(input: &str) -> Result<Self, CudaError> {
+        let bad = |reason: &'static str| CudaError::InvalidDevice {
+            input: input.to_string(),
+            reason,
+        };
+        let s = input.trim();
+        let (head, function) = s
+            .rsplit_once('.')
+            .ok_or_else(|| bad("a PCI bus id ends in .FUNCTION"))?;
+        let function =
+            parse_hex(function, 1).ok_or_else(|| bad("the PCI function is one hex digit, 0-7"))?;
+        if function > 7 {
+            return Err(bad("the PCI function is one hex digit, 0-7"));
+        }
+        let fields: Vec<&str> = head.split(':').collect();
+        let (domain, bus, device) = match fields.as_slice() {
+            [domain, bus, device] => (
+                parse_hex(domain, 8).ok_or_else(|| bad("the PCI domain is 1 to 8 hex digits"))?,
+                *bus,
+                *device,
+            ),
+            [bus, device] => (0, *bus, *device),
+            _ => {
+                return Err(bad(
+                    "a PCI bus id has the form [DOMAIN:]BUS:DEVICE.FUNCTION",
+                ))
+            }
+        };
+        let bus = parse_hex(bus, 2).ok_or_else(|| bad("the PCI bus is 1 or 2 hex digits"))?;
+        let device = parse_hex(device, 2)
+            .ok_or_else(|| bad("the PCI device is 1 or 2 hex digits, 00-1f"))?;
+        if device > 0x1f {
+            return Err(bad("the PCI device is 1 or 2 hex digits, 00-1f"));
+        }
+        Ok(PciBusId {
+            domain,
+            // Both fit: at most 2 hex digits, device checked against 0x1f above.
+            bus: bus as u8,
+            device: device as u8,
+            function: function as u8,
+        })
+    }
+}
+
+/// Which GPU: `--mem cuda:N` gives an index, `--mem cuda:0000:17:00.0` a bus id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DeviceSelector {
+    /// CUDA device ordinal (as `nvidia-smi -L` numbers them, modulo CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER).
+    Index(u32),
+    /// PCI bus id; stable across reboots and independent of CUDA's ordering.
+    BusId(PciBusId),
+}
+
+impl Default for DeviceSelector {
+    fn default() -> Self {
+        DeviceSelector::Index(0)
+    }
+}
+
+impl fmt::Display for DeviceSelector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DeviceSelector::Index(i) => write!(f, "{i}"),
+            DeviceSelector::BusId(id) => write!(f, "{id}"),
+        }
+    }
+}
+
+impl FromStr for DeviceSelector {
+    type Err = CudaError;
+
+    /// All decimal digits: an index; anything with a `:` or `.`: a PCI bus id; else an error.
+    fn from_str(input: &str) -> Result<Self, CudaError> {
+        let s = input.trim();
+        if s.is_empty() {
+            return Err(CudaError::InvalidDevice {
+                input: input.to_string(),
+                reason: "empty",
+            });
+        }
+        if s.chars().all(|c| c.is_ascii_digit()) {
+            return s.parse::<u32>().map(DeviceSelector::Index).map_err(|_| {
+                CudaError::InvalidDevice {
+                    input: input.to_string(),
+                    reason: "the index is too large",
+                }
+            });
+        }
+        if s.contains(':') || s.contains('.') {
+            return s.parse().map(DeviceSelector::BusId);
+        }
+        Err(CudaError::InvalidDevice {
+            input: input.to_string(),
+            reason: "neither a decimal index nor a PCI bus id",
+        })
+    }
+}
+
+/// What the driver says about one GPU. Plain data, for reports and `rdmabench devices`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// CUDA device ordinal.
+    pub ordinal: u32,
+    /// Marketing name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// PCI address, for the topology (NIC <-> GPU path) and the result record.
+    pub pci_bus_id: PciBusId,
+    /// Device memory in bytes.
+    pub total_memory: usize,
+    /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`: its memory can be exported as dma-buf (`--mem cuda`).
+    pub dma_buf_supported: bool,
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`: a NIC can read and write its memory directly.
+    pub gpu_direct_rdma_supported: bool,
+}
+
+impl DeviceInfo {
+    /// `Err(DmaBufUnsupported)` unless the GPU can export dma-buf fds.
+    pub fn require_dma_buf(&self) -> Result<(), CudaError> {
+        if self.dma_buf_supported {
+            Ok(())
+        } else {
+            Err(CudaError::DmaBufUnsupported {
+                ordinal: self.ordinal,
+                name: self.name.clone(),
+                bus_id: self.pci_bus_id,
+            })
+        }
+    }
+
+    /// `Err(GpuDirectRdmaUnsupported)` unless the GPU supports GPUDirect RDMA.
+    pub fn require_gpu_direct_rdma(&self) -> Result<(), CudaError> {
+        if self.gpu_direct_rdma_supported {
+            Ok(())
+        } else {
+            Err(CudaError::GpuDirectRdmaUnsupported {
+                ordinal: self.ordinal,
+                name: self.name.clone(),
+                bus_id: self.pci_bus_id,
+            })
+        }
+    }
+}
+
+/// How many GPUs the driver sees. `Err(NoDriver)` etc. from the probe.
+pub fn device_count() -> Result<usize, CudaError> {
+    Ok(probe()?.device_count)
+}
+
+/// Every GPU the driver sees, without creating contexts.
+pub fn list_devices() -> Result<Vec<DeviceInfo>, CudaError> {
+    let count = device_count()?;
+    (0..count)
+        .map(|i| {
+            let ordinal = u32::try_from(i).map_err(|_| CudaError::NoSuchDevice {
+                index: u32::MAX,
+                count,
+            })?;
+            query_info(ordinal, count).map(|(_, info)| info)
+        })
+        .collect()
+}
+
+fn get_attribute(dev: sys::CUdevice, attr: sys::CUdevice_attribute) -> Result<c_int, CudaError> {
+    let mut value: c_int = 0;
+    // SAFETY: `dev` came from cuDeviceGet; valid out-pointer.
+    check(
+        unsafe { sys::cuDeviceGetAttribute(&mut value, attr, dev) },
+        "cuDeviceGetAttribute",
+    )?;
+    Ok(value)
+}
+
+/// A yes/no attribute; one the driver does not know (CUDA_ERROR_INVALID_VALUE) counts as "no".
+fn capability(dev: sys::CUdevice, attr: sys::CUdevice_attribute) -> Result<bool, CudaError> {
+    match get_attribute(dev, attr) {
+        Ok(v) => Ok(v != 0),
+        Err(CudaError::Driver { code: 1, .. }) => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The device handle and its facts; the probe must have succeeded.
+fn query_info(ordinal: u32, count: usize) -> Result<(sys::CUdevice, DeviceInfo), CudaError> {
+    if ordinal as usize >= count {
+        return Err(CudaError::NoSuchDevice {
+            index: ordinal,
+            count,
+        });
+    }
+    let mut dev: sys::CUdevice = 0;
+    let index = c_int::try_from(ordinal).map_err(|_| CudaError::NoSuchDevice {
+        index: ordinal,
+        count,
+    })?;
+    // SAFETY: valid out-pointer; the ordinal is below the device count.
+    check(unsafe { sys::cuDeviceGet(&mut dev, index) }, "cuDeviceGet")?;
+
+    let mut name_buf = [0 as c_char; 256];
+    // SAFETY: the buffer holds 256 chars and the driver NUL-terminates within `len`.
+    check(
+        unsafe { sys::cuDeviceGetName(name_buf.as_mut_ptr(), name_buf.len() as c_int, dev) },
+        "cuDeviceGetName",
+    )?;
+    let name = c_buf_to_string(&name_buf);
+
+    let mut total_memory: usize = 0;
+    // SAFETY: valid out-pointer, valid device.
+    check(
+        unsafe { sys::cuDeviceTotalMem_v2(&mut total_memory, dev) },
+        "cuDeviceTotalMem_v2",
+    )?;
+
+    use sys::CUdevice_attribute as A;
+    let domain = get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
+    let bus = get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_BUS_ID)?;
+    let device = get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID)?;
+    // The attributes carry no PCI function; cuDeviceGetPCIBusId's string does (non-zero for SR-IOV virtual
+    // functions). Take it from there when it parses and agrees with the attributes.
+    let mut pci_bus_id = PciBusId {
+        domain: domain as u32,
+        bus: bus as u8,
+        device: device as u8,
+        function: 0,
+    };
+    let mut id_buf = [0 as c_char; 32];
+    // SAFETY: the buffer holds 32 chars (the driver needs 13); NUL-terminated by the driver.
+    let res = unsafe { sys::cuDeviceGetPCIBusId(id_buf.as_mut_ptr(), id_buf.len() as c_int, dev) };
+    if res == sys::CUresult::CUDA_SUCCESS {
+        if let Ok(parsed) = c_buf_to_string(&id_buf).parse::<PciBusId>() {
+            if (parsed.domain, parsed.bus, parsed.device)
+                == (pci_bus_id.domain, pci_bus_id.bus, pci_bus_id.device)
+            {
+                pci_bus_id.function = parsed.function;
+            }
+        }
+    }
+
+    let dma_buf_supported = capability(dev, A::CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED)?;
+    let gpu_direct_rdma_supported =
+        capability(dev, A::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED)?;
+    Ok((
+        dev,
+        DeviceInfo {
+            ordinal,
+            name,
+            pci_bus_id,
+            total_memory,
+            dma_buf_supported,
+            gpu_direct_rdma_supported,
+        },
+    ))
+}
+
+fn c_buf_to_string(buf: &[c_char]) -> String {
+    let bytes: Vec<u8> = buf
+        .iter()
+        .take_while(|&&c| c != 0)
+        .map(|&c| c as u8)
+        .collect();
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
+/// An opened GPU: its facts and its (retained) primary context. Cheap to clone (shared); every buffer, stream
+/// and event made from it holds a clone, so the context outlives them all and is released with the last one.
+#[derive(Clone)]
+pub struct Device {
+    inner: Arc<DeviceInner>,
+}
+
+struct DeviceInner {
+    dev: sys::CUdevice,
+    ctx: sys::CUcontext,
+    info: DeviceInfo,
+}
+
+// SAFETY: the driver API is thread-safe, and a context may be made current on (and used from) any thread;
+// DeviceInner is immutable after construction.
+unsafe impl Send for DeviceInner {}
+// SAFETY: as above.
+unsafe impl Sync for DeviceInner {}
+
+impl Drop for DeviceInner {
+    fn drop(&mut self) {
+        // SAFETY: balanced with the cuDevicePrimaryCtxRetain in Device::open_index; nothing made from this
+        // device is left (they all hold the Arc). Errors cannot be reported from drop; the driver frees the
+        // context at process exit in any case.
+        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+    }
+}
+
+impl fmt::Debug for Device {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Device")
+            .field("info", &self.inner.info)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Device {
+    /// Opens the GPU `selector` names.
+    pub fn open(selector: &DeviceSelector) -> Result<Device, CudaError> {
+        match selector {
+            DeviceSelector::Index(i) => Device::open_index(*i),
+            DeviceSelector::BusId(id) => Device::open_bus_id(id),
+        }
+    }
+
+    /// Opens GPU `ordinal`: `Err(NoSuchDevice)` naming how many exist when it is out of range.
+    pub fn open_index(ordinal: u32) -> Result<Device, CudaError> {
+        let count = probe()?.device_count;
+        let (dev, info) = query_info(ordinal, count)?;
+        let mut ctx: sys::CUcontext = std::ptr::null_mut();
+        // SAFETY: `dev` is a valid device; valid out-pointer. Released in DeviceInner::drop.
+        check(
+            unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
+            "cuDevicePrimaryCtxRetain",
+        )?;
+        let device = Device {
+            inner: Arc::new(DeviceInner { dev, ctx, info }),
+        };
+        device.bind_to_thread()?;
+        Ok(device)
+    }
+
+    /// Opens the GPU at `bus_id`: `Err(NoSuchBusId)` listing the bus ids present when none matches.
+    pub fn open_bus_id(bus_id: &PciBusId) -> Result<Device, CudaError> {
+        let devices = list_devices()?;
+        match devices.iter().find(|d| d.pci_bus_id == *bus_id) {
+            Some(d) => Device::open_index(d.ordinal),
+            None => Err(CudaError::NoSuchBusId {
+                bus_id: *bus_id,
+                available: devices
+                    .iter()
+                    .map(|d| format!("{} (GPU {})", d.pci_bus_id, d.ordinal))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            }),
+        }
+    }
+
+    /// Makes this GPU's primary context current on the calling thread. Every method of this crate does it
+    /// itself before it calls the driver, so callers need it only for their own raw driver calls.
+    pub fn bind_to_thread(&self) -> Result<(), CudaError> {
+        // SAFETY: the context is retained for as long as `self` lives.
+        check(
+            unsafe { sys::cuCtxSetCurrent(self.inner.ctx) },
+            "cuCtxSetCurrent",
+        )
+    }
+
+    /// The facts: name, bus id, memory, attributes.
+    pub fn info(&self) -> &DeviceInfo {
+        &self.inner.info
+    }
+
+    /// CUDA device ordinal.
+    pub fn ordinal(&self) -> u32 {
+        self.inner.info.ordinal
+    }
+
+    /// Marketing name, e.g. "NVIDIA H200".
+    pub fn name(&self) -> &str {
+        &self.inner.info.name
+    }
+
+    /// PCI address, for the topology and the result record.
+    pub fn pci_bus_id(&self) -> PciBusId {
+        self.inner.info.pci_bus_id
+    }
+
+    /// Device memory in bytes.
+    pub fn total_memory(&self) -> usize {
+        self.inner.info.total_memory
+    }
+
+    /// `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED`.
+    pub fn dma_buf_supported(&self) -> bool {
+        self.inner.info.dma_buf_supported
+    }
+
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED`.
+    pub fn gpu_direct_rdma_supported(&self) -> bool {
+        self.inner.info.gpu_direct_rdma_supported
+    }
+
+    /// `Err(DmaBufUnsupported)` unless the GPU can export dma-buf fds (`--mem cuda`).
+    pub fn require_dma_buf(&self) -> Result<(), CudaError> {
+        self.inner.info.require_dma_buf()
+    }
+
+    /// `Err(GpuDirectRdmaUnsupported)` unless the GPU supports GPUDirect RDMA (`--mem cuda`, `cuda-peermem`).
+    pub fn require_gpu_direct_rdma(&self) -> Result<(), CudaError> {
+        self.inner.info.require_gpu_direct_rdma()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn id(domain: u32, bus: u8, device: u8, function: u8) -> PciBusId {
+        PciBusId {
+            domain,
+            bus,
+            device,
+            function,
+        }
+    }
+
+    #[test]
+    fn parses_sysfs_form() {
+        assert_eq!(
+            "0000:17:00.0".parse::<PciBusId>().unwrap(),
+            id(0, 0x17, 0, 0)
+        );
+        assert_eq!(
+            "0000:b3:1f.7".parse::<PciBusId>().unwrap(),
+            id(0, 0xb3, 0x1f, 7)
+        );
+    }
+
+    #[test]
+    fn parses_nvidia_smi_form_and_case() {
+        assert_eq!(
+            "00000000:17:00.0".parse::<PciBusId>().unwrap(),
+            id(0, 0x17, 0, 0)
+        );
+        assert_eq!(
+            "00000000:9A:00.0".parse::<PciBusId>().unwrap(),
+            id(0, 0x9a, 0, 0)
+        );
+        assert_eq!(
+            "00010000:01:00.0".parse::<PciBusId>().unwrap(),
+            id(0x10000, 1, 0, 0)
+        );
+    }
+
+    #[test]
+    fn parses_short_form_and_whitespace() {
+        assert_eq!("17:00.0".parse::<PciBusId>().unwrap(), id(0, 0x17, 0, 0));
+        assert_eq!(
+            " 0000:17:00.0\n".parse::<PciBusId>().unwrap(),
+            id(0, 0x17, 0, 0)
+        );
+    }
+
+    #[test]
+    fn prints_sysfs_form() {
+        assert_eq!(id(0, 0x17, 0, 0).to_string(), "0000:17:00.0");
+        assert_eq!(id(0x10000, 0xb3, 0x1f, 7).to_string(), "10000:b3:1f.7");
+        let round: PciBusId = "00000000:9A:00.0".parse().unwrap();
+        assert_eq!(round.to_string(), "0000:9a:00.0");
+    }
+
+    #[test]
+    fn rejects_malformed_bus_ids() {
+        for bad in [
+            "",
+            "0000:17:00",
+            "0000:17:00.8",
+            "0000:17:20.0",
+            "0000:117:00.0",
+            "000000000:17:00.0",
+            "0000:17:00.00",
+            "zz:00.0",
+            "0:0:0:0.0",
+            "0000:17:.0",
+            ":17:00.0",
+        ] {
+            let err = bad.parse::<PciBusId>().unwrap_err();
+            assert!(
+                matches!(err, CudaError::InvalidDevice { .. }),
+                "{bad:?}: {err}"
+            );
+            let msg = err.to_string();
+            assert!(
+                msg.contains("0000:17:00.0"),
+                "message shows an example: {msg}"
+            );
+        }
+    }
+
+    #[test]
+    fn selector_index_or_bus_id() {
+        assert_eq!(
+            "0".parse::<DeviceSelector>().unwrap(),
+            DeviceSelector::Index(0)
+        );
+        assert_eq!(
+            "7".parse::<DeviceSelector>().unwrap(),
+            DeviceSelector::Index(7)
+        );
+        assert_eq!(
+            "00000000:17:00.0".parse::<DeviceSelector>().unwrap(),
+            DeviceSelector::BusId(id(0, 0x17, 0, 0))
+        );
+        assert_eq!(DeviceSelector::Index(3).to_string(), "3");
+        assert_eq!(
+            DeviceSelector::BusId(id(0, 0x17, 0, 0)).to_string(),
+            "0000:17:00.0"
+        );
+        assert_eq!(DeviceSelector::default(), DeviceSelector::Index(0));
+    }
+
+    #[test]
+    fn selector_rejects_garbage() {
+        for bad in ["x", "", "-1", "gpu0", "99999999999"] {
+            let err = bad.parse::<DeviceSelector>().unwrap_err();
+            assert!(
+                matches!(err, CudaError::InvalidDevice { .. }),
+                "{bad:?}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn require_attributes_name_the_attribute() {
+        let mut info = DeviceInfo {
+            ordinal: 1,
+            name: "NVIDIA H200".into(),
+            pci_bus_id: id(0, 0x17, 0, 0),
+            total_memory: 1 << 30,
+            dma_buf_supported: false,
+            gpu_direct_rdma_supported: false,
+        };
+        let e = info.require_dma_buf().unwrap_err().to_string();
+        assert!(e.contains("GPU 1 (NVIDIA H200, 0000:17:00.0)"), "{e}");
+        assert!(e.contains("CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED"), "{e}");
+        assert!(e.contains("cuda-staged"), "{e}");
+        let e = info.require_gpu_direct_rdma().unwrap_err().to_string();
+        assert!(
+            e.contains("CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED"),
+            "{e}"
+        );
+        info.dma_buf_supported = true;
+        info.gpu_direct_rdma_supported = true;
+        assert!(info.require_dma_buf().is_ok());
+        assert!(info.require_gpu_direct_rdma().is_ok());
+    }
+
+    #[test]
+    fn no_such_device_names_the_count() {
+        let e = CudaError::NoSuchDevice { index: 3, count: 2 }.to_string();
+        assert!(
+            e.contains("no CUDA device 3: 2 device(s) exist (indices 0..=1)"),
+            "{e}"
+        );
+    }
+}

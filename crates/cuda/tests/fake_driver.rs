@@ -1,0 +1,276 @@
+//! The probe and device code against a fake `libcuda.so` (tests/fake_libcuda/fake_libcuda.c, compiled here with
+//! the system C compiler), loaded through the same dlopen as the real one: a driver too old for the entry points
+//! used, the toolkit's stub library, a driver that sees no GPU, and device selection by index and by bus id
+//! (both spellings) — each a clean one-line error from the gpu_check program, never a panic. Each scenario runs
+//! in its own process (the driver is probed once per process), with LD_LIBRARY_PATH pointing at the fake.
+//! Skipped, saying why, where there is no C compiler or the example binary was not built.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::OnceLock;
+
+mod common;
+use common::gpu_check_binary;
+
+struct Fakes {
+    /// Holds a libcuda.so with every entry point the crate calls.
+    full: PathBuf,
+    /// Holds a libcuda.so that exports cuInit only.
+    old: PathBuf,
+}
+
+fn compile(dir: &Path, extra: &[&str]) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| e.to_string())?;
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fake_libcuda/fake_libcuda.c");
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = Command::new(&cc)
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(dir.join("libcuda.so"))
+        .arg(&src)
+        .args(extra)
+        .output()
+        .map_err(|e| format!("cannot run {cc}: {e}"))?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(format!(
+            "{cc} failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+fn fakes() -> Result<&'static Fakes, String> {
+    static FAKES: OnceLock<Result<Fakes, String>> = OnceLock::new();
+    FAKES
+        .get_or_init(|| {
+            // Under target/ (cargo clean removes it); per process, so concurrent runs do not race.
+            let base = Path::new(env!("CARGO_TARGET_TMPDIR"))
+                .join(format!("fake-libcuda-{}", std::process::id()));
+            let fakes = Fakes {
+                full: base.join("full"),
+                old: base.join("old"),
+            };
+            compile(&fakes.full, &[])?;
+            compile(&fakes.old, &["-DONLY_INIT"])?;
+            Ok(fakes)
+        })
+        .as_ref()
+        .map_err(Clone::clone)
+}
+
+struct Run {
+    code: Option<i32>,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs gpu_check against the fake in `lib_dir`; `None` (after printing why) when the test cannot run here.
+fn run(test: &str, which: fn(&Fakes) -> &Path, mode: &str, args: &[&str]) -> Option<Run> {
+    let fakes = match fakes() {
+        Ok(f) => f,
+        Err(why) => {
+            eprintln!("{test}: skipped: cannot build the fake libcuda.so ({why})");
+            return None;
+        }
+    };
+    let Some(bin) = gpu_check_binary() else {
+        eprintln!("{test}: skipped: the gpu_check example is not built (plain `cargo test -p rdmabench-cuda` builds it)");
+        return None;
+    };
+    let out = Command::new(bin)
+        .args(args)
+        .env("LD_LIBRARY_PATH", which(fakes))
+        .env("FAKE_CUDA_MODE", mode)
+        .env_remove("CUDA_VISIBLE_DEVICES")
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run gpu_check: {e}"));
+    let run = Run {
+        code: out.status.code(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    };
+    assert!(
+        !run.stderr.contains("panicked"),
+        "{test}: panic: {}",
+        run.stderr
+    );
+    Some(run)
+}
+
+fn full(f: &Fakes) -> &Path {
+    &f.full
+}
+
+fn old(f: &Fakes) -> &Path {
+    &f.old
+}
+
+/// The one stderr line, after checking there is exactly one and the exit status.
+fn one_error_line(run: &Run, code: i32) -> String {
+    assert_eq!(
+        run.code,
+        Some(code),
+        "stdout: {}\nstderr: {}",
+        run.stdout,
+        run.stderr
+    );
+    let lines: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .collect();
+    assert_eq!(lines.len(), 1, "one line on stderr: {}", run.stderr);
+    lines[0].to_string()
+}
+
+#[test]
+fn driver_without_the_needed_entry_points_is_too_old() {
+    let Some(r) = run(
+        "driver_without_the_needed_entry_points_is_too_old",
+        old,
+        "ok",
+        &[],
+    ) else {
+        return;
+    };
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.starts_with("gpu_check: the CUDA driver (libcuda.so.1) lacks cuDriverGetVersion"),
+        "{line}"
+    );
+    assert!(line.contains("update the driver"), "{line}");
+    assert!(r.stdout.is_empty());
+}
+
+#[test]
+fn driver_that_sees_no_gpu() {
+    let Some(r) = run("driver_that_sees_no_gpu", full, "nodevice", &[]) else {
+        return;
+    };
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.contains(
+            "the CUDA driver is loaded but sees no GPU (cuInit returned CUDA_ERROR_NO_DEVICE)"
+        ),
+        "{line}"
+    );
+    assert!(line.contains("CUDA_VISIBLE_DEVICES"), "{line}");
+
+    let Some(r) = run("driver_that_sees_no_gpu", full, "zero", &[]) else {
+        return;
+    };
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.contains("sees no GPU (cuDeviceGetCount reports 0 devices)"),
+        "{line}"
+    );
+}
+
+#[test]
+fn toolkit_stub_library_is_named() {
+    let Some(r) = run("toolkit_stub_library_is_named", full, "stub", &[]) else {
+        return;
+    };
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.contains("cuInit failed: CUDA_ERROR_STUB_LIBRARY (34)"),
+        "{line}"
+    );
+    assert!(line.contains("the CUDA toolkit's stub"), "{line}");
+}
+
+#[test]
+fn devices_are_listed_with_bus_ids_and_attributes() {
+    let Some(r) = run(
+        "devices_are_listed_with_bus_ids_and_attributes",
+        full,
+        "ok",
+        &[],
+    ) else {
+        return;
+    };
+    assert!(
+        r.stdout.contains("CUDA driver API 12.4 (12040), 2 GPU(s)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(
+            "GPU 0: Fake GPU 0 at 0000:17:00.0, 80.0 GiB, dma-buf yes, GPUDirect RDMA yes"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains(
+            "GPU 1: Fake GPU 1 at 0000:9a:00.0, 80.0 GiB, dma-buf no, GPUDirect RDMA yes"
+        ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("using GPU 0 (Fake GPU 0, 0000:17:00.0)"),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        r.stdout.contains("[PASS] dma-buf attribute"),
+        "{}",
+        r.stdout
+    );
+    // The fake's cuMemAlloc fails: a driver error with its name and what to try, not a panic.
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.starts_with("gpu_check: cuMemAlloc_v2 failed: CUDA_ERROR_OUT_OF_MEMORY (2); the GPU is out of memory"),
+        "{line}"
+    );
+}
+
+#[test]
+fn device_by_bus_id_in_both_spellings() {
+    for arg in ["00000000:9A:00.0", "0000:9a:00.0", "9a:00.0", "1"] {
+        let Some(r) = run("device_by_bus_id_in_both_spellings", full, "ok", &[arg]) else {
+            return;
+        };
+        assert!(
+            r.stdout.contains("using GPU 1 (Fake GPU 1, 0000:9a:00.0)"),
+            "{arg}: {}",
+            r.stdout
+        );
+        assert!(
+            r.stdout.contains("[FAIL] dma-buf attribute"),
+            "{arg}: {}",
+            r.stdout
+        );
+        one_error_line(&r, 1);
+    }
+}
+
+#[test]
+fn absent_devices_name_what_exists() {
+    let Some(r) = run(
+        "absent_devices_name_what_exists",
+        full,
+        "ok",
+        &["0000:55:00.0"],
+    ) else {
+        return;
+    };
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.contains(
+            "no CUDA device at PCI bus id 0000:55:00.0: the GPUs are at 0000:17:00.0 (GPU 0), 0000:9a:00.0 (GPU 1)"
+        ),
+        "{line}"
+    );
+
+    let Some(r) = run("absent_devices_name_what_exists", full, "ok", &["5"]) else {
+        return;
+    };
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.contains("no CUDA device 5: 2 device(s) exist (indices 0..=1)"),
+        "{line}"
+    );
+}
