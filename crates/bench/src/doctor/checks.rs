@@ -687,12 +687,37 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
     )
 }
 
-/// The GPU's own dma-buf attribute, which needs CUDA.
-pub fn gpu_dmabuf_attribute() -> Check {
-    Check::skip(
-        "GPU dma-buf support",
-        "no CUDA support in this build yet (CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is asked of CUDA)",
-    )
+/// The GPU's own dma-buf and GPUDirect RDMA attributes, asked of CUDA on the live machine
+/// (`gpu_bdf`); a sysfs snapshot (`live` false) cannot be asked.
+pub fn gpu_dmabuf_attribute(gpu_bdf: &str, live: bool) -> Check {
+    const NAME: &str = "GPU dma-buf support";
+    if !live {
+        return Check::skip(NAME, "a snapshot: CUDA answers for the live machine only");
+    }
+    let device = gpu_bdf
+        .parse::<cuda::PciBusId>()
+        .and_then(|id| cuda::Device::open_bus_id(&id));
+    match device {
+        Err(e) => Check::skip(NAME, format!("CUDA cannot be asked: {e}")),
+        Ok(d) => {
+            let evidence = format!(
+                "{} ({}): CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED {}, GPU_DIRECT_RDMA_SUPPORTED {}",
+                d.name(),
+                d.pci_bus_id(),
+                d.dma_buf_supported(),
+                d.gpu_direct_rdma_supported()
+            );
+            if d.dma_buf_supported() {
+                Check::pass(NAME, evidence)
+            } else {
+                Check::warn(NAME, evidence).fix(
+                    "without dma-buf, --mem cuda cannot register GPU memory: load nvidia-peermem \
+                     (--mem cuda-peermem) or use --mem cuda-staged; dma-buf needs the open kernel \
+                     modules of a recent NVIDIA driver",
+                )
+            }
+        }
+    }
 }
 
 /// The IOMMU: off or passthrough, or translating (a cost for GPUDirect).
@@ -890,6 +915,24 @@ pub fn ceilings(port: &RdmaPort, mtu: Option<u32>, link: Option<&PciLink>) -> Ch
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn without_a_cuda_driver_the_gpu_attribute_is_skipped_with_the_reason() {
+        if cuda::driver_library_present() {
+            eprintln!("skipped: this machine has a CUDA driver");
+            return;
+        }
+        let c = gpu_dmabuf_attribute("0000:19:00.0", true);
+        assert_eq!(c.verdict, Verdict::Skip);
+        assert!(
+            c.evidence.contains("CUDA cannot be asked") && c.evidence.contains("libcuda"),
+            "{}",
+            c.evidence
+        );
+        let c = gpu_dmabuf_attribute("0000:19:00.0", false);
+        assert!(c.evidence.contains("snapshot"), "{}", c.evidence);
+    }
+
     use super::*;
     use crate::doctor::verdict::Verdict;
 

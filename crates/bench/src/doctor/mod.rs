@@ -345,7 +345,11 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     match &gdr_skip {
         None => {
             checks.push(checks::gpudirect(&GdrFacts::read(sysfs)));
-            checks.push(checks::gpu_dmabuf_attribute());
+            let bdf = gpu
+                .as_ref()
+                .map(|(g, _)| g.bdf.as_str())
+                .unwrap_or_default();
+            checks.push(checks::gpu_dmabuf_attribute(bdf, live));
         }
         Some(why) => {
             checks.push(Check::skip("GPUDirect RDMA", why.clone()));
