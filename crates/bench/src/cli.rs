@@ -56,6 +56,10 @@ pub enum Command {
     Ceiling(crate::show::CeilingArgs),
     /// Check port, links, MTU, GIDs, counters, GPU path, IOMMU, NUMA and CPU governor
     Doctor(crate::doctor::DoctorArgs),
+    /// Compare result records against a baseline: medians, change and a noise-aware verdict
+    Compare(crate::compare::CompareArgs),
+    /// Plot result records to SVG or PNG: bandwidth or latency vs size, or a trend across runs
+    Plot(crate::plot::PlotArgs),
 }
 
 /// The options of every test.
@@ -264,9 +268,12 @@ impl Command {
             Command::ReadLat(a) => (Verb::Read, Mode::Lat, a),
             Command::SendLat(a) => (Verb::Send, Mode::Lat, a),
             Command::AtomicLat(a) => (Verb::Atomic, Mode::Lat, a),
-            Command::Devices | Command::Topo(_) | Command::Ceiling(_) | Command::Doctor(_) => {
-                return None
-            }
+            Command::Devices
+            | Command::Topo(_)
+            | Command::Ceiling(_)
+            | Command::Doctor(_)
+            | Command::Compare(_)
+            | Command::Plot(_) => return None,
         };
         Some((TestKind::new(verb, mode), args))
     }

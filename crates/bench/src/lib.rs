@@ -8,6 +8,7 @@
 
 pub mod ceilings;
 pub mod cli;
+pub mod compare;
 pub mod control;
 pub mod counters;
 pub mod devices;
@@ -17,6 +18,7 @@ pub mod limits;
 pub mod memory;
 pub mod output;
 pub mod plan;
+pub mod plot;
 pub mod report;
 pub mod run;
 pub mod show;

@@ -48,6 +48,8 @@ fn dispatch(command: &Command) -> Result<()> {
         Command::Topo(args) => rdmabench::show::topology::run(args),
         Command::Ceiling(args) => rdmabench::show::ceiling::run(args),
         Command::Doctor(args) => rdmabench::doctor::run(args),
+        Command::Compare(args) => rdmabench::compare::run(args),
+        Command::Plot(args) => rdmabench::plot::run(args),
         _ => anyhow::bail!("internal error: a test command was not dispatched as a test"),
     }
 }

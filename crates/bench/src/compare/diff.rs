@@ -1,0 +1,354 @@
+//! What differs between two records: the differences that make the figures incomparable
+//! (warnings: a different NIC model, link rate, MTU, memory mode, test or parameters), and
+//! those that are the point of a comparison (information: firmware, kernel, host, tool).
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::report::{PcieLinkRecord, RunRecord};
+use crate::units::format_size;
+
+/// One field that differs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Difference {
+    /// What differs, e.g. "MTU (device.active_mtu)".
+    pub what: String,
+    /// The baseline's value.
+    pub baseline: String,
+    /// The candidate's value.
+    pub candidate: String,
+}
+
+/// The differences between two records.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Differences {
+    /// Differences that make the comparison doubtful.
+    pub warnings: Vec<Difference>,
+    /// Differences shown for information (usually what is being compared).
+    pub info: Vec<Difference>,
+}
+
+fn opt<T: ToString>(v: &Option<T>) -> String {
+    v.as_ref()
+        .map(ToString::to_string)
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+fn push(list: &mut Vec<Difference>, what: &str, a: String, b: String) {
+    if a != b {
+        list.push(Difference {
+            what: what.to_string(),
+            baseline: a,
+            candidate: b,
+        });
+    }
+}
+
+fn model(r: &RunRecord) -> String {
+    format!(
+        "vendor 0x{:04x} part {}",
+        r.device.vendor_id, r.device.part_id
+    )
+}
+
+fn link(l: &Option<PcieLinkRecord>) -> String {
+    match l {
+        None => "none".to_string(),
+        Some(l) => format!(
+            "{} GT/s x{} (max {} GT/s x{}), MPS {}",
+            opt(&l.speed),
+            opt(&l.width),
+            opt(&l.max_speed),
+            opt(&l.max_width),
+            opt(&l.mps)
+        ),
+    }
+}
+
+/// Describes a set of sizes compactly: "64 KiB" or "23 sizes, 2 B .. 8 MiB".
+pub fn describe_sizes(sizes: &BTreeSet<u64>) -> String {
+    match (sizes.len(), sizes.first(), sizes.last()) {
+        (0, _, _) => "none".to_string(),
+        (1, Some(s), _) => format_size(*s),
+        (n, Some(a), Some(b)) => format!("{n} sizes, {} .. {}", format_size(*a), format_size(*b)),
+        _ => "none".to_string(),
+    }
+}
+
+/// The message sizes of a record.
+pub fn sizes(r: &RunRecord) -> BTreeSet<u64> {
+    r.results.iter().map(|s| s.size).collect()
+}
+
+/// Compares everything but the figures.
+pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
+    let mut w = Vec::new();
+    let (da, db) = (&a.device, &b.device);
+    let (pa, pb) = (&a.params, &b.params);
+    push(
+        &mut w,
+        "test (params.test)",
+        pa.test.clone(),
+        pb.test.clone(),
+    );
+    push(
+        &mut w,
+        "device model (device.vendor_id/part_id)",
+        model(a),
+        model(b),
+    );
+    push(
+        &mut w,
+        "link layer (device.link_layer)",
+        da.link_layer.clone(),
+        db.link_layer.clone(),
+    );
+    push(
+        &mut w,
+        "link rate (device.active_speed)",
+        opt(&da.active_speed),
+        opt(&db.active_speed),
+    );
+    push(
+        &mut w,
+        "MTU (device.active_mtu)",
+        da.active_mtu.to_string(),
+        db.active_mtu.to_string(),
+    );
+    push(
+        &mut w,
+        "memory mode (params.mem)",
+        pa.mem.clone(),
+        pb.mem.clone(),
+    );
+    push(
+        &mut w,
+        "connection (params.connection)",
+        pa.connection.clone(),
+        pb.connection.clone(),
+    );
+    push(
+        &mut w,
+        "QPs (params.qps)",
+        pa.qps.to_string(),
+        pb.qps.to_string(),
+    );
+    push(
+        &mut w,
+        "TX depth (params.tx_depth)",
+        pa.tx_depth.to_string(),
+        pb.tx_depth.to_string(),
+    );
+    push(
+        &mut w,
+        "inline size (params.inline)",
+        pa.inline.to_string(),
+        pb.inline.to_string(),
+    );
+    push(
+        &mut w,
+        "post list (params.post_list)",
+        pa.post_list.to_string(),
+        pb.post_list.to_string(),
+    );
+    push(
+        &mut w,
+        "CQ moderation (params.cq_mod)",
+        pa.cq_mod.to_string(),
+        pb.cq_mod.to_string(),
+    );
+    push(
+        &mut w,
+        "bidirectional (params.bidirectional)",
+        pa.bidirectional.to_string(),
+        pb.bidirectional.to_string(),
+    );
+    push(
+        &mut w,
+        "latency kind (params.latency)",
+        opt(&pa.latency),
+        opt(&pb.latency),
+    );
+    let (sa, sb) = (sizes(a), sizes(b));
+    if sa != sb {
+        push(
+            &mut w,
+            "message sizes (results[].size)",
+            describe_sizes(&sa),
+            describe_sizes(&sb),
+        );
+    }
+
+    let mut i = Vec::new();
+    push(
+        &mut i,
+        "firmware (device.fw_ver)",
+        da.fw_ver.clone(),
+        db.fw_ver.clone(),
+    );
+    push(
+        &mut i,
+        "kernel (host.kernel)",
+        opt(&a.host.kernel),
+        opt(&b.host.kernel),
+    );
+    push(
+        &mut i,
+        "host (host.hostname)",
+        opt(&a.host.hostname),
+        opt(&b.host.hostname),
+    );
+    push(
+        &mut i,
+        "device name (device.name)",
+        da.name.clone(),
+        db.name.clone(),
+    );
+    push(&mut i, "tool (tool.version, tool.git)", tool(a), tool(b));
+    push(
+        &mut i,
+        "NIC PCIe link (pcie.nic)",
+        link(&a.pcie.nic),
+        link(&b.pcie.nic),
+    );
+    push(
+        &mut i,
+        "GPU PCIe link (pcie.gpu)",
+        link(&a.pcie.gpu),
+        link(&b.pcie.gpu),
+    );
+    push(
+        &mut i,
+        "NIC-GPU path (pcie.path_class)",
+        opt(&a.pcie.path_class),
+        opt(&b.pcie.path_class),
+    );
+    push(
+        &mut i,
+        "iterations (params.iters)",
+        opt(&pa.iters),
+        opt(&pb.iters),
+    );
+    push(
+        &mut i,
+        "duration (params.duration)",
+        opt(&pa.duration),
+        opt(&pb.duration),
+    );
+    push(
+        &mut i,
+        "repetitions (params.repeat)",
+        pa.repeat.to_string(),
+        pb.repeat.to_string(),
+    );
+    push(
+        &mut i,
+        "binding ceiling (ceilings.limit)",
+        ceiling(a),
+        ceiling(b),
+    );
+    Differences {
+        warnings: w,
+        info: i,
+    }
+}
+
+fn tool(r: &RunRecord) -> String {
+    match &r.tool.git {
+        Some(g) => format!("{} ({g})", r.tool.version),
+        None => r.tool.version.clone(),
+    }
+}
+
+fn ceiling(r: &RunRecord) -> String {
+    match (&r.ceilings.limit, r.ceilings.limit_gbps) {
+        (Some(l), Some(g)) => format!("{l} {g:.3} GB/s"),
+        (Some(l), None) => l.clone(),
+        _ => "unknown".to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::tests::record;
+
+    #[test]
+    fn identical_records_differ_in_nothing() {
+        let a = record("write-bw", &[(65536, 1.0)]);
+        let d = differences(&a, &a.clone());
+        assert!(d.warnings.is_empty() && d.info.is_empty(), "{d:?}");
+    }
+
+    #[test]
+    fn firmware_kernel_and_host_are_information_not_warnings() {
+        let a = record("write-bw", &[(65536, 1.0)]);
+        let mut b = a.clone();
+        b.device.fw_ver = "28.40.1000".to_string();
+        b.host.kernel = Some("6.8.0".to_string());
+        b.host.hostname = Some("node9".to_string());
+        let d = differences(&a, &b);
+        assert!(d.warnings.is_empty(), "{d:?}");
+        let whats: Vec<&str> = d.info.iter().map(|x| x.what.as_str()).collect();
+        assert!(whats.iter().any(|w| w.contains("fw_ver")), "{whats:?}");
+        assert!(whats.iter().any(|w| w.contains("host.kernel")), "{whats:?}");
+        let fw = d.info.iter().find(|x| x.what.contains("fw_ver")).unwrap();
+        assert_eq!(
+            (fw.baseline.as_str(), fw.candidate.as_str()),
+            ("28.39.1002", "28.40.1000")
+        );
+    }
+
+    #[test]
+    fn what_makes_records_incomparable_is_warned_and_named() {
+        let a = record("write-bw", &[(4096, 1.0), (65536, 1.0)]);
+        let mut b = a.clone();
+        b.device.part_id = 4131;
+        b.device.active_speed = Some("200 Gb/sec (4X HDR)".to_string());
+        b.device.active_mtu = 1024;
+        b.params.mem = "cuda:0".to_string();
+        b.params.test = "read-bw".to_string();
+        b.params.connection = "UC".to_string();
+        b.params.qps = 4;
+        b.params.tx_depth = 64;
+        b.params.inline = 64;
+        b.params.post_list = 8;
+        b.params.cq_mod = 16;
+        b.results.pop();
+        let d = differences(&a, &b);
+        let whats: Vec<&str> = d.warnings.iter().map(|x| x.what.as_str()).collect();
+        for field in [
+            "params.test",
+            "vendor_id/part_id",
+            "active_speed",
+            "active_mtu",
+            "params.mem",
+            "params.connection",
+            "params.qps",
+            "params.tx_depth",
+            "params.inline",
+            "params.post_list",
+            "params.cq_mod",
+            "results[].size",
+        ] {
+            assert!(
+                whats.iter().any(|w| w.contains(field)),
+                "{field} not in {whats:?}"
+            );
+        }
+        let mtu = d.warnings.iter().find(|x| x.what.contains("MTU")).unwrap();
+        assert_eq!(
+            (mtu.baseline.as_str(), mtu.candidate.as_str()),
+            ("4096", "1024")
+        );
+        let sizes = d
+            .warnings
+            .iter()
+            .find(|x| x.what.contains("sizes"))
+            .unwrap();
+        assert_eq!(sizes.baseline, "2 sizes, 4 KiB .. 64 KiB");
+        assert_eq!(sizes.candidate, "4 KiB");
+        assert!(d.info.is_empty(), "{d:?}");
+    }
+}

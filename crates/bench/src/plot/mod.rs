@@ -1,0 +1,396 @@
+//! `rdmabench plot RECORD... -o FILE`: pictures of result records, with plotters.
+//!
+//! - `--kind bw`: bandwidth vs message size (log2 axis), one line per record (error bars
+//!   when it has repetitions), each record's binding ceiling as a dashed line;
+//! - `--kind lat`: latency percentiles p50 / p99 / p99.9 vs message size;
+//! - `--kind trend`: one size's bandwidth (or p50/p99 latency) across records ordered by
+//!   `started_at` or by firmware version, with each run's ceiling.
+//!
+//! The file's extension picks the format: `.svg` or `.png`. Text is set in a bundled subset
+//! of DejaVu Sans (`assets/`), so charts look the same on machines without fonts.
+
+mod axis;
+mod render;
+pub mod spec;
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
+use plotters::style::FontStyle;
+
+use crate::compare::load_record;
+use crate::plan::PlanError;
+use crate::report::write_atomically;
+use crate::units::parse_size;
+use spec::{default_kind, Input, Kind, Order, SpecOptions};
+
+/// The bundled font (see `assets/DejaVuSans-subset.LICENSE`).
+static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-subset.ttf");
+
+/// `rdmabench plot`'s options.
+#[derive(Debug, Args)]
+pub struct PlotArgs {
+    /// Result records (JSON files written by a test's --json)
+    #[arg(value_name = "RECORD", required = true, num_args = 1..)]
+    pub records: Vec<PathBuf>,
+
+    /// The picture to write: FILE.svg or FILE.png
+    #[arg(short = 'o', long = "output", value_name = "FILE", required = true, value_parser = parse_output)]
+    pub output: PathBuf,
+
+    /// What to draw [default: lat when every record has latency figures, else bw]
+    #[arg(long, value_enum)]
+    pub kind: Option<Kind>,
+
+    /// With --kind trend: the message size [default: 64K when every record has it, else the largest size they share]
+    #[arg(short = 's', long, value_parser = parse_size, value_name = "SIZE")]
+    pub size: Option<u64>,
+
+    /// With --kind trend: order the records by date or by firmware version [default: date]
+    #[arg(long, value_enum)]
+    pub order: Option<Order>,
+
+    /// Legend label of the records, in order (repeat it; trend: the x labels)
+    #[arg(long = "label", value_name = "TEXT")]
+    pub labels: Vec<String>,
+
+    /// Title of the chart
+    #[arg(long, value_name = "TEXT")]
+    pub title: Option<String>,
+
+    /// Bandwidth in Gb/s instead of GB/s
+    #[arg(long)]
+    pub gbits: bool,
+
+    /// With --kind bw: a logarithmic bandwidth axis (small messages become visible)
+    #[arg(long)]
+    pub log_y: bool,
+
+    /// Width of the picture in pixels
+    #[arg(long, default_value_t = 1000, value_name = "PX",
+          value_parser = clap::value_parser!(u32).range(320..=8000))]
+    pub width: u32,
+
+    /// Height of the picture in pixels
+    #[arg(long, default_value_t = 620, value_name = "PX",
+          value_parser = clap::value_parser!(u32).range(240..=8000))]
+    pub height: u32,
+}
+
+/// The output formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Scalable vector graphics.
+    Svg,
+    /// Portable network graphics.
+    Png,
+}
+
+/// The format a path's extension asks for.
+pub fn format_of(path: &Path) -> Result<Format, String> {
+    let shown = path.display();
+    match path.extension().and_then(|e| e.to_str()) {
+        Some(e) if e.eq_ignore_ascii_case("svg") => Ok(Format::Svg),
+        Some(e) if e.eq_ignore_ascii_case("png") => Ok(Format::Png),
+        Some(e) => Err(format!(
+            "'{shown}': plot cannot write '.{e}' files; end the name in .svg or .png"
+        )),
+        None => Err(format!(
+            "'{shown}' has no extension; end the name in .svg or .png"
+        )),
+    }
+}
+
+fn parse_output(text: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(text);
+    format_of(&p)?;
+    Ok(p)
+}
+
+fn register_font() -> Result<()> {
+    static OK: OnceLock<bool> = OnceLock::new();
+    let ok = *OK.get_or_init(|| {
+        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+    });
+    if !ok {
+        bail!(
+            "internal error: the bundled font (assets/DejaVuSans-subset.ttf) could not be loaded"
+        );
+    }
+    Ok(())
+}
+
+/// Works out the chart for these records and options.
+pub fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::ChartSpec)> {
+    let kind = args.kind.unwrap_or_else(|| default_kind(inputs));
+    if args.log_y && kind != Kind::Bw {
+        bail!(PlanError(
+            "--log-y applies to --kind bw only (latency charts choose a log axis themselves)"
+                .to_string()
+        ));
+    }
+    if kind != Kind::Trend {
+        if let Some(s) = args.size {
+            bail!(PlanError(format!(
+                "--size {s} applies to --kind trend only; bw and lat charts show every size"
+            )));
+        }
+        if args.order.is_some() {
+            bail!(PlanError(
+                "--order applies to --kind trend only".to_string()
+            ));
+        }
+    }
+    if args.labels.len() > inputs.len() {
+        bail!(PlanError(format!(
+            "{} --label values for {} records; give at most one per record",
+            args.labels.len(),
+            inputs.len()
+        )));
+    }
+    for i in inputs {
+        if i.record.results.is_empty() {
+            bail!("'{}' has no results to plot", i.stem);
+        }
+    }
+    let opts = SpecOptions {
+        labels: args.labels.clone(),
+        title: args.title.clone(),
+        size: args.size,
+        order: args.order,
+        gbits: args.gbits,
+        log_y: args.log_y,
+        width_px: args.width.saturating_sub(140),
+    };
+    let spec = match kind {
+        Kind::Bw => spec::bw_spec(inputs, &opts)?,
+        Kind::Lat => spec::lat_spec(inputs, &opts)?,
+        Kind::Trend => spec::trend_spec(inputs, &opts)?,
+    };
+    Ok((kind, spec))
+}
+
+/// Renders a chart to SVG text.
+pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
+    register_font()?;
+    let mut buf = String::new();
+    {
+        let root = SVGBackend::with_string(&mut buf, size).into_drawing_area();
+        render::draw(&root, spec)?;
+    }
+    Ok(buf)
+}
+
+/// Renders a chart to a PNG file, atomically (a temporary file beside it, then a rename).
+pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32), path: &Path) -> Result<()> {
+    register_font()?;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .with_context(|| format!("'{}' is not a file path", path.display()))?;
+    // The bitmap encoder picks the format by extension: keep .png last.
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp.png",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+    let drawn = render::draw(&root, spec);
+    drop(root);
+    if let Err(e) = drawn {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.context(format!("cannot write '{}'", path.display())));
+    }
+    std::fs::rename(&tmp, path)
+        .with_context(|| format!("cannot rename '{}' to '{}'", tmp.display(), path.display()))
+}
+
+/// Runs `rdmabench plot`.
+pub fn run(args: &PlotArgs) -> Result<()> {
+    let format = format_of(&args.output).map_err(PlanError)?;
+    let mut inputs = Vec::new();
+    for path in &args.records {
+        inputs.push(Input {
+            stem: path
+                .file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.display().to_string()),
+            record: load_record(path)?,
+        });
+    }
+    let (kind, spec) = build_spec(&inputs, args)?;
+    let size = (args.width, args.height);
+    match format {
+        Format::Svg => {
+            let svg = render_svg(&spec, size)?;
+            write_atomically(&args.output, svg.as_bytes())
+                .with_context(|| format!("writing the chart to '{}'", args.output.display()))?;
+        }
+        Format::Png => render_png(&spec, size, &args.output)?,
+    }
+    let kind = match kind {
+        Kind::Bw => "bandwidth",
+        Kind::Lat => "latency",
+        Kind::Trend => "trend",
+    };
+    println!(
+        "rdmabench: wrote {} ({kind} chart of {} record{})",
+        args.output.display(),
+        inputs.len(),
+        if inputs.len() == 1 { "" } else { "s" }
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::tests::{lat_record, record, with_reps};
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: PlotArgs,
+    }
+
+    fn args(extra: &[&str]) -> PlotArgs {
+        Wrap::try_parse_from(std::iter::once("plot").chain(extra.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    fn inputs() -> Vec<Input> {
+        let a = with_reps(
+            record(
+                "write-bw",
+                &[(2, 0.01), (1024, 2.0), (65536, 30.0), (8 << 20, 46.0)],
+            ),
+            &[29.0, 30.0, 31.0],
+        );
+        let mut b = record(
+            "write-bw",
+            &[(2, 0.009), (1024, 1.9), (65536, 28.0), (8 << 20, 45.0)],
+        );
+        b.device.fw_ver = "28.40.1000".to_string();
+        vec![
+            Input {
+                stem: "a".to_string(),
+                record: a,
+            },
+            Input {
+                stem: "b & <c>".to_string(),
+                record: b,
+            },
+        ]
+    }
+
+    #[test]
+    fn the_extension_picks_the_format() {
+        assert_eq!(format_of(Path::new("x.svg")), Ok(Format::Svg));
+        assert_eq!(format_of(Path::new("x.PNG")), Ok(Format::Png));
+        let e = format_of(Path::new("x.jpg")).unwrap_err();
+        assert!(e.contains("'.jpg'") && e.contains(".svg"), "{e}");
+        assert!(format_of(Path::new("chart"))
+            .unwrap_err()
+            .contains("no extension"));
+    }
+
+    #[test]
+    fn svg_output_is_well_formed_xml_with_labelled_axes() {
+        for kind in ["bw", "trend"] {
+            let a = args(&["r.json", "-o", "x.svg", "--kind", kind]);
+            let (_, spec) = build_spec(&inputs(), &a).unwrap();
+            let svg = render_svg(&spec, (1000, 620)).unwrap();
+            let doc = roxmltree::Document::parse(&svg).unwrap();
+            assert_eq!(doc.root_element().tag_name().name(), "svg");
+            let texts: Vec<String> = doc
+                .descendants()
+                .filter(|n| n.has_tag_name("text"))
+                .filter_map(|n| n.text().map(|t| t.trim().to_string()))
+                .collect();
+            assert!(
+                texts.iter().any(|t| t.contains("bandwidth [GB/s]")),
+                "{texts:?}"
+            );
+            if kind == "bw" {
+                assert!(
+                    texts.iter().any(|t| t.contains("message size")),
+                    "{texts:?}"
+                );
+                assert!(texts.iter().any(|t| t == "32K"), "{texts:?}");
+                assert!(
+                    texts.iter().any(|t| t.contains("binding ceiling")),
+                    "{texts:?}"
+                );
+                assert!(
+                    texts.iter().any(|t| t.contains("fw 28.40.1000")),
+                    "{texts:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn latency_svg_and_png() {
+        let l = vec![Input {
+            stem: "lat".to_string(),
+            record: lat_record(&[2, 64, 4096, 1 << 20], &[(2.0, 5.0), (2.2, 5.5)]),
+        }];
+        let a = args(&["r.json", "-o", "x.svg"]);
+        let (kind, spec) = build_spec(&l, &a).unwrap();
+        assert_eq!(kind, Kind::Lat);
+        let svg = render_svg(&spec, (800, 500)).unwrap();
+        roxmltree::Document::parse(&svg).unwrap();
+        assert!(svg.contains("p99.9"));
+
+        let dir = std::env::temp_dir().join(format!("rdmabench-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = dir.join("lat.png");
+        render_png(&spec, (800, 500), &png).unwrap();
+        let bytes = std::fs::read(&png).unwrap();
+        assert!(bytes.len() > 1000, "{} bytes", bytes.len());
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        // Nothing else is left beside it.
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn bandwidth_png_is_a_png() {
+        let a = args(&["r.json", "-o", "x.png"]);
+        let (_, spec) = build_spec(&inputs(), &a).unwrap();
+        let dir = std::env::temp_dir().join(format!("rdmabench-plot-bw-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let png = dir.join("bw.png");
+        render_png(&spec, (1000, 620), &png).unwrap();
+        let bytes = std::fs::read(&png).unwrap();
+        assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn options_that_do_not_apply_are_usage_errors() {
+        let e = build_spec(&inputs(), &args(&["r", "-o", "x.svg", "--size", "64K"])).unwrap_err();
+        assert!(
+            e.is::<PlanError>() && e.to_string().contains("--kind trend"),
+            "{e}"
+        );
+        let e = build_spec(
+            &inputs(),
+            &args(&[
+                "r", "-o", "x.svg", "--label", "a", "--label", "b", "--label", "c",
+            ]),
+        )
+        .unwrap_err();
+        assert!(e.is::<PlanError>(), "{e}");
+        let e = build_spec(&inputs(), &args(&["r", "-o", "x.svg", "--kind", "lat"])).unwrap_err();
+        assert!(e.is::<PlanError>(), "{e}");
+    }
+}

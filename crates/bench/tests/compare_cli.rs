@@ -1,0 +1,398 @@
+//! `rdmabench compare` and `rdmabench plot` from the command line, on records built here:
+//! exit codes (0 same, 3 regression, 1 unreadable record, 2 usage), the Markdown and JSON
+//! outputs, the incomparability warnings, and the plot formats. No RDMA device needed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{bin, scratch, text};
+use serde_json::{json, Value};
+
+/// A write-bw record: per size, the repetitions' GB/s (the top level is their median).
+fn record(fw: &str, started_at: &str, sizes: &[(u64, &[f64])]) -> Value {
+    let results: Vec<Value> = sizes
+        .iter()
+        .map(|(size, reps)| {
+            let mut sorted = reps.to_vec();
+            sorted.sort_by(f64::total_cmp);
+            let bw = sorted[sorted.len() / 2];
+            let rep = |bw: f64| {
+                json!({
+                    "iterations": 5000,
+                    "seconds": *size as f64 * 5000.0 / (bw * 1e9),
+                    "bw_gbps": bw,
+                    "msg_rate_mpps": bw * 1e9 / *size as f64 / 1e6,
+                })
+            };
+            let mut r = json!({
+                "size": size,
+                "iterations": 5000,
+                "seconds": *size as f64 * 5000.0 / (bw * 1e9),
+                "bw_gbps": bw,
+                "gbits": bw * 8.0,
+                "msg_rate_mpps": bw * 1e9 / *size as f64 / 1e6,
+                "pct_of_ceiling": bw / 48.5 * 100.0,
+            });
+            if reps.len() > 1 {
+                r["repetitions"] = reps.iter().map(|&b| rep(b)).collect();
+            }
+            r
+        })
+        .collect();
+    let repeat = sizes.first().map_or(1, |s| s.1.len());
+    json!({
+        "schema": "rdmabench.result/1",
+        "tool": {"version": "0.1.0", "git": null},
+        "started_at": started_at,
+        "host": {"hostname": "node1", "kernel": "6.1.0-40-amd64"},
+        "device": {
+            "name": "mlx5_0", "fw_ver": fw, "vendor_id": 713, "part_id": 4129, "port": 1,
+            "link_layer": "InfiniBand", "active_mtu": 4096,
+            "active_speed": "400 Gb/sec (4X NDR)", "gid_index": 0, "gid": null
+        },
+        "pcie": {"nic": null, "gpu": null, "path_class": null},
+        "params": {
+            "test": "write-bw", "mem": "host", "connection": "RC", "qps": 1, "tx_depth": 128,
+            "inline": 0, "post_list": 1, "cq_mod": 100, "iters": 5000, "duration": null,
+            "bidirectional": false, "repeat": repeat
+        },
+        "ceilings": {
+            "wire_gbps": 48.5, "pcie_gbps": 52.0, "staged_gbps": null, "limit": "wire",
+            "limit_gbps": 48.5
+        },
+        "results": results,
+    })
+}
+
+const BASE: [f64; 5] = [45.0, 45.3, 44.8, 45.1, 44.9];
+const SAME: [f64; 5] = [45.2, 44.9, 45.0, 44.7, 45.3];
+const DROP: [f64; 5] = [40.5, 40.2, 40.7, 40.4, 40.6];
+
+fn write(dir: &Path, name: &str, v: &Value) -> PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, serde_json::to_vec_pretty(v).unwrap()).unwrap();
+    p
+}
+
+fn compare(args: &[&Path], extra: &[&str]) -> std::process::Output {
+    bin()
+        .arg("compare")
+        .args(args)
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+struct Files {
+    dir: PathBuf,
+    base: PathBuf,
+    same: PathBuf,
+    drop: PathBuf,
+}
+
+fn files(name: &str) -> Files {
+    let dir = scratch(name);
+    let sizes = |v: &'static [f64]| -> Vec<(u64, &'static [f64])> { vec![(4096, v), (65536, v)] };
+    Files {
+        base: write(
+            &dir,
+            "base.json",
+            &record("28.39.1002", "2026-11-01T10:00:00Z", &sizes(&BASE)),
+        ),
+        same: write(
+            &dir,
+            "same.json",
+            &record("28.39.1002", "2026-11-02T10:00:00Z", &sizes(&SAME)),
+        ),
+        drop: write(
+            &dir,
+            "drop.json",
+            &record("28.40.1000", "2026-11-03T10:00:00Z", &sizes(&DROP)),
+        ),
+        dir,
+    }
+}
+
+#[test]
+fn the_same_figures_exit_0() {
+    let f = files("cmp-same");
+    let out = compare(&[&f.base, &f.same], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("same") && t.contains("0 slower"), "{t}");
+    assert!(t.contains("no regression"), "{t}");
+    assert!(t.contains("4 KiB") && t.contains("64 KiB"), "{t}");
+    assert!(!t.contains("WARNING"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn a_ten_percent_drop_exits_3_and_shows_the_firmware() {
+    let f = files("cmp-drop");
+    let out = compare(&[&f.base, &f.drop], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert!(t.contains("slower") && t.contains("REGRESSION"), "{t}");
+    assert!(t.contains("-10.0%"), "{t}");
+    // The firmware changed: information, not a warning.
+    assert!(t.contains("28.39.1002 -> 28.40.1000"), "{t}");
+    assert!(!t.contains("WARNING"), "{t}");
+    // A looser threshold (15%) lets it pass.
+    let out = compare(&[&f.base, &f.drop], &["--threshold", "15"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The other way round it is faster, not a regression.
+    let out = compare(&[&f.drop, &f.base], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("faster"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn sizes_can_be_picked_and_single_runs_say_they_use_the_threshold_only() {
+    let f = files("cmp-sizes");
+    let out = compare(&[&f.base, &f.drop], &["-s", "64K"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert!(t.contains("64 KiB") && !t.contains(" 4 KiB "), "{t}");
+    assert!(t.contains("1 slower"), "{t}");
+    let out = compare(&[&f.base, &f.drop], &["-s", "3K"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("--size 3072"), "{t}");
+
+    let one = |name: &str, bw: f64| {
+        write(
+            &f.dir,
+            name,
+            &record("28.39.1002", "2026-11-01T10:00:00Z", &[(65536, &[bw][..])]),
+        )
+    };
+    let (a, b) = (one("one-a.json", 45.0), one("one-b.json", 44.0));
+    let out = compare(&[&a, &b], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("threshold alone") && t.contains("--repeat"),
+        "{t}"
+    );
+    let c = one("one-c.json", 40.0);
+    let out = compare(&[&a, &c], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn every_candidate_is_compared_to_the_baseline() {
+    let f = files("cmp-many");
+    let out = compare(&[&f.base, &f.same, &f.drop], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert_eq!(t.matches("Baseline : ").count(), 2, "{t}");
+    assert!(t.contains("same.json") && t.contains("drop.json"), "{t}");
+    assert!(t.contains("Overall: REGRESSION"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn markdown_output_is_a_table() {
+    let f = files("cmp-md");
+    let out = compare(&[&f.base, &f.drop], &["--markdown"]);
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert!(t.starts_with("### rdmabench compare"), "{t}");
+    assert!(
+        t.contains("| size | metric | baseline | candidate | change |"),
+        "{t}"
+    );
+    assert!(t.contains("|:--|"), "{t}");
+    assert!(t.contains("| 64 KiB | BW [GB/s] |"), "{t}");
+    assert!(t.contains("**slower**"), "{t}");
+    assert!(t.contains("**Summary**"), "{t}");
+    assert!(t.contains("Mann-Whitney"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn json_output_carries_every_figure() {
+    let f = files("cmp-json");
+    let out = compare(&[&f.base, &f.drop], &["--json"]);
+    assert_eq!(out.status.code(), Some(3));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "rdmabench.compare/1");
+    assert_eq!(v["regressed"], true);
+    assert_eq!(v["settings"]["threshold_pct"], 3.0);
+    let c = &v["comparisons"][0];
+    assert!(c["baseline"].as_str().unwrap().ends_with("base.json"));
+    assert_eq!(c["slower"], 2);
+    let row = &c["rows"][1];
+    assert_eq!(row["size"], 65536);
+    assert_eq!(row["metric"], "bw_gbps");
+    assert_eq!(row["verdict"], "slower");
+    assert_eq!(row["baseline_n"], 5);
+    assert_eq!(row["baseline_median"], 45.0);
+    assert_eq!(row["candidate_median"], 40.5);
+    assert!((row["change_pct"].as_f64().unwrap() + 10.0).abs() < 1e-9);
+    assert_eq!(row["spread"]["kind"], "mann_whitney");
+    assert!(row["spread"]["p"].as_f64().unwrap() < 0.05);
+    // Two sizes beyond the threshold: their p-values are adjusted across sizes.
+    assert!(row["q"].as_f64().unwrap() < 0.05, "{row}");
+    assert_eq!(row["baseline_values"].as_array().unwrap().len(), 5);
+    assert_eq!(c["info"][0]["what"], "firmware (device.fw_ver)");
+    assert_eq!(c["warnings"].as_array().unwrap().len(), 0);
+    let out = compare(&[&f.base, &f.drop], &["--json", "--per-size"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["comparisons"][0]["rows"][1]["q"], Value::Null);
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn incomparable_records_are_warned_about_by_name() {
+    let f = files("cmp-warn");
+    let mut other: Value = serde_json::from_slice(&std::fs::read(&f.same).unwrap()).unwrap();
+    other["device"]["active_mtu"] = json!(1024);
+    other["params"]["qps"] = json!(4);
+    other["params"]["mem"] = json!("cuda:0");
+    let other = write(&f.dir, "other.json", &other);
+    let out = compare(&[&f.base, &other], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("WARNING"), "{t}");
+    assert!(t.contains("MTU (device.active_mtu): 4096 -> 1024"), "{t}");
+    assert!(t.contains("QPs (params.qps): 1 -> 4"), "{t}");
+    assert!(
+        t.contains("memory mode (params.mem): host -> cuda:0"),
+        "{t}"
+    );
+    let out = compare(&[&f.base, &other], &["--markdown"]);
+    let t = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        t.contains("> **Warning**") && t.contains("`4096` → `1024`"),
+        "{t}"
+    );
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn unreadable_records_exit_1_naming_the_file_and_the_error() {
+    let f = files("cmp-bad");
+    let missing = f.dir.join("missing.json");
+    let out = compare(&[&f.base, &missing], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("missing.json") && t.contains("No such file"),
+        "{t}"
+    );
+
+    let broken = f.dir.join("broken.json");
+    std::fs::write(&broken, "{\"schema\": \"rdmabench.result/1\",").unwrap();
+    let out = compare(&[&broken, &f.base], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("broken.json") && t.contains("line 1"), "{t}");
+    // Nothing was printed on stdout before the error.
+    assert!(out.stdout.is_empty());
+
+    let wrong = f.dir.join("wrong.json");
+    std::fs::write(&wrong, r#"{"schema": "rdmabench.result/1", "results": 5}"#).unwrap();
+    let out = compare(&[&f.base, &wrong], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(
+        t.contains("wrong.json") && t.contains("expected a sequence at line 1"),
+        "{t}"
+    );
+
+    // No common size.
+    let other = write(
+        &f.dir,
+        "other.json",
+        &record("x", "2026-11-01T10:00:00Z", &[(2, &[0.01])]),
+    );
+    let out = compare(&[&f.base, &other], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("share no message size"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn bad_usage_exits_2() {
+    let f = files("cmp-usage");
+    for extra in [
+        &["--threshold", "-3"][..],
+        &["--threshold", "abc"],
+        &["--alpha", "2"],
+        &["--markdown", "--json"],
+        &["--bogus"],
+    ] {
+        let out = compare(&[&f.base, &f.same], extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out));
+    }
+    let out = compare(&[&f.base], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = compare(&[&f.base, &f.same], &["--threshold", "-3"]);
+    assert!(text(&out).contains("'-3'"), "{}", text(&out));
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn plot_writes_svg_and_png_and_refuses_other_extensions() {
+    let f = files("plot-cli");
+    let svg = f.dir.join("bw.svg");
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&f.base)
+        .arg(&f.drop)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let s = std::fs::read_to_string(&svg).unwrap();
+    roxmltree::Document::parse(&s).unwrap();
+    assert!(s.contains("bandwidth [GB/s]") && s.contains("fw 28.40.1000"));
+
+    let png = f.dir.join("trend.png");
+    let out = bin()
+        .args(["plot", "--kind", "trend", "--order", "fw", "-s", "4K", "-o"])
+        .arg(&png)
+        .arg(&f.drop)
+        .arg(&f.base)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(bytes.starts_with(b"\x89PNG\r\n\x1a\n") && bytes.len() > 1000);
+
+    let out = bin()
+        .args(["plot", "-o", "chart.jpg"])
+        .arg(&f.base)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("'.jpg'"), "{t}");
+
+    let out = bin()
+        .args(["plot", "--kind", "lat", "-o"])
+        .arg(f.dir.join("lat.svg"))
+        .arg(&f.base)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("no latency figures"), "{t}");
+
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(f.dir.join("x.svg"))
+        .arg(f.dir.join("missing.json"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    std::fs::remove_dir_all(f.dir).ok();
+}

@@ -1,0 +1,260 @@
+//! Regression tracking end to end on real soft-RoCE runs (in the guest of scripts/rxe-vm.sh):
+//! two write-bw runs, `compare` on them (a verdict with its reason and the matching exit
+//! code), `plot` to SVG and PNG, and scripts/two-node.sh in its local and ssh modes.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+use common::{bin, client, rdma_ready, scratch, text};
+use serde_json::Value;
+
+fn path(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// One real write-bw run, server on rxe0 and client on rxe1 in one invocation.
+fn run(json: &Path) {
+    let out = client(&[
+        "write-bw",
+        "--loopback",
+        "-d",
+        "rxe0",
+        "--peer-dev",
+        "rxe1",
+        "-x",
+        "1",
+        "-s",
+        "64K",
+        "-n",
+        "200",
+        "-t",
+        "32",
+        "--timeout",
+        "30",
+        "--json",
+        path(json),
+    ]);
+    assert!(out.status.success(), "write-bw failed:\n{}", text(&out));
+}
+
+#[test]
+fn two_real_runs_compare_and_plot() {
+    if !rdma_ready("two_real_runs_compare_and_plot") {
+        return;
+    }
+    let dir = scratch("regression");
+    let (a, b) = (dir.join("a.json"), dir.join("b.json"));
+    run(&a);
+    run(&b);
+
+    // The verdict is whatever the emulated link gave, but it must be reasoned and the exit
+    // code must follow it.
+    let out = bin()
+        .args(["compare", "--json", path(&a), path(&b)])
+        .output()
+        .unwrap();
+    let v: Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("compare --json: {e}\n{}", text(&out)));
+    let row = &v["comparisons"][0]["rows"][0];
+    assert_eq!(row["size"], 65536, "{v}");
+    let verdict = row["verdict"].as_str().unwrap();
+    assert!(["same", "faster", "slower"].contains(&verdict), "{row}");
+    // Single runs: the threshold alone decides, and the reason says so.
+    assert_eq!(row["spread"]["kind"], "threshold_only", "{row}");
+    let reason = row["reason"].as_str().unwrap();
+    assert!(reason.contains("no repetitions"), "{reason}");
+    let expect = if verdict == "slower" { 3 } else { 0 };
+    assert_eq!(out.status.code(), Some(expect), "{verdict}: {}", text(&out));
+    assert_eq!(v["regressed"], verdict == "slower");
+
+    // Same devices, same parameters: nothing to warn about; the terminal table names the size.
+    let out = bin()
+        .args(["compare", path(&a), path(&b)])
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(expect), "{t}");
+    assert!(!t.contains("WARNING"), "{t}");
+    assert!(t.contains("64 KiB") && t.contains(verdict), "{t}");
+
+    // With a threshold no emulated wobble reaches, the verdict is "same" and the exit 0.
+    let out = bin()
+        .args(["compare", "--threshold", "900", path(&a), path(&b)])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+
+    // Plots of the real records.
+    let svg = dir.join("bw.svg");
+    let png = dir.join("bw.png");
+    for (file, kind) in [
+        (&svg, "bw"),
+        (&png, "bw"),
+        (&dir.join("trend.svg"), "trend"),
+    ] {
+        let out = bin()
+            .args(["plot", "--kind", kind, "-o", path(file), path(&a), path(&b)])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "plot {kind}: {}", text(&out));
+    }
+    let s = std::fs::read_to_string(&svg).unwrap();
+    let doc = roxmltree::Document::parse(&s).unwrap();
+    assert_eq!(doc.root_element().tag_name().name(), "svg");
+    assert!(
+        s.contains("EMULATED"),
+        "soft-RoCE plots say the figures are emulated"
+    );
+    let p = std::fs::read(&png).unwrap();
+    assert!(p.len() > 1000 && p.starts_with(b"\x89PNG\r\n\x1a\n"));
+    roxmltree::Document::parse(&std::fs::read_to_string(dir.join("trend.svg")).unwrap()).unwrap();
+    std::fs::remove_dir_all(dir).ok();
+}
+
+fn script() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/two-node.sh")
+}
+
+fn two_node(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (Output, Duration) {
+    let start = Instant::now();
+    let out = Command::new("bash")
+        .arg(script())
+        .args(["--results", path(dir)])
+        .args(args)
+        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .envs(env.iter().copied())
+        .output()
+        .unwrap();
+    (out, start.elapsed())
+}
+
+/// The records stored under `dir`/`label`: (client, server).
+fn stored(dir: &Path, label: &str) -> (Value, Value) {
+    let mut client = None;
+    let mut server = None;
+    for e in std::fs::read_dir(dir.join(label)).unwrap() {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        if name.ends_with("-write-bw.server.json") {
+            server = Some(v);
+        } else if name.ends_with("-write-bw.json") {
+            client = Some(v);
+        } else {
+            panic!("unexpected file {name}");
+        }
+    }
+    (
+        client.expect("client record"),
+        server.expect("server record"),
+    )
+}
+
+#[test]
+fn two_node_script_runs_both_sides_and_collects_both_records() {
+    if !rdma_ready("two_node_script_runs_both_sides_and_collects_both_records") {
+        return;
+    }
+    let dir = scratch("two-node");
+
+    // Local mode: the guest's two devices stand in for two hosts.
+    let (out, _) = two_node(
+        &dir,
+        &[],
+        &[
+            "--label",
+            "guest",
+            "local:rxe0",
+            "local:rxe1",
+            "-x",
+            "1",
+            "-s",
+            "4K",
+            "-n",
+            "100",
+            "-p",
+            "18611",
+        ],
+    );
+    assert!(out.status.success(), "two-node.sh failed:\n{}", text(&out));
+    let (c, s) = stored(&dir, "guest");
+    assert_eq!(c["device"]["name"], "rxe1");
+    assert_eq!(s["device"]["name"], "rxe0");
+    assert_eq!(c["results"][0]["size"], 4096);
+    assert_eq!(c["results"], s["results"]);
+
+    // The ssh mode, with an "ssh" that runs the command here (the host is ignored), and the
+    // server's address given.
+    let fake = dir.join("fake-ssh");
+    std::fs::write(&fake, "#!/bin/sh\nshift\nexec bash -c \"$1\"\n").unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (out, _) = two_node(
+        &dir,
+        &[("RDMABENCH_SSH", path(&fake))],
+        &[
+            "--label",
+            "over-ssh",
+            "--server-dev",
+            "rxe0",
+            "--client-dev",
+            "rxe1",
+            "--server-addr",
+            "10.251.0.1",
+            "user@node-a",
+            "node-b",
+            "-x",
+            "1",
+            "-s",
+            "4K",
+            "-n",
+            "100",
+            "-p",
+            "18612",
+        ],
+    );
+    let t = text(&out);
+    assert!(out.status.success(), "two-node.sh over ssh failed:\n{t}");
+    assert!(t.contains("write-bw 10.251.0.1"), "{t}");
+    let (c, s) = stored(&dir, "over-ssh");
+    assert_eq!(
+        (&c["device"]["name"], &s["device"]["name"]),
+        (&"rxe1".into(), &"rxe0".into())
+    );
+
+    // A client that fails: the server is stopped, the script says so and exits 1 at once.
+    let (out, took) = two_node(
+        &dir,
+        &[],
+        &[
+            "--label",
+            "failed",
+            "local:rxe0",
+            "local:nosuchdev",
+            "-x",
+            "1",
+            "-s",
+            "4K",
+            "-p",
+            "18613",
+            "--timeout",
+            "20",
+        ],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("the client on local:nosuchdev failed"), "{t}");
+    assert!(t.contains("the server was stopped"), "{t}");
+    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert!(!dir.join("failed").exists());
+
+    // Bad usage exits 2.
+    let (out, _) = two_node(&dir, &[], &["local:rxe0", "local:rxe1", "--json", "x.json"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    std::fs::remove_dir_all(dir).ok();
+}
