@@ -258,3 +258,71 @@ fn two_node_script_runs_both_sides_and_collects_both_records() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Runs scripts/fw-regression.sh in quick mode between rxe0 and rxe1, storing under `dir`.
+fn fw_regression(dir: &Path, args: &[&str]) -> Output {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fw-regression.sh");
+    Command::new("bash")
+        .arg(script)
+        .args(["--quick", "--repeat", "3", "--results", path(dir)])
+        .args(args)
+        .args(["local:rxe0", "local:rxe1"])
+        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .output()
+        .expect("run fw-regression.sh")
+}
+
+#[test]
+fn fw_regression_saves_a_baseline_compares_and_exits_3_on_a_regression() {
+    if !rdma_ready("fw_regression_saves_a_baseline_compares_and_exits_3_on_a_regression") {
+        return;
+    }
+    let dir = scratch("fw-regression");
+    let out = fw_regression(&dir, &["--save-baseline", "before"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    for test in ["write-bw", "read-bw", "send-bw", "write-lat", "send-lat"] {
+        assert!(
+            dir.join("baselines/before")
+                .join(format!("{test}.json"))
+                .is_file(),
+            "{test} baseline"
+        );
+    }
+
+    // The same machine again: compared, and every test reported.
+    let out = fw_regression(&dir, &["--baseline", "before"]);
+    let report = text(&out);
+    assert!(matches!(out.status.code(), Some(0 | 3)), "{report}");
+    for test in ["write-bw", "read-bw", "send-bw", "write-lat", "send-lat"] {
+        assert!(
+            report.contains(&format!("## {test}")),
+            "{test} missing from the report:\n{report}"
+        );
+    }
+    assert_eq!(
+        out.status.code() == Some(3),
+        report.contains("REGRESSION"),
+        "{report}"
+    );
+
+    // A baseline ten times faster than anything this link can do: a regression, exit 3.
+    let base = dir.join("baselines/before/write-bw.json");
+    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    for r in record["results"].as_array_mut().unwrap() {
+        let bw = r["bw_gbps"].as_f64().unwrap();
+        r["bw_gbps"] = Value::from(bw * 10.0);
+        for rep in r["repetitions"].as_array_mut().unwrap() {
+            let bw = rep["bw_gbps"].as_f64().unwrap();
+            rep["bw_gbps"] = Value::from(bw * 10.0);
+        }
+    }
+    std::fs::write(&base, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+    let out = fw_regression(&dir, &["--baseline", "before"]);
+    let report = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{report}");
+    assert!(
+        report.contains("slower") && report.contains("REGRESSION"),
+        "{report}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
