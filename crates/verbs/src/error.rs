@@ -96,6 +96,18 @@ pub enum VerbsError {
         reason: io::Error,
     },
 
+    /// `ibv_reg_dmabuf_mr` refused the buffer: the NIC's driver (or the kernel) has no dma-buf
+    /// support, or the fd is not a dma-buf.
+    #[error(
+        "the RDMA driver cannot register this memory as a dma-buf ({reason}): the NIC's driver \
+         may not support dma-buf memory regions (rxe and older mlx5 kernels do not); use \
+         --mem cuda-peermem (with the nvidia-peermem module) or --mem cuda-staged"
+    )]
+    DmaBufUnsupported {
+        /// What ibv_reg_dmabuf_mr said.
+        reason: String,
+    },
+
     /// A request does not fit what was set up: a bad length, an offset beyond a buffer.
     #[error("{0}")]
     InvalidRequest(String),

@@ -189,8 +189,11 @@ impl MemoryRegion {
         access: Access,
     ) -> Result<Self> {
         // SAFETY: the caller guarantees the dma-buf.
-        let mr = unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, access.flags()) }
-            .map_err(|e| VerbsError::from_sideway("ibv_reg_dmabuf_mr", e))?;
+        let mr =
+            unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, access.flags()) }.map_err(|e| {
+                let reason = VerbsError::from_sideway("ibv_reg_dmabuf_mr", e).to_string();
+                VerbsError::DmaBufUnsupported { reason }
+            })?;
         Ok(MemoryRegion {
             mr,
             host: None,
