@@ -1,7 +1,7 @@
 //! The physical ceilings of this run, from the port (wire) and the NIC's PCIe link, read
 //! through `topo` from sysfs; what the header, every row and the record compare against.
 
-use topo::{PciLink, RdmaDevice, Sysfs};
+use topo::{PciFunction, PciLink, RdmaDevice, Sysfs};
 
 use crate::engine::Connected;
 use crate::report::{CeilingsRecord, PcieLinkRecord, PcieRecord};
@@ -37,14 +37,50 @@ fn link_record(bdf: &str, link: &PciLink) -> PcieLinkRecord {
     }
 }
 
-/// Reads the ceilings of `side`'s port from sysfs (`/`).
+/// Reads the ceilings of `side`'s port from sysfs (`/`), and for GPU memory the GPU's link
+/// and its path class to the NIC.
 pub fn run_limits(side: &Connected) -> RunLimits {
-    limits_from(
-        &Sysfs::system(),
+    let sysfs = Sysfs::system();
+    let mut limits = limits_from(
+        &sysfs,
         side.device.name(),
         side.port.port,
         side.port.active_mtu,
-    )
+    );
+    if let Some(gpu) = &side.gpu_device {
+        add_gpu(
+            &sysfs,
+            side.device.name(),
+            &gpu.pci_bus_id().to_string(),
+            &mut limits,
+        );
+    }
+    limits
+}
+
+/// Adds the GPU at `bdf`: its link, and the NIC-GPU path class.
+pub fn add_gpu(sysfs: &Sysfs, nic: &str, bdf: &str, out: &mut RunLimits) {
+    let gpu = match PciFunction::read(sysfs, bdf) {
+        Ok(g) => g,
+        Err(e) => {
+            out.notes
+                .push(format!("no PCIe facts for the GPU {bdf}: {e}"));
+            return;
+        }
+    };
+    out.pcie.gpu = Some(link_record(&gpu.bdf, &gpu.link));
+    if let Some(note) = gpu.link.downtrain_note() {
+        out.warnings
+            .push(format!("GPU {} PCIe link {note}", gpu.bdf));
+    }
+    let nic_fn = RdmaDevice::read(sysfs, nic).ok().and_then(|d| d.pci);
+    match nic_fn.map(|n| topo::pair_path(sysfs, &n, &gpu)) {
+        Some(Ok(path)) => out.pcie.path_class = Some(path.class.to_string()),
+        Some(Err(e)) => out.notes.push(format!("no NIC-GPU path: {e}")),
+        None => out.notes.push(format!(
+            "{nic} has no PCI function, so no NIC-GPU path class"
+        )),
+    }
 }
 
 /// Reads the ceilings of `device` port `port` at path MTU `mtu` under `sysfs`.
@@ -158,6 +194,17 @@ mod tests {
             "{:?}",
             l.notes
         );
+    }
+
+    #[test]
+    fn a_gpu_under_the_nics_switch_is_pix_with_its_link() {
+        let mut l = limits_from(&fixture("dgx-h100"), "mlx5_0", 1, 4096);
+        add_gpu(&fixture("dgx-h100"), "mlx5_0", "0000:19:00.0", &mut l);
+        assert_eq!(l.pcie.path_class.as_deref(), Some("PIX"));
+        assert_eq!(l.pcie.gpu.as_ref().unwrap().mps, Some(256));
+        let mut l = limits_from(&fixture("dgx-h100"), "mlx5_0", 1, 4096);
+        add_gpu(&fixture("dgx-h100"), "mlx5_0", "0000:9e:00.0", &mut l);
+        assert_eq!(l.pcie.path_class.as_deref(), Some("SYS"));
     }
 
     #[test]

@@ -8,7 +8,8 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::control::DEFAULT_PORT;
 use crate::engine::SideConfig;
-use crate::plan::{AtomicOp, Connection, Mode, PlanRequest, TestKind, Verb};
+use crate::memory::MemMode;
+use crate::plan::{AtomicOp, Connection, Mode, PlanError, PlanRequest, TestKind, Verb};
 use crate::units::parse_size;
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
@@ -128,6 +129,19 @@ pub struct TestArgs {
     #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
     pub atomic: Option<AtomicOp>,
 
+    /// Where this side's buffer lives: host, cuda[:GPU] (GPUDirect RDMA via dma-buf),
+    /// cuda-peermem[:GPU] (via nvidia-peermem), cuda-staged[:GPU] (GDR off); GPU an index or bus id
+    #[arg(long, value_name = "MODE", value_parser = MemMode::parse, conflicts_with = "use_cuda")]
+    pub mem: Option<MemMode>,
+
+    /// perftest's alias: GPU memory on GPU N, registered like --mem cuda-peermem:N
+    #[arg(long = "use_cuda", value_name = "N", allow_hyphen_values = true)]
+    pub use_cuda: Option<String>,
+
+    /// perftest's alias: with --use_cuda, register through dma-buf (--mem cuda:N)
+    #[arg(long = "use_cuda_dmabuf", requires = "use_cuda")]
+    pub use_cuda_dmabuf: bool,
+
     /// Run the whole plan N times; the record keeps every repetition, the table their medians
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
@@ -236,13 +250,21 @@ impl TestArgs {
         }
     }
 
-    /// This side's hardware choice (`-d`, `-i`, `-x`).
-    pub fn side(&self) -> SideConfig {
-        SideConfig {
+    /// This side's hardware choice (`-d`, `-i`, `-x`, `--mem`).
+    pub fn side(&self) -> Result<SideConfig, PlanError> {
+        let mem = match (&self.mem, &self.use_cuda) {
+            (Some(m), _) => m.clone(),
+            (None, Some(n)) => {
+                MemMode::from_perftest(n, self.use_cuda_dmabuf).map_err(PlanError)?
+            }
+            (None, None) => MemMode::Host,
+        };
+        Ok(SideConfig {
             device: self.ib_dev.clone(),
             port: self.ib_port,
             gid_index: self.gid_index,
-        }
+            mem,
+        })
     }
 
     /// The `--timeout` as a duration.

@@ -60,7 +60,7 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     let plan = request.resolve(kind)?;
     let opts = RunOptions {
         test: kind,
-        side: args.side(),
+        side: args.side()?,
         request,
         timeout: args.timeout(),
         report_gbits: args.report_gbits,

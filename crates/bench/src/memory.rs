@@ -67,3 +67,107 @@ mod tests {
         assert_eq!(slot_len(65537), 69632);
     }
 }
+
+/// Where the benchmark's buffer lives (`--mem`), decided by each side for itself.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum MemMode {
+    /// Host memory (the default).
+    #[default]
+    Host,
+    /// GPU memory registered through dma-buf (`ibv_reg_dmabuf_mr`): GPUDirect RDMA on.
+    Cuda(cuda::DeviceSelector),
+    /// GPU memory registered by address (`ibv_reg_mr`), which needs nvidia-peermem.
+    CudaPeermem(cuda::DeviceSelector),
+    /// GPU memory moved through pinned host bounce buffers by the tool: GPUDirect RDMA off.
+    CudaStaged(cuda::DeviceSelector),
+}
+
+impl MemMode {
+    /// Parses `--mem`: `host`, `cuda[:GPU]`, `cuda-staged[:GPU]` or `cuda-peermem[:GPU]`, GPU
+    /// being an index (default 0) or a PCI bus id.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let valid = "valid: host, cuda[:GPU], cuda-staged[:GPU], cuda-peermem[:GPU], GPU an index or a PCI bus id";
+        let (kind, gpu) = match text.split_once(':') {
+            Some((k, g)) => (k, Some(g)),
+            None => (text, None),
+        };
+        let selector = || -> Result<cuda::DeviceSelector, String> {
+            match gpu {
+                None => Ok(cuda::DeviceSelector::Index(0)),
+                Some(g) => g.parse::<cuda::DeviceSelector>().map_err(|_| {
+                    format!("--mem {text}: '{g}' is not a GPU index or PCI bus id; {valid}")
+                }),
+            }
+        };
+        match kind {
+            "host" if gpu.is_none() => Ok(MemMode::Host),
+            "cuda" => Ok(MemMode::Cuda(selector()?)),
+            "cuda-peermem" => Ok(MemMode::CudaPeermem(selector()?)),
+            "cuda-staged" => Ok(MemMode::CudaStaged(selector()?)),
+            _ => Err(format!("--mem '{text}' is not a memory mode; {valid}")),
+        }
+    }
+
+    /// perftest's `--use_cuda=N` (peermem-style registration) and `--use_cuda_dmabuf`.
+    pub fn from_perftest(use_cuda: &str, dmabuf: bool) -> Result<Self, String> {
+        let index: u32 = use_cuda
+            .parse()
+            .map_err(|_| format!("--use_cuda={use_cuda}: give a GPU index, 0 or more"))?;
+        let gpu = cuda::DeviceSelector::Index(index);
+        Ok(if dmabuf {
+            MemMode::Cuda(gpu)
+        } else {
+            MemMode::CudaPeermem(gpu)
+        })
+    }
+
+    /// The name the header and the record use: "host", "cuda:0", "cuda-staged:0000:17:00.0".
+    pub fn name(&self) -> String {
+        let gpu = |s: &cuda::DeviceSelector| match s {
+            cuda::DeviceSelector::Index(i) => i.to_string(),
+            cuda::DeviceSelector::BusId(b) => b.to_string(),
+        };
+        match self {
+            MemMode::Host => "host".to_string(),
+            MemMode::Cuda(s) => format!("cuda:{}", gpu(s)),
+            MemMode::CudaPeermem(s) => format!("cuda-peermem:{}", gpu(s)),
+            MemMode::CudaStaged(s) => format!("cuda-staged:{}", gpu(s)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod mem_mode_tests {
+    use super::*;
+
+    #[test]
+    fn memory_modes_parse_with_a_gpu_index_or_bus_id() {
+        assert_eq!(MemMode::parse("host"), Ok(MemMode::Host));
+        assert_eq!(MemMode::parse("cuda").unwrap().name(), "cuda:0");
+        assert_eq!(MemMode::parse("cuda:3").unwrap().name(), "cuda:3");
+        assert_eq!(
+            MemMode::parse("cuda-staged:1").unwrap().name(),
+            "cuda-staged:1"
+        );
+        assert_eq!(
+            MemMode::parse("cuda-peermem:0000:17:00.0").unwrap().name(),
+            "cuda-peermem:0000:17:00.0"
+        );
+    }
+
+    #[test]
+    fn bad_modes_name_the_value_and_the_valid_forms() {
+        let e = MemMode::parse("cuda:x").unwrap_err();
+        assert!(e.contains("'x'") && e.contains("valid: host"), "{e}");
+        assert!(MemMode::parse("gpu").unwrap_err().contains("'gpu'"));
+        assert!(MemMode::parse("host:1").is_err());
+        assert!(MemMode::from_perftest("-1", false)
+            .unwrap_err()
+            .contains("--use_cuda=-1"));
+        assert_eq!(
+            MemMode::from_perftest("2", false).unwrap().name(),
+            "cuda-peermem:2"
+        );
+        assert_eq!(MemMode::from_perftest("2", true).unwrap().name(), "cuda:2");
+    }
+}

@@ -538,6 +538,7 @@ pub(crate) mod tests {
                 limit_gbps: Some(48.5),
             },
             counters: None,
+            gpu: None,
             results: sizes
                 .iter()
                 .map(|&(size, bw)| {

@@ -18,8 +18,8 @@ use verbs::{
     ReadyToSend, Transport, UD_GRH_BYTES,
 };
 
-use crate::memory::slot_len;
-use crate::plan::{Connection, TestPlan, Verb};
+use crate::memory::{slot_len, MemMode};
+use crate::plan::{Connection, Mode, TestPlan, Verb};
 
 /// What one side was told about its own hardware.
 #[derive(Debug, Clone, Default)]
@@ -30,6 +30,17 @@ pub struct SideConfig {
     pub port: u8,
     /// `-x`: GID index; `None` lets rdmabench choose as perftest does.
     pub gid_index: Option<u32>,
+    /// `--mem`: where this side's buffer lives.
+    pub mem: MemMode,
+}
+
+/// GPU memory behind the registered buffer, kept alive as long as the registration.
+#[derive(Debug)]
+pub struct GpuMemory {
+    /// The device memory.
+    pub buf: cuda::DeviceBuffer,
+    /// The dma-buf it was registered through (`--mem cuda`).
+    pub dmabuf: Option<cuda::DmaBuf>,
 }
 
 /// The device and port opened and checked, the GID resolved: nothing created yet.
@@ -39,6 +50,8 @@ pub struct Local {
     port: PortInfo,
     gid: Option<GidEntry>,
     gid_given: bool,
+    mem: MemMode,
+    gpu: Option<cuda::Device>,
 }
 
 /// Resources created, QPs in INIT, endpoints ready to send to the peer.
@@ -51,6 +64,9 @@ pub struct Prepared {
     pd: ProtectionDomain,
     cq: CompletionQueue,
     mr: MemoryRegion,
+    gpu: Option<GpuMemory>,
+    mem: MemMode,
+    gpu_device: Option<cuda::Device>,
     qps: Vec<QueuePair<Created>>,
     psns: Vec<u32>,
     slot: u64,
@@ -72,6 +88,12 @@ pub struct Connected {
     pub cq: CompletionQueue,
     /// The buffer: one slot per QP.
     pub mr: MemoryRegion,
+    /// The GPU memory behind `mr`, for the GPU memory modes.
+    pub gpu: Option<GpuMemory>,
+    /// Where the buffer lives.
+    pub mem: MemMode,
+    /// The GPU, for the GPU memory modes.
+    pub gpu_device: Option<cuda::Device>,
     /// The QPs.
     pub qps: Vec<QueuePair<ReadyToSend>>,
     /// The peer's endpoint for each QP.
@@ -166,6 +188,8 @@ impl Local {
     /// Opens the device and its port (which must be ACTIVE) and resolves the GID, so that a
     /// missing device fails the run before any peer is waited for.
     pub fn open(cfg: &SideConfig) -> Result<Self> {
+        // The GPU first: without a CUDA driver a GPU run fails at once, naming it.
+        let gpu = open_gpu(&cfg.mem).with_context(|| format!("--mem {}", cfg.mem.name()))?;
         let device = Device::open(cfg.device.as_deref())?;
         let port = device.active_port(cfg.port)?;
         let gid = device.resolve_gid(&port, cfg.gid_index)?;
@@ -174,6 +198,8 @@ impl Local {
             port,
             gid,
             gid_given: cfg.gid_index.is_some(),
+            mem: cfg.mem.clone(),
+            gpu,
         })
     }
 
@@ -184,7 +210,16 @@ impl Local {
             port,
             gid,
             gid_given,
+            mem,
+            gpu: gpu_device,
         } = self;
+        if gpu_device.is_some() && plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write {
+            bail!(
+                "--mem {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
+                 use send-lat, or --mem host",
+                mem.name()
+            );
+        }
         let transport = plan.connection.transport();
         let half = slot_len(recv_len(transport, plan.max_size()));
         let slot = 2 * half;
@@ -193,13 +228,7 @@ impl Local {
         let pd = device.alloc_pd()?;
         let len = usize::try_from(slot * u64::from(plan.qps))
             .context("buffer too large for this machine")?;
-        let buffer = HostBuffer::new(len)?;
-        let mr = MemoryRegion::register_host(&pd, buffer, Access::ALL).with_context(|| {
-            format!(
-                "registering {len} bytes of host memory on {}",
-                device.name()
-            )
-        })?;
+        let (mr, gpu) = register(&pd, &device, &mem, gpu_device.as_ref(), len)?;
         let posts_receives = plan.receives(is_server);
         let rx_depth = if posts_receives { plan.rx_depth } else { 1 };
         let cq = CompletionQueue::new(&device, plan.qps * (plan.tx_depth + rx_depth))?;
@@ -255,6 +284,9 @@ impl Local {
             pd,
             cq,
             mr,
+            gpu,
+            mem,
+            gpu_device,
             qps,
             psns,
             slot,
@@ -262,6 +294,92 @@ impl Local {
             mtu: plan.mtu,
             posts_receives,
         })
+    }
+}
+
+/// Opens the GPU of a GPU memory mode and checks what the mode needs of it.
+fn open_gpu(mem: &MemMode) -> Result<Option<cuda::Device>> {
+    let (selector, dmabuf, gdr) = match mem {
+        MemMode::Host => return Ok(None),
+        MemMode::Cuda(s) => (s, true, true),
+        MemMode::CudaPeermem(s) => (s, false, true),
+        MemMode::CudaStaged(s) => (s, false, false),
+    };
+    let gpu = cuda::Device::open(selector)?;
+    if gdr {
+        gpu.require_gpu_direct_rdma()?;
+    }
+    if dmabuf {
+        gpu.require_dma_buf()?;
+    }
+    Ok(Some(gpu))
+}
+
+/// Allocates `len` bytes where `mem` says and registers them with the NIC.
+fn register(
+    pd: &ProtectionDomain,
+    device: &Device,
+    mem: &MemMode,
+    gpu: Option<&cuda::Device>,
+    len: usize,
+) -> Result<(MemoryRegion, Option<GpuMemory>)> {
+    let what = || {
+        format!(
+            "registering {len} bytes of {} memory on {}",
+            mem.name(),
+            device.name()
+        )
+    };
+    match (mem, gpu) {
+        (MemMode::Host, _) => {
+            let mr = MemoryRegion::register_host(pd, HostBuffer::new(len)?, Access::ALL)
+                .with_context(what)?;
+            Ok((mr, None))
+        }
+        (MemMode::Cuda(_), Some(gpu)) => {
+            let buf = cuda::DeviceBuffer::new(gpu, len)?;
+            let dmabuf = buf.export_dmabuf_all()?;
+            // SAFETY: the dma-buf and the memory it exports live in the returned GpuMemory,
+            // which the caller keeps as long as the region.
+            let mr = unsafe {
+                MemoryRegion::register_dmabuf(
+                    pd,
+                    dmabuf.raw_fd(),
+                    dmabuf.offset(),
+                    dmabuf.len(),
+                    dmabuf.iova(),
+                    Access::ALL,
+                )
+            }
+            .with_context(what)?;
+            Ok((
+                mr,
+                Some(GpuMemory {
+                    buf,
+                    dmabuf: Some(dmabuf),
+                }),
+            ))
+        }
+        (MemMode::CudaPeermem(_), Some(gpu)) => {
+            let buf = cuda::DeviceBuffer::new(gpu, len)?;
+            // SAFETY: the device memory lives in the returned GpuMemory, kept with the region.
+            let mr = unsafe { MemoryRegion::register_raw(pd, buf.device_ptr(), len, Access::ALL) }.map_err(|e| {
+                let loaded = std::path::Path::new("/sys/module/nvidia_peermem").exists();
+                anyhow::anyhow!(
+                    "{}: {e}; ibv_reg_mr on GPU memory needs the nvidia-peermem module, which is {}: \
+                     `modprobe nvidia-peermem`, or use --mem cuda (dma-buf)",
+                    what(),
+                    if loaded { "loaded (so the NIC driver refused anyway)" } else { "not loaded" }
+                )
+            })?;
+            Ok((mr, Some(GpuMemory { buf, dmabuf: None })))
+        }
+        (MemMode::CudaStaged(_), _) => bail!(
+            "--mem {}: the staged pipeline (GPUDirect RDMA off) is not wired into the tests yet; \
+             use --mem cuda or cuda-peermem (GPUDirect RDMA on), or --mem host",
+            mem.name()
+        ),
+        (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
     }
 }
 
@@ -383,6 +501,9 @@ impl Prepared {
             gid: self.gid,
             cq: self.cq,
             mr: self.mr,
+            gpu: self.gpu,
+            mem: self.mem,
+            gpu_device: self.gpu_device,
             qps,
             remote,
             ah,
@@ -418,6 +539,30 @@ impl Connected {
     /// The peer's send half for QP `q`.
     pub fn remote_send(&self, q: usize) -> u64 {
         self.remote[q].addr + self.remote[q].len / 2
+    }
+
+    /// `len` bytes at `offset`, wherever the buffer lives (GPU memory is copied out).
+    pub fn read(&self, offset: u64, len: u64) -> Result<std::borrow::Cow<'_, [u8]>> {
+        match &self.gpu {
+            None => Ok(std::borrow::Cow::Borrowed(self.bytes(offset, len)?)),
+            Some(g) => {
+                let mut out = vec![0u8; len as usize];
+                g.buf.copy_to_host(offset as usize, &mut out)?;
+                Ok(std::borrow::Cow::Owned(out))
+            }
+        }
+    }
+
+    /// Writes `data` at `offset`, wherever the buffer lives.
+    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+        match &self.gpu {
+            None => {
+                self.bytes_mut(offset, data.len() as u64)?
+                    .copy_from_slice(data);
+                Ok(())
+            }
+            Some(g) => Ok(g.buf.copy_from_host(offset as usize, data)?),
+        }
     }
 
     /// `len` bytes at `offset` in the buffer.

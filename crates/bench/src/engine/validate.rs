@@ -1,5 +1,6 @@
 //! `--validate`: before each size every side zeroes its receive halves and writes the pattern
-//! into its send halves; afterwards the side the data went to checks it. An atomic target
+//! into its send halves; afterwards the side the data went to checks it. With GPU memory both
+//! happen on the GPU's side of copies, so a run that moved the wrong bytes fails there too. An atomic target
 //! checks its counters instead: a fetch-and-add of 1 or a compare-and-swap chain leaves the
 //! number of operations done on that QP.
 
@@ -19,14 +20,25 @@ pub fn checks_here(plan: &TestPlan, is_server: bool) -> bool {
     }
 }
 
-/// Zeroes every receive half and fills every send half with the pattern for `size`.
+/// Zeroes every receive half and fills every send half with the pattern for `size` (through
+/// copies when the buffer is GPU memory).
 pub fn prepare_buffers(side: &mut Connected, size: u64) -> anyhow::Result<()> {
     let half = side.half();
+    if side.gpu.is_none() {
+        for q in 0..side.qps.len() {
+            let recv = side.recv_offset(q);
+            side.bytes_mut(recv, half)?.fill(0);
+            let send = side.send_offset(q);
+            fill_pattern(side.bytes_mut(send, size)?, q as u32, size);
+        }
+        return Ok(());
+    }
+    let zeros = vec![0u8; half as usize];
+    let mut pattern = vec![0u8; size as usize];
     for q in 0..side.qps.len() {
-        let recv = side.recv_offset(q);
-        side.bytes_mut(recv, half)?.fill(0);
-        let send = side.send_offset(q);
-        fill_pattern(side.bytes_mut(send, size)?, q as u32, size);
+        side.write(side.recv_offset(q), &zeros)?;
+        fill_pattern(&mut pattern, q as u32, size);
+        side.write(side.send_offset(q), &pattern)?;
     }
     Ok(())
 }

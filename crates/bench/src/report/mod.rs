@@ -9,7 +9,7 @@ pub mod table;
 pub use self::csv::CsvExporter;
 pub use json::JsonExporter;
 pub use record::{
-    now_rfc3339, CeilingsRecord, DeviceRecord, HostRecord, ParamsRecord, PcieLinkRecord,
+    now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
     PcieRecord, RunRecord, ToolRecord, SCHEMA,
 };
 

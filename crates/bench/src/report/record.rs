@@ -31,8 +31,22 @@ pub struct RunRecord {
     /// `counters/...` and `hw_counters/...`); null when the port exposes none.
     #[serde(default)]
     pub counters: Option<std::collections::BTreeMap<String, u64>>,
+    /// The GPU of a GPU memory mode (null for host memory).
+    #[serde(default)]
+    pub gpu: Option<GpuRecord>,
     /// One entry per message size.
     pub results: Vec<SizeResult>,
+}
+
+/// The GPU whose memory the run used, and which path the data took.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GpuRecord {
+    /// The GPU's name, e.g. "NVIDIA H200".
+    pub name: String,
+    /// Its PCI bus id.
+    pub bus_id: String,
+    /// True when the NIC read and wrote GPU memory directly (GPUDirect RDMA).
+    pub gdr: bool,
 }
 
 /// The tool's version.

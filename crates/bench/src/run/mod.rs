@@ -23,10 +23,12 @@ use crate::ceilings::RunLimits;
 use crate::counters::CounterDelta;
 use crate::engine::bw::Stop;
 use crate::engine::{Connected, SideConfig};
+use crate::memory::MemMode;
 use crate::plan::{Mode, PlanRequest, TestKind, TestPlan};
 use crate::report::table::{self, Header};
 use crate::report::{
-    now_rfc3339, DeviceRecord, HostRecord, ParamsRecord, RunRecord, SizeResult, ToolRecord, SCHEMA,
+    now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, SizeResult,
+    ToolRecord, SCHEMA,
 };
 use crate::units::format_size;
 
@@ -235,7 +237,7 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
             },
         ),
         ("Run", run_text(plan)),
-        ("Memory", "host".to_string()),
+        ("Memory", memory_text(side)),
         ("Validate", on_off(plan.validate)),
     ]);
     if plan.bidirectional {
@@ -258,6 +260,24 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
         role,
         fields,
     }
+}
+
+/// "host", or "cuda:0: NVIDIA H200 at 0000:17:00.0, GPUDirect RDMA on (dma-buf)".
+fn memory_text(side: &Connected) -> String {
+    let Some(g) = &side.gpu_device else {
+        return side.mem.name();
+    };
+    let path = match side.mem {
+        MemMode::Cuda(_) => "GPUDirect RDMA on (dma-buf)",
+        MemMode::CudaPeermem(_) => "GPUDirect RDMA on (nvidia-peermem)",
+        _ => "GPUDirect RDMA off (staged through host memory)",
+    };
+    format!(
+        "{}: {} at {}, {path}",
+        side.mem.name(),
+        g.name(),
+        g.pci_bus_id()
+    )
 }
 
 /// "5000 iterations per QP and size" or "3 s per size, 2.4 s measured (0.3 s margins)".
@@ -329,7 +349,7 @@ fn record(
         pcie: limits.pcie.clone(),
         params: ParamsRecord {
             test: plan.test.to_string(),
-            mem: "host".to_string(),
+            mem: side.mem.name(),
             connection: plan.connection.name().to_string(),
             qps: plan.qps,
             tx_depth: plan.tx_depth,
@@ -351,6 +371,11 @@ fn record(
         },
         ceilings: limits.ceilings.clone(),
         counters: counters.into_map(),
+        gpu: side.gpu_device.as_ref().map(|g| GpuRecord {
+            name: g.name().to_string(),
+            bus_id: g.pci_bus_id().to_string(),
+            gdr: matches!(side.mem, MemMode::Cuda(_) | MemMode::CudaPeermem(_)),
+        }),
         results,
     }
 }
