@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# gdr-compare.sh - GPUDirect RDMA on against off: the same sweep with the buffer in host
+# memory, in GPU memory registered through dma-buf (cuda), through nvidia-peermem
+# (cuda-peermem) and staged through pinned host memory (cuda-staged), against one server.
+#
+# Usage: scripts/gdr-compare.sh [--modes "host cuda cuda-staged cuda-peermem"] [--gpu N]
+#                               [--test write-bw] [--results DIR] SERVER_HOST [rdmabench options]
+#
+# The server must run one `rdmabench TEST --persistent`-style server per mode: this script
+# starts each client run and expects a server waiting for it, so start the server side with
+#   for m in host cuda cuda-staged cuda-peermem; do rdmabench write-bw --mem $m -d DEV; done
+# (or use host memory on the server: only the client's memory mode changes the path it takes).
+# With SERVER_HOST `local:DEV` the server side is run here too, on DEV with host memory.
+#
+# Prints one table, a row per size, for each mode its bandwidth and its percentage of its own
+# ceiling, and keeps each mode's JSON record in DIR (default results/gdr-compare/<date>/).
+# A mode that cannot run here (no GPU, no dma-buf support, no nvidia-peermem) is reported
+# with its one-line reason and left out of the table. Exit status: 0 when every mode ran,
+# 1 when one failed, 2 bad usage.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+
+modes="host cuda cuda-staged cuda-peermem" gpu=0 test=write-bw results=""
+while [ $# -gt 0 ]; do
+    case $1 in
+        --modes) modes=$2; shift 2 ;;
+        --gpu) gpu=$2; shift 2 ;;
+        --test) test=$2; shift 2 ;;
+        --results) results=$2; shift 2 ;;
+        -h|--help) usage; exit 0 ;;
+        -*) echo "gdr-compare.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+        *) break ;;
+    esac
+done
+[ $# -ge 1 ] || { echo "gdr-compare.sh: give SERVER_HOST (see --help)" >&2; exit 2; }
+server=$1; shift
+for m in $modes; do
+    case $m in host|cuda|cuda-staged|cuda-peermem) ;;
+        *) echo "gdr-compare.sh: '$m' is not a mode (host cuda cuda-staged cuda-peermem)" >&2; exit 2 ;;
+    esac
+done
+bin=${RDMABENCH_BIN:-$PWD/target/release/rdmabench}
+if [ ! -x "$bin" ] && [ -z "${RDMABENCH_BIN:-}" ]; then
+    cargo build --release --locked --quiet -p rdmabench || { echo "gdr-compare.sh: build failed" >&2; exit 1; }
+fi
+results=${results:-results/gdr-compare/$(date -u +%Y-%m-%dT%H%M%SZ)}
+mkdir -p "$results" || exit 1
+
+status=0 ran=()
+port=18900
+for m in $modes; do
+    mem=$m; [ "$m" = host ] || mem="$m:$gpu"
+    json=$results/$m.json
+    if [[ $server == local:* ]]; then
+        "$bin" "$test" -d "${server#local:}" -p $port --timeout 60 >/dev/null 2>&1 &
+        srv=$!
+        sleep 0.5
+        out=$("$bin" "$test" 127.0.0.1 -p $port --mem "$mem" --json "$json" "$@" 2>&1)
+        rc=$?
+        [ $rc = 0 ] || kill "$srv" 2>/dev/null
+        wait "$srv" 2>/dev/null
+        port=$((port + 1))
+    else
+        out=$("$bin" "$test" "$server" --mem "$mem" --json "$json" "$@" 2>&1)
+        rc=$?
+    fi
+    if [ $rc = 0 ]; then
+        ran+=("$m")
+    else
+        echo "gdr-compare: $m did not run: $(printf '%s\n' "$out" | grep 'rdmabench: error' | tail -n 1)" >&2
+        status=1
+    fi
+done
+[ ${#ran[@]} -gt 0 ] || { echo "gdr-compare: no mode ran" >&2; exit 1; }
+
+# One table: size, then bandwidth and % of ceiling per mode, from the records.
+python_free_table() {
+    local files=() m
+    for m in "${ran[@]}"; do files+=("$results/$m.json"); done
+    printf '%-10s' size
+    for m in "${ran[@]}"; do printf ' %-26s' "$m GB/s (% ceiling)"; done
+    printf '\n'
+    # Each record's results as "size bw pct" lines; joined on size.
+    local tmp; tmp=$(mktemp -d)
+    for m in "${ran[@]}"; do
+        tr -d ' \n' < "$results/$m.json" | grep -o '"size":[0-9]*,"iterations":[^}]*"pct_of_ceiling":[^,}]*' |
+            sed 's/"size":\([0-9]*\),.*"bw_gbps":\([^,]*\),.*"pct_of_ceiling":\(.*\)/\1 \2 \3/' > "$tmp/$m"
+    done
+    cut -d' ' -f1 "$tmp/${ran[0]}" | while read -r size; do
+        printf '%-10s' "$size"
+        for m in "${ran[@]}"; do
+            awk -v s="$size" '$1 == s { pct = ($3 == "null") ? "-" : sprintf("%.1f%%", $3); printf " %-26s", sprintf("%.4f (%s)", $2, pct) }' "$tmp/$m"
+        done
+        printf '\n'
+    done
+    rm -rf "$tmp"
+}
+echo "gdr-compare: $test against $server; records in $results"
+python_free_table
+exit $status
