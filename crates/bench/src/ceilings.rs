@@ -156,12 +156,7 @@ pub fn limits_from(sysfs: &Sysfs, device: &str, port: u8, mtu: u32) -> RunLimits
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Sysfs {
-        Sysfs::new(format!(
-            "{}/../topo/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
+    use crate::sysroot::fixture;
 
     #[test]
     fn a_400g_nic_behind_gen5_is_wire_bound() {

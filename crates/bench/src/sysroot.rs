@@ -37,6 +37,15 @@ pub fn is_live(sysfs: &Sysfs) -> bool {
     sysfs.root() == Path::new("/")
 }
 
+/// A sysfs fixture tree of crates/topo/tests/fixtures, for unit tests.
+#[cfg(test)]
+pub fn fixture(name: &str) -> Sysfs {
+    Sysfs::new(format!(
+        "{}/../topo/tests/fixtures/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -237,12 +237,7 @@ impl GdrFacts {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Sysfs {
-        Sysfs::new(format!(
-            "{}/../topo/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
+    use crate::sysroot::fixture;
 
     #[test]
     fn cpulists() {

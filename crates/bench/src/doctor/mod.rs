@@ -458,12 +458,7 @@ mod tests {
     use super::verdict::Verdict;
     use super::*;
 
-    fn fixture(name: &str) -> Sysfs {
-        Sysfs::new(format!(
-            "{}/../topo/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
+    use crate::sysroot::fixture;
 
     fn verdicts(name: &str, opts: Options) -> Vec<(&'static str, Verdict)> {
         let d = diagnose(&fixture(name), &Options { port: 1, ..opts }).unwrap();

@@ -2,8 +2,8 @@
 
 use anyhow::{bail, Context, Result};
 
-use super::figures::{aggregate, from_latency, from_window};
-use super::{record, started_at, stop_of, Outcome, Printer, RunOptions, LAT_WARMUP};
+use super::figures::{from_latency, from_window};
+use super::{finish, started_at, stop_of, Outcome, Printer, RunOptions, LAT_WARMUP};
 use crate::ceilings::run_limits;
 use crate::control::{Channel, Message};
 use crate::counters::Counters;
@@ -67,21 +67,7 @@ fn drive(
     }
     progress.finish();
     ch.send(&Message::Finish)?;
-    let results = reps
-        .into_iter()
-        .map(aggregate)
-        .collect::<Result<Vec<_>>>()?;
-    printer.summary(&results);
-    Ok(Outcome {
-        record: record(
-            &side,
-            plan,
-            &limits,
-            counters.finish(&side),
-            started,
-            results,
-        ),
-    })
+    finish(&printer, &side, plan, &limits, counters, started, reps)
 }
 
 /// The operations in flight per QP: READ and atomics are also bounded by what both ends

@@ -380,6 +380,29 @@ fn record(
     }
 }
 
+/// Ends a run on either side: folds each size's repetitions (sizes never run are left out),
+/// prints the summary and builds the record.
+fn finish(
+    printer: &Printer,
+    side: &Connected,
+    plan: &TestPlan,
+    limits: &RunLimits,
+    counters: crate::counters::Counters,
+    started_at: String,
+    reps: Vec<Vec<SizeResult>>,
+) -> anyhow::Result<Outcome> {
+    let results = reps
+        .into_iter()
+        .filter(|r| !r.is_empty())
+        .map(figures::aggregate)
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    printer.summary(&results);
+    let counters = counters.finish(side);
+    Ok(Outcome {
+        record: record(side, plan, limits, counters, started_at, results),
+    })
+}
+
 /// Now, for `started_at`.
 fn started_at() -> String {
     now_rfc3339()

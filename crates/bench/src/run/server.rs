@@ -7,8 +7,8 @@ use std::time::Duration;
 use anyhow::{bail, Result};
 
 use super::client::{bw_shape, lat_shape};
-use super::figures::{aggregate, combine, ServerPart};
-use super::{record, started_at, Outcome, Printer, RunOptions};
+use super::figures::{combine, ServerPart};
+use super::{finish, started_at, Outcome, Printer, RunOptions};
 use crate::ceilings::run_limits;
 use crate::control::{Channel, Listener, Message};
 use crate::counters::Counters;
@@ -76,22 +76,7 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
             ),
         }
     }
-    let results = reps
-        .into_iter()
-        .filter(|r| !r.is_empty())
-        .map(aggregate)
-        .collect::<Result<Vec<_>>>()?;
-    printer.summary(&results);
-    Ok(Outcome {
-        record: record(
-            &side,
-            &plan,
-            &limits,
-            counters.finish(&side),
-            started,
-            results,
-        ),
-    })
+    finish(&printer, &side, &plan, &limits, counters, started, reps)
 }
 
 /// Waits for the peer to finish its part (a passive target).

@@ -54,12 +54,7 @@ pub fn report(sysfs: &Sysfs, json: bool) -> Result<String> {
 mod tests {
     use super::*;
 
-    fn fixture(name: &str) -> Sysfs {
-        Sysfs::new(format!(
-            "{}/../topo/tests/fixtures/{name}",
-            env!("CARGO_MANIFEST_DIR")
-        ))
-    }
+    use crate::sysroot::fixture;
 
     #[test]
     fn the_tree_names_the_root_and_the_classes() {
