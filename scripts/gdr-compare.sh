@@ -6,10 +6,9 @@
 # Usage: scripts/gdr-compare.sh [--modes "host cuda cuda-staged cuda-peermem"] [--gpu N]
 #                               [--test write-bw] [--results DIR] SERVER_HOST [rdmabench options]
 #
-# The server must run one `rdmabench TEST --persistent`-style server per mode: this script
-# starts each client run and expects a server waiting for it, so start the server side with
-#   for m in host cuda cuda-staged cuda-peermem; do rdmabench write-bw --mem $m -d DEV; done
-# (or use host memory on the server: only the client's memory mode changes the path it takes).
+# The server must be waiting for every run: start it with `rdmabench TEST -d DEV --persistent`
+# (host memory there; the client's memory mode is the one compared; give the server its own
+# --mem to move both ends).
 # With SERVER_HOST `local:DEV` the server side is run here too, on DEV with host memory.
 #
 # Prints one table, a row per size, for each mode its bandwidth and its percentage of its own

@@ -202,6 +202,11 @@ pub struct TestArgs {
     #[arg(long, value_name = "DEV", requires = "loopback")]
     pub peer_dev: Option<String>,
 
+    /// Server: keep serving run after run instead of exiting after one (each run's --json
+    /// overwrites the last)
+    #[arg(long, conflicts_with_all = ["server", "loopback"])]
+    pub persistent: bool,
+
     /// Address the server listens on
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
     pub bind: String,

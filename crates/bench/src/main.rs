@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use rdmabench::cli::{Cli, Command, TestArgs};
-use rdmabench::control::Listener;
+use rdmabench::control::{Listener, NoClient};
 use rdmabench::limits::{self, BelowLimit};
 use rdmabench::plan::{self, PlanError, TestKind};
 use rdmabench::report::{export, CsvExporter, JsonExporter};
@@ -74,13 +74,37 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     } else {
         let listener = Listener::bind(&args.bind, args.control_port())?;
         println!(
-            "rdmabench: {kind} server waiting on {}:{} (timeout {} s)",
+            "rdmabench: {kind} server waiting on {}:{} (timeout {} s{})",
             args.bind,
             listener.port()?,
-            args.timeout
+            args.timeout,
+            if args.persistent { ", persistent" } else { "" }
         );
+        if args.persistent {
+            return serve_forever(args, &opts, &listener);
+        }
         run_server(&opts, &listener)?
     };
+    write_outputs(args, &outcome)
+}
+
+/// `--persistent`: serve run after run; a failed run is reported and the server goes on.
+fn serve_forever(args: &TestArgs, opts: &RunOptions, listener: &Listener) -> Result<()> {
+    loop {
+        match run_server(opts, listener) {
+            Ok(outcome) => {
+                if let Err(e) = write_outputs(args, &outcome) {
+                    eprintln!("rdmabench: {e:#}");
+                }
+            }
+            Err(e) if e.is::<NoClient>() => {}
+            Err(e) => eprintln!("rdmabench: the run failed: {e:#}; waiting for the next client"),
+        }
+    }
+}
+
+/// The record's files and the limits' verdict.
+fn write_outputs(args: &TestArgs, outcome: &Outcome) -> Result<()> {
     if let Some(path) = &args.json {
         export(&JsonExporter, &outcome.record, path)
             .with_context(|| format!("writing the JSON record to '{}'", path.display()))?;

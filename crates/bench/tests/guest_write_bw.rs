@@ -264,3 +264,60 @@ fn loopback_runs_server_and_client_in_one_invocation() {
         "{t}"
     );
 }
+
+#[test]
+fn a_persistent_server_serves_run_after_run() {
+    if !rdma_ready("a_persistent_server_serves_run_after_run") {
+        return;
+    }
+    let mut server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-p",
+        "19150",
+        "--persistent",
+        "--timeout",
+        "3",
+    ]);
+    for n in ["50", "80"] {
+        let out = client(&[
+            "write-bw",
+            SERVER_ADDR,
+            "-d",
+            "rxe1",
+            "-p",
+            "19150",
+            "-s",
+            "4K",
+            "-n",
+            n,
+            "--timeout",
+            "10",
+        ]);
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    // Longer than its --timeout without a client: still serving.
+    std::thread::sleep(Duration::from_secs(4));
+    let out = client(&[
+        "write-bw",
+        SERVER_ADDR,
+        "-d",
+        "rxe1",
+        "-p",
+        "19150",
+        "-s",
+        "4K",
+        "-n",
+        "10",
+        "--timeout",
+        "10",
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        server.child.try_wait().unwrap().is_none(),
+        "the persistent server exited"
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}

@@ -251,6 +251,14 @@ impl Channel {
     }
 }
 
+/// No client came within the timeout (a `--persistent` server just waits again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no client connected within {} s (--timeout); start the client with this host's address",
+    .0.as_secs()
+)]
+pub struct NoClient(pub Duration);
+
 /// The server's listening socket.
 #[derive(Debug)]
 pub struct Listener {
@@ -279,11 +287,7 @@ impl Listener {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
-                bail!(
-                    "no client connected within {} s (--timeout); start the client with this host's \
-                     address",
-                    timeout.as_secs()
-                );
+                return Err(NoClient(timeout).into());
             }
             match self.listener.accept() {
                 Ok((stream, peer)) => {
