@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Result};
+use anyhow::{bail, Context, Result};
 use verbs::{Completion, Op, SendRequest};
 
 use super::bw::{recv_wr_id, PeerState, Stop, Window};
@@ -239,6 +239,17 @@ fn explain_loss<T>(side: &Connected, r: Result<T>) -> Result<T> {
     })
 }
 
+/// The last byte of the receive half, which WRITE latency polls (host memory only); `None`
+/// for the other verbs, which wait for completions instead.
+fn last_byte(side: &Connected, shape: &LatShape) -> Result<Option<*const u8>> {
+    if shape.verb != Verb::Write {
+        return Ok(None);
+    }
+    Ok(Some(side.byte_ptr(
+        side.recv_offset(0) + u64::from(shape.size) - 1,
+    )?))
+}
+
 /// The initiator's loop (the client).
 pub fn initiate(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
     let r = initiate_loop(side, shape);
@@ -255,7 +266,7 @@ pub fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Resu
 
 fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
     let mut hist = LatencyRecorder::new()?;
-    let recv_last = side.byte_ptr(side.recv_offset(0) + u64::from(shape.size) - 1)?;
+    let recv_last = last_byte(side, shape)?;
     let schedule = Schedule {
         start: Instant::now(),
         stop: shape.stop,
@@ -275,7 +286,12 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
         post(side, shape, i, signaled)?;
         match shape.verb {
             Verb::Write => {
-                wait_byte(recv_last, tag(i), shape.stall_timeout, None)?;
+                wait_byte(
+                    recv_last.context("WRITE latency without a byte to poll")?,
+                    tag(i),
+                    shape.stall_timeout,
+                    None,
+                )?;
             }
             Verb::Send => {
                 poll_until(side, shape.stall_timeout, None, is_recv)?;
@@ -318,7 +334,7 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
 }
 
 fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
-    let recv_last = side.byte_ptr(side.recv_offset(0) + u64::from(shape.size) - 1)?;
+    let recv_last = last_byte(side, shape)?;
     let limit = match shape.stop {
         Stop::Iters(n) => shape.warmup + n,
         Stop::Duration { .. } => u64::MAX,
@@ -326,7 +342,12 @@ fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Res
     let mut i = 0u64;
     while i < limit {
         let arrived = match shape.verb {
-            Verb::Write => wait_byte(recv_last, tag(i), shape.stall_timeout, Some(peer))?,
+            Verb::Write => wait_byte(
+                recv_last.context("WRITE latency without a byte to poll")?,
+                tag(i),
+                shape.stall_timeout,
+                Some(peer),
+            )?,
             Verb::Send => {
                 let got = poll_until(side, shape.stall_timeout, Some(peer), is_recv)?.is_some();
                 if got {

@@ -59,10 +59,10 @@ pub fn check_received(
     if plan.test.verb == Verb::Atomic {
         for q in 0..qps {
             let bytes = side
-                .bytes(side.recv_offset(q), 8)
+                .read(side.recv_offset(q), 8)
                 .map_err(|e| e.to_string())?;
             let mut word = [0u8; 8];
-            word.copy_from_slice(bytes);
+            word.copy_from_slice(&bytes);
             let value = u64::from_le_bytes(word);
             let want = ops_per_qp.get(q).copied().unwrap_or(0);
             if value != want {
@@ -86,9 +86,9 @@ pub fn check_received(
     };
     for q in 0..qps {
         let bytes = side
-            .bytes(side.recv_offset(q) + skip, len)
+            .read(side.recv_offset(q) + skip, len)
             .map_err(|e| e.to_string())?;
-        check_pattern(bytes, q as u32, size)?;
+        check_pattern(&bytes, q as u32, size)?;
     }
     Ok(format!("{qps} QPs x {len} bytes carry the pattern"))
 }

@@ -5,12 +5,18 @@
  *                 with CUDA_ERROR_OUT_OF_MEMORY;
  *   nodevice:     cuInit returns CUDA_ERROR_NO_DEVICE;
  *   stub:         cuInit returns CUDA_ERROR_STUB_LIBRARY;
- *   zero:         cuDeviceGetCount reports 0 devices.
+ *   zero:         cuDeviceGetCount reports 0 devices;
+ *   hostmem:      like ok, but "device memory" is host memory: cuMemAlloc is an aligned malloc, the copies
+ *                 and memset are memcpy/memset, and a dma-buf export hands out a memfd (which no RDMA driver
+ *                 accepts as a dma-buf). rdmabench's GPU memory modes then run end to end on soft-RoCE:
+ *                 nvidia-peermem-style registration of such a pointer is plain ibv_reg_mr of host memory.
  * Built with -DONLY_INIT it exports cuInit alone: a driver too old for the entry points the crate calls.
  * Return values are CUresult codes from cuda.h. */
+#define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 static const char *mode(void) {
     const char *m = getenv("FAKE_CUDA_MODE");
@@ -52,16 +58,30 @@ static int ctx_storage[2];
 int cuDevicePrimaryCtxRetain(void **ctx, int dev) { *ctx = &ctx_storage[dev & 1]; return 0; }
 int cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return 0; }
 int cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
-int cuMemAlloc_v2(unsigned long long *p, size_t n) { (void)p; (void)n; return 2; /* OUT_OF_MEMORY */ }
+static int hostmem(void) { return !strcmp(mode(), "hostmem"); }
+
+int cuMemAlloc_v2(unsigned long long *p, size_t n) {
+    if (!hostmem()) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
+    void *m = aligned_alloc(65536, (n + 65535) & ~(size_t)65535);
+    if (!m) return 2;
+    *p = (unsigned long long)(size_t)m;
+    return 0;
+}
+int cuMemFree_v2(unsigned long long p) { free((void *)(size_t)p); return 0; }
+int cuPointerSetAttribute(const void *v, int attr, unsigned long long p) { (void)v; (void)attr; (void)p; return 0; }
+int cuMemsetD8_v2(unsigned long long p, unsigned char b, size_t n) { memset((void *)(size_t)p, b, n); return 0; }
+int cuMemcpyHtoD_v2(unsigned long long d, const void *h, size_t n) { memcpy((void *)(size_t)d, h, n); return 0; }
+int cuMemcpyDtoH_v2(void *h, unsigned long long d, size_t n) { memcpy(h, (void *)(size_t)d, n); return 0; }
+int cuMemGetHandleForAddressRange(void *handle, unsigned long long base, size_t len, int type, unsigned long long fl) {
+    (void)base; (void)len; (void)type; (void)fl;
+    int fd = memfd_create("fake-dmabuf", 0);
+    if (fd < 0) return 999;
+    *(int *)handle = fd;
+    return 0;
+}
 
 /* Present so the probe's symbol check passes; never reached in these tests. */
 #define UNREACHED(name) int name(void) { return 999; /* CUDA_ERROR_UNKNOWN */ }
-UNREACHED(cuMemFree_v2)
-UNREACHED(cuPointerSetAttribute)
-UNREACHED(cuMemsetD8_v2)
-UNREACHED(cuMemcpyHtoD_v2)
-UNREACHED(cuMemcpyDtoH_v2)
-UNREACHED(cuMemGetHandleForAddressRange)
 UNREACHED(cuMemHostAlloc)
 UNREACHED(cuMemFreeHost)
 UNREACHED(cuStreamCreate)
