@@ -10,7 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x "$(command -v cargo)" ] || . "$HOME/.cargo/env"
-case "${1:-}" in -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
+case "${1:-}" in -h|--help) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;; esac
 
 cargo build --release --locked --quiet -p rdmabench
 bin=$PWD/target/release/rdmabench
