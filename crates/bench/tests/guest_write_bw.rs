@@ -7,61 +7,24 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{client, rdma_ready, read, scratch, text, Server, SERVER_ADDR};
+use common::{client, pair, rdma_ready, text, Server, SERVER_ADDR};
 
 /// Runs one validated write-bw between rxe0 and rxe1 and checks both records.
 fn validated_run(port: u16, size: &str, qps: &str) {
-    let dir = scratch(&format!("wbw-{port}"));
-    let server_json = dir.join("server.json");
-    let client_json = dir.join("client.json");
-    let p = port.to_string();
-    let server = Server::start(&[
+    let run = pair(
         "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        &p,
-        "--timeout",
-        "20",
-        "--json",
-        server_json.to_str().unwrap(),
-    ]);
-    let out = client(&[
-        "write-bw",
-        SERVER_ADDR,
-        "-d",
-        "rxe1",
-        "-x",
-        "1",
-        "-p",
-        &p,
-        "-s",
-        size,
-        "-q",
-        qps,
-        "-n",
-        "64",
-        "-t",
-        "16",
-        "--validate",
-        "--timeout",
-        "20",
-        "--json",
-        client_json.to_str().unwrap(),
-    ]);
-    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
-    assert!(out.status.success(), "client failed:\n{}", text(&out));
-    assert!(server_ok, "server failed:\n{server_text}");
-
-    let client_rec: serde_json::Value = serde_json::from_str(&read(&client_json)).unwrap();
-    let server_rec: serde_json::Value = serde_json::from_str(&read(&server_json)).unwrap();
+        port,
+        &[],
+        &["-s", size, "-q", qps, "-n", "64", "-t", "16", "--validate"],
+    );
+    run.assert_ok();
+    let (client_rec, server_rec, server_text) =
+        (&run.client_json, &run.server_json, &run.server_text);
     let expect_size = verbs_size(size);
     let qps: u64 = qps.parse().unwrap();
     for (who, rec, dev) in [
-        ("client", &client_rec, "rxe1"),
-        ("server", &server_rec, "rxe0"),
+        ("client", client_rec, "rxe1"),
+        ("server", server_rec, "rxe0"),
     ] {
         assert_eq!(rec["schema"], "rdmabench.result/1", "{who}");
         assert_eq!(rec["device"]["name"], dev, "{who}");
@@ -77,7 +40,6 @@ fn validated_run(port: u16, size: &str, qps: &str) {
         server_text.contains(&expect_size.to_string()),
         "server table:\n{server_text}"
     );
-    std::fs::remove_dir_all(dir).ok();
 }
 
 fn verbs_size(s: &str) -> u64 {

@@ -187,19 +187,8 @@ pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
 /// Renders a chart to a PNG file, atomically (a temporary file beside it, then a rename).
 pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32), path: &Path) -> Result<()> {
     register_font()?;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .with_context(|| format!("'{}' is not a file path", path.display()))?;
     // The bitmap encoder picks the format by extension: keep .png last.
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp.png",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
+    let tmp = crate::report::temp_beside(path, ".tmp.png")?;
     let root = BitMapBackend::new(&tmp, size).into_drawing_area();
     let drawn = render::draw(&root, spec);
     drop(root);

@@ -155,9 +155,9 @@ pub trait Exporter {
     fn render(&self, record: &RunRecord) -> Result<Vec<u8>>;
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename, so a
-/// reader never sees half a record.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+/// A temporary file name beside `path` (the same directory, so that renaming it over `path`
+/// is atomic), ending in `suffix`.
+pub fn temp_beside(path: &Path, suffix: &str) -> Result<std::path::PathBuf> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -165,11 +165,17 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
     let name = path
         .file_name()
         .with_context(|| format!("'{}' is not a file path", path.display()))?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
+    Ok(dir.join(format!(
+        ".{}.{}{suffix}",
         name.to_string_lossy(),
         std::process::id()
-    ));
+    )))
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename, so a
+/// reader never sees half a record.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_beside(path, ".tmp")?;
     std::fs::write(&tmp, bytes).with_context(|| format!("cannot write '{}'", tmp.display()))?;
     std::fs::rename(&tmp, path)
         .with_context(|| format!("cannot rename '{}' to '{}'", tmp.display(), path.display()))
