@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{bin, rdma_ready, text};
+use common::{bin, doctor_check as check, rdma_ready, text};
 use serde_json::Value;
 
 fn run(args: &[&str]) -> Output {
@@ -16,22 +16,6 @@ fn run(args: &[&str]) -> Output {
 
 fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// The verdict and evidence of check `name` in doctor's output.
-fn check<'a>(report: &'a str, name: &str) -> (&'a str, &'a str) {
-    report
-        .lines()
-        .find_map(|line| {
-            let (verdict, rest) = line.split_at_checked(4)?;
-            if !["PASS", "WARN", "FAIL", "SKIP", "INFO"].contains(&verdict) {
-                return None;
-            }
-            let rest = rest.strip_prefix("  ")?;
-            let (field, evidence) = rest.split_at_checked(19)?;
-            (field.trim_end() == name).then(|| (verdict, evidence.trim_start()))
-        })
-        .unwrap_or_else(|| panic!("no check {name:?} in\n{report}"))
 }
 
 /// In the soft-RoCE guest: the live /sys, rxe devices without a PCI function.

@@ -8,7 +8,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{bin, text};
+use common::{bin, doctor_check as check, text};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -64,22 +64,6 @@ fn doctor(name: &str, extra: &[&str]) -> (Option<i32>, String, String) {
         stdout(&out),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-/// The verdict and evidence of check `name` in doctor's output.
-fn check<'a>(report: &'a str, name: &str) -> (&'a str, &'a str) {
-    report
-        .lines()
-        .find_map(|line| {
-            let (verdict, rest) = line.split_at_checked(4)?;
-            if !["PASS", "WARN", "FAIL", "SKIP", "INFO"].contains(&verdict) {
-                return None;
-            }
-            let rest = rest.strip_prefix("  ")?;
-            let (field, evidence) = rest.split_at_checked(19)?;
-            (field.trim_end() == name).then(|| (verdict, evidence.trim_start()))
-        })
-        .unwrap_or_else(|| panic!("no check {name:?} in\n{report}"))
 }
 
 #[test]

@@ -245,6 +245,13 @@ impl StagingPlan {
         self.chunks_per_message
     }
 
+    /// Where a pipeline that has started `next` chunks stops when told to: the end of the
+    /// message under way (never past the current `limit`).
+    fn stop_at(&self, next: u64, limit: u64) -> u64 {
+        let cpm = self.chunks_per_message;
+        next.div_ceil(cpm).saturating_mul(cpm).min(limit)
+    }
+
     /// Chunks in all (saturating at `u64::MAX`).
     pub fn total_chunks(&self) -> u64 {
         self.total_chunks
@@ -494,13 +501,8 @@ impl SendPipeline {
     /// Starts no chunk of a new message: the current message is finished, then the pipeline drains. Returns
     /// the number of messages that will have been moved.
     pub fn stop(&mut self) -> u64 {
-        let cpm = self.plan.chunks_per_message;
-        self.limit = self
-            .next_copy
-            .div_ceil(cpm)
-            .saturating_mul(cpm)
-            .min(self.limit);
-        self.limit / cpm
+        self.limit = self.plan.stop_at(self.next_copy, self.limit);
+        self.limit / self.plan.chunks_per_message
     }
 
     /// Back to the start (all buffers free), for the next run. `Err(Misuse)` while anything is in flight.
@@ -707,13 +709,8 @@ impl RecvPipeline {
     /// Buffers already handed out for chunks that will never come must still be reclaimed by the engine (e.g.
     /// by flushing the receive queue) before [`RecvPipeline::reset`].
     pub fn stop(&mut self) -> u64 {
-        let cpm = self.plan.chunks_per_message;
-        self.limit = self
-            .next_grant
-            .div_ceil(cpm)
-            .saturating_mul(cpm)
-            .min(self.limit);
-        self.limit / cpm
+        self.limit = self.plan.stop_at(self.next_grant, self.limit);
+        self.limit / self.plan.chunks_per_message
     }
 
     /// Back to the start. `Err(Misuse)` while anything is in flight.

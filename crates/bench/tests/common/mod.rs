@@ -222,3 +222,19 @@ pub fn pair(test: &str, port: u16, server_args: &[&str], client_args: &[&str]) -
     std::fs::remove_dir_all(dir).ok();
     out
 }
+
+/// The verdict and evidence of check `name` in `rdmabench doctor`'s output.
+pub fn doctor_check<'a>(report: &'a str, name: &str) -> (&'a str, &'a str) {
+    report
+        .lines()
+        .find_map(|line| {
+            let (verdict, rest) = line.split_at_checked(4)?;
+            if !["PASS", "WARN", "FAIL", "SKIP", "INFO"].contains(&verdict) {
+                return None;
+            }
+            let rest = rest.strip_prefix("  ")?;
+            let (field, evidence) = rest.split_at_checked(19)?;
+            (field.trim_end() == name).then(|| (verdict, evidence.trim_start()))
+        })
+        .unwrap_or_else(|| panic!("no check {name:?} in\n{report}"))
+}
