@@ -10,7 +10,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rdmabench::engine::bw::{fill_batch, LoopShape, SendProgress, Stop, Target};
 use rdmabench::plan::{AtomicOp, Verb};
 use rdmabench::stats::LatencyRecorder;
-use verbs::{Op, SendRequest};
+use verbs::SendRequest;
 
 fn shape(post_list: u32) -> LoopShape {
     LoopShape {
@@ -38,16 +38,7 @@ fn post_list(c: &mut Criterion) {
     let mut g = c.benchmark_group("post_list");
     for n in [1u32, 16] {
         let s = shape(n);
-        let mut batch = vec![
-            SendRequest {
-                wr_id: 0,
-                op: Op::Send,
-                local_offset: 0,
-                len: 0,
-                signaled: false
-            };
-            n as usize
-        ];
+        let mut batch = vec![SendRequest::default(); n as usize];
         let mut first = 0u64;
         g.throughput(Throughput::Elements(u64::from(n)));
         g.bench_function(format!("fill_{n}_write_requests"), |b| {

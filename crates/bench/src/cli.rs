@@ -142,6 +142,14 @@ pub struct TestArgs {
     #[arg(long = "use_cuda_dmabuf", requires = "use_cuda")]
     pub use_cuda_dmabuf: bool,
 
+    /// --mem cuda-staged: bytes per pinned bounce buffer, a multiple of 4K [default: 1M]
+    #[arg(long, value_name = "SIZE", value_parser = parse_size)]
+    pub staging_chunk: Option<u64>,
+
+    /// --mem cuda-staged: number of bounce buffers per QP, 1..=64 [default: 4]
+    #[arg(long, value_name = "N")]
+    pub staging_depth: Option<usize>,
+
     /// Run the whole plan N times; the record keeps every repetition, the table their medians
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
@@ -264,12 +272,34 @@ impl TestArgs {
             }
             (None, None) => MemMode::Host,
         };
+        let staging = self.staging(&mem)?;
         Ok(SideConfig {
             device: self.ib_dev.clone(),
             port: self.ib_port,
             gid_index: self.gid_index,
             mem,
+            staging,
         })
+    }
+
+    /// `--staging-chunk` and `--staging-depth`, which only the staged memory mode uses.
+    fn staging(&self, mem: &MemMode) -> Result<cuda::StagingConfig, PlanError> {
+        let given = self.staging_chunk.is_some() || self.staging_depth.is_some();
+        if given && !matches!(mem, MemMode::CudaStaged(_)) {
+            return Err(PlanError(format!(
+                "--staging-chunk and --staging-depth apply to --mem cuda-staged only (this side's \
+                 memory is {})",
+                mem.name()
+            )));
+        }
+        let default = cuda::StagingConfig::default();
+        let chunk = match self.staging_chunk {
+            None => default.chunk,
+            Some(c) => usize::try_from(c)
+                .map_err(|_| PlanError(format!("--staging-chunk {c} is too large: at most 1G")))?,
+        };
+        cuda::StagingConfig::new(chunk, self.staging_depth.unwrap_or(default.depth))
+            .map_err(|e| PlanError(format!("--staging-chunk/--staging-depth: {e}")))
     }
 
     /// The `--timeout` as a duration.

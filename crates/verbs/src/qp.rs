@@ -177,6 +177,20 @@ pub struct SendRequest {
     pub signaled: bool,
 }
 
+impl Default for SendRequest {
+    /// An unsignaled zero-byte SEND from offset 0: a blank to fill in (post lists are
+    /// allocated once, before the measured loop).
+    fn default() -> Self {
+        SendRequest {
+            wr_id: 0,
+            op: Op::Send,
+            local_offset: 0,
+            len: 0,
+            signaled: false,
+        }
+    }
+}
+
 /// Sets up a QP: depths, inline size and transport, then [`QueuePairBuilder::build`].
 #[derive(Debug, Clone)]
 pub struct QueuePairBuilder<'a> {

@@ -146,7 +146,7 @@ pub fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
 /// Opens and closes a window on (time, count) events: at the first event (iteration mode),
 /// or at the margins (duration mode).
 #[derive(Debug, Clone, Copy)]
-struct Meter {
+pub(super) struct Meter {
     start: Instant,
     open_at: Option<Instant>,
     close_at: Option<Instant>,
@@ -156,7 +156,7 @@ struct Meter {
 }
 
 impl Meter {
-    fn new(start: Instant, stop: Stop) -> Self {
+    pub(super) fn new(start: Instant, stop: Stop) -> Self {
         let (open_at, close_at) = match stop {
             Stop::Iters(_) => (None, None),
             Stop::Duration { total, margin } => {
@@ -179,7 +179,7 @@ impl Meter {
     }
 
     #[inline]
-    fn tick(&mut self, now: Instant, count: u64) {
+    pub(super) fn tick(&mut self, now: Instant, count: u64) {
         match self.open_at {
             None => {
                 if self.opened.is_none() {
@@ -198,7 +198,7 @@ impl Meter {
         self.last = Some((now, count));
     }
 
-    fn window(&self) -> Option<Window> {
+    pub(super) fn window(&self) -> Option<Window> {
         let (t0, c0) = self.opened?;
         let (t1, c1) = self.closed.or(self.last)?;
         Some(Window {

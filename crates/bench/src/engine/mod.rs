@@ -9,6 +9,7 @@
 
 pub mod bw;
 pub mod lat;
+pub mod staged;
 pub mod validate;
 
 use anyhow::{bail, Context, Result};
@@ -32,6 +33,8 @@ pub struct SideConfig {
     pub gid_index: Option<u32>,
     /// `--mem`: where this side's buffer lives.
     pub mem: MemMode,
+    /// `--staging-chunk`, `--staging-depth`: the bounce buffers of `--mem cuda-staged`.
+    pub staging: cuda::StagingConfig,
 }
 
 /// GPU memory behind the registered buffer, kept alive as long as the registration.
@@ -51,6 +54,7 @@ pub struct Local {
     gid: Option<GidEntry>,
     gid_given: bool,
     mem: MemMode,
+    staging: cuda::StagingConfig,
     gpu: Option<cuda::Device>,
 }
 
@@ -64,12 +68,15 @@ pub struct Prepared {
     pd: ProtectionDomain,
     cq: CompletionQueue,
     mr: MemoryRegion,
+    staging: Option<staged::Staging>,
     gpu: Option<GpuMemory>,
     mem: MemMode,
     gpu_device: Option<cuda::Device>,
     qps: Vec<QueuePair<Created>>,
     psns: Vec<u32>,
     slot: u64,
+    stride: u64,
+    peer_slot: u64,
     transport: Transport,
     mtu: Option<u32>,
     posts_receives: bool,
@@ -86,8 +93,10 @@ pub struct Connected {
     pub gid: Option<GidEntry>,
     /// The one CQ all QPs complete into.
     pub cq: CompletionQueue,
-    /// The buffer: one slot per QP.
+    /// The registered region: one slot per QP (the bounce buffers, for `--mem cuda-staged`).
     pub mr: MemoryRegion,
+    /// `--mem cuda-staged`: the bounce buffers behind `mr`, their stream and events.
+    pub staging: Option<staged::Staging>,
     /// The GPU memory behind `mr`, for the GPU memory modes.
     pub gpu: Option<GpuMemory>,
     /// Where the buffer lives.
@@ -102,6 +111,8 @@ pub struct Connected {
     pub ah: Vec<AddressHandle>,
     /// Bytes per slot (both halves).
     pub slot: u64,
+    /// Bytes between two QPs' parts of `mr` (the slot, or more for bounce buffers).
+    pub stride: u64,
     /// The transport.
     pub transport: Transport,
     /// The path MTU in bytes.
@@ -199,6 +210,7 @@ impl Local {
             gid,
             gid_given: cfg.gid_index.is_some(),
             mem: cfg.mem.clone(),
+            staging: cfg.staging,
             gpu,
         })
     }
@@ -211,8 +223,13 @@ impl Local {
             gid,
             gid_given,
             mem,
+            staging,
             gpu: gpu_device,
         } = self;
+        let staged = matches!(mem, MemMode::CudaStaged(_));
+        if let Some(why) = staged.then(|| staged::refusal(plan, is_server)).flatten() {
+            bail!("--mem {}: {why}", mem.name());
+        }
         if gpu_device.is_some() && plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write {
             bail!(
                 "--mem {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
@@ -221,14 +238,56 @@ impl Local {
             );
         }
         let transport = plan.connection.transport();
-        let half = slot_len(recv_len(transport, plan.max_size()));
+        let mut half = slot_len(recv_len(transport, plan.max_size()));
+        // What the peer's buffer must hold: a message in each half.
+        let peer_slot = 2 * half;
+        if staged {
+            // The GPU halves hold a whole bounce buffer's batch of messages.
+            let bounce = staged::bounce_len(staging, plan.test.verb, plan.max_size())?;
+            half = half.max(slot_len(bounce as u64));
+        }
         let slot = 2 * half;
         check_device_limits(&device, &port, plan, slot)?;
 
         let pd = device.alloc_pd()?;
         let len = usize::try_from(slot * u64::from(plan.qps))
             .context("buffer too large for this machine")?;
-        let (mr, gpu) = register(&pd, &device, &mem, gpu_device.as_ref(), len)?;
+        let (mr, gpu, staging) = match (staged, gpu_device.as_ref()) {
+            (true, Some(gpu)) => {
+                let buf = cuda::DeviceBuffer::new(gpu, len)?;
+                let s = staged::Staging::new(
+                    gpu,
+                    staging,
+                    plan.test.verb,
+                    plan.max_size(),
+                    plan.qps,
+                    slot,
+                )?;
+                // SAFETY: the pinned memory lives in the returned Staging, which the side keeps
+                // (and drops after the region).
+                let mr = unsafe {
+                    MemoryRegion::register_raw(
+                        &pd,
+                        s.pinned.as_ptr() as u64,
+                        s.pinned.len(),
+                        Access::ALL,
+                    )
+                }
+                .with_context(|| {
+                    format!(
+                        "registering {} bytes of pinned bounce buffers on {}",
+                        s.pinned.len(),
+                        device.name()
+                    )
+                })?;
+                (mr, Some(GpuMemory { buf, dmabuf: None }), Some(s))
+            }
+            _ => {
+                let (mr, gpu) = register(&pd, &device, &mem, gpu_device.as_ref(), len)?;
+                (mr, gpu, None)
+            }
+        };
+        let stride = staging.as_ref().map_or(slot, |s| s.stride);
         let posts_receives = plan.receives(is_server);
         let rx_depth = if posts_receives { plan.rx_depth } else { 1 };
         let cq = CompletionQueue::new(&device, plan.qps * (plan.tx_depth + rx_depth))?;
@@ -284,12 +343,15 @@ impl Local {
             pd,
             cq,
             mr,
+            staging,
             gpu,
             mem,
             gpu_device,
             qps,
             psns,
             slot,
+            stride,
+            peer_slot,
             transport,
             mtu: plan.mtu,
             posts_receives,
@@ -374,11 +436,12 @@ fn register(
             })?;
             Ok((mr, Some(GpuMemory { buf, dmabuf: None })))
         }
-        (MemMode::CudaStaged(_), _) => bail!(
-            "--mem {}: the staged pipeline (GPUDirect RDMA off) is not wired into the tests yet; \
-             use --mem cuda or cuda-peermem (GPUDirect RDMA on), or --mem host",
-            mem.name()
-        ),
+        (MemMode::CudaStaged(_), _) => {
+            bail!(
+                "internal error: --mem {} is registered as bounce buffers",
+                mem.name()
+            )
+        }
         (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
     }
 }
@@ -419,7 +482,7 @@ impl Prepared {
                     .unwrap_or(self.port.active_mtu)
                     .min(self.port.active_mtu),
                 rkey: self.mr.rkey(),
-                addr: self.mr.addr() + i as u64 * self.slot,
+                addr: self.mr.addr() + i as u64 * self.stride,
                 len: self.slot,
                 rd_atomic,
             })
@@ -436,11 +499,15 @@ impl Prepared {
                 self.qps.len()
             );
         }
-        if let Some((i, e)) = remote.iter().enumerate().find(|(_, e)| e.len < self.slot) {
+        if let Some((i, e)) = remote
+            .iter()
+            .enumerate()
+            .find(|(_, e)| e.len < self.peer_slot)
+        {
             bail!(
-                "the peer's buffer for QP {i} is {} bytes, smaller than this side's {}",
+                "the peer's buffer for QP {i} is {} bytes, smaller than the {} this plan needs",
                 e.len,
-                self.slot
+                self.peer_slot
             );
         }
         let f = self.device.facts();
@@ -501,6 +568,7 @@ impl Prepared {
             gid: self.gid,
             cq: self.cq,
             mr: self.mr,
+            staging: self.staging,
             gpu: self.gpu,
             mem: self.mem,
             gpu_device: self.gpu_device,
@@ -508,6 +576,7 @@ impl Prepared {
             remote,
             ah,
             slot: self.slot,
+            stride: self.stride,
             transport: self.transport,
             path_mtu,
             rd_atomic,

@@ -6,7 +6,7 @@
 
 use verbs::{Transport, UD_GRH_BYTES};
 
-use super::Connected;
+use super::{staged, Connected};
 use crate::memory::{check_pattern, fill_pattern};
 use crate::plan::{Mode, TestPlan, Verb};
 
@@ -21,9 +21,11 @@ pub fn checks_here(plan: &TestPlan, is_server: bool) -> bool {
 }
 
 /// Zeroes every receive half and fills every send half with the pattern for `size` (through
-/// copies when the buffer is GPU memory).
-pub fn prepare_buffers(side: &mut Connected, size: u64) -> anyhow::Result<()> {
+/// copies when the buffer is GPU memory; for a staged side, message after message over the
+/// span a bounce buffer's batch is copied from).
+pub fn prepare_buffers(side: &mut Connected, plan: &TestPlan, size: u64) -> anyhow::Result<()> {
     let half = side.half();
+    let span = staged::layout_for(side, plan, size)?.map_or(size, |l| l.span());
     if side.gpu.is_none() {
         for q in 0..side.qps.len() {
             let recv = side.recv_offset(q);
@@ -34,10 +36,12 @@ pub fn prepare_buffers(side: &mut Connected, size: u64) -> anyhow::Result<()> {
         return Ok(());
     }
     let zeros = vec![0u8; half as usize];
-    let mut pattern = vec![0u8; size as usize];
+    let mut pattern = vec![0u8; span as usize];
     for q in 0..side.qps.len() {
         side.write(side.recv_offset(q), &zeros)?;
-        fill_pattern(&mut pattern, q as u32, size);
+        for message in pattern.chunks_mut(size as usize) {
+            fill_pattern(message, q as u32, size);
+        }
         side.write(side.send_offset(q), &pattern)?;
     }
     Ok(())
@@ -84,11 +88,24 @@ pub fn check_received(
     } else {
         0
     };
+    // A staged sink copies a batch of messages back to back into GPU memory: check them all.
+    let span = staged::layout_for(side, plan, size)
+        .map_err(|e| e.to_string())?
+        .map_or(len, |l| l.span());
     for q in 0..qps {
         let bytes = side
-            .read(side.recv_offset(q) + skip, len)
+            .read(side.recv_offset(q) + skip, span)
             .map_err(|e| e.to_string())?;
-        check_pattern(&bytes, q as u32, size)?;
+        for (i, message) in bytes.chunks(size as usize).enumerate() {
+            check_pattern(&message[..message.len().min(len as usize)], q as u32, size)
+                .map_err(|e| format!("message {i} of the batch: {e}"))?;
+        }
+    }
+    if span > len {
+        return Ok(format!(
+            "{qps} QPs x {} messages of {len} bytes carry the pattern",
+            span / size
+        ));
     }
     Ok(format!("{qps} QPs x {len} bytes carry the pattern"))
 }

@@ -10,7 +10,7 @@ pub use self::csv::CsvExporter;
 pub use json::JsonExporter;
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
-    PcieRecord, RunRecord, ToolRecord, SCHEMA,
+    PcieRecord, RunRecord, StagingRecord, ToolRecord, SCHEMA,
 };
 
 use std::path::Path;

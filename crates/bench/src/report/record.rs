@@ -47,6 +47,18 @@ pub struct GpuRecord {
     pub bus_id: String,
     /// True when the NIC read and wrote GPU memory directly (GPUDirect RDMA).
     pub gdr: bool,
+    /// `--mem cuda-staged`: the bounce buffers the payload went through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub staging: Option<StagingRecord>,
+}
+
+/// The staged path's bounce buffers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StagingRecord {
+    /// Bytes per bounce buffer (`--staging-chunk`, or a whole SEND message when larger).
+    pub chunk: u64,
+    /// Bounce buffers per QP (`--staging-depth`).
+    pub depth: u64,
 }
 
 /// The tool's version.

@@ -9,6 +9,7 @@ use crate::control::{Channel, Message};
 use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, LoopShape, PeerState};
 use crate::engine::lat::{initiate, LatShape};
+use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::output::progress_bar::ProgressBar;
@@ -135,13 +136,17 @@ fn run_size(
     rep: u32,
 ) -> Result<SizeResult> {
     ch.send(&Message::StartSize { size, rep })?;
-    prepare_buffers(side, size)?;
+    prepare_buffers(side, plan, size)?;
     ch.expect("Ready")?;
     let (mine, ops_per_qp) = match plan.test.mode {
         Mode::Bw => {
             let shape = bw_shape(opts, plan, side, size, false)?;
             let peer = PeerState::default();
-            let m = ch.with_heartbeat(|| measure_bw(side, &shape, &peer))??;
+            let m = if side.staging.is_some() {
+                ch.with_heartbeat(|| measure_staged(side, &shape, &peer))??
+            } else {
+                ch.with_heartbeat(|| measure_bw(side, &shape, &peer))??
+            };
             let sent = m.sent.context("the loop measured no window")?;
             (from_window(size, sent)?, m.ops_per_qp)
         }

@@ -28,7 +28,7 @@ use crate::plan::{Mode, PlanRequest, TestKind, TestPlan};
 use crate::report::table::{self, Header};
 use crate::report::{
     now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, SizeResult,
-    ToolRecord, SCHEMA,
+    StagingRecord, ToolRecord, SCHEMA,
 };
 use crate::units::format_size;
 
@@ -240,6 +240,16 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
         ("Memory", memory_text(side)),
         ("Validate", on_off(plan.validate)),
     ]);
+    if let Some(s) = &side.staging {
+        fields.push((
+            "Staging",
+            format!(
+                "{} x {} pinned bounce buffers per QP",
+                s.config.depth,
+                format_size(s.buffer_len as u64)
+            ),
+        ));
+    }
     if plan.bidirectional {
         fields.push((
             "Direction",
@@ -375,6 +385,10 @@ fn record(
             name: g.name().to_string(),
             bus_id: g.pci_bus_id().to_string(),
             gdr: matches!(side.mem, MemMode::Cuda(_) | MemMode::CudaPeermem(_)),
+            staging: side.staging.as_ref().map(|s| StagingRecord {
+                chunk: s.buffer_len as u64,
+                depth: s.config.depth as u64,
+            }),
         }),
         results,
     }

@@ -125,7 +125,7 @@ fn serve_size(
     size: u64,
     ceiling_gbps: Option<f64>,
 ) -> Result<SizeResult> {
-    prepare_buffers(side, size)?;
+    prepare_buffers(side, plan, size)?;
     ch.send(&Message::Ready)?;
     let peer = PeerState::default();
     let (part, done) = ch.watch(&peer, || server_part(opts, plan, side, size, &peer))?;

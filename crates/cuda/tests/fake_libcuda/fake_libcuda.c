@@ -10,6 +10,8 @@
  *                 and memset are memcpy/memset, and a dma-buf export hands out a memfd (which no RDMA driver
  *                 accepts as a dma-buf). rdmabench's GPU memory modes then run end to end on soft-RoCE:
  *                 nvidia-peermem-style registration of such a pointer is plain ibv_reg_mr of host memory.
+ *                 Pinned memory is host memory; async copies are deferred until their event is seen complete
+ *                 (see below), so the staged path's ordering is exercised for real.
  * Built with -DONLY_INIT it exports cuInit alone: a driver too old for the entry points the crate calls.
  * Return values are CUresult codes from cuda.h. */
 #define _GNU_SOURCE
@@ -17,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <pthread.h>
 
 static const char *mode(void) {
     const char *m = getenv("FAKE_CUDA_MODE");
@@ -80,19 +83,85 @@ int cuMemGetHandleForAddressRange(void *handle, unsigned long long base, size_t 
     return 0;
 }
 
-/* Present so the probe's symbol check passes; never reached in these tests. */
-#define UNREACHED(name) int name(void) { return 999; /* CUDA_ERROR_UNKNOWN */ }
-UNREACHED(cuMemHostAlloc)
-UNREACHED(cuMemFreeHost)
-UNREACHED(cuStreamCreate)
-UNREACHED(cuStreamDestroy_v2)
-UNREACHED(cuStreamSynchronize)
-UNREACHED(cuMemcpyHtoDAsync_v2)
-UNREACHED(cuMemcpyDtoHAsync_v2)
-UNREACHED(cuEventCreate)
-UNREACHED(cuEventDestroy_v2)
-UNREACHED(cuEventRecord)
-UNREACHED(cuEventQuery)
-UNREACHED(cuEventSynchronize)
-UNREACHED(cuEventElapsedTime)
+/* Pinned host memory is page-aligned host memory. */
+int cuMemHostAlloc(void **p, size_t n, unsigned flags) {
+    (void)flags;
+    if (!hostmem()) return 2;
+    *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
+    return *p ? 0 : 2;
+}
+int cuMemFreeHost(void *p) { free(p); return 0; }
+
+/* Streams and events, hostmem mode: an async copy is only queued; it is carried out when an event recorded
+ * after it is queried for the second time (the first query answers CUDA_ERROR_NOT_READY), or the event or the
+ * stream is synchronised. So an engine that uses a bounce buffer before its copy's event reported complete
+ * moves stale bytes, and --validate catches it. One queue for all streams: copies run in the order queued. */
+#define QUEUE 4096
+struct copy { void *dst; const void *src; size_t n; };
+static struct copy queue[QUEUE];
+static unsigned long long queued, done;
+struct event { unsigned long long upto; int queries; };
+static int stream_storage;
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void run_copies(unsigned long long upto) {
+    while (done < upto) {
+        struct copy *c = &queue[done % QUEUE];
+        memcpy(c->dst, c->src, c->n);
+        done++;
+    }
+}
+static int enqueue(void *dst, const void *src, size_t n) {
+    if (!hostmem()) return 999;
+    pthread_mutex_lock(&lock);
+    if (queued - done == QUEUE) run_copies(done + 1);
+    queue[queued % QUEUE] = (struct copy){dst, src, n};
+    queued++;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+static void run_locked(unsigned long long upto) {
+    pthread_mutex_lock(&lock);
+    run_copies(upto);
+    pthread_mutex_unlock(&lock);
+}
+int cuStreamCreate(void **s, unsigned flags) { (void)flags; if (!hostmem()) return 999; *s = &stream_storage; return 0; }
+int cuStreamDestroy_v2(void *s) { (void)s; return 0; }
+int cuStreamSynchronize(void *s) { (void)s; run_locked(queued); return 0; }
+int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *h, size_t n, void *s) {
+    (void)s;
+    return enqueue((void *)(size_t)d, h, n);
+}
+int cuMemcpyDtoHAsync_v2(void *h, unsigned long long d, size_t n, void *s) {
+    (void)s;
+    return enqueue(h, (const void *)(size_t)d, n);
+}
+int cuEventCreate(void **e, unsigned flags) {
+    (void)flags;
+    if (!hostmem()) return 999;
+    struct event *ev = calloc(1, sizeof *ev);
+    if (!ev) return 2;
+    *e = ev;
+    return 0;
+}
+int cuEventDestroy_v2(void *e) { free(e); return 0; }
+int cuEventRecord(void *e, void *s) {
+    (void)s;
+    struct event *ev = e;
+    pthread_mutex_lock(&lock);
+    ev->upto = queued;
+    ev->queries = 0;
+    pthread_mutex_unlock(&lock);
+    return 0;
+}
+int cuEventQuery(void *e) {
+    struct event *ev = e;
+    pthread_mutex_lock(&lock);
+    int ready = done >= ev->upto || ev->queries++ > 0;
+    if (ready) run_copies(ev->upto);
+    pthread_mutex_unlock(&lock);
+    return ready ? 0 : 600; /* CUDA_ERROR_NOT_READY */
+}
+int cuEventSynchronize(void *e) { run_locked(((struct event *)e)->upto); return 0; }
+int cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0.0f; return 0; }
 #endif

@@ -1,0 +1,726 @@
+//! `--mem cuda-staged` (GPUDirect RDMA off, done honestly): the payload lives in GPU memory and
+//! moves through pinned host bounce buffers inside the measured loop, as a well-written
+//! application without GPUDirect RDMA would move it.
+//!
+//! - **Source** (this side WRITEs or SENDs): copy GPU -> bounce buffer (device-to-host), then
+//!   post the operations from the bounce buffer.
+//! - **Sink** (this side READs): READ into a bounce buffer, then copy it host -> GPU.
+//!
+//! Each QP has its own pipeline (`cuda::staging`'s scheduler) over its own K bounce buffers; the
+//! copies of all QPs share one stream, each bounce buffer has an event. Small messages are
+//! batched, as many as fit one bounce buffer per copy; a message larger than a bounce buffer
+//! is split into bounce-buffer-sized operations at the matching remote offsets (a SEND is never
+//! split: the peer posts receives of the message size, so each SEND has a bounce buffer of its
+//! own). The measured window includes the copies, because the application pays for them.
+//!
+//! The staged side must be the one that moves the data: the peer's memory (host, or GPU with
+//! GPUDirect RDMA) is only a target. A passive staged target (the server of write-bw and
+//! read-bw) is refused: nothing tells it when the peer's WRITE landed or its data was read, so
+//! it has no moment to copy.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use cuda::staging::{Chunk, RecvPipeline, SendPipeline, StagingConfig, StagingPlan};
+use verbs::{Completion, Op, SendRequest};
+
+use super::bw::{is_signaled, LoopShape, Measured, Meter, PeerState, Stop};
+use super::Connected;
+use crate::memory::slot_len;
+use crate::plan::{Mode, TestPlan, Verb};
+
+/// Completions taken per poll.
+const POLL_BATCH: usize = 16;
+/// Bits of a work request id that hold the operation count; the QP index sits above them.
+const COUNT_BITS: u32 = 40;
+/// Empty polls between two looks at the clock.
+const CLOCK_CHECK_EVERY: u32 = 1 << 10;
+
+/// The staged side's own resources: pinned bounce buffers (the registered region), the copy
+/// stream and one event per bounce buffer.
+#[derive(Debug)]
+pub struct Staging {
+    /// Chunk size and bounce buffers per QP.
+    pub config: StagingConfig,
+    /// Bytes of one bounce buffer (the chunk, or a whole SEND message when larger).
+    pub buffer_len: usize,
+    /// The bounce buffers: QP q's buffer b starts at `q * stride + b * buffer_len`.
+    pub pinned: cuda::PinnedBuffer,
+    /// Bytes of pinned memory per QP.
+    pub stride: u64,
+    stream: cuda::Stream,
+    /// QP q's buffer b has event `q * depth + b`.
+    events: Vec<cuda::Event>,
+}
+
+impl Staging {
+    /// Pinned memory and events for `qps` QPs, each with `config.depth` buffers, the region
+    /// the NIC sees laid out in strides of at least `slot` bytes.
+    pub fn new(
+        gpu: &cuda::Device,
+        config: StagingConfig,
+        verb: Verb,
+        max_size: u64,
+        qps: u32,
+        slot: u64,
+    ) -> Result<Staging> {
+        let buffer_len = bounce_len(config, verb, max_size)?;
+        let stride = slot_len((buffer_len * config.depth) as u64).max(slot);
+        let total = usize::try_from(stride * u64::from(qps))
+            .context("bounce buffers too large for this machine")?;
+        let pinned = cuda::PinnedBuffer::new(gpu, total)?;
+        let stream = cuda::Stream::new(gpu)?;
+        let events = (0..qps as usize * config.depth)
+            .map(|_| cuda::Event::new(gpu))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Staging {
+            config,
+            buffer_len,
+            pinned,
+            stride,
+            stream,
+            events,
+        })
+    }
+
+    /// Waits for every queued copy (after a failed loop, before buffers are reused or freed).
+    pub fn quiesce(&self) -> Result<()> {
+        Ok(self.stream.synchronize()?)
+    }
+}
+
+/// Bytes of one bounce buffer for `verb` up to `max_size`: the chunk, or for SEND (never
+/// split) the largest message rounded up to whole pages when that is larger.
+pub(super) fn bounce_len(config: StagingConfig, verb: Verb, max_size: u64) -> Result<usize> {
+    let whole = usize::try_from(slot_len(max_size)).context("message size too large")?;
+    Ok(if verb == Verb::Send {
+        config.chunk.max(whole)
+    } else {
+        config.chunk
+    })
+}
+
+/// Why `plan` cannot run with a staged buffer on this side (server or client), if it cannot.
+pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
+    let test = plan.test;
+    if test.mode == Mode::Lat {
+        return Some(format!(
+            "{test} is not staged: the staged path pipelines bandwidth runs; measure latency with \
+             --mem host against --mem cuda or cuda-peermem"
+        ));
+    }
+    if plan.bidirectional {
+        return Some(
+            "-b is not staged: with both sides sending, each side's buffer is also the peer's \
+             passive target, which cannot be staged; run one direction"
+                .to_string(),
+        );
+    }
+    match (test.verb, is_server) {
+        (Verb::Atomic, _) => Some(format!(
+            "{test} is not staged: an atomic acts on 8 bytes in place at the target; there is no \
+             payload to move through host memory"
+        )),
+        (Verb::Write | Verb::Read, true) => Some(format!(
+            "the server of {test} is a passive target: the client's {} complete without this side \
+             knowing, so it has no moment to copy. Stage the client (the side that moves the \
+             data) and give the server --mem host or cuda; --loopback gives both sides the same \
+             --mem, so run the server separately",
+            if test.verb == Verb::Write {
+                "WRITEs"
+            } else {
+                "READs"
+            }
+        )),
+        (Verb::Send, true) => Some(
+            "the receiving server of send-bw is not staged yet (the client is): give the server \
+             --mem host or cuda; --loopback gives both sides the same --mem, so run the server \
+             separately"
+                .to_string(),
+        ),
+        _ => None,
+    }
+}
+
+/// How one size's messages map onto chunks and RDMA operations.
+#[derive(Debug, Clone, Copy)]
+pub struct Layout {
+    plan: StagingPlan,
+    size: u64,
+    /// Messages per chunk when whole messages are batched; 0 when a message spans chunks.
+    batch: u64,
+    /// Messages per QP (`u64::MAX`: until stopped).
+    messages: u64,
+}
+
+/// One chunk's share of the work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Work {
+    /// RDMA operations.
+    pub ops: u64,
+    /// Bytes per operation.
+    pub op_len: u64,
+    /// Offset in the message (GPU half and remote half) where the chunk starts.
+    pub offset: u64,
+    /// Bytes copied (all the operations' bytes, back to back).
+    pub copy_len: u64,
+    /// Messages this chunk completes.
+    pub messages: u64,
+}
+
+impl Layout {
+    /// The layout of `messages` messages of `size` bytes through bounce buffers of
+    /// `buffer_len` bytes (`depth` of them).
+    pub fn new(
+        config: StagingConfig,
+        buffer_len: usize,
+        size: u64,
+        messages: u64,
+    ) -> Result<Layout> {
+        let config = StagingConfig {
+            chunk: buffer_len,
+            depth: config.depth,
+        };
+        let size_usize = usize::try_from(size).context("message size too large")?;
+        if size_usize <= buffer_len {
+            let batch = (buffer_len / size_usize) as u64;
+            let chunks = messages.div_ceil(batch);
+            let plan = StagingPlan::new(config, batch as usize * size_usize, chunks)?;
+            return Ok(Layout {
+                plan,
+                size,
+                batch,
+                messages,
+            });
+        }
+        Ok(Layout {
+            plan: StagingPlan::new(config, size_usize, messages)?,
+            size,
+            batch: 0,
+            messages,
+        })
+    }
+
+    /// The scheduler's plan.
+    pub fn plan(&self) -> StagingPlan {
+        self.plan
+    }
+
+    /// What chunk `c` carries.
+    pub fn work(&self, c: &Chunk) -> Work {
+        if self.batch == 0 {
+            return Work {
+                ops: 1,
+                op_len: c.len as u64,
+                offset: c.offset as u64,
+                copy_len: c.len as u64,
+                messages: u64::from(c.last_in_message),
+            };
+        }
+        let first = c.message.saturating_mul(self.batch);
+        let ops = self.batch.min(self.messages - first);
+        Work {
+            ops,
+            op_len: self.size,
+            offset: 0,
+            copy_len: ops * self.size,
+            messages: ops,
+        }
+    }
+
+    /// Bytes at the start of the GPU half that a run writes (source) or fills (sink): a batch
+    /// of messages back to back, or one whole message.
+    pub fn span(&self) -> u64 {
+        if self.batch == 0 {
+            self.size
+        } else {
+            self.batch.min(self.messages) * self.size
+        }
+    }
+}
+
+/// The layout `side` uses for messages of `size` in `plan` (for `--validate`).
+pub fn layout_for(side: &Connected, plan: &TestPlan, size: u64) -> Result<Option<Layout>> {
+    let Some(s) = &side.staging else {
+        return Ok(None);
+    };
+    let messages = match plan.duration {
+        Some(_) => u64::MAX,
+        None => plan.iters,
+    };
+    Ok(Some(Layout::new(s.config, s.buffer_len, size, messages)?))
+}
+
+/// The pipeline of one QP: a source's (copy, then post) or a sink's (post, then copy).
+#[derive(Debug)]
+enum Pipe {
+    Source(SendPipeline),
+    Sink(RecvPipeline),
+}
+
+impl Pipe {
+    fn next_copy(&mut self) -> Option<Chunk> {
+        match self {
+            Pipe::Source(p) => p.next_copy_to_start(),
+            Pipe::Sink(p) => p.next_copy_to_start(),
+        }
+    }
+
+    fn oldest_copy(&self) -> Option<Chunk> {
+        match self {
+            Pipe::Source(p) => p.oldest_copy_in_flight(),
+            Pipe::Sink(p) => p.oldest_copy_in_flight(),
+        }
+    }
+
+    fn copy_done(&mut self, seq: u64) -> Result<(), cuda::StagingError> {
+        match self {
+            Pipe::Source(p) => p.copy_done(seq),
+            Pipe::Sink(p) => p.copy_done(seq),
+        }
+    }
+
+    /// The next chunk whose operations may be posted.
+    fn next_post(&mut self) -> Option<Chunk> {
+        match self {
+            Pipe::Source(p) => p.next_post(),
+            Pipe::Sink(p) => p.next_landing(),
+        }
+    }
+
+    /// Every operation of chunk `seq` completed.
+    fn ops_done(&mut self, seq: u64) -> Result<(), cuda::StagingError> {
+        match self {
+            Pipe::Source(p) => p.rdma_done(seq),
+            Pipe::Sink(p) => p.landed(seq),
+        }
+    }
+
+    fn stop(&mut self) {
+        match self {
+            Pipe::Source(p) => {
+                p.stop();
+            }
+            Pipe::Sink(p) => {
+                p.stop();
+            }
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        match self {
+            Pipe::Source(p) => p.is_finished(),
+            Pipe::Sink(p) => p.is_finished(),
+        }
+    }
+}
+
+/// One QP's pipeline and its send-queue accounting.
+#[derive(Debug)]
+struct QpStage {
+    pipe: Pipe,
+    /// The chunk being posted, with how many of its operations are posted.
+    posting: Option<(Chunk, u64)>,
+    /// Operations posted and known completed, numbered from 1 (a completion for n completes
+    /// every operation up to n).
+    posted: u64,
+    completed: u64,
+    /// Chunks wholly posted and not yet completed: (seq, number of their last operation).
+    awaiting: VecDeque<(u64, u64)>,
+    /// Messages done (sent, or in GPU memory).
+    messages: u64,
+}
+
+/// Runs one staged bandwidth loop (this side a source or a sink) and returns what it measured.
+pub fn measure_staged(
+    side: &mut Connected,
+    shape: &LoopShape,
+    peer: &PeerState,
+) -> Result<Measured> {
+    let result = run_loop(side, shape, peer);
+    if result.is_err() {
+        // Copies may still be queued into buffers that outlive this call: let them finish.
+        if let Some(s) = &side.staging {
+            s.quiesce().ok();
+        }
+    }
+    result
+}
+
+fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result<Measured> {
+    let staging = side
+        .staging
+        .as_ref()
+        .context("internal error: a staged loop on a side without bounce buffers")?;
+    let messages = match shape.stop {
+        Stop::Iters(n) => n,
+        Stop::Duration { .. } => u64::MAX,
+    };
+    let layout = Layout::new(
+        staging.config,
+        staging.buffer_len,
+        u64::from(shape.size),
+        messages,
+    )?;
+    let sink = shape.verb == Verb::Read;
+    let depth = staging.config.depth;
+    let mut qps: Vec<QpStage> = (0..side.qps.len())
+        .map(|_| QpStage {
+            pipe: if sink {
+                Pipe::Sink(RecvPipeline::new(layout.plan()))
+            } else {
+                Pipe::Source(SendPipeline::new(layout.plan()))
+            },
+            posting: None,
+            posted: 0,
+            completed: 0,
+            awaiting: VecDeque::with_capacity(depth),
+            messages: 0,
+        })
+        .collect();
+    let mut batch = vec![SendRequest::default(); shape.post_list.max(1) as usize];
+    let mut wcs = [Completion::default(); POLL_BATCH];
+    let mut idle = 0u32;
+    let start = Instant::now();
+    let mut meter = Meter::new(start, shape.stop);
+    let mut last_progress = start;
+    let deadline = match shape.stop {
+        Stop::Duration { total, .. } => Some(start + total),
+        Stop::Iters(_) => None,
+    };
+    let mut stopped = false;
+    loop {
+        let mut progress = false;
+        for (q, stage) in qps.iter_mut().enumerate() {
+            progress |= start_copies(side, stage, q, &layout)?;
+            progress |= finish_copies(side, stage, q, &layout)?;
+            post_chunks(side, stage, q, shape, &layout, &mut batch)?;
+        }
+        let n = side.cq.poll(&mut wcs)?;
+        for wc in &wcs[..n] {
+            wc.check()?;
+            let id = wc.wr_id();
+            let q = (id >> COUNT_BITS) as usize;
+            let count = id & ((1 << COUNT_BITS) - 1);
+            let stage = qps
+                .get_mut(q)
+                .with_context(|| format!("a completion for QP {q}, which does not exist"))?;
+            stage.completed = stage.completed.max(count);
+            while let Some(&(seq, last)) = stage.awaiting.front() {
+                if last > stage.completed {
+                    break;
+                }
+                stage.awaiting.pop_front();
+                stage.pipe.ops_done(seq)?;
+                if let (Pipe::Source(_), Some(c)) = (&stage.pipe, layout.plan().chunk(seq)) {
+                    stage.messages += layout.work(&c).messages;
+                }
+            }
+        }
+        progress |= n > 0;
+        if progress {
+            let now = Instant::now();
+            last_progress = now;
+            idle = 0;
+            meter.tick(now, qps.iter().map(|s| s.messages).sum());
+            if !stopped && deadline.is_some_and(|d| now >= d) {
+                qps.iter_mut().for_each(|s| s.pipe.stop());
+                stopped = true;
+            }
+            if qps.iter().all(|s| s.pipe.is_finished()) {
+                break;
+            }
+            continue;
+        }
+        idle += 1;
+        if idle >= CLOCK_CHECK_EVERY {
+            idle = 0;
+            let now = Instant::now();
+            if !stopped && deadline.is_some_and(|d| now >= d) {
+                qps.iter_mut().for_each(|s| s.pipe.stop());
+                stopped = true;
+            }
+            if qps.iter().all(|s| s.pipe.is_finished()) {
+                break;
+            }
+            if peer.is_failed() {
+                bail!("the peer's control connection failed while measuring");
+            }
+            if now.duration_since(last_progress) > shape.stall_timeout {
+                bail!(
+                    "the staged pipeline made no progress for {:.1} s ({} messages done): no RDMA \
+                     completion and no copy finished; the peer may be dead or the GPU hung \
+                     (--timeout)",
+                    shape.stall_timeout.as_secs_f64(),
+                    qps.iter().map(|s| s.messages).sum::<u64>()
+                );
+            }
+        }
+    }
+    Ok(Measured {
+        sent: meter.window(),
+        received: None,
+        ops_per_qp: qps.iter().map(|s| s.messages).collect(),
+    })
+}
+
+/// Byte offset of QP `q`'s bounce buffer for chunk `c` in the registered region.
+fn bounce_offset(side: &Connected, q: usize, c: &Chunk) -> Result<u64> {
+    let s = side.staging.as_ref().context("no bounce buffers")?;
+    Ok(q as u64 * s.stride + c.buffer_offset as u64)
+}
+
+/// Queues the copies the pipeline allows now (device-to-host for a source, host-to-device for
+/// a sink) and records each buffer's event after its copy. True when one was queued.
+fn start_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layout) -> Result<bool> {
+    let mut started = false;
+    while let Some(c) = stage.pipe.next_copy() {
+        let work = layout.work(&c);
+        let bounce = bounce_offset(side, q, &c)? as usize;
+        let (s, gpu) = match (&side.staging, &side.gpu) {
+            (Some(s), Some(g)) => (s, &g.buf),
+            _ => bail!("internal error: staged copy without GPU memory"),
+        };
+        let len = work.copy_len as usize;
+        // SAFETY: the pipeline hands a bounce buffer to one copy at a time and never to the
+        // NIC until this copy's event completed (source), or only after the NIC is done with
+        // it (sink); both buffers live in `side`, which outlives the loop, and a failed loop
+        // synchronises the stream before returning.
+        unsafe {
+            match stage.pipe {
+                Pipe::Source(_) => {
+                    let from = (side.send_offset(q) + work.offset) as usize;
+                    s.stream
+                        .copy_device_to_host(&s.pinned, bounce, gpu, from, len)?;
+                }
+                Pipe::Sink(_) => {
+                    let to = (side.recv_offset(q) + work.offset) as usize;
+                    s.stream
+                        .copy_host_to_device(gpu, to, &s.pinned, bounce, len)?;
+                }
+            }
+        }
+        s.stream.record(event(s, q, c.buffer)?)?;
+        started = true;
+    }
+    Ok(started)
+}
+
+fn event(s: &Staging, q: usize, buffer: usize) -> Result<&cuda::Event> {
+    s.events
+        .get(q * s.config.depth + buffer)
+        .context("internal error: no event for that bounce buffer")
+}
+
+/// Marks done the copies whose events completed, oldest first. True when one did.
+fn finish_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layout) -> Result<bool> {
+    let s = side.staging.as_ref().context("no bounce buffers")?;
+    let mut finished = false;
+    while let Some(c) = stage.pipe.oldest_copy() {
+        if !event(s, q, c.buffer)?.is_complete()? {
+            break;
+        }
+        stage.pipe.copy_done(c.seq)?;
+        if let Pipe::Sink(_) = stage.pipe {
+            stage.messages += layout.work(&c).messages;
+        }
+        finished = true;
+    }
+    Ok(finished)
+}
+
+/// Posts the operations of the chunks the pipeline hands out, as far as the send queue's
+/// depth allows: post lists of up to `post_list`, every `cq_mod`-th operation and each
+/// chunk's last signaled.
+fn post_chunks(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    shape: &LoopShape,
+    layout: &Layout,
+    batch: &mut [SendRequest],
+) -> Result<()> {
+    loop {
+        let (chunk, done) = match stage.posting {
+            Some(p) => p,
+            None => match stage.pipe.next_post() {
+                Some(c) => (c, 0),
+                None => return Ok(()),
+            },
+        };
+        let work = layout.work(&chunk);
+        let in_flight = stage.posted - stage.completed;
+        let room = u64::from(shape.depth).saturating_sub(in_flight);
+        let count = (work.ops - done).min(room).min(batch.len() as u64);
+        if count == 0 {
+            stage.posting = Some((chunk, done));
+            return Ok(());
+        }
+        let bounce = bounce_offset(side, q, &chunk)?;
+        let last_op = stage.posted + (work.ops - done);
+        for (k, wr) in batch[..count as usize].iter_mut().enumerate() {
+            let i = done + k as u64;
+            let n = stage.posted + k as u64 + 1;
+            *wr = SendRequest {
+                wr_id: ((q as u64) << COUNT_BITS) | n,
+                op: op_for(side, q, shape.verb, work.offset),
+                local_offset: bounce + i * work.op_len,
+                len: work.op_len as u32,
+                signaled: is_signaled(n, shape.cq_mod, last_op),
+            };
+        }
+        let requests = &batch[..count as usize];
+        match side.ah.get(q) {
+            Some(ah) => side.qps[q].post_send_ud(&side.mr, requests, shape.inline, ah)?,
+            None => side.qps[q].post_send(&side.mr, requests, shape.inline)?,
+        }
+        stage.posted += count;
+        if done + count == work.ops {
+            stage.awaiting.push_back((chunk.seq, stage.posted));
+            stage.posting = None;
+        } else {
+            stage.posting = Some((chunk, done + count));
+        }
+    }
+}
+
+/// The operation a staged QP posts: into the peer's receive half (WRITE), from its send half
+/// (READ), or a SEND; `offset` is where the chunk sits in the message.
+#[inline]
+fn op_for(side: &Connected, q: usize, verb: Verb, offset: u64) -> Op {
+    let rkey = side.remote[q].rkey;
+    match verb {
+        Verb::Write => Op::Write {
+            remote_addr: side.remote_recv(q) + offset,
+            rkey,
+        },
+        Verb::Read => Op::Read {
+            remote_addr: side.remote_send(q) + offset,
+            rkey,
+        },
+        _ => Op::Send,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanRequest, TestKind};
+
+    const K: usize = 4;
+
+    fn config(chunk: usize) -> StagingConfig {
+        StagingConfig::new(chunk, K).unwrap()
+    }
+
+    fn all_work(layout: &Layout) -> Vec<Work> {
+        let plan = layout.plan();
+        (0..plan.total_chunks())
+            .map(|seq| layout.work(&plan.chunk(seq).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn small_messages_are_batched_into_one_copy_per_bounce_buffer() {
+        // 64 B messages through 4 KiB buffers: 64 per copy; 150 messages = 64 + 64 + 22.
+        let layout = Layout::new(config(4096), 4096, 64, 150).unwrap();
+        let work = all_work(&layout);
+        assert_eq!(work.len(), 3);
+        assert_eq!(
+            work[0],
+            Work {
+                ops: 64,
+                op_len: 64,
+                offset: 0,
+                copy_len: 4096,
+                messages: 64
+            }
+        );
+        assert_eq!((work[2].ops, work[2].copy_len), (22, 22 * 64));
+        assert_eq!(work.iter().map(|w| w.messages).sum::<u64>(), 150);
+        assert_eq!(layout.span(), 4096);
+        // Fewer messages than a batch: the span is what was actually moved.
+        assert_eq!(Layout::new(config(4096), 4096, 64, 10).unwrap().span(), 640);
+    }
+
+    #[test]
+    fn a_size_that_does_not_divide_the_buffer_leaves_its_tail_unused() {
+        let layout = Layout::new(config(4096), 4096, 3000, 5).unwrap();
+        let work = all_work(&layout);
+        assert_eq!(work.len(), 5, "one 3000 B message per 4 KiB buffer");
+        assert!(work.iter().all(|w| w.ops == 1 && w.copy_len == 3000));
+    }
+
+    #[test]
+    fn large_messages_are_split_at_matching_offsets() {
+        // 10 KiB messages through 4 KiB buffers: 4096 + 4096 + 2048 per message.
+        let layout = Layout::new(config(4096), 4096, 10 << 10, 2).unwrap();
+        let work = all_work(&layout);
+        assert_eq!(work.len(), 6);
+        let first: Vec<_> = work[..3]
+            .iter()
+            .map(|w| (w.offset, w.op_len, w.messages))
+            .collect();
+        assert_eq!(first, vec![(0, 4096, 0), (4096, 4096, 0), (8192, 2048, 1)]);
+        assert_eq!(work.iter().map(|w| w.messages).sum::<u64>(), 2);
+        assert_eq!(layout.span(), 10 << 10);
+    }
+
+    #[test]
+    fn a_send_is_never_split() {
+        let cfg = config(4096);
+        assert_eq!(bounce_len(cfg, Verb::Send, 10 << 10).unwrap(), 12 << 10);
+        assert_eq!(bounce_len(cfg, Verb::Write, 10 << 10).unwrap(), 4096);
+        assert_eq!(bounce_len(cfg, Verb::Send, 64).unwrap(), 4096);
+        let layout = Layout::new(cfg, 12 << 10, 10 << 10, 3).unwrap();
+        assert!(all_work(&layout)
+            .iter()
+            .all(|w| w.ops == 1 && w.messages == 1));
+    }
+
+    #[test]
+    fn unbounded_runs_batch_full_chunks() {
+        let layout = Layout::new(config(4096), 4096, 64, u64::MAX).unwrap();
+        let c = layout.plan().chunk(1000).unwrap();
+        assert_eq!(layout.work(&c).ops, 64);
+    }
+
+    fn plan(test: &str, bidirectional: bool) -> TestPlan {
+        let (verb, mode) = match test.split_once('-').unwrap() {
+            (v, "bw") => (v, Mode::Bw),
+            (v, _) => (v, Mode::Lat),
+        };
+        let verb = match verb {
+            "write" => Verb::Write,
+            "read" => Verb::Read,
+            "send" => Verb::Send,
+            _ => Verb::Atomic,
+        };
+        PlanRequest {
+            bidirectional,
+            ..PlanRequest::default()
+        }
+        .resolve(TestKind::new(verb, mode))
+        .unwrap()
+    }
+
+    #[test]
+    fn only_the_side_that_moves_the_data_is_staged() {
+        for test in ["write-bw", "send-bw", "read-bw"] {
+            assert_eq!(refusal(&plan(test, false), false), None, "{test} client");
+        }
+        let why = refusal(&plan("write-bw", false), true).unwrap();
+        assert!(why.contains("passive target"), "{why}");
+        assert!(why.contains("--mem host"), "{why}");
+        assert!(refusal(&plan("read-bw", false), true).is_some());
+        assert!(refusal(&plan("send-bw", false), true).is_some());
+        assert!(refusal(&plan("atomic-bw", false), false).is_some());
+        assert!(refusal(&plan("write-bw", true), false)
+            .unwrap()
+            .contains("-b"));
+        for lat in ["write-lat", "send-lat", "read-lat"] {
+            assert!(refusal(&plan(lat, false), false).is_some(), "{lat}");
+        }
+    }
+}
