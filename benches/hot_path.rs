@@ -19,6 +19,7 @@ fn shape(post_list: u32) -> LoopShape {
         size: 65536,
         stop: Stop::Iters(5000),
         depth: 128,
+        rx_depth: 512,
         post_list,
         cq_mod: 100,
         inline: false,

@@ -210,6 +210,10 @@ pub struct TestArgs {
     #[arg(long, value_name = "DEV", requires = "loopback")]
     pub peer_dev: Option<String>,
 
+    /// With --loopback: the client side's --mem [default: the --mem given]
+    #[arg(long, value_name = "MODE", value_parser = MemMode::parse, requires = "loopback")]
+    pub peer_mem: Option<MemMode>,
+
     /// Server: keep serving run after run instead of exiting after one (each run's --json
     /// overwrites the last)
     #[arg(long, conflicts_with_all = ["server", "loopback"])]
@@ -285,7 +289,8 @@ impl TestArgs {
     /// `--staging-chunk` and `--staging-depth`, which only the staged memory mode uses.
     fn staging(&self, mem: &MemMode) -> Result<cuda::StagingConfig, PlanError> {
         let given = self.staging_chunk.is_some() || self.staging_depth.is_some();
-        if given && !matches!(mem, MemMode::CudaStaged(_)) {
+        let staged = |m: &MemMode| matches!(m, MemMode::CudaStaged(_));
+        if given && !staged(mem) && !self.peer_mem.as_ref().is_some_and(staged) {
             return Err(PlanError(format!(
                 "--staging-chunk and --staging-depth apply to --mem cuda-staged only (this side's \
                  memory is {})",

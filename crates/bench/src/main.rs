@@ -130,6 +130,9 @@ fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Res
     if let Some(dev) = &args.peer_dev {
         client_opts.side.device = Some(dev.clone());
     }
+    if let Some(mem) = &args.peer_mem {
+        client_opts.side.mem = mem.clone();
+    }
     let server = thread::spawn(move || run_server(&server_opts, &listener));
     let client = run_client(&client_opts, plan, "127.0.0.1", port);
     let server = server

@@ -69,6 +69,33 @@ fn bad_gpu_values_are_usage_errors() {
             vec!["write-bw", "--mem", "cuda", "--use_cuda", "0"],
             "cannot be used with",
         ),
+        (
+            vec![
+                "write-bw",
+                "--mem",
+                "cuda-staged",
+                "--staging-chunk",
+                "5000",
+            ],
+            "try 8192 B",
+        ),
+        (
+            vec!["write-bw", "--mem", "cuda-staged", "--staging-chunk", "1K"],
+            "at least 4096 B",
+        ),
+        (
+            vec!["write-bw", "--mem", "cuda-staged", "--staging-depth", "0"],
+            "1 to 64",
+        ),
+        (
+            vec!["write-bw", "--mem", "cuda", "--staging-chunk", "64K"],
+            "apply to --mem cuda-staged only",
+        ),
+        (
+            vec!["write-bw", "--staging-depth", "8"],
+            "apply to --mem cuda-staged only",
+        ),
+        (vec!["write-bw", "--peer-mem", "cuda-staged"], "--loopback"),
     ] {
         let out = bin().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

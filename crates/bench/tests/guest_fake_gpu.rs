@@ -3,6 +3,11 @@
 //! a plain ibv_reg_mr and runs on rxe, while its dma-buf export (a memfd) is refused by rxe as
 //! every non-dma-buf is. This exercises allocation, registration, --validate through copies,
 //! and the header and record's GPU facts, without a GPU.
+//!
+//! The staged path (`--mem cuda-staged`) runs for real too: the fake's async copies are only
+//! carried out once their event is seen complete, so an engine that posted from a bounce
+//! buffer before its copy finished, or copied before the data landed, would move stale bytes
+//! and fail `--validate`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,11 +15,17 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
-use common::{rdma_ready, scratch, text};
+use common::{rdma_ready, scratch, text, LOOPBACK};
 
-/// Builds the fake libcuda.so.1 (skips the test when there is no C compiler).
+/// The fake libcuda.so.1, built once per test process (`None`: no C compiler).
 fn fake_libcuda() -> Option<PathBuf> {
+    static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LIB.get_or_init(build_fake_libcuda).clone()
+}
+
+fn build_fake_libcuda() -> Option<PathBuf> {
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-cuda-{}", std::process::id()));
     std::fs::create_dir_all(&dir).ok()?;
@@ -58,32 +69,14 @@ fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
     };
     let dir = scratch("fake-gpu");
     let json = dir.join("peermem.json");
-    let loopback = [
-        "--loopback",
-        "-d",
-        "rxe0",
-        "--peer-dev",
-        "rxe1",
-        "-x",
-        "1",
-        "-n",
-        "100",
-        "-t",
-        "16",
-    ];
+    let small = ["-n", "100", "-t", "16"];
 
     // Registration by address (nvidia-peermem style), every bandwidth verb, payload checked.
     for test in ["write-bw", "read-bw", "send-bw", "atomic-bw", "send-lat"] {
-        let mut args = vec![test];
-        args.extend(loopback);
-        args.extend([
-            "--mem",
-            "cuda-peermem:0",
-            "--validate",
-            "--json",
-            json.to_str().unwrap(),
-        ]);
-        let out = run(&lib, &args);
+        let mut args = vec!["--mem", "cuda-peermem:0", "--validate", "--json"];
+        args.push(json.to_str().unwrap());
+        args.extend(small);
+        let out = loopback(&lib, test, &args);
         assert!(out.status.success(), "{test}: {}", text(&out));
         assert!(
             text(&out).contains("Fake GPU 0 at 0000:17:00.0, GPUDirect RDMA on (nvidia-peermem)"),
@@ -97,59 +90,143 @@ fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
         assert_eq!(record["gpu"]["gdr"], true);
     }
 
-    // dma-buf: rxe has no dma-buf support, and says what to use instead.
-    let mut args = vec!["write-bw"];
-    args.extend(loopback);
-    args.extend(["--mem", "cuda:0"]);
-    let out = run(&lib, &args);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    for (test, mem, needle) in [
+        // dma-buf: rxe has no dma-buf support, and says what to use instead.
+        (
+            "write-bw",
+            "cuda:0",
+            "cannot register this memory as a dma-buf",
+        ),
+        // GPU 1 of the fake has no dma-buf support: refused before anything is allocated.
+        ("write-bw", "cuda:1", "dma-buf"),
+        // write-lat cannot poll GPU memory.
+        ("write-lat", "cuda-peermem", "cannot read GPU memory"),
+    ] {
+        let out = loopback(&lib, test, &["--mem", mem]);
+        assert_eq!(out.status.code(), Some(1), "{test} {mem}: {}", text(&out));
+        assert!(text(&out).contains(needle), "{test} {mem}: {}", text(&out));
+    }
+    let out = loopback(&lib, "write-bw", &["--mem", "cuda:0"]);
     assert!(
-        text(&out).contains("cannot register this memory as a dma-buf")
-            && text(&out).contains("cuda-peermem"),
-        "{}",
-        text(&out)
-    );
-
-    // GPU 1 of the fake has no dma-buf support: refused before anything is allocated.
-    let mut args = vec!["write-bw"];
-    args.extend(loopback);
-    args.extend(["--mem", "cuda:1"]);
-    let out = run(&lib, &args);
-    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(
-        text(&out).to_lowercase().contains("dma-buf"),
-        "{}",
-        text(&out)
-    );
-
-    // The staged mode says it is not wired in yet; write-lat cannot poll GPU memory.
-    let mut args = vec!["write-bw"];
-    args.extend(loopback);
-    args.extend(["--mem", "cuda-staged:0"]);
-    let out = run(&lib, &args);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).contains("not wired into the tests yet"),
-        "{}",
-        text(&out)
-    );
-    let mut args = vec!["write-lat"];
-    args.extend([
-        "--loopback",
-        "-d",
-        "rxe0",
-        "--peer-dev",
-        "rxe1",
-        "--mem",
-        "cuda-peermem",
-    ]);
-    let out = run(&lib, &args);
-    assert_eq!(out.status.code(), Some(1));
-    assert!(
-        text(&out).contains("cannot read GPU memory"),
+        text(&out).contains("--mem cuda-peermem") && text(&out).contains("--mem cuda-staged"),
         "{}",
         text(&out)
     );
     std::fs::remove_dir_all(dir).ok();
-    std::fs::remove_dir_all(lib).ok();
+}
+
+/// `rdmabench TEST --loopback` on rxe0 (server) and rxe1 (client) with `args`, on the fake GPU.
+fn loopback(lib: &Path, test: &str, args: &[&str]) -> Output {
+    let mut all = vec![test];
+    all.extend(LOOPBACK);
+    all.extend(["--timeout", "20"]);
+    all.extend(args);
+    run(lib, &all)
+}
+
+#[test]
+fn the_staged_path_moves_every_byte_through_bounce_buffers() {
+    if !rdma_ready("the_staged_path_moves_every_byte_through_bounce_buffers") {
+        return;
+    }
+    let Some(lib) = fake_libcuda() else {
+        eprintln!("skipped: no C compiler for the fake libcuda");
+        return;
+    };
+    let dir = scratch("staged");
+    let json = dir.join("staged.json");
+    let small = ["-s", "64", "-n", "300", "--staging-chunk", "4K"];
+    // 10 KiB through 4 KiB buffers: split in 4K + 4K + 2K (a SEND gets a 12 KiB buffer).
+    let large = ["-s", "10K", "-n", "40", "-q", "2", "--staging-chunk", "4K"];
+
+    // send-bw staged at both ends: the client copies out and SENDs, the server receives into
+    // bounce buffers and copies in; -r 4 makes the receive queue the limit.
+    for (shape, extra) in [
+        (&small[..], &["--staging-depth", "2"][..]),
+        (&large[..], &["-r", "4"][..]),
+    ] {
+        let mut args = vec!["--mem", "cuda-staged:0", "--validate", "--json"];
+        args.push(json.to_str().unwrap());
+        args.extend(shape);
+        args.extend(extra);
+        let out = loopback(&lib, "send-bw", &args);
+        assert!(out.status.success(), "send-bw {shape:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("GPUDirect RDMA off (staged through host memory)")
+                && text(&out).contains("pinned bounce buffers per QP"),
+            "{}",
+            text(&out)
+        );
+    }
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(record["params"]["mem"], "cuda-staged:0");
+    assert_eq!(record["gpu"]["gdr"], false);
+    assert_eq!(
+        record["gpu"]["staging"]["chunk"], 12288,
+        "a SEND is never split"
+    );
+    assert_eq!(record["gpu"]["staging"]["depth"], 4);
+    assert_eq!(record["results"][0]["iterations"], 80);
+
+    // WRITE and READ stage the client (the side that moves the data) against a host server.
+    for test in ["write-bw", "read-bw"] {
+        for shape in [&small[..], &large[..]] {
+            let mut args = vec!["--mem", "host", "--peer-mem", "cuda-staged:0", "--validate"];
+            args.extend(shape);
+            let out = loopback(&lib, test, &args);
+            assert!(out.status.success(), "{test} {shape:?}: {}", text(&out));
+        }
+    }
+    // A timed run stops at the end of a batch and still carries the pattern.
+    let out = loopback(
+        &lib,
+        "write-bw",
+        &[
+            "-s",
+            "4K",
+            "-D",
+            "1",
+            "--mem",
+            "host",
+            "--peer-mem",
+            "cuda-staged:0",
+            "--validate",
+        ],
+    );
+    assert!(out.status.success(), "write-bw -D: {}", text(&out));
+
+    // What cannot be staged says why.
+    for (test, args, needle) in [
+        (
+            "write-bw",
+            &["--mem", "cuda-staged:0"][..],
+            "passive target",
+        ),
+        ("send-lat", &["--mem", "cuda-staged:0"][..], "not staged"),
+        (
+            "send-bw",
+            &["--mem", "cuda-staged:0", "-D", "1"][..],
+            "needs -n",
+        ),
+        (
+            "atomic-bw",
+            &["--mem", "host", "--peer-mem", "cuda-staged:0"][..],
+            "no payload",
+        ),
+    ] {
+        let out = loopback(&lib, test, args);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{test} {args:?}: {}",
+            text(&out)
+        );
+        assert!(
+            text(&out).contains(needle),
+            "{test} {args:?}: {}",
+            text(&out)
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
 }

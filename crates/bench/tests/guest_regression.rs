@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, client, rdma_ready, scratch, text};
+use common::{bin, client, rdma_ready, scratch, text, LOOPBACK};
 use serde_json::Value;
 
 fn path(p: &Path) -> &str {
@@ -20,15 +20,9 @@ fn path(p: &Path) -> &str {
 
 /// One real write-bw run, server on rxe0 and client on rxe1 in one invocation.
 fn run(json: &Path) {
-    let out = client(&[
-        "write-bw",
-        "--loopback",
-        "-d",
-        "rxe0",
-        "--peer-dev",
-        "rxe1",
-        "-x",
-        "1",
+    let mut args = vec!["write-bw"];
+    args.extend(LOOPBACK);
+    args.extend([
         "-s",
         "64K",
         "-n",
@@ -40,6 +34,7 @@ fn run(json: &Path) {
         "--json",
         path(json),
     ]);
+    let out = client(&args);
     assert!(out.status.success(), "write-bw failed:\n{}", text(&out));
 }
 

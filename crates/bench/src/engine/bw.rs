@@ -102,6 +102,9 @@ pub struct LoopShape {
     pub stop: Stop,
     /// Operations in flight per QP.
     pub depth: u32,
+    /// Receives posted per QP (a staged receiver's limit; the plain loop keeps its receive
+    /// queues full from the start).
+    pub rx_depth: u32,
     /// Work requests per doorbell.
     pub post_list: u32,
     /// A completion every this many operations.
@@ -565,6 +568,7 @@ mod tests {
             size: 64,
             stop: Stop::Iters(iters),
             depth,
+            rx_depth: depth,
             post_list,
             cq_mod,
             inline: false,

@@ -535,7 +535,8 @@ impl Prepared {
             max_dest_rd_atomic: f.max_qp_rd_atom.clamp(1, 255) as u8,
             max_rd_atomic: rd_atomic as u8,
         };
-        if self.posts_receives {
+        // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
+        if self.posts_receives && self.staging.is_none() {
             let half = self.slot / 2;
             for (q, qp) in self.qps.iter_mut().enumerate() {
                 for _ in 0..rx_depth {

@@ -5,6 +5,8 @@
 //! - **Source** (this side WRITEs or SENDs): copy GPU -> bounce buffer (device-to-host), then
 //!   post the operations from the bounce buffer.
 //! - **Sink** (this side READs): READ into a bounce buffer, then copy it host -> GPU.
+//! - **Receiver** (this side receives SENDs): post receives into a bounce buffer, then copy
+//!   what landed host -> GPU (RC and a message count only, so no receive is left waiting).
 //!
 //! Each QP has its own pipeline (`cuda::staging`'s scheduler) over its own K bounce buffers; the
 //! copies of all QPs share one stream, each bounce buffer has an event. Small messages are
@@ -28,7 +30,7 @@ use verbs::{Completion, Op, SendRequest};
 use super::bw::{is_signaled, LoopShape, Measured, Meter, PeerState, Stop};
 use super::Connected;
 use crate::memory::slot_len;
-use crate::plan::{Mode, TestPlan, Verb};
+use crate::plan::{Connection, Mode, TestPlan, Verb};
 
 /// Completions taken per poll.
 const POLL_BATCH: usize = 16;
@@ -125,18 +127,23 @@ pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
         (Verb::Write | Verb::Read, true) => Some(format!(
             "the server of {test} is a passive target: the client's {} complete without this side \
              knowing, so it has no moment to copy. Stage the client (the side that moves the \
-             data) and give the server --mem host or cuda; --loopback gives both sides the same \
-             --mem, so run the server separately",
+             data) and give the server --mem host or cuda (with --loopback: --mem host \
+             --peer-mem cuda-staged)",
             if test.verb == Verb::Write {
                 "WRITEs"
             } else {
                 "READs"
             }
         )),
-        (Verb::Send, true) => Some(
-            "the receiving server of send-bw is not staged yet (the client is): give the server \
-             --mem host or cuda; --loopback gives both sides the same --mem, so run the server \
-             separately"
+        (Verb::Send, true) if plan.connection != Connection::Rc => Some(format!(
+            "a staged receiver needs RC: over {} a lost SEND would leave its bounce buffer \
+             waiting for data that never comes",
+            plan.connection.name()
+        )),
+        (Verb::Send, true) if plan.duration.is_some() => Some(
+            "a staged receiver needs -n (a message count), not -D: it posts each receive into \
+             the bounce buffer its message will be copied from, and a timed run would leave \
+             receives posted for messages that never come"
                 .to_string(),
         ),
         _ => None,
@@ -252,6 +259,27 @@ pub fn layout_for(side: &Connected, plan: &TestPlan, size: u64) -> Result<Option
     Ok(Some(Layout::new(s.config, s.buffer_len, size, messages)?))
 }
 
+/// What this side does with the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// WRITEs or SENDs it: copy to a bounce buffer, then post from there.
+    Source,
+    /// READs it: READ into a bounce buffer, then copy to the GPU.
+    Sink,
+    /// Receives SENDs: post receives into a bounce buffer, then copy to the GPU.
+    Receiver,
+}
+
+impl Role {
+    fn of(shape: &LoopShape) -> Role {
+        match (shape.send, shape.verb) {
+            (true, Verb::Read) => Role::Sink,
+            (true, _) => Role::Source,
+            (false, _) => Role::Receiver,
+        }
+    }
+}
+
 /// The pipeline of one QP: a source's (copy, then post) or a sink's (post, then copy).
 #[derive(Debug)]
 enum Pipe {
@@ -332,7 +360,8 @@ struct QpStage {
     messages: u64,
 }
 
-/// Runs one staged bandwidth loop (this side a source or a sink) and returns what it measured.
+/// Runs one staged bandwidth loop (this side a source, a sink or a receiver) and returns what
+/// it measured.
 pub fn measure_staged(
     side: &mut Connected,
     shape: &LoopShape,
@@ -363,14 +392,13 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
         u64::from(shape.size),
         messages,
     )?;
-    let sink = shape.verb == Verb::Read;
+    let role = Role::of(shape);
     let depth = staging.config.depth;
     let mut qps: Vec<QpStage> = (0..side.qps.len())
         .map(|_| QpStage {
-            pipe: if sink {
-                Pipe::Sink(RecvPipeline::new(layout.plan()))
-            } else {
-                Pipe::Source(SendPipeline::new(layout.plan()))
+            pipe: match role {
+                Role::Source => Pipe::Source(SendPipeline::new(layout.plan())),
+                Role::Sink | Role::Receiver => Pipe::Sink(RecvPipeline::new(layout.plan())),
             },
             posting: None,
             posted: 0,
@@ -395,9 +423,16 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
         for (q, stage) in qps.iter_mut().enumerate() {
             progress |= start_copies(side, stage, q, &layout)?;
             progress |= finish_copies(side, stage, q, &layout)?;
-            post_chunks(side, stage, q, shape, &layout, &mut batch)?;
+            match role {
+                Role::Receiver => post_receives(side, stage, q, shape, &layout)?,
+                _ => post_chunks(side, stage, q, shape, &layout, &mut batch)?,
+            }
         }
         let n = side.cq.poll(&mut wcs)?;
+        if n > 0 && role == Role::Receiver && qps.iter().all(|s| s.completed == 0) {
+            // A receiver's window opens when the first message lands.
+            meter = Meter::new(Instant::now(), shape.stop);
+        }
         for wc in &wcs[..n] {
             wc.check()?;
             let id = wc.wr_id();
@@ -458,9 +493,10 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
             }
         }
     }
+    let window = meter.window();
     Ok(Measured {
-        sent: meter.window(),
-        received: None,
+        sent: window.filter(|_| role != Role::Receiver),
+        received: window.filter(|_| role == Role::Receiver),
         ops_per_qp: qps.iter().map(|s| s.messages).collect(),
     })
 }
@@ -530,6 +566,26 @@ fn finish_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layou
     Ok(finished)
 }
 
+impl QpStage {
+    /// The chunk being posted and how many of its operations are posted, or the next chunk
+    /// the pipeline hands out.
+    fn next_to_post(&mut self) -> Option<(Chunk, u64)> {
+        self.posting
+            .take()
+            .or_else(|| self.pipe.next_post().map(|c| (c, 0)))
+    }
+
+    /// `done` of the chunk's `ops` operations are posted now: it awaits its completions once
+    /// all are.
+    fn posted_up_to(&mut self, chunk: Chunk, done: u64, ops: u64) {
+        if done == ops {
+            self.awaiting.push_back((chunk.seq, self.posted));
+        } else {
+            self.posting = Some((chunk, done));
+        }
+    }
+}
+
 /// Posts the operations of the chunks the pipeline hands out, as far as the send queue's
 /// depth allows: post lists of up to `post_list`, every `cq_mod`-th operation and each
 /// chunk's last signaled.
@@ -541,17 +597,9 @@ fn post_chunks(
     layout: &Layout,
     batch: &mut [SendRequest],
 ) -> Result<()> {
-    loop {
-        let (chunk, done) = match stage.posting {
-            Some(p) => p,
-            None => match stage.pipe.next_post() {
-                Some(c) => (c, 0),
-                None => return Ok(()),
-            },
-        };
+    while let Some((chunk, done)) = stage.next_to_post() {
         let work = layout.work(&chunk);
-        let in_flight = stage.posted - stage.completed;
-        let room = u64::from(shape.depth).saturating_sub(in_flight);
+        let room = u64::from(shape.depth).saturating_sub(stage.posted - stage.completed);
         let count = (work.ops - done).min(room).min(batch.len() as u64);
         if count == 0 {
             stage.posting = Some((chunk, done));
@@ -560,12 +608,11 @@ fn post_chunks(
         let bounce = bounce_offset(side, q, &chunk)?;
         let last_op = stage.posted + (work.ops - done);
         for (k, wr) in batch[..count as usize].iter_mut().enumerate() {
-            let i = done + k as u64;
             let n = stage.posted + k as u64 + 1;
             *wr = SendRequest {
                 wr_id: ((q as u64) << COUNT_BITS) | n,
                 op: op_for(side, q, shape.verb, work.offset),
-                local_offset: bounce + i * work.op_len,
+                local_offset: bounce + (done + k as u64) * work.op_len,
                 len: work.op_len as u32,
                 signaled: is_signaled(n, shape.cq_mod, last_op),
             };
@@ -576,13 +623,37 @@ fn post_chunks(
             None => side.qps[q].post_send(&side.mr, requests, shape.inline)?,
         }
         stage.posted += count;
-        if done + count == work.ops {
-            stage.awaiting.push_back((chunk.seq, stage.posted));
-            stage.posting = None;
-        } else {
-            stage.posting = Some((chunk, done + count));
+        stage.posted_up_to(chunk, done + count, work.ops);
+    }
+    Ok(())
+}
+
+/// Posts receives for the chunks the pipeline hands out, one per message at its place in the
+/// bounce buffer, as far as the receive queue's depth allows.
+fn post_receives(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    shape: &LoopShape,
+    layout: &Layout,
+) -> Result<()> {
+    while let Some((chunk, mut done)) = stage.next_to_post() {
+        let work = layout.work(&chunk);
+        let bounce = bounce_offset(side, q, &chunk)?;
+        while done < work.ops && stage.posted - stage.completed < u64::from(shape.rx_depth) {
+            stage.posted += 1;
+            let wr_id = ((q as u64) << COUNT_BITS) | stage.posted;
+            let offset = bounce + done * work.op_len;
+            side.qps[q].post_recv(&side.mr, wr_id, offset, work.op_len as u32)?;
+            done += 1;
+        }
+        let full = done < work.ops;
+        stage.posted_up_to(chunk, done, work.ops);
+        if full {
+            return Ok(());
         }
     }
+    Ok(())
 }
 
 /// The operation a staged QP posts: into the peer's receive half (WRITE), from its send half
@@ -714,7 +785,11 @@ mod tests {
         assert!(why.contains("passive target"), "{why}");
         assert!(why.contains("--mem host"), "{why}");
         assert!(refusal(&plan("read-bw", false), true).is_some());
-        assert!(refusal(&plan("send-bw", false), true).is_some());
+        assert_eq!(
+            refusal(&plan("send-bw", false), true),
+            None,
+            "a SEND receiver"
+        );
         assert!(refusal(&plan("atomic-bw", false), false).is_some());
         assert!(refusal(&plan("write-bw", true), false)
             .unwrap()

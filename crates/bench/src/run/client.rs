@@ -98,6 +98,7 @@ pub fn bw_shape(
         size: u32::try_from(size).context("message size above 4 GiB")?,
         stop: stop_of(plan),
         depth,
+        rx_depth: plan.rx_depth,
         post_list,
         cq_mod,
         inline: inline_for(plan, size),

@@ -41,6 +41,8 @@ pub struct ServerPart {
     pub received: Option<Window>,
     /// SENDs that arrived in all.
     pub received_count: u64,
+    /// The server staged what it received through host memory (`--mem cuda-staged`).
+    pub staged: bool,
 }
 
 /// The figures both sides report for one size.
@@ -71,9 +73,15 @@ pub fn combine(
         return Ok(sum);
     }
     if plan.test.verb == Verb::Send && plan.test.mode == Mode::Bw {
-        // Only completed receives count: UC and UD may lose messages.
+        // Only completed receives count: UC and UD may lose messages. A staged receiver's
+        // last copy to the GPU ends after the sender's last completion: the run lasts until
+        // the data is where the application wants it.
+        let seconds = match server.received {
+            Some(w) if server.staged => client.seconds.max(w.seconds),
+            _ => client.seconds,
+        };
         return match plan.duration {
-            None => SizeResult::from_window(size, server.received_count, client.seconds),
+            None => SizeResult::from_window(size, server.received_count, seconds),
             Some(_) => match server.received {
                 Some(w) => from_window(size, w),
                 None => bail!("no SEND arrived at the server during the measured window"),
@@ -179,6 +187,25 @@ mod tests {
         let r = combine(&plan(Verb::Send, false, None), 1024, client, server).unwrap();
         assert_eq!(r.iterations, 900);
         assert!((r.seconds - 1.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_staged_receiver_counts_until_its_last_copy() {
+        let client = SizeResult::from_window(1024, 1000, 1.0).unwrap();
+        let mut server = ServerPart {
+            received: Some(Window {
+                ops: 1000,
+                seconds: 1.25,
+            }),
+            received_count: 1000,
+            staged: true,
+            ..ServerPart::default()
+        };
+        let r = combine(&plan(Verb::Send, false, None), 1024, client.clone(), server).unwrap();
+        assert!((r.seconds - 1.25).abs() < 1e-12, "{r:?}");
+        server.staged = false;
+        let r = combine(&plan(Verb::Send, false, None), 1024, client, server).unwrap();
+        assert!((r.seconds - 1.0).abs() < 1e-12, "{r:?}");
     }
 
     #[test]

@@ -14,6 +14,7 @@ use crate::control::{Channel, Listener, Message};
 use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
+use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::plan::{Mode, TestPlan, Verb};
@@ -98,7 +99,12 @@ fn server_part(
     match plan.test.mode {
         Mode::Bw if plan.bidirectional || plan.receives(true) => {
             let shape = bw_shape(opts, plan, side, size, true)?;
-            let m = measure_bw(side, &shape, peer)?;
+            let staged = side.staging.is_some();
+            let m = if staged {
+                measure_staged(side, &shape, peer)?
+            } else {
+                measure_bw(side, &shape, peer)?
+            };
             Ok(ServerPart {
                 sent: m.sent,
                 received: m.received,
@@ -107,6 +113,7 @@ fn server_part(
                 } else {
                     0
                 },
+                staged,
             })
         }
         Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// The server's address in the guest (rxe0's netdev).
 pub const SERVER_ADDR: &str = "10.251.0.1";
 
+/// `--loopback` with the server on rxe0 and the client on rxe1, over the IPv4 RoCEv2 GID.
+pub const LOOPBACK: [&str; 7] = ["--loopback", "-d", "rxe0", "--peer-dev", "rxe1", "-x", "1"];
+
 /// The binary under test.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rdmabench"))
