@@ -274,3 +274,39 @@ fn absent_devices_name_what_exists() {
         "{line}"
     );
 }
+
+#[test]
+fn every_check_runs_on_host_memory_and_only_the_dma_buf_ones_fail() {
+    // hostmem: "GPU memory" is host memory and async copies run only once their event is seen
+    // complete, so the staged pipeline's copy half is checked for ordering, not just arithmetic.
+    let Some(r) = run(
+        "every_check_runs_on_host_memory_and_only_the_dma_buf_ones_fail",
+        full,
+        "hostmem",
+        &[],
+    ) else {
+        return;
+    };
+    for needle in [
+        "[PASS] planted corruption found",
+        "[PASS] copy bandwidth measured",
+        "[PASS] staged send: bytes through D2H bounce buffers intact",
+        "[PASS] staged recv: bytes through H2D bounce buffers intact",
+        "RESULT: 3 check(s) failed",
+    ] {
+        assert!(r.stdout.contains(needle), "{needle}: {}", r.stdout);
+    }
+    // A memfd is not a dma-buf, and the check says so rather than trusting the driver.
+    let failed: Vec<&str> = r.stdout.lines().filter(|l| l.contains("[FAIL]")).collect();
+    assert_eq!(failed.len(), 3, "{}", r.stdout);
+    assert!(
+        failed.iter().all(|l| l.contains("not a dma-buf")),
+        "{failed:?}"
+    );
+    assert!(
+        !r.stdout.contains("inf"),
+        "every figure finite: {}",
+        r.stdout
+    );
+    assert_eq!(r.code, Some(1));
+}

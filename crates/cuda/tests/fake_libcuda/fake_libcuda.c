@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <pthread.h>
+#include <time.h>
 
 static const char *mode(void) {
     const char *m = getenv("FAKE_CUDA_MODE");
@@ -100,7 +101,12 @@ int cuMemFreeHost(void *p) { free(p); return 0; }
 struct copy { void *dst; const void *src; size_t n; };
 static struct copy queue[QUEUE];
 static unsigned long long queued, done;
-struct event { unsigned long long upto; int queries; };
+struct event { unsigned long long upto; int queries; double recorded_at, done_at; };
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
 static int stream_storage;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -151,6 +157,8 @@ int cuEventRecord(void *e, void *s) {
     pthread_mutex_lock(&lock);
     ev->upto = queued;
     ev->queries = 0;
+    ev->recorded_at = now();
+    ev->done_at = 0;
     pthread_mutex_unlock(&lock);
     return 0;
 }
@@ -159,9 +167,21 @@ int cuEventQuery(void *e) {
     pthread_mutex_lock(&lock);
     int ready = done >= ev->upto || ev->queries++ > 0;
     if (ready) run_copies(ev->upto);
+    if (ready && ev->done_at == 0) ev->done_at = now();
     pthread_mutex_unlock(&lock);
     return ready ? 0 : 600; /* CUDA_ERROR_NOT_READY */
 }
-int cuEventSynchronize(void *e) { run_locked(((struct event *)e)->upto); return 0; }
-int cuEventElapsedTime(float *ms, void *a, void *b) { (void)a; (void)b; *ms = 0.0f; return 0; }
+int cuEventSynchronize(void *e) {
+    struct event *ev = e;
+    run_locked(ev->upto);
+    if (ev->done_at == 0) ev->done_at = now();
+    return 0;
+}
+/* From the start event's record to the end event's completion: the deferred copies ran in between. */
+int cuEventElapsedTime(float *ms, void *a, void *b) {
+    struct event *start = a, *end = b;
+    if (end->done_at == 0) return 600;
+    *ms = (float)((end->done_at - start->recorded_at) * 1e3);
+    return 0;
+}
 #endif
