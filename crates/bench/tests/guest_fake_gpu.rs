@@ -101,8 +101,12 @@ fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
         ("write-bw", "cuda:1", "dma-buf"),
         // write-lat cannot poll GPU memory.
         ("write-lat", "cuda-peermem", "cannot read GPU memory"),
+        // Inline data would be a CPU copy out of GPU memory.
+        ("send-bw", "cuda-peermem -I 64", "inline data"),
     ] {
-        let out = loopback(&lib, test, &["--mem", mem]);
+        let mut args = vec!["--mem"];
+        args.extend(mem.split(' '));
+        let out = loopback(&lib, test, &args);
         assert_eq!(out.status.code(), Some(1), "{test} {mem}: {}", text(&out));
         assert!(text(&out).contains(needle), "{test} {mem}: {}", text(&out));
     }
@@ -142,7 +146,7 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
     // send-bw staged at both ends: the client copies out and SENDs, the server receives into
     // bounce buffers and copies in; -r 4 makes the receive queue the limit.
     for (shape, extra) in [
-        (&small[..], &["--staging-depth", "2"][..]),
+        (&small[..], &["--staging-depth", "2", "-I", "64"][..]),
         (&large[..], &["-r", "4"][..]),
     ] {
         let mut args = vec!["--mem", "cuda-staged:0", "--validate", "--json"];

@@ -120,6 +120,8 @@ pub struct MemoryRegion {
     // Field order matters: the registration is dropped before the memory it covers.
     mr: Arc<SwMr>,
     host: Option<HostBuffer>,
+    /// The CPU may read the registered bytes (host memory, owned or not).
+    cpu_readable: bool,
     addr: u64,
     len: usize,
 }
@@ -149,6 +151,7 @@ impl MemoryRegion {
         Ok(MemoryRegion {
             mr,
             host: Some(buffer),
+            cpu_readable: true,
             addr,
             len,
         })
@@ -170,9 +173,28 @@ impl MemoryRegion {
         Ok(MemoryRegion {
             mr,
             host: None,
+            cpu_readable: false,
             addr,
             len,
         })
+    }
+
+    /// Registers host memory this crate does not own (pinned memory from the CUDA driver, for
+    /// one), which the CPU may read, so that requests on it can be posted inline.
+    ///
+    /// # Safety
+    /// `addr..addr+len` must be host memory that stays valid while the region lives, and a
+    /// range posted inline must not be written by anything else while it is posted.
+    pub unsafe fn register_host_raw(
+        pd: &ProtectionDomain,
+        addr: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<Self> {
+        // SAFETY: the caller's guarantee is register_raw's, and more.
+        let mut mr = unsafe { Self::register_raw(pd, addr, len, access) }?;
+        mr.cpu_readable = true;
+        Ok(mr)
     }
 
     /// Registers a dma-buf (GPU memory exported by its driver); `iova` is the address the
@@ -197,6 +219,7 @@ impl MemoryRegion {
         Ok(MemoryRegion {
             mr,
             host: None,
+            cpu_readable: false,
             addr: iova,
             len,
         })
@@ -235,6 +258,30 @@ impl MemoryRegion {
     /// The host bytes, writable, when the region is host memory.
     pub fn host_mut(&mut self) -> Option<&mut [u8]> {
         self.host.as_mut().map(HostBuffer::as_mut_slice)
+    }
+
+    /// `len` bytes at `offset`, read by the CPU (inline data); `None` when the region is not
+    /// CPU-readable memory, an error when the range is outside it.
+    #[inline]
+    pub(crate) fn cpu_bytes(&self, offset: u64, len: u32) -> Result<Option<&[u8]>> {
+        self.check_range(offset, len)?;
+        if let Some(host) = &self.host {
+            let start = offset as usize;
+            return Ok(Some(&host.as_slice()[start..start + len as usize]));
+        }
+        if !self.cpu_readable {
+            return Ok(None);
+        }
+        // SAFETY: the range is inside the region, which register_host_raw's caller promised is
+        // host memory valid for its lifetime and not written while posted inline.
+        Ok(Some(unsafe {
+            std::slice::from_raw_parts((self.addr + offset) as *const u8, len as usize)
+        }))
+    }
+
+    /// Whether the CPU can read the registered bytes (needed for inline data).
+    pub fn is_cpu_readable(&self) -> bool {
+        self.cpu_readable
     }
 
     /// Checks that `offset..offset+len` lies inside the region.

@@ -538,11 +538,9 @@ impl QueuePair<ReadyToSend> {
         // SAFETY: the QP is alive; the pointer is only used for ibv_wr_set_ud_addr below,
         // between the opcode and the buffer of the same work request, as the API requires.
         let qpx = unsafe { ibv_qp_to_qp_ex(self.qp.qp().as_ptr()) };
-        let host = if inline {
-            Some(self.inline_source(mr, requests)?)
-        } else {
-            None
-        };
+        if inline {
+            self.check_inline(mr, requests)?;
+        }
         let mut guard = self.qp.start_post_send();
         for r in requests {
             mr.check_range(r.local_offset, r.len)?;
@@ -550,7 +548,7 @@ impl QueuePair<ReadyToSend> {
             if r.signaled {
                 flags |= WorkRequestFlags::Signaled;
             }
-            if host.is_some() {
+            if inline {
                 flags |= WorkRequestFlags::Inline;
             }
             let wr = guard.construct_wr(r.wr_id, flags);
@@ -574,14 +572,16 @@ impl QueuePair<ReadyToSend> {
                 // SAFETY: qpx is this QP's extended handle; d.ah is a live address handle.
                 unsafe { ibv_wr_set_ud_addr(qpx, d.ah.as_ptr(), d.remote_qpn, UD_QKEY) };
             }
-            match host {
-                Some(bytes) => {
-                    let start = r.local_offset as usize;
-                    local.setup_inline_data(&bytes[start..start + r.len as usize]);
-                }
+            let bytes = if inline {
+                mr.cpu_bytes(r.local_offset, r.len)?
+            } else {
+                None
+            };
+            match bytes {
+                Some(bytes) => local.setup_inline_data(bytes),
                 // SAFETY: the range was checked against the registered region, which
                 // outlives this call; the NIC reads it before the completion is reported.
-                None => unsafe { local.setup_sge(mr.lkey(), mr.addr() + r.local_offset, r.len) },
+                _ => unsafe { local.setup_sge(mr.lkey(), mr.addr() + r.local_offset, r.len) },
             }
         }
         guard
@@ -589,21 +589,19 @@ impl QueuePair<ReadyToSend> {
             .map_err(|e| VerbsError::from_sideway("ibv_wr_complete", e))
     }
 
-    fn inline_source<'m>(
-        &self,
-        mr: &'m MemoryRegion,
-        requests: &[SendRequest],
-    ) -> Result<&'m [u8]> {
-        let bytes = mr.host().ok_or_else(|| {
-            VerbsError::InvalidRequest("inline data needs host memory".to_string())
-        })?;
+    fn check_inline(&self, mr: &MemoryRegion, requests: &[SendRequest]) -> Result<()> {
+        if !mr.is_cpu_readable() {
+            return Err(VerbsError::InvalidRequest(
+                "inline data needs memory the CPU can read (host memory)".to_string(),
+            ));
+        }
         if let Some(r) = requests.iter().find(|r| r.len > self.caps.max_inline_data) {
             return Err(VerbsError::InvalidRequest(format!(
                 "inline payload of {} bytes exceeds the QP's inline limit of {} bytes",
                 r.len, self.caps.max_inline_data
             )));
         }
-        Ok(bytes)
+        Ok(())
     }
 }
 

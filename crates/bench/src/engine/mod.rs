@@ -227,6 +227,15 @@ impl Local {
             gpu: gpu_device,
         } = self;
         let staged = matches!(mem, MemMode::CudaStaged(_));
+        if gpu_device.is_some() && !staged && plan.inline > 0 {
+            bail!(
+                "--mem {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
+                 which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
+                 --mem cuda-staged (which posts from host bounce buffers)",
+                mem.name(),
+                plan.inline
+            );
+        }
         if let Some(why) = staged.then(|| staged::refusal(plan, is_server)).flatten() {
             bail!("--mem {}: {why}", mem.name());
         }
@@ -264,9 +273,11 @@ impl Local {
                     slot,
                 )?;
                 // SAFETY: the pinned memory lives in the returned Staging, which the side keeps
-                // (and drops after the region).
+                // (and drops after the region); the pipeline posts a bounce buffer (inline or
+                // not) only after its copy completed, and copies into it only after its
+                // operations completed.
                 let mr = unsafe {
-                    MemoryRegion::register_raw(
+                    MemoryRegion::register_host_raw(
                         &pd,
                         s.pinned.as_ptr() as u64,
                         s.pinned.len(),
