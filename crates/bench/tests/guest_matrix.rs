@@ -310,3 +310,20 @@ fn a_limit_that_is_missed_exits_3_with_the_reason() {
     );
     assert_eq!(run.client.status.code(), Some(3), "{}", text(&run.client));
 }
+
+#[test]
+fn inline_payloads_arrive_intact() {
+    if !rdma_ready("inline_payloads_arrive_intact") {
+        return;
+    }
+    for (test, port) in [("write-bw", 19397), ("send-bw", 19398)] {
+        let run = pair(
+            test,
+            port,
+            &[],
+            &["-I", "64", "-s", "64", "-n", "500", "--validate"],
+        );
+        run.assert_ok();
+        assert_eq!(run.client_json["params"]["inline"], 64, "{test}");
+    }
+}
