@@ -31,7 +31,7 @@ set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here/.." || exit 1
 
-usage() { sed -n '2,30p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "${BASH_SOURCE[0]}"; }
 die() { echo "fw-regression.sh: $*" >&2; exit "${2:-1}"; }
 
 baseline="" save="" repeat=5 label=fw-regression results=results quick=0 two_node_opts=()

@@ -7,8 +7,9 @@
 #                               [--test write-bw] [--results DIR] SERVER_HOST [rdmabench options]
 #
 # The server must be waiting for every run: start it with `rdmabench TEST -d DEV --persistent`
-# (host memory there; the client's memory mode is the one compared; give the server its own
-# --mem to move both ends).
+# (host memory there: the client's memory mode is the one compared; a staged client copies
+# GPU <-> host inside its measured loop. A GPU server, --mem cuda, moves both ends through
+# GPU memory; a staged server can only receive send-bw).
 # With SERVER_HOST `local:DEV` the server side is run here too, on DEV with host memory.
 #
 # Prints one table, a row per size, for each mode its bandwidth and its percentage of its own
@@ -18,7 +19,7 @@
 # 1 when one failed, 2 bad usage.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "$0"; }
 
 modes="host cuda cuda-staged cuda-peermem" gpu=0 test=write-bw results=""
 while [ $# -gt 0 ]; do

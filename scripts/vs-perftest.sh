@@ -33,7 +33,7 @@ while [ $# -gt 0 ]; do
         --sizes) sizes=$2; shift 2 ;;
         --lat-sizes) lat_sizes=$2; shift 2 ;;
         --direct) direct=1; shift ;;
-        -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
         *) echo "vs-perftest.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

@@ -13,41 +13,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::OnceLock;
+use std::path::Path;
+use std::process::Output;
 
-use common::{rdma_ready, scratch, text, LOOPBACK};
-
-/// The fake libcuda.so.1, built once per test process (`None`: no C compiler).
-fn fake_libcuda() -> Option<PathBuf> {
-    static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
-    LIB.get_or_init(build_fake_libcuda).clone()
-}
-
-fn build_fake_libcuda() -> Option<PathBuf> {
-    let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-cuda-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cuda/tests/fake_libcuda/fake_libcuda.c");
-    let lib = dir.join("libcuda.so.1");
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
-        .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&lib)
-        .arg(src)
-        .output()
-        .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "cannot build the fake libcuda: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
-    std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).ok();
-    Some(dir)
-}
+use common::{fake_libcuda, rdma_ready, scratch, text, LOOPBACK};
 
 fn run(lib: &Path, args: &[&str]) -> Output {
     common::bin()

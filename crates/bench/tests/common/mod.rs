@@ -8,8 +8,9 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// The server's address in the guest (rxe0's netdev).
@@ -240,4 +241,36 @@ pub fn doctor_check<'a>(report: &'a str, name: &str) -> (&'a str, &'a str) {
             (field.trim_end() == name).then(|| (verdict, evidence.trim_start()))
         })
         .unwrap_or_else(|| panic!("no check {name:?} in\n{report}"))
+}
+
+/// The folder of the cuda crate's fake libcuda.so.1 (run it with `FAKE_CUDA_MODE=hostmem`
+/// and this folder in `LD_LIBRARY_PATH`), built once per test process; `None` without a C
+/// compiler.
+pub fn fake_libcuda() -> Option<PathBuf> {
+    static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LIB.get_or_init(build_fake_libcuda).clone()
+}
+
+fn build_fake_libcuda() -> Option<PathBuf> {
+    let dir =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-cuda-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).ok()?;
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cuda/tests/fake_libcuda/fake_libcuda.c");
+    let lib = dir.join("libcuda.so.1");
+    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-shared", "-fPIC", "-O1", "-o"])
+        .arg(&lib)
+        .arg(src)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "cannot build the fake libcuda: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        return None;
+    }
+    std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).ok();
+    Some(dir)
 }
