@@ -410,4 +410,37 @@ mod tests {
         let (_, b) = b.command.test().unwrap();
         assert_eq!(a.plan_request(), b.plan_request());
     }
+
+    #[test]
+    fn staging_options_shape_the_bounce_buffers() {
+        let cli = parse(&[
+            "write-bw",
+            "--mem",
+            "cuda-staged:1",
+            "--staging-chunk",
+            "64K",
+            "--staging-depth",
+            "8",
+        ])
+        .unwrap();
+        let (_, a) = cli.command.test().unwrap();
+        let side = a.side().unwrap();
+        assert_eq!(side.staging, cuda::StagingConfig::new(64 << 10, 8).unwrap());
+        let cli = parse(&["send-bw", "--mem", "cuda-staged"]).unwrap();
+        let (_, a) = cli.command.test().unwrap();
+        assert_eq!(a.side().unwrap().staging, cuda::StagingConfig::default());
+        // In loopback the staging options may serve the client's --peer-mem alone.
+        let cli = parse(&[
+            "write-bw",
+            "--loopback",
+            "--peer-mem",
+            "cuda-staged",
+            "--staging-depth",
+            "2",
+        ])
+        .unwrap();
+        let (_, a) = cli.command.test().unwrap();
+        assert_eq!(a.side().unwrap().staging.depth, 2);
+        assert_eq!(a.peer_mem, Some(MemMode::parse("cuda-staged").unwrap()));
+    }
 }
