@@ -15,8 +15,9 @@ mod common;
 
 use std::path::Path;
 use std::process::Output;
+use std::time::Duration;
 
-use common::{fake_libcuda, rdma_ready, scratch, text, LOOPBACK};
+use common::{fake_libcuda, rdma_ready, scratch, text, Server, LOOPBACK};
 
 fn run(lib: &Path, args: &[&str]) -> Output {
     common::bin()
@@ -202,4 +203,47 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
         );
     }
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout() {
+    if !rdma_ready("a_staged_receiver_whose_sender_dies_fails_within_its_timeout") {
+        return;
+    }
+    let Some(lib) = fake_libcuda() else {
+        eprintln!("skipped: no C compiler for the fake libcuda");
+        return;
+    };
+    let server = Server::start_with_env(
+        &[
+            "send-bw",
+            "-d",
+            "rxe0",
+            "-x",
+            "1",
+            "-p",
+            "19140",
+            "--timeout",
+            "5",
+        ],
+        &[
+            ("LD_LIBRARY_PATH", lib.as_os_str()),
+            ("FAKE_CUDA_MODE", "hostmem".as_ref()),
+        ],
+    );
+    common::kill_client_mid_run(
+        "send-bw",
+        19140,
+        &["-s", "64K", "-n", "100000000", "--timeout", "5"],
+    );
+    let (ok, server_text, took) = server.finish(Duration::from_secs(15));
+    assert!(
+        !ok,
+        "the staged server passed after its client died:\n{server_text}"
+    );
+    assert!(took <= Duration::from_secs(6), "the server took {took:?}");
+    assert!(
+        server_text.contains("closed the connection"),
+        "{server_text}"
+    );
 }

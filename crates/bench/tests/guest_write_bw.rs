@@ -120,43 +120,11 @@ fn a_client_killed_mid_run_fails_the_server_within_its_timeout() {
         return;
     }
     let server = Server::start(&["write-bw", "-d", "rxe0", "-p", "19130", "--timeout", "5"]);
-    let mut victim = common::bin()
-        .args([
-            "write-bw",
-            SERVER_ADDR,
-            "-d",
-            "rxe1",
-            "-p",
-            "19130",
-            "-s",
-            "64K",
-            "-n",
-            "100000000",
-            "--timeout",
-            "5",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
-    // Let it get into the measured loop: the header is printed after the barrier.
-    let mut header = String::new();
-    let mut stdout = std::io::BufReader::new(victim.stdout.take().unwrap());
-    let start = Instant::now();
-    while !header.contains("#bytes") && start.elapsed() < Duration::from_secs(30) {
-        let mut line = String::new();
-        if std::io::BufRead::read_line(&mut stdout, &mut line).unwrap() == 0 {
-            break;
-        }
-        header.push_str(&line);
-    }
-    assert!(
-        header.contains("#bytes"),
-        "the client never started measuring:\n{header}"
+    common::kill_client_mid_run(
+        "write-bw",
+        19130,
+        &["-s", "64K", "-n", "100000000", "--timeout", "5"],
     );
-    std::thread::sleep(Duration::from_millis(500));
-    victim.kill().unwrap();
-    victim.wait().unwrap();
     let (ok, server_text, took) = server.finish(Duration::from_secs(15));
     assert!(
         !ok,

@@ -56,8 +56,14 @@ pub struct Server {
 impl Server {
     /// Starts `rdmabench <args>` as a server and waits until it listens.
     pub fn start(args: &[&str]) -> Server {
+        Server::start_with_env(args, &[])
+    }
+
+    /// [`Server::start`] with extra environment variables.
+    pub fn start_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Server {
         let mut child = bin()
             .args(args)
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
@@ -273,4 +279,35 @@ fn build_fake_libcuda() -> Option<PathBuf> {
     }
     std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).ok();
     Some(dir)
+}
+
+/// Runs `rdmabench TEST SERVER_ADDR -d rxe1 -x 1 -p PORT ARGS...` as a client, waits until it
+/// is inside the measured loop (its table header, printed after the barrier), lets it run
+/// half a second, and kills it.
+pub fn kill_client_mid_run(test: &str, port: u16, args: &[&str]) {
+    let p = port.to_string();
+    let mut victim = bin()
+        .args([test, SERVER_ADDR, "-d", "rxe1", "-x", "1", "-p", &p])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut stdout = BufReader::new(victim.stdout.take().unwrap());
+    let mut seen = String::new();
+    let start = Instant::now();
+    while !seen.contains("#bytes") && start.elapsed() < Duration::from_secs(30) {
+        let mut line = String::new();
+        if stdout.read_line(&mut line).unwrap() == 0 {
+            break;
+        }
+        seen.push_str(&line);
+    }
+    assert!(
+        seen.contains("#bytes"),
+        "the client never started measuring:\n{seen}"
+    );
+    std::thread::sleep(Duration::from_millis(500));
+    victim.kill().unwrap();
+    victim.wait().unwrap();
 }
