@@ -8,8 +8,8 @@
 #
 # The server must be waiting for every run: start it with `rdmabench TEST -d DEV --persistent`
 # (host memory there: the client's memory mode is the one compared; a staged client copies
-# GPU <-> host inside its measured loop. A GPU server, --mem cuda, moves both ends through
-# GPU memory; a staged server can only receive send-bw).
+# GPU <-> host inside its measured loop. A server with --mem cuda or cuda-staged moves both
+# ends through GPU memory, but then only the modes that suit it run).
 # With SERVER_HOST `local:DEV` the server side is run here too, on DEV with host memory.
 #
 # Prints one table, a row per size, for each mode its bandwidth and its percentage of its own
@@ -47,20 +47,40 @@ fi
 results=${results:-results/gdr-compare/$(date -u +%Y-%m-%dT%H%M%SZ)}
 mkdir -p "$results" || exit 1
 
+# local:DEV: a server on DEV for one run, on a free port; its port is read from its
+# "waiting on ADDR:PORT" line (at most 30 s), so nothing races its start.
+local_run() {
+    local dev=$1 mem=$2 json=$3 srvlog srv port="" i
+    shift 3
+    srvlog=$(mktemp)
+    "$bin" "$test" -d "$dev" -p 0 --timeout 60 >"$srvlog" 2>&1 &
+    srv=$!
+    for ((i = 0; i < 300; i++)); do
+        port=$(sed -n 's/.* server waiting on [^ ]*:\([0-9][0-9]*\) .*/\1/p' "$srvlog" | head -n 1)
+        [ -n "$port" ] && break
+        kill -0 "$srv" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [ -z "$port" ]; then
+        echo "rdmabench: error: the local server on $dev did not start: $(tail -n 1 "$srvlog")"
+        kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; rm -f "$srvlog"
+        return 1
+    fi
+    "$bin" "$test" 127.0.0.1 -p "$port" --mem "$mem" --json "$json" "$@" 2>&1
+    local rc=$?
+    [ $rc = 0 ] || kill "$srv" 2>/dev/null
+    wait "$srv" 2>/dev/null
+    rm -f "$srvlog"
+    return $rc
+}
+
 status=0 ran=()
-port=18900
 for m in $modes; do
     mem=$m; [ "$m" = host ] || mem="$m:$gpu"
     json=$results/$m.json
     if [[ $server == local:* ]]; then
-        "$bin" "$test" -d "${server#local:}" -p $port --timeout 60 >/dev/null 2>&1 &
-        srv=$!
-        sleep 0.5
-        out=$("$bin" "$test" 127.0.0.1 -p $port --mem "$mem" --json "$json" "$@" 2>&1)
+        out=$(local_run "${server#local:}" "$mem" "$json" "$@")
         rc=$?
-        [ $rc = 0 ] || kill "$srv" 2>/dev/null
-        wait "$srv" 2>/dev/null
-        port=$((port + 1))
     else
         out=$("$bin" "$test" "$server" --mem "$mem" --json "$json" "$@" 2>&1)
         rc=$?

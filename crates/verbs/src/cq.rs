@@ -62,6 +62,17 @@ impl Completion {
         self.0.byte_len
     }
 
+    /// The immediate data of a WRITE with immediate (or SEND with immediate) that consumed
+    /// this receive; `None` when the completion carries none.
+    #[inline]
+    pub fn imm_data(&self) -> Option<u32> {
+        /// `IBV_WC_WITH_IMM` in `wc_flags`.
+        const WITH_IMM: u32 = 1 << 1;
+        // SAFETY: both union members are a u32; the flag says which one the provider wrote.
+        let value = unsafe { self.0.imm_data_invalidated_rkey_union.imm_data };
+        (self.0.wc_flags & WITH_IMM != 0).then_some(value)
+    }
+
     /// The local QP number it belongs to.
     #[inline]
     pub fn qp_num(&self) -> u32 {

@@ -131,6 +131,16 @@ pub enum Op {
         /// Remote key.
         rkey: u32,
     },
+    /// RDMA WRITE to `remote_addr` that also consumes a receive at the peer, whose completion
+    /// carries `imm` (RC): the peer learns that the data landed.
+    WriteWithImm {
+        /// Remote address.
+        remote_addr: u64,
+        /// Remote key.
+        rkey: u32,
+        /// Delivered in the peer's receive completion.
+        imm: u32,
+    },
     /// RDMA READ from `remote_addr`.
     Read {
         /// Remote address.
@@ -253,6 +263,7 @@ impl<'a> QueuePairBuilder<'a> {
             Transport::Rc => (
                 QueuePairType::ReliableConnection,
                 SendOperationFlags::Write
+                    | SendOperationFlags::WriteWithImmediate
                     | SendOperationFlags::Send
                     | SendOperationFlags::Read
                     | SendOperationFlags::AtomicFetchAndAdd
@@ -554,6 +565,11 @@ impl QueuePair<ReadyToSend> {
             let wr = guard.construct_wr(r.wr_id, flags);
             let local = match r.op {
                 Op::Write { remote_addr, rkey } => wr.setup_write(rkey, remote_addr),
+                Op::WriteWithImm {
+                    remote_addr,
+                    rkey,
+                    imm,
+                } => wr.setup_write_imm(rkey, remote_addr, imm),
                 Op::Read { remote_addr, rkey } => wr.setup_read(rkey, remote_addr),
                 Op::Send => wr.setup_send(),
                 Op::FetchAdd {

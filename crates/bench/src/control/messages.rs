@@ -8,6 +8,7 @@
 use serde::{Deserialize, Serialize};
 use verbs::Endpoint;
 
+use crate::engine::staged::BounceLayout;
 use crate::plan::TestPlan;
 use crate::report::SizeResult;
 
@@ -42,6 +43,9 @@ pub enum Message {
     Endpoints {
         /// In QP order.
         qps: Vec<Endpoint>,
+        /// The sender's bounce buffers when its memory is staged (`--mem cuda-staged`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        bounce: Option<BounceLayout>,
     },
     /// A barrier: both sides are ready for the next step.
     Ready,

@@ -119,6 +119,8 @@ pub struct Connected {
     pub path_mtu: u32,
     /// RDMA READs/atomics this side may have in flight per QP (what both ends allow).
     pub rd_atomic: u32,
+    /// The peer's bounce buffers when its memory is staged (a staged WRITE target).
+    pub peer_bounce: Option<staged::BounceLayout>,
 }
 
 fn first_psn(index: usize) -> u32 {
@@ -300,7 +302,12 @@ impl Local {
         };
         let stride = staging.as_ref().map_or(slot, |s| s.stride);
         let posts_receives = plan.receives(is_server);
-        let rx_depth = if posts_receives { plan.rx_depth } else { 1 };
+        let rx_depth = match (posts_receives, &staging) {
+            (true, _) => plan.rx_depth,
+            // Credits, or a WRITE target's landings: one receive per bounce buffer at most.
+            (false, Some(s)) => s.config.depth as u32,
+            (false, None) => 1,
+        };
         let cq = CompletionQueue::new(&device, plan.qps * (plan.tx_depth + rx_depth))?;
         let builder = || {
             QueuePairBuilder::new(&pd, &cq)
@@ -476,6 +483,11 @@ fn max_inline(creates: impl Fn(u32) -> bool) -> Option<u32> {
 }
 
 impl Prepared {
+    /// The bounce buffers, when this side is staged, to tell the peer.
+    pub fn bounce(&self) -> Option<staged::BounceLayout> {
+        self.staging.as_ref().map(staged::Staging::layout)
+    }
+
     /// The endpoint of each QP, to send to the peer.
     pub fn endpoints(&self) -> Vec<Endpoint> {
         let rd_atomic = self.device.facts().max_qp_rd_atom.clamp(1, 255) as u8;
@@ -592,6 +604,7 @@ impl Prepared {
             transport: self.transport,
             path_mtu,
             rd_atomic,
+            peer_bounce: None,
         })
     }
 }

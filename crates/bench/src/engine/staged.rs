@@ -6,7 +6,8 @@
 //!   post the operations from the bounce buffer.
 //! - **Sink** (this side READs): READ into a bounce buffer, then copy it host -> GPU.
 //! - **Receiver** (this side receives SENDs): post receives into a bounce buffer, then copy
-//!   what landed host -> GPU (RC and a message count only, so no receive is left waiting).
+//!   what landed host -> GPU (RC and a message count only, so no receive is left waiting; the
+//!   same holds for a WRITE target).
 //!
 //! Each QP has its own pipeline (`cuda::staging`'s scheduler) over its own K bounce buffers; the
 //! copies of all QPs share one stream, each bounce buffer has an event. Small messages are
@@ -15,12 +16,18 @@
 //! split: the peer posts receives of the message size, so each SEND has a bounce buffer of its
 //! own). The measured window includes the copies, because the application pays for them.
 //!
-//! The staged side must be the one that moves the data: the peer's memory (host, or GPU with
-//! GPUDirect RDMA) is only a target. A passive staged target (the server of write-bw and
-//! read-bw) is refused: nothing tells it when the peer's WRITE landed or its data was read, so
-//! it has no moment to copy.
+//! - **WRITE target** (the server of write-bw, when the client is staged with the same bounce
+//!   buffers): the client WRITEs chunk `seq` into the server's bounce buffer `seq % K`, the
+//!   chunk's last WRITE carrying `seq` as immediate data (so the server gets a completion);
+//!   the server copies the chunk to the GPU and SENDs a zero-byte credit, and the client
+//!   WRITEs into a buffer only while it holds a credit for it. The client's window runs to
+//!   the last credit, i.e. until the data is in the server's GPU.
+//!
+//! A passive staged source (the server of read-bw) is refused: nothing tells it when its data
+//! was read, so it has no moment to refill a bounce buffer.
 
 use std::collections::VecDeque;
+use std::fmt;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -92,6 +99,72 @@ impl Staging {
     }
 }
 
+/// A staged side's bounce buffers as its peer sees them (sent with the endpoints): a staged
+/// WRITE source WRITEs chunk `seq` into the target's buffer `seq % depth`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct BounceLayout {
+    /// Bytes per bounce buffer.
+    pub buffer_len: u64,
+    /// Bounce buffers per QP.
+    pub depth: u32,
+}
+
+impl fmt::Display for BounceLayout {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} x {} bounce buffers",
+            self.depth,
+            crate::units::format_size(self.buffer_len)
+        )
+    }
+}
+
+impl Staging {
+    /// The layout the peer is told.
+    pub fn layout(&self) -> BounceLayout {
+        BounceLayout {
+            buffer_len: self.buffer_len as u64,
+            depth: self.config.depth as u32,
+        }
+    }
+}
+
+/// Checks that a staged WRITE target has a staged source with the same bounce buffers (the
+/// source WRITEs into the target's buffers by number). `mine` and `peer` are each side's
+/// layout (`None`: not staged).
+pub fn check_peer(
+    plan: &TestPlan,
+    is_server: bool,
+    mine: Option<BounceLayout>,
+    peer: Option<BounceLayout>,
+) -> Result<()> {
+    if plan.test.verb != Verb::Write || plan.test.mode != Mode::Bw || plan.bidirectional {
+        return Ok(());
+    }
+    let (source, target) = if is_server {
+        (peer, mine)
+    } else {
+        (mine, peer)
+    };
+    let Some(target) = target else {
+        return Ok(());
+    };
+    if source == Some(target) {
+        return Ok(());
+    }
+    let source = source.map_or("host or GPU memory, not staged".to_string(), |s| {
+        s.to_string()
+    });
+    bail!(
+        "the server stages what it is written (--mem cuda-staged, {target}), which needs a \
+         staged client with the same bounce buffers: the client has {source}; give the client \
+         --mem cuda-staged --staging-chunk {} --staging-depth {}, or the server --mem host",
+        target.buffer_len,
+        target.depth
+    )
+}
+
 /// Bytes of one bounce buffer for `verb` up to `max_size`: the chunk, or for SEND (never
 /// split) the largest message rounded up to whole pages when that is larger.
 pub(super) fn bounce_len(config: StagingConfig, verb: Verb, max_size: u64) -> Result<usize> {
@@ -124,26 +197,22 @@ pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
             "{test} is not staged: an atomic acts on 8 bytes in place at the target; there is no \
              payload to move through host memory"
         )),
-        (Verb::Write | Verb::Read, true) => Some(format!(
-            "the server of {test} is a passive target: the client's {} complete without this side \
-             knowing, so it has no moment to copy. Stage the client (the side that moves the \
-             data) and give the server --mem host or cuda (with --loopback: --mem host \
-             --peer-mem cuda-staged)",
-            if test.verb == Verb::Write {
-                "WRITEs"
-            } else {
-                "READs"
-            }
-        )),
-        (Verb::Send, true) if plan.connection != Connection::Rc => Some(format!(
-            "a staged receiver needs RC: over {} a lost SEND would leave its bounce buffer \
+        (Verb::Read, true) => Some(
+            "the server of read-bw is a passive source: the client's READs take its data \
+             without it knowing, so it has no moment to refill a bounce buffer. Stage the client \
+             (the side that moves the data) and give the server --mem host or cuda (with \
+             --loopback: --mem host --peer-mem cuda-staged)"
+                .to_string(),
+        ),
+        (_, true) if plan.connection != Connection::Rc => Some(format!(
+            "a staged receiver needs RC: over {} a lost message would leave its bounce buffer \
              waiting for data that never comes",
             plan.connection.name()
         )),
-        (Verb::Send, true) if plan.duration.is_some() => Some(
-            "a staged receiver needs -n (a message count), not -D: it posts each receive into \
-             the bounce buffer its message will be copied from, and a timed run would leave \
-             receives posted for messages that never come"
+        (_, true) if plan.duration.is_some() => Some(
+            "a staged receiver needs -n (a message count), not -D: it keeps a receive posted \
+             for each bounce buffer it hands out, and a timed run would leave receives posted \
+             for messages that never come"
                 .to_string(),
         ),
         _ => None,
@@ -268,6 +337,10 @@ enum Role {
     Sink,
     /// Receives SENDs: post receives into a bounce buffer, then copy to the GPU.
     Receiver,
+    /// Is WRITEn to by a staged peer: each chunk's last WRITE carries its number as immediate
+    /// data (consuming a receive), this side copies the chunk to the GPU and SENDs the peer a
+    /// credit for the freed bounce buffer.
+    WriteTarget,
 }
 
 impl Role {
@@ -275,8 +348,14 @@ impl Role {
         match (shape.send, shape.verb) {
             (true, Verb::Read) => Role::Sink,
             (true, _) => Role::Source,
+            (false, Verb::Write) => Role::WriteTarget,
             (false, _) => Role::Receiver,
         }
+    }
+
+    /// Whether this side's pipeline work requests are receives.
+    fn receives(self) -> bool {
+        matches!(self, Role::Receiver | Role::WriteTarget)
     }
 }
 
@@ -358,6 +437,21 @@ struct QpStage {
     awaiting: VecDeque<(u64, u64)>,
     /// Messages done (sent, or in GPU memory).
     messages: u64,
+    /// Notified WRITEs (a staged WRITE target): the credits for freed bounce buffers.
+    credits: Credits,
+}
+
+/// Bounce-buffer credits between a staged WRITE source and a staged WRITE target: the source
+/// may WRITE chunk `seq` once `seq < depth + received`; the target owes one per chunk it
+/// copied to the GPU.
+#[derive(Debug, Default, Clone, Copy)]
+struct Credits {
+    /// Source: credits received. Target: credit SENDs posted.
+    moved: u64,
+    /// Source: receives posted for credits. Target: credit SENDs completed.
+    other: u64,
+    /// Target: chunks copied whose credit is not yet posted.
+    owed: u64,
 }
 
 /// Runs one staged bandwidth loop (this side a source, a sink or a receiver) and returns what
@@ -395,17 +489,7 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
     let role = Role::of(shape);
     let depth = staging.config.depth;
     let mut qps: Vec<QpStage> = (0..side.qps.len())
-        .map(|_| QpStage {
-            pipe: match role {
-                Role::Source => Pipe::Source(SendPipeline::new(layout.plan())),
-                Role::Sink | Role::Receiver => Pipe::Sink(RecvPipeline::new(layout.plan())),
-            },
-            posting: None,
-            posted: 0,
-            completed: 0,
-            awaiting: VecDeque::with_capacity(depth),
-            messages: 0,
-        })
+        .map(|_| QpStage::new(role, layout.plan()))
         .collect();
     let mut batch = vec![SendRequest::default(); shape.post_list.max(1) as usize];
     let mut wcs = [Completion::default(); POLL_BATCH];
@@ -418,40 +502,36 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
         Stop::Iters(_) => None,
     };
     let mut stopped = false;
+    let notify = role == Role::Source && shape.verb == Verb::Write && side.peer_bounce.is_some();
+    if notify && messages == u64::MAX {
+        bail!("a staged WRITE target needs -n (a message count), not -D");
+    }
+    let total = layout.plan().total_chunks();
     loop {
         let mut progress = false;
         for (q, stage) in qps.iter_mut().enumerate() {
             progress |= start_copies(side, stage, q, &layout)?;
             progress |= finish_copies(side, stage, q, &layout)?;
             match role {
-                Role::Receiver => post_receives(side, stage, q, shape, &layout)?,
-                _ => post_chunks(side, stage, q, shape, &layout, &mut batch)?,
+                Role::Receiver | Role::WriteTarget => {
+                    post_receives(side, stage, q, shape, &layout, role)?;
+                }
+                _ => post_chunks(side, stage, q, shape, &layout, &mut batch, notify)?,
+            }
+            if notify {
+                post_credit_receives(side, stage, q, total, depth as u64)?;
+            }
+            if role == Role::WriteTarget {
+                post_credits(side, stage, q, shape)?;
             }
         }
         let n = side.cq.poll(&mut wcs)?;
-        if n > 0 && role == Role::Receiver && qps.iter().all(|s| s.completed == 0) {
+        if n > 0 && role.receives() && qps.iter().all(|s| s.completed == 0) {
             // A receiver's window opens when the first message lands.
             meter = Meter::new(Instant::now(), shape.stop);
         }
         for wc in &wcs[..n] {
-            wc.check()?;
-            let id = wc.wr_id();
-            let q = (id >> COUNT_BITS) as usize;
-            let count = id & ((1 << COUNT_BITS) - 1);
-            let stage = qps
-                .get_mut(q)
-                .with_context(|| format!("a completion for QP {q}, which does not exist"))?;
-            stage.completed = stage.completed.max(count);
-            while let Some(&(seq, last)) = stage.awaiting.front() {
-                if last > stage.completed {
-                    break;
-                }
-                stage.awaiting.pop_front();
-                stage.pipe.ops_done(seq)?;
-                if let (Pipe::Source(_), Some(c)) = (&stage.pipe, layout.plan().chunk(seq)) {
-                    stage.messages += layout.work(&c).messages;
-                }
-            }
+            complete(&mut qps, wc, role, &layout)?;
         }
         progress |= n > 0;
         if progress {
@@ -463,7 +543,7 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
                 qps.iter_mut().for_each(|s| s.pipe.stop());
                 stopped = true;
             }
-            if qps.iter().all(|s| s.pipe.is_finished()) {
+            if qps.iter().all(|s| s.finished(role, notify, total)) {
                 break;
             }
             continue;
@@ -476,7 +556,7 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
                 qps.iter_mut().for_each(|s| s.pipe.stop());
                 stopped = true;
             }
-            if qps.iter().all(|s| s.pipe.is_finished()) {
+            if qps.iter().all(|s| s.finished(role, notify, total)) {
                 break;
             }
             if peer.is_failed() {
@@ -495,10 +575,134 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
     }
     let window = meter.window();
     Ok(Measured {
-        sent: window.filter(|_| role != Role::Receiver),
-        received: window.filter(|_| role == Role::Receiver),
+        sent: window.filter(|_| !role.receives()),
+        received: window.filter(|_| role.receives()),
         ops_per_qp: qps.iter().map(|s| s.messages).collect(),
     })
+}
+
+/// Bit of a work request id that marks a receive.
+const RECV_FLAG: u64 = 1 << 63;
+
+/// The id of work request number `n` on QP `q` (`recv`: a receive).
+#[inline]
+fn wr_id(q: usize, n: u64, recv: bool) -> u64 {
+    ((q as u64) << COUNT_BITS) | n | if recv { RECV_FLAG } else { 0 }
+}
+
+/// Accounts one completion: the pipeline's own work requests (operations, or a receiver's
+/// receives), a credit that arrived, or a credit SEND that completed.
+fn complete(qps: &mut [QpStage], wc: &Completion, role: Role, layout: &Layout) -> Result<()> {
+    wc.check()?;
+    let id = wc.wr_id();
+    let recv = id & RECV_FLAG != 0;
+    let q = ((id & !RECV_FLAG) >> COUNT_BITS) as usize;
+    let count = id & ((1 << COUNT_BITS) - 1);
+    let stage = qps
+        .get_mut(q)
+        .with_context(|| format!("a completion for QP {q}, which does not exist"))?;
+    if recv != role.receives() {
+        // Source: a credit arrived. Target: a credit SEND completed.
+        if role == Role::WriteTarget {
+            stage.credits.other = stage.credits.other.max(count);
+        } else {
+            stage.credits.moved += 1;
+        }
+        return Ok(());
+    }
+    stage.completed = stage.completed.max(count);
+    while let Some(&(seq, last)) = stage.awaiting.front() {
+        if last > stage.completed {
+            break;
+        }
+        if role == Role::WriteTarget && wc.imm_data() != Some(seq as u32) {
+            bail!(
+                "the peer's WRITE for chunk {seq} carried {:?} as its chunk number; both sides \
+                 must run the same plan and bounce buffers",
+                wc.imm_data()
+            );
+        }
+        stage.awaiting.pop_front();
+        stage.pipe.ops_done(seq)?;
+        if let (Pipe::Source(_), Some(c)) = (&stage.pipe, layout.plan().chunk(seq)) {
+            stage.messages += layout.work(&c).messages;
+        }
+    }
+    Ok(())
+}
+
+impl QpStage {
+    /// A staged pipeline of `role` through `plan`'s chunks, nothing posted yet.
+    fn new(role: Role, plan: StagingPlan) -> QpStage {
+        QpStage {
+            pipe: match role {
+                Role::Source => Pipe::Source(SendPipeline::new(plan)),
+                _ => Pipe::Sink(RecvPipeline::new(plan)),
+            },
+            posting: None,
+            posted: 0,
+            completed: 0,
+            awaiting: VecDeque::with_capacity(plan.config().depth),
+            messages: 0,
+            credits: Credits::default(),
+        }
+    }
+
+    /// The first chunk a WRITE source may not yet post to a staged target: each of the
+    /// target's `depth` bounce buffers is free at the start, and each credit frees one more.
+    fn credit_limit(&self, depth: u64) -> u64 {
+        depth + self.credits.moved
+    }
+
+    /// All chunks done, and (notified WRITEs) every credit received or sent.
+    fn finished(&self, role: Role, notify: bool, total: u64) -> bool {
+        let credits = match role {
+            Role::Source if notify => self.credits.moved == total,
+            Role::WriteTarget => self.credits.owed == 0 && self.credits.other == self.credits.moved,
+            _ => true,
+        };
+        credits && self.pipe.is_finished()
+    }
+}
+
+/// A staged WRITE source keeps a receive posted for each credit it may still get (at most
+/// one per bounce buffer at a time, exactly one per chunk in all).
+fn post_credit_receives(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    total: u64,
+    depth: u64,
+) -> Result<()> {
+    let c = &mut stage.credits;
+    while c.other < total && c.other - c.moved < depth {
+        c.other += 1;
+        side.qps[q].post_recv(&side.mr, wr_id(q, c.other, true), 0, 0)?;
+    }
+    Ok(())
+}
+
+/// A staged WRITE target SENDs a zero-byte credit for each bounce buffer it copied out.
+fn post_credits(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    shape: &LoopShape,
+) -> Result<()> {
+    let c = &mut stage.credits;
+    while c.owed > 0 && c.moved - c.other < u64::from(shape.depth) {
+        c.moved += 1;
+        c.owed -= 1;
+        let credit = SendRequest {
+            wr_id: wr_id(q, c.moved, false),
+            op: Op::Send,
+            local_offset: 0,
+            len: 0,
+            signaled: true,
+        };
+        side.qps[q].post_send(&side.mr, &[credit], false)?;
+    }
+    Ok(())
 }
 
 /// Byte offset of QP `q`'s bounce buffer for chunk `c` in the registered region.
@@ -560,6 +764,7 @@ fn finish_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layou
         stage.pipe.copy_done(c.seq)?;
         if let Pipe::Sink(_) = stage.pipe {
             stage.messages += layout.work(&c).messages;
+            stage.credits.owed += 1;
         }
         finished = true;
     }
@@ -568,11 +773,17 @@ fn finish_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layou
 
 impl QpStage {
     /// The chunk being posted and how many of its operations are posted, or the next chunk
-    /// the pipeline hands out.
-    fn next_to_post(&mut self) -> Option<(Chunk, u64)> {
-        self.posting
-            .take()
-            .or_else(|| self.pipe.next_post().map(|c| (c, 0)))
+    /// the pipeline hands out if its number is below `limit` (the credits of a WRITE target).
+    fn next_to_post(&mut self, limit: u64) -> Option<(Chunk, u64)> {
+        if let Some(p) = self.posting.take() {
+            return Some(p);
+        }
+        if let Pipe::Source(p) = &self.pipe {
+            if p.peek_post()?.seq >= limit {
+                return None;
+            }
+        }
+        self.pipe.next_post().map(|c| (c, 0))
     }
 
     /// `done` of the chunk's `ops` operations are posted now: it awaits its completions once
@@ -596,8 +807,15 @@ fn post_chunks(
     shape: &LoopShape,
     layout: &Layout,
     batch: &mut [SendRequest],
+    notify: bool,
 ) -> Result<()> {
-    while let Some((chunk, done)) = stage.next_to_post() {
+    let depth = side.staging.as_ref().map_or(0, |s| s.config.depth as u64);
+    let limit = if notify {
+        stage.credit_limit(depth)
+    } else {
+        u64::MAX
+    };
+    while let Some((chunk, done)) = stage.next_to_post(limit) {
         let work = layout.work(&chunk);
         let room = u64::from(shape.depth).saturating_sub(stage.posted - stage.completed);
         let count = (work.ops - done).min(room).min(batch.len() as u64);
@@ -609,10 +827,15 @@ fn post_chunks(
         let last_op = stage.posted + (work.ops - done);
         for (k, wr) in batch[..count as usize].iter_mut().enumerate() {
             let n = stage.posted + k as u64 + 1;
+            let i = done + k as u64;
             *wr = SendRequest {
-                wr_id: ((q as u64) << COUNT_BITS) | n,
-                op: op_for(side, q, shape.verb, work.offset),
-                local_offset: bounce + (done + k as u64) * work.op_len,
+                wr_id: wr_id(q, n, false),
+                op: if notify {
+                    notified_write(side, q, &chunk, i, &work)
+                } else {
+                    op_for(side, q, shape.verb, work.offset)
+                },
+                local_offset: bounce + i * work.op_len,
                 len: work.op_len as u32,
                 signaled: is_signaled(n, shape.cq_mod, last_op),
             };
@@ -628,32 +851,54 @@ fn post_chunks(
     Ok(())
 }
 
-/// Posts receives for the chunks the pipeline hands out, one per message at its place in the
-/// bounce buffer, as far as the receive queue's depth allows.
+/// Posts receives for the chunks the pipeline hands out, as far as the receive queue's depth
+/// allows: a SEND receiver's, one per message at its place in the bounce buffer; a WRITE
+/// target's, one empty receive per chunk for the WRITE with immediate that completes it.
 fn post_receives(
     side: &mut Connected,
     stage: &mut QpStage,
     q: usize,
     shape: &LoopShape,
     layout: &Layout,
+    role: Role,
 ) -> Result<()> {
-    while let Some((chunk, mut done)) = stage.next_to_post() {
+    while let Some((chunk, mut done)) = stage.next_to_post(u64::MAX) {
         let work = layout.work(&chunk);
+        let (count, len) = match role {
+            Role::WriteTarget => (1, 0),
+            _ => (work.ops, work.op_len),
+        };
         let bounce = bounce_offset(side, q, &chunk)?;
-        while done < work.ops && stage.posted - stage.completed < u64::from(shape.rx_depth) {
+        while done < count && stage.posted - stage.completed < u64::from(shape.rx_depth) {
             stage.posted += 1;
-            let wr_id = ((q as u64) << COUNT_BITS) | stage.posted;
-            let offset = bounce + done * work.op_len;
-            side.qps[q].post_recv(&side.mr, wr_id, offset, work.op_len as u32)?;
+            let id = wr_id(q, stage.posted, true);
+            side.qps[q].post_recv(&side.mr, id, bounce + done * len, len as u32)?;
             done += 1;
         }
-        let full = done < work.ops;
-        stage.posted_up_to(chunk, done, work.ops);
+        let full = done < count;
+        stage.posted_up_to(chunk, done, count);
         if full {
             return Ok(());
         }
     }
     Ok(())
+}
+
+/// Operation `i` of `chunk` to a staged WRITE target: into the peer's bounce buffer of the
+/// same number (both sides have the same layout); the chunk's last WRITE carries its number.
+#[inline]
+fn notified_write(side: &Connected, q: usize, chunk: &Chunk, i: u64, work: &Work) -> Op {
+    let remote_addr = side.remote[q].addr + chunk.buffer_offset as u64 + i * work.op_len;
+    let rkey = side.remote[q].rkey;
+    if i + 1 == work.ops {
+        Op::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm: chunk.seq as u32,
+        }
+    } else {
+        Op::Write { remote_addr, rkey }
+    }
 }
 
 /// The operation a staged QP posts: into the peer's receive half (WRITE), from its send half
@@ -751,6 +996,109 @@ mod tests {
     }
 
     #[test]
+    fn a_write_source_posts_only_the_chunks_it_holds_credits_for() {
+        let plan = StagingPlan::single(8 * 4096, 4096, 2).unwrap();
+        let mut stage = QpStage::new(Role::Source, plan);
+        let Pipe::Source(tx) = &mut stage.pipe else {
+            unreachable!()
+        };
+        for _ in 0..2 {
+            let c = tx.next_copy_to_start().unwrap();
+            tx.copy_done(c.seq).unwrap();
+        }
+        // Two bounce buffers at the target: chunks 0 and 1 go without a credit...
+        assert_eq!(stage.credit_limit(2), 2);
+        assert_eq!(stage.next_to_post(1).map(|(c, _)| c.seq), Some(0));
+        assert_eq!(stage.next_to_post(1), None, "chunk 1 waits for the limit");
+        assert_eq!(stage.next_to_post(2).map(|(c, _)| c.seq), Some(1));
+        // ...and each credit lets one more through.
+        stage.credits.moved = 1;
+        assert_eq!(stage.credit_limit(2), 3);
+        assert!(stage.next_to_post(3).is_none(), "chunk 2 is not copied yet");
+        // A chunk half posted goes on whatever the limit (its buffer was granted already).
+        stage.posting = plan.chunk(1).map(|c| (c, 3));
+        assert_eq!(stage.next_to_post(0).map(|(c, d)| (c.seq, d)), Some((1, 3)));
+    }
+
+    #[test]
+    fn each_side_finishes_only_with_its_credits_settled() {
+        let plan = StagingPlan::single(4096, 4096, 2).unwrap();
+        let mut source = QpStage::new(Role::Source, plan);
+        if let Pipe::Source(tx) = &mut source.pipe {
+            let c = tx.next_copy_to_start().unwrap();
+            tx.copy_done(c.seq).unwrap();
+            tx.next_post().unwrap();
+            tx.rdma_done(c.seq).unwrap();
+        }
+        assert!(source.finished(Role::Source, false, 1));
+        assert!(
+            !source.finished(Role::Source, true, 1),
+            "the last credit is due"
+        );
+        source.credits.moved = 1;
+        assert!(source.finished(Role::Source, true, 1));
+
+        let mut target = QpStage::new(Role::WriteTarget, plan);
+        if let Pipe::Sink(rx) = &mut target.pipe {
+            let c = rx.next_landing().unwrap();
+            rx.landed(c.seq).unwrap();
+            rx.next_copy_to_start().unwrap();
+            rx.copy_done(c.seq).unwrap();
+        }
+        target.credits.owed = 1;
+        assert!(
+            !target.finished(Role::WriteTarget, false, 1),
+            "a credit is owed"
+        );
+        target.credits = Credits {
+            moved: 1,
+            other: 0,
+            owed: 0,
+        };
+        assert!(
+            !target.finished(Role::WriteTarget, false, 1),
+            "its SEND is in flight"
+        );
+        target.credits.other = 1;
+        assert!(target.finished(Role::WriteTarget, false, 1));
+    }
+
+    #[test]
+    fn ids_carry_the_qp_the_count_and_whether_a_receive() {
+        let id = wr_id(3, 17, true);
+        assert_ne!(id & RECV_FLAG, 0);
+        assert_eq!((id & !RECV_FLAG) >> COUNT_BITS, 3);
+        assert_eq!(id & ((1 << COUNT_BITS) - 1), 17);
+        assert_eq!(wr_id(3, 17, false) & RECV_FLAG, 0);
+    }
+
+    #[test]
+    fn a_write_target_needs_a_staged_client_with_its_bounce_buffers() {
+        let p = plan("write-bw", false);
+        let four = Some(BounceLayout {
+            buffer_len: 1 << 20,
+            depth: 4,
+        });
+        let two = Some(BounceLayout {
+            buffer_len: 1 << 20,
+            depth: 2,
+        });
+        check_peer(&p, true, four, four).unwrap();
+        check_peer(&p, false, four, four).unwrap();
+        check_peer(&p, true, None, four).unwrap();
+        check_peer(&p, true, None, None).unwrap();
+        let e = check_peer(&p, true, four, two).unwrap_err().to_string();
+        assert!(
+            e.contains("2 x 1 MiB") && e.contains("--staging-depth 4"),
+            "{e}"
+        );
+        let e = check_peer(&p, false, None, four).unwrap_err().to_string();
+        assert!(e.contains("not staged"), "{e}");
+        // Only write-bw WRITEs into the peer's bounce buffers.
+        check_peer(&plan("send-bw", false), true, four, None).unwrap();
+    }
+
+    #[test]
     fn unbounded_runs_batch_full_chunks() {
         let layout = Layout::new(config(4096), 4096, 64, u64::MAX).unwrap();
         let c = layout.plan().chunk(1000).unwrap();
@@ -781,10 +1129,14 @@ mod tests {
         for test in ["write-bw", "send-bw", "read-bw"] {
             assert_eq!(refusal(&plan(test, false), false), None, "{test} client");
         }
-        let why = refusal(&plan("write-bw", false), true).unwrap();
-        assert!(why.contains("passive target"), "{why}");
+        assert_eq!(
+            refusal(&plan("write-bw", false), true),
+            None,
+            "a WRITE target"
+        );
+        let why = refusal(&plan("read-bw", false), true).unwrap();
+        assert!(why.contains("passive source"), "{why}");
         assert!(why.contains("--mem host"), "{why}");
-        assert!(refusal(&plan("read-bw", false), true).is_some());
         assert_eq!(
             refusal(&plan("send-bw", false), true),
             None,

@@ -14,7 +14,7 @@ use crate::control::{Channel, Listener, Message};
 use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
-use crate::engine::staged::measure_staged;
+use crate::engine::staged::{check_peer, measure_staged};
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::plan::{Mode, TestPlan, Verb};
@@ -44,13 +44,21 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
     let plan = TestPlan::adopt(*asked, opts.test, &opts.request)?;
     ch.send(&Message::PlanAccepted)?;
     let prepared = local.prepare(&plan, true)?;
-    let Message::Endpoints { qps: remote } = ch.expect("Endpoints")? else {
+    let Message::Endpoints {
+        qps: remote,
+        bounce: peer_bounce,
+    } = ch.expect("Endpoints")?
+    else {
         bail!("protocol error: expected the client's endpoints");
     };
+    let bounce = prepared.bounce();
+    check_peer(&plan, true, bounce, peer_bounce)?;
     ch.send(&Message::Endpoints {
         qps: prepared.endpoints(),
+        bounce,
     })?;
     let mut side = prepared.connect(remote, plan.rx_depth)?;
+    side.peer_bounce = peer_bounce;
     ch.expect("Ready")?;
     ch.send(&Message::Ready)?;
 
@@ -97,7 +105,7 @@ fn server_part(
     peer: &PeerState,
 ) -> Result<ServerPart> {
     match plan.test.mode {
-        Mode::Bw if plan.bidirectional || plan.receives(true) => {
+        Mode::Bw if plan.bidirectional || plan.receives(true) || side.staging.is_some() => {
             let shape = bw_shape(opts, plan, side, size, true)?;
             let staged = side.staging.is_some();
             let m = if staged {
