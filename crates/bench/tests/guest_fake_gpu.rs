@@ -159,10 +159,32 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
             assert!(out.status.success(), "{test} {shape:?}: {}", text(&out));
         }
     }
+    // Latency, staged: every message is copied out of and into the GPU inside the round trip.
+    for (test, mem) in [
+        ("send-lat", &["--mem", "cuda-staged:0"][..]),
+        ("write-lat", &["--mem", "cuda-staged:0"][..]),
+        (
+            "read-lat",
+            &["--mem", "host", "--peer-mem", "cuda-staged:0"][..],
+        ),
+    ] {
+        for size in ["64", "10K"] {
+            let mut args = vec!["-s", size, "-n", "100", "--validate"];
+            args.extend(mem);
+            let out = loopback(&lib, test, &args);
+            assert!(out.status.success(), "{test} {size}: {}", text(&out));
+        }
+    }
+
     // What cannot be staged says why.
     for (test, args, needle) in [
         ("read-bw", &["--mem", "cuda-staged:0"][..], "passive source"),
-        ("send-lat", &["--mem", "cuda-staged:0"][..], "not staged"),
+        (
+            "read-lat",
+            &["--mem", "cuda-staged:0"][..],
+            "passive source",
+        ),
+        ("atomic-lat", &["--mem", "cuda-staged:0"][..], "no payload"),
         (
             "send-bw",
             &["--mem", "cuda-staged:0", "-D", "1"][..],

@@ -4,6 +4,10 @@
 //! READ and atomics: the initiator times each operation's full round trip; the peer's CPU is
 //! not involved. WRITE and SEND report one-way latency (RTT/2); READ and atomics the round
 //! trip. Every latency goes into an HdrHistogram, which needs no per-sample storage.
+//!
+//! With `--mem cuda-staged` each message is copied out of the GPU into a pinned bounce buffer
+//! before it is posted and copied into the GPU after it arrived, inside the timed round trip:
+//! the latency GPUDirect RDMA removes.
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +15,7 @@ use anyhow::{bail, Context, Result};
 use verbs::{Completion, Op, SendRequest};
 
 use super::bw::{recv_wr_id, PeerState, Stop, Window};
+use super::staged::{copy_in, copy_out};
 use super::Connected;
 use crate::plan::{AtomicOp, Verb};
 use crate::stats::LatencyRecorder;
@@ -265,6 +270,8 @@ pub fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Resu
 }
 
 fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
+    let staged = side.staging.is_some();
+    let size = u64::from(shape.size);
     let mut hist = LatencyRecorder::new()?;
     let recv_last = last_byte(side, shape)?;
     let schedule = Schedule {
@@ -279,10 +286,17 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     while schedule.more(i, Instant::now()) {
         let signaled = (i + 1).is_multiple_of(u64::from(shape.cq_mod))
             || matches!(shape.verb, Verb::Read | Verb::Atomic);
-        if shape.verb == Verb::Write {
+        if shape.verb == Verb::Write && !staged {
             set_tag(side, shape, tag(i))?;
         }
         let t0 = Instant::now();
+        if staged && shape.verb != Verb::Read {
+            // GPUDirect RDMA off: the message is copied out of the GPU inside the round trip.
+            copy_out(side, size, shape.stall_timeout)?;
+            if shape.verb == Verb::Write {
+                set_tag(side, shape, tag(i))?;
+            }
+        }
         post(side, shape, i, signaled)?;
         match shape.verb {
             Verb::Write => {
@@ -299,6 +313,10 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
             Verb::Read | Verb::Atomic => {
                 poll_until(side, shape.stall_timeout, None, |wc| wc.wr_id() == i)?;
             }
+        }
+        if staged {
+            // ...and what arrived is copied into the GPU before the round trip ends.
+            copy_in(side, size, shape.stall_timeout)?;
         }
         let t1 = Instant::now();
         if schedule.measured(i, t0) {
@@ -334,6 +352,8 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
 }
 
 fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
+    let staged = side.staging.is_some();
+    let size = u64::from(shape.size);
     let recv_last = last_byte(side, shape)?;
     let limit = match shape.stop {
         Stop::Iters(n) => shape.warmup + n,
@@ -359,6 +379,11 @@ fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Res
         };
         if !arrived {
             break;
+        }
+        if staged {
+            // The message goes into the GPU, and the answer comes out of it.
+            copy_in(side, size, shape.stall_timeout)?;
+            copy_out(side, size, shape.stall_timeout)?;
         }
         let signaled = (i + 1).is_multiple_of(u64::from(shape.cq_mod));
         if shape.verb == Verb::Write {

@@ -80,6 +80,8 @@ pub struct Prepared {
     transport: Transport,
     mtu: Option<u32>,
     posts_receives: bool,
+    /// The staged bandwidth loop posts its own receives, into bounce buffers.
+    loop_posts_receives: bool,
 }
 
 /// Connected to the peer: every QP ready to send.
@@ -241,10 +243,11 @@ impl Local {
         if let Some(why) = staged.then(|| staged::refusal(plan, is_server)).flatten() {
             bail!("--mem {}: {why}", mem.name());
         }
-        if gpu_device.is_some() && plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write {
+        let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
+        if gpu_device.is_some() && !staged && lat_write {
             bail!(
                 "--mem {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
-                 use send-lat, or --mem host",
+                 use send-lat, --mem cuda-staged (it polls the bounce buffer), or --mem host",
                 mem.name()
             );
         }
@@ -373,6 +376,7 @@ impl Local {
             transport,
             mtu: plan.mtu,
             posts_receives,
+            loop_posts_receives: staged && plan.test.mode == Mode::Bw,
         })
     }
 }
@@ -559,7 +563,7 @@ impl Prepared {
             max_rd_atomic: rd_atomic as u8,
         };
         // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
-        if self.posts_receives && self.staging.is_none() {
+        if self.posts_receives && !self.loop_posts_receives {
             let half = self.slot / 2;
             for (q, qp) in self.qps.iter_mut().enumerate() {
                 for _ in 0..rx_depth {
@@ -686,7 +690,7 @@ impl Connected {
 
     /// Address of the byte at `offset` in the buffer (for volatile polling).
     pub fn byte_ptr(&self, offset: u64) -> Result<*mut u8> {
-        if self.mr.host().is_none() {
+        if !self.mr.is_cpu_readable() {
             bail!("the buffer is not host memory");
         }
         if offset >= self.mr.len() as u64 {

@@ -28,7 +28,7 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use cuda::staging::{Chunk, RecvPipeline, SendPipeline, StagingConfig, StagingPlan};
@@ -179,12 +179,6 @@ pub(super) fn bounce_len(config: StagingConfig, verb: Verb, max_size: u64) -> Re
 /// Why `plan` cannot run with a staged buffer on this side (server or client), if it cannot.
 pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
     let test = plan.test;
-    if test.mode == Mode::Lat {
-        return Some(format!(
-            "{test} is not staged: the staged path pipelines bandwidth runs; measure latency with \
-             --mem host against --mem cuda or cuda-peermem"
-        ));
-    }
     if plan.bidirectional {
         return Some(
             "-b is not staged: with both sides sending, each side's buffer is also the peer's \
@@ -192,24 +186,26 @@ pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
                 .to_string(),
         );
     }
-    match (test.verb, is_server) {
-        (Verb::Atomic, _) => Some(format!(
+    match (test.verb, test.mode, is_server) {
+        (Verb::Atomic, _, _) => Some(format!(
             "{test} is not staged: an atomic acts on 8 bytes in place at the target; there is no \
              payload to move through host memory"
         )),
-        (Verb::Read, true) => Some(
-            "the server of read-bw is a passive source: the client's READs take its data \
+        (Verb::Read, _, true) => Some(format!(
+            "the server of {test} is a passive source: the client's READs take its data \
              without it knowing, so it has no moment to refill a bounce buffer. Stage the client \
              (the side that moves the data) and give the server --mem host or cuda (with \
              --loopback: --mem host --peer-mem cuda-staged)"
-                .to_string(),
-        ),
-        (_, true) if plan.connection != Connection::Rc => Some(format!(
+        )),
+        // A ping-pong: one message at a time each way, copied before it is sent and after it
+        // arrived, inside the timed round trip.
+        (_, Mode::Lat, _) => None,
+        (_, _, true) if plan.connection != Connection::Rc => Some(format!(
             "a staged receiver needs RC: over {} a lost message would leave its bounce buffer \
              waiting for data that never comes",
             plan.connection.name()
         )),
-        (_, true) if plan.duration.is_some() => Some(
+        (_, _, true) if plan.duration.is_some() => Some(
             "a staged receiver needs -n (a message count), not -D: it keeps a receive posted \
              for each bounce buffer it hands out, and a timed run would leave receives posted \
              for messages that never come"
@@ -217,6 +213,54 @@ pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
         ),
         _ => None,
     }
+}
+
+/// Latency tests, staged: copies `len` bytes of the GPU's send half to the bounce buffer the
+/// message is posted from (the ping-pong uses the slot layout in pinned memory, QP 0), and
+/// waits until it is there.
+pub fn copy_out(side: &Connected, len: u64, stall: Duration) -> Result<()> {
+    copy_and_wait(side, len, stall, true)
+}
+
+/// Latency tests, staged: copies the `len` bytes that landed in the bounce buffer to the GPU's
+/// receive half, and waits until they are there.
+pub fn copy_in(side: &Connected, len: u64, stall: Duration) -> Result<()> {
+    copy_and_wait(side, len, stall, false)
+}
+
+fn copy_and_wait(side: &Connected, len: u64, stall: Duration, out: bool) -> Result<()> {
+    let (Some(s), Some(g)) = (&side.staging, &side.gpu) else {
+        return Ok(());
+    };
+    let len = len as usize;
+    // SAFETY: a ping-pong has one message in flight: the NIC does not touch this range until
+    // the copy is done (we wait for it below), and both buffers live in `side`.
+    unsafe {
+        if out {
+            let at = side.send_offset(0) as usize;
+            s.stream
+                .copy_device_to_host(&s.pinned, at, &g.buf, at, len)?;
+        } else {
+            let at = side.recv_offset(0) as usize;
+            s.stream
+                .copy_host_to_device(&g.buf, at, &s.pinned, at, len)?;
+        }
+    }
+    let done = event(s, 0, 0)?;
+    s.stream.record(done)?;
+    let since = Instant::now();
+    while !done.is_complete()? {
+        if since.elapsed() > stall {
+            s.quiesce().ok();
+            bail!(
+                "a {len}-byte copy {} the GPU did not finish in {:.1} s (--timeout)",
+                if out { "from" } else { "to" },
+                stall.as_secs_f64()
+            );
+        }
+        std::hint::spin_loop();
+    }
+    Ok(())
 }
 
 /// How one size's messages map onto chunks and RDMA operations.
@@ -316,11 +360,16 @@ impl Layout {
     }
 }
 
-/// The layout `side` uses for messages of `size` in `plan` (for `--validate`).
+/// The layout `side` uses for messages of `size` in `plan` (for `--validate`); `None` when
+/// messages are not batched (host or GPU memory, or a staged latency test).
 pub fn layout_for(side: &Connected, plan: &TestPlan, size: u64) -> Result<Option<Layout>> {
     let Some(s) = &side.staging else {
         return Ok(None);
     };
+    if plan.test.mode == Mode::Lat {
+        // A ping-pong moves one message at a time.
+        return Ok(None);
+    }
     let messages = match plan.duration {
         Some(_) => u64::MAX,
         None => plan.iters,
@@ -1147,7 +1196,16 @@ mod tests {
             .unwrap()
             .contains("-b"));
         for lat in ["write-lat", "send-lat", "read-lat"] {
-            assert!(refusal(&plan(lat, false), false).is_some(), "{lat}");
+            assert_eq!(refusal(&plan(lat, false), false), None, "{lat} client");
         }
+        assert_eq!(
+            refusal(&plan("send-lat", false), true),
+            None,
+            "send-lat server"
+        );
+        assert!(refusal(&plan("read-lat", false), true)
+            .unwrap()
+            .contains("passive source"));
+        assert!(refusal(&plan("atomic-lat", false), false).is_some());
     }
 }

@@ -97,8 +97,15 @@ pub fn check_received(
             .read(side.recv_offset(q) + skip, span)
             .map_err(|e| e.to_string())?;
         for (i, message) in bytes.chunks(size as usize).enumerate() {
-            check_pattern(&message[..message.len().min(len as usize)], q as u32, size)
-                .map_err(|e| format!("message {i} of the batch: {e}"))?;
+            check_pattern(&message[..message.len().min(len as usize)], q as u32, size).map_err(
+                |e| {
+                    if span > len {
+                        format!("message {i} of a staged batch: {e}")
+                    } else {
+                        e
+                    }
+                },
+            )?;
         }
     }
     if span > len {
