@@ -143,12 +143,15 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
     assert_eq!(record["gpu"]["staging"]["depth"], 4);
     assert_eq!(record["results"][0]["iterations"], 80);
 
-    // write-bw staged at both ends: WRITEs into the server's bounce buffers, credits back.
-    for shape in [&small[..], &large[..]] {
-        let mut args = vec!["--mem", "cuda-staged:0", "--validate"];
-        args.extend(shape);
-        let out = loopback(&lib, "write-bw", &args);
-        assert!(out.status.success(), "write-bw {shape:?}: {}", text(&out));
+    // write-bw and read-bw staged at both ends: WRITEs into the server's bounce buffers with
+    // credits back; READs of what the server announced ready, with credits back.
+    for test in ["write-bw", "read-bw"] {
+        for shape in [&small[..], &large[..]] {
+            let mut args = vec!["--mem", "cuda-staged:0", "--validate"];
+            args.extend(shape);
+            let out = loopback(&lib, test, &args);
+            assert!(out.status.success(), "{test} {shape:?}: {}", text(&out));
+        }
     }
     // WRITE and READ with a staged client against a host server.
     for test in ["write-bw", "read-bw"] {
@@ -178,7 +181,11 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
 
     // What cannot be staged says why.
     for (test, args, needle) in [
-        ("read-bw", &["--mem", "cuda-staged:0"][..], "passive source"),
+        (
+            "read-bw",
+            &["--mem", "cuda-staged:0", "--peer-mem", "host"][..],
+            "read from it",
+        ),
         (
             "read-lat",
             &["--mem", "cuda-staged:0"][..],

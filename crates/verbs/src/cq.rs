@@ -50,6 +50,14 @@ impl Default for Completion {
 }
 
 impl Completion {
+    /// A successful completion of work request `wr_id`, as a provider would report it: for
+    /// tests and simulations of completion handling without a device.
+    pub fn success(wr_id: u64) -> Completion {
+        let mut wc = Completion::default();
+        wc.0.wr_id = wr_id;
+        wc
+    }
+
     /// The id the work request was posted with.
     #[inline]
     pub fn wr_id(&self) -> u64 {

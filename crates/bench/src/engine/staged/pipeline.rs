@@ -1,0 +1,855 @@
+//! The staged bandwidth loop: per QP, `cuda::staging`'s scheduler over K bounce buffers,
+//! the copies on one stream with an event per buffer, the RDMA operations posted as far as
+//! the queues allow, and, between two staged ends of write-bw or read-bw, the zero-byte
+//! notices (credits and "ready"s) that tell each side which bounce buffer it may use.
+//!
+//! Nothing here allocates per message: the per-QP state is set up before the clock starts.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use cuda::staging::{Chunk, RecvPipeline, SendPipeline, StagingPlan};
+use verbs::{Completion, Op, SendRequest};
+
+use super::{Layout, Work};
+use crate::engine::bw::{is_signaled, LoopShape, Measured, Meter, PeerState, Stop};
+use crate::engine::Connected;
+use crate::plan::Verb;
+
+/// Completions taken per poll.
+const POLL_BATCH: usize = 16;
+/// Bits of a work request id that hold its number; the QP index sits above them.
+const COUNT_BITS: u32 = 40;
+/// Marks a receive.
+const RECV_FLAG: u64 = 1 << 63;
+/// Marks a notice (a credit or a "ready"), sent or received.
+const NOTICE_FLAG: u64 = 1 << 62;
+/// Empty polls between two looks at the clock.
+const CLOCK_CHECK_EVERY: u32 = 1 << 10;
+
+/// What this side does with the payload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// WRITEs or SENDs it: copy to a bounce buffer, then post from there.
+    Source,
+    /// READs it: READ into a bounce buffer, then copy to the GPU.
+    Sink,
+    /// Receives SENDs: post receives into a bounce buffer, then copy to the GPU.
+    Receiver,
+    /// Is WRITEn to by a staged peer: each chunk's last WRITE carries its number as immediate
+    /// data (consuming a receive); this side copies the chunk to the GPU and SENDs a credit.
+    WriteTarget,
+    /// Is READ from by a staged peer: this side copies a chunk out of the GPU and SENDs a
+    /// "ready"; the peer READs it and SENDs a credit, which frees the bounce buffer.
+    ReadSource,
+}
+
+impl Role {
+    fn of(shape: &LoopShape) -> Role {
+        match (shape.send, shape.verb) {
+            (true, Verb::Read) => Role::Sink,
+            (true, _) => Role::Source,
+            (false, Verb::Write) => Role::WriteTarget,
+            (false, Verb::Read) => Role::ReadSource,
+            (false, _) => Role::Receiver,
+        }
+    }
+
+    /// Whether the pipeline's own work requests are receives.
+    fn receives(self) -> bool {
+        matches!(self, Role::Receiver | Role::WriteTarget)
+    }
+}
+
+/// The id of work request number `n` on QP `q`, with its flags.
+#[inline]
+fn wr_id(q: usize, n: u64, flags: u64) -> u64 {
+    ((q as u64) << COUNT_BITS) | n | flags
+}
+
+/// The pipeline of one QP: a source's (copy, then post) or a sink's (post, then copy).
+#[derive(Debug)]
+enum Pipe {
+    Source(SendPipeline),
+    Sink(RecvPipeline),
+}
+
+impl Pipe {
+    fn next_copy(&mut self) -> Option<Chunk> {
+        match self {
+            Pipe::Source(p) => p.next_copy_to_start(),
+            Pipe::Sink(p) => p.next_copy_to_start(),
+        }
+    }
+
+    fn oldest_copy(&self) -> Option<Chunk> {
+        match self {
+            Pipe::Source(p) => p.oldest_copy_in_flight(),
+            Pipe::Sink(p) => p.oldest_copy_in_flight(),
+        }
+    }
+
+    fn copy_done(&mut self, seq: u64) -> Result<(), cuda::StagingError> {
+        match self {
+            Pipe::Source(p) => p.copy_done(seq),
+            Pipe::Sink(p) => p.copy_done(seq),
+        }
+    }
+
+    /// The next chunk whose operations may be posted (in order).
+    fn next_post(&mut self) -> Option<Chunk> {
+        match self {
+            Pipe::Source(p) => p.next_post(),
+            Pipe::Sink(p) => p.next_landing(),
+        }
+    }
+
+    /// Every operation of chunk `seq` completed.
+    fn ops_done(&mut self, seq: u64) -> Result<(), cuda::StagingError> {
+        match self {
+            Pipe::Source(p) => p.rdma_done(seq),
+            Pipe::Sink(p) => p.landed(seq),
+        }
+    }
+
+    fn stop(&mut self) {
+        match self {
+            Pipe::Source(p) => {
+                p.stop();
+            }
+            Pipe::Sink(p) => {
+                p.stop();
+            }
+        }
+    }
+
+    fn is_finished(&self) -> bool {
+        match self {
+            Pipe::Source(p) => p.is_finished(),
+            Pipe::Sink(p) => p.is_finished(),
+        }
+    }
+}
+
+/// Zero-byte SENDs between two staged ends of write-bw or read-bw, one per chunk: credits (a
+/// bounce buffer is free again) and "ready"s (a chunk may be READ).
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+struct Notices {
+    /// Notices that arrived.
+    received: u64,
+    /// Receives posted for them.
+    recvs_posted: u64,
+    /// Notices this side owes the peer, not yet posted.
+    owed: u64,
+    /// Notices posted, and completed.
+    sent: u64,
+    sent_done: u64,
+}
+
+/// One QP's pipeline and its queue accounting.
+#[derive(Debug)]
+struct QpStage {
+    pipe: Pipe,
+    /// The chunk being posted, with how many of its operations are posted.
+    posting: Option<(Chunk, u64)>,
+    /// Chunks the pipeline handed out for posting (they come in order: the next one's number).
+    handed: u64,
+    /// Operations posted and known completed, numbered from 1 (a completion for n completes
+    /// every operation up to n).
+    posted: u64,
+    completed: u64,
+    /// Chunks wholly posted and not yet completed: (seq, number of their last operation).
+    awaiting: VecDeque<(u64, u64)>,
+    /// Messages done (sent, or in GPU memory).
+    messages: u64,
+    notices: Notices,
+    /// The pipeline's work requests are receives (`posted` counts receive-queue entries).
+    ops_are_receives: bool,
+}
+
+/// How one side takes part in the notices, and how many chunks each QP moves.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Protocol {
+    role: Role,
+    /// The peer is a staged WRITE target or READ source: this side waits for its notices.
+    notified: bool,
+    /// Bounce buffers per QP (at either end: both have the same).
+    depth: u64,
+    /// Chunks per QP in all.
+    total: u64,
+}
+
+impl Protocol {
+    /// Whether notices arrive here: credits (WRITE source, READ source) or "ready"s (READ
+    /// sink).
+    fn expects_notices(&self) -> bool {
+        self.notified || self.role == Role::ReadSource
+    }
+
+    /// Whether this side SENDs notices: credits (WRITE target, READ sink) or "ready"s (READ
+    /// source).
+    fn sends_notices(&self) -> bool {
+        matches!(self.role, Role::WriteTarget | Role::ReadSource)
+            || (self.notified && self.role == Role::Sink)
+    }
+
+    /// The first chunk this side may not yet post, given the notices received: a WRITE source
+    /// may fill each of the target's buffers once and then one more per credit; a READ sink
+    /// may READ what the source said is ready.
+    fn limit(&self, notices: &Notices) -> u64 {
+        match (self.notified, self.role) {
+            (true, Role::Source) => self.depth + notices.received,
+            (true, Role::Sink) => notices.received,
+            _ => u64::MAX,
+        }
+    }
+}
+
+impl QpStage {
+    /// A staged pipeline of `role` through `plan`'s chunks, nothing posted yet.
+    fn new(role: Role, plan: StagingPlan) -> QpStage {
+        QpStage {
+            pipe: match role {
+                Role::Source | Role::ReadSource => Pipe::Source(SendPipeline::new(plan)),
+                _ => Pipe::Sink(RecvPipeline::new(plan)),
+            },
+            posting: None,
+            handed: 0,
+            posted: 0,
+            completed: 0,
+            awaiting: VecDeque::with_capacity(plan.config().depth),
+            messages: 0,
+            notices: Notices::default(),
+            ops_are_receives: role.receives(),
+        }
+    }
+
+    /// The chunk being posted and how many of its operations are posted, or the next chunk
+    /// the pipeline hands out if its number is below `limit`.
+    fn next_to_post(&mut self, limit: u64) -> Option<(Chunk, u64)> {
+        if let Some(p) = self.posting.take() {
+            return Some(p);
+        }
+        if self.handed >= limit {
+            return None;
+        }
+        let chunk = self.pipe.next_post()?;
+        self.handed += 1;
+        Some((chunk, 0))
+    }
+
+    /// `done` of the chunk's `ops` operations are posted now: it awaits its completions once
+    /// all are.
+    fn posted_up_to(&mut self, chunk: Chunk, done: u64, ops: u64) {
+        if done == ops {
+            self.awaiting.push_back((chunk.seq, self.posted));
+        } else {
+            self.posting = Some((chunk, done));
+        }
+    }
+
+    /// Send-queue entries in use: operations (unless the pipeline's work requests are
+    /// receives) and notices.
+    fn send_queue_used(&self) -> u64 {
+        let ops = if self.ops_are_receives {
+            0
+        } else {
+            self.posted - self.completed
+        };
+        ops + self.notices.sent - self.notices.sent_done
+    }
+
+    /// All chunks done and every notice received and sent.
+    fn finished(&self, p: &Protocol) -> bool {
+        let n = &self.notices;
+        let received = !p.expects_notices() || n.received == p.total;
+        let sent = n.owed == 0 && n.sent_done == n.sent;
+        received && sent && self.pipe.is_finished()
+    }
+
+    /// Chunk `seq` is wholly done by the network.
+    fn ops_done(&mut self, seq: u64, p: &Protocol, layout: &Layout) -> Result<()> {
+        self.pipe.ops_done(seq)?;
+        match (p.role, &self.pipe) {
+            (Role::Source | Role::ReadSource, _) => {
+                if let Some(c) = layout.plan().chunk(seq) {
+                    self.messages += layout.work(&c).messages;
+                }
+            }
+            // A READ sink frees the source's buffer as soon as its READs are done.
+            (Role::Sink, _) if p.notified => self.notices.owed += 1,
+            _ => {}
+        }
+        Ok(())
+    }
+}
+
+/// Runs one staged bandwidth loop and returns what it measured.
+pub fn measure_staged(
+    side: &mut Connected,
+    shape: &LoopShape,
+    peer: &PeerState,
+) -> Result<Measured> {
+    let result = run_loop(side, shape, peer);
+    if result.is_err() {
+        // Copies may still be queued into buffers that outlive this call: let them finish.
+        if let Some(s) = &side.staging {
+            s.quiesce().ok();
+        }
+    }
+    result
+}
+
+fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result<Measured> {
+    let staging = side
+        .staging
+        .as_ref()
+        .context("internal error: a staged loop on a side without bounce buffers")?;
+    let messages = match shape.stop {
+        Stop::Iters(n) => n,
+        Stop::Duration { .. } => u64::MAX,
+    };
+    let layout = Layout::new(
+        staging.config,
+        staging.buffer_len,
+        u64::from(shape.size),
+        messages,
+    )?;
+    let role = Role::of(shape);
+    let proto = Protocol {
+        role,
+        notified: matches!(role, Role::Source | Role::Sink)
+            && matches!(shape.verb, Verb::Write | Verb::Read)
+            && side.peer_bounce.is_some(),
+        depth: staging.config.depth as u64,
+        total: layout.plan().total_chunks(),
+    };
+    if (proto.expects_notices() || proto.sends_notices()) && messages == u64::MAX {
+        bail!("staged at both ends, a bandwidth test needs -n (a message count), not -D");
+    }
+    let mut qps: Vec<QpStage> = (0..side.qps.len())
+        .map(|_| QpStage::new(role, layout.plan()))
+        .collect();
+    let mut batch = vec![SendRequest::default(); shape.post_list.max(1) as usize];
+    let mut wcs = [Completion::default(); POLL_BATCH];
+    let mut idle = 0u32;
+    let start = Instant::now();
+    let mut meter = Meter::new(start, shape.stop);
+    let mut last_progress = start;
+    let deadline = match shape.stop {
+        Stop::Duration { total, .. } => Some(start + total),
+        Stop::Iters(_) => None,
+    };
+    let mut stopped = false;
+    loop {
+        let mut progress = false;
+        for (q, stage) in qps.iter_mut().enumerate() {
+            progress |= start_copies(side, stage, q, &layout)?;
+            progress |= finish_copies(side, stage, q, &layout, &proto)?;
+            match role {
+                Role::Receiver | Role::WriteTarget => {
+                    post_receives(side, stage, q, shape, &layout, role)?;
+                }
+                Role::ReadSource => announce_ready(stage),
+                Role::Source | Role::Sink => {
+                    post_chunks(side, stage, q, shape, &layout, &mut batch, &proto)?;
+                }
+            }
+            if proto.expects_notices() {
+                post_notice_receives(side, stage, q, &proto)?;
+            }
+            if proto.sends_notices() {
+                post_notices(side, stage, q, shape)?;
+            }
+        }
+        let n = side.cq.poll(&mut wcs)?;
+        if n > 0 && role.receives() && qps.iter().all(|s| s.completed == 0) {
+            // A receiver's window opens when the first message lands.
+            meter = Meter::new(Instant::now(), shape.stop);
+        }
+        for wc in &wcs[..n] {
+            complete(&mut qps, wc, &proto, &layout)?;
+        }
+        progress |= n > 0;
+        let now = if progress {
+            idle = 0;
+            let now = Instant::now();
+            last_progress = now;
+            meter.tick(now, qps.iter().map(|s| s.messages).sum());
+            now
+        } else {
+            idle += 1;
+            if idle < CLOCK_CHECK_EVERY {
+                continue;
+            }
+            idle = 0;
+            Instant::now()
+        };
+        if !stopped && deadline.is_some_and(|d| now >= d) {
+            qps.iter_mut().for_each(|s| s.pipe.stop());
+            stopped = true;
+        }
+        if qps.iter().all(|s| s.finished(&proto)) {
+            break;
+        }
+        if progress {
+            continue;
+        }
+        if peer.is_failed() {
+            bail!("the peer's control connection failed while measuring");
+        }
+        if now.duration_since(last_progress) > shape.stall_timeout {
+            bail!(
+                "the staged pipeline made no progress for {:.1} s ({} messages done): no RDMA \
+                 completion and no copy finished; the peer may be dead or the GPU hung \
+                 (--timeout)",
+                shape.stall_timeout.as_secs_f64(),
+                qps.iter().map(|s| s.messages).sum::<u64>()
+            );
+        }
+    }
+    let window = meter.window();
+    Ok(Measured {
+        sent: window.filter(|_| !role.receives()),
+        received: window.filter(|_| role.receives()),
+        ops_per_qp: qps.iter().map(|s| s.messages).collect(),
+    })
+}
+
+/// Accounts one completion: the pipeline's own work requests (operations, or a receiver's
+/// receives), a notice that arrived, or a notice SEND that completed.
+fn complete(qps: &mut [QpStage], wc: &Completion, p: &Protocol, layout: &Layout) -> Result<()> {
+    wc.check()?;
+    let id = wc.wr_id();
+    let flags = id & (RECV_FLAG | NOTICE_FLAG);
+    let q = ((id & !flags) >> COUNT_BITS) as usize;
+    let count = id & ((1 << COUNT_BITS) - 1);
+    let stage = qps
+        .get_mut(q)
+        .with_context(|| format!("a completion for QP {q}, which does not exist"))?;
+    if flags == NOTICE_FLAG {
+        stage.notices.sent_done = stage.notices.sent_done.max(count);
+        return Ok(());
+    }
+    if flags == NOTICE_FLAG | RECV_FLAG {
+        stage.notices.received += 1;
+        if p.role == Role::ReadSource {
+            // A credit: the peer has READ the oldest chunk announced.
+            let (seq, _) = stage
+                .awaiting
+                .pop_front()
+                .context("a credit for a chunk that was never announced")?;
+            stage.ops_done(seq, p, layout)?;
+        }
+        return Ok(());
+    }
+    stage.completed = stage.completed.max(count);
+    while let Some(&(seq, last)) = stage.awaiting.front() {
+        if last > stage.completed {
+            break;
+        }
+        if p.role == Role::WriteTarget && wc.imm_data() != Some(seq as u32) {
+            bail!(
+                "the peer's WRITE for chunk {seq} carried {:?} as its chunk number; both sides \
+                 must run the same plan and bounce buffers",
+                wc.imm_data()
+            );
+        }
+        stage.awaiting.pop_front();
+        stage.ops_done(seq, p, layout)?;
+    }
+    Ok(())
+}
+
+/// A READ source announces each chunk copied out of the GPU ("ready"), in order; its buffer
+/// is free again when the peer's credit for it arrives.
+fn announce_ready(stage: &mut QpStage) {
+    while let Some(c) = stage.pipe.next_post() {
+        stage.awaiting.push_back((c.seq, 0));
+        stage.notices.owed += 1;
+    }
+}
+
+/// Keeps a receive posted for each notice that may still come (at most one per bounce
+/// buffer at a time, exactly one per chunk in all).
+fn post_notice_receives(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    p: &Protocol,
+) -> Result<()> {
+    let n = &mut stage.notices;
+    while n.recvs_posted < p.total && n.recvs_posted - n.received < p.depth {
+        n.recvs_posted += 1;
+        let id = wr_id(q, n.recvs_posted, NOTICE_FLAG | RECV_FLAG);
+        side.qps[q].post_recv(&side.mr, id, 0, 0)?;
+    }
+    Ok(())
+}
+
+/// SENDs the zero-byte notices this side owes, as far as the send queue allows.
+fn post_notices(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    shape: &LoopShape,
+) -> Result<()> {
+    while stage.notices.owed > 0 && stage.send_queue_used() < u64::from(shape.depth) {
+        let n = &mut stage.notices;
+        n.owed -= 1;
+        n.sent += 1;
+        let notice = SendRequest {
+            wr_id: wr_id(q, n.sent, NOTICE_FLAG),
+            op: Op::Send,
+            local_offset: 0,
+            len: 0,
+            signaled: true,
+        };
+        side.qps[q].post_send(&side.mr, &[notice], false)?;
+    }
+    Ok(())
+}
+
+/// Byte offset of QP `q`'s bounce buffer for chunk `c` in the registered region.
+fn bounce_offset(side: &Connected, q: usize, c: &Chunk) -> Result<u64> {
+    let s = side.staging.as_ref().context("no bounce buffers")?;
+    Ok(q as u64 * s.stride + c.buffer_offset as u64)
+}
+
+/// Queues the copies the pipeline allows now (device-to-host for a source, host-to-device for
+/// a sink) and records each buffer's event after its copy. True when one was queued.
+fn start_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layout) -> Result<bool> {
+    let mut started = false;
+    while let Some(c) = stage.pipe.next_copy() {
+        let work = layout.work(&c);
+        let bounce = bounce_offset(side, q, &c)? as usize;
+        let (s, gpu) = match (&side.staging, &side.gpu) {
+            (Some(s), Some(g)) => (s, &g.buf),
+            _ => bail!("internal error: staged copy without GPU memory"),
+        };
+        let len = work.copy_len as usize;
+        // SAFETY: the pipeline hands a bounce buffer to one copy at a time and never to the
+        // NIC until this copy's event completed (source), or only after the NIC is done with
+        // it (sink); both buffers live in `side`, which outlives the loop, and a failed loop
+        // synchronises the stream before returning.
+        unsafe {
+            match stage.pipe {
+                Pipe::Source(_) => {
+                    let from = (side.send_offset(q) + work.offset) as usize;
+                    s.stream
+                        .copy_device_to_host(&s.pinned, bounce, gpu, from, len)?;
+                }
+                Pipe::Sink(_) => {
+                    let to = (side.recv_offset(q) + work.offset) as usize;
+                    s.stream
+                        .copy_host_to_device(gpu, to, &s.pinned, bounce, len)?;
+                }
+            }
+        }
+        s.stream.record(s.event(q, c.buffer)?)?;
+        started = true;
+    }
+    Ok(started)
+}
+
+/// Marks done the copies whose events completed, oldest first. True when one did.
+fn finish_copies(
+    side: &Connected,
+    stage: &mut QpStage,
+    q: usize,
+    layout: &Layout,
+    p: &Protocol,
+) -> Result<bool> {
+    let s = side.staging.as_ref().context("no bounce buffers")?;
+    let mut finished = false;
+    while let Some(c) = stage.pipe.oldest_copy() {
+        if !s.event(q, c.buffer)?.is_complete()? {
+            break;
+        }
+        stage.pipe.copy_done(c.seq)?;
+        if let Pipe::Sink(_) = stage.pipe {
+            stage.messages += layout.work(&c).messages;
+            // A WRITE target's buffer is free once its chunk is in the GPU.
+            if p.role == Role::WriteTarget {
+                stage.notices.owed += 1;
+            }
+        }
+        finished = true;
+    }
+    Ok(finished)
+}
+
+/// Posts the operations of the chunks the pipeline hands out, as far as the send queue's
+/// depth (and the peer's notices) allow: post lists of up to `post_list`, every `cq_mod`-th
+/// operation and each chunk's last signaled.
+fn post_chunks(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    shape: &LoopShape,
+    layout: &Layout,
+    batch: &mut [SendRequest],
+    p: &Protocol,
+) -> Result<()> {
+    while let Some((chunk, done)) = stage.next_to_post(p.limit(&stage.notices)) {
+        let work = layout.work(&chunk);
+        let room = u64::from(shape.depth).saturating_sub(stage.send_queue_used());
+        let count = (work.ops - done).min(room).min(batch.len() as u64);
+        if count == 0 {
+            stage.posting = Some((chunk, done));
+            return Ok(());
+        }
+        let bounce = bounce_offset(side, q, &chunk)?;
+        let last_op = stage.posted + (work.ops - done);
+        for (k, wr) in batch[..count as usize].iter_mut().enumerate() {
+            let n = stage.posted + k as u64 + 1;
+            let i = done + k as u64;
+            *wr = SendRequest {
+                wr_id: wr_id(q, n, 0),
+                op: if p.notified {
+                    op_between_bounce_buffers(side, q, shape.verb, &chunk, i, &work)
+                } else {
+                    op_for(side, q, shape.verb, work.offset)
+                },
+                local_offset: bounce + i * work.op_len,
+                len: work.op_len as u32,
+                signaled: is_signaled(n, shape.cq_mod, last_op),
+            };
+        }
+        let requests = &batch[..count as usize];
+        match side.ah.get(q) {
+            Some(ah) => side.qps[q].post_send_ud(&side.mr, requests, shape.inline, ah)?,
+            None => side.qps[q].post_send(&side.mr, requests, shape.inline)?,
+        }
+        stage.posted += count;
+        stage.posted_up_to(chunk, done + count, work.ops);
+    }
+    Ok(())
+}
+
+/// Posts receives for the chunks the pipeline hands out, as far as the receive queue's depth
+/// allows: a SEND receiver's, one per message at its place in the bounce buffer; a WRITE
+/// target's, one empty receive per chunk for the WRITE with immediate that completes it.
+fn post_receives(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    shape: &LoopShape,
+    layout: &Layout,
+    role: Role,
+) -> Result<()> {
+    while let Some((chunk, mut done)) = stage.next_to_post(u64::MAX) {
+        let work = layout.work(&chunk);
+        let (count, len) = match role {
+            Role::WriteTarget => (1, 0),
+            _ => (work.ops, work.op_len),
+        };
+        let bounce = bounce_offset(side, q, &chunk)?;
+        while done < count && stage.posted - stage.completed < u64::from(shape.rx_depth) {
+            stage.posted += 1;
+            let id = wr_id(q, stage.posted, RECV_FLAG);
+            side.qps[q].post_recv(&side.mr, id, bounce + done * len, len as u32)?;
+            done += 1;
+        }
+        let full = done < count;
+        stage.posted_up_to(chunk, done, count);
+        if full {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Operation `i` of `chunk` between two staged ends (the same layout at both): a WRITE into
+/// the peer's bounce buffer of the same number, the chunk's last one carrying the number as
+/// immediate data; or a READ from it.
+#[inline]
+fn op_between_bounce_buffers(
+    side: &Connected,
+    q: usize,
+    verb: Verb,
+    chunk: &Chunk,
+    i: u64,
+    work: &Work,
+) -> Op {
+    let remote_addr = side.remote[q].addr + chunk.buffer_offset as u64 + i * work.op_len;
+    let rkey = side.remote[q].rkey;
+    match verb {
+        Verb::Read => Op::Read { remote_addr, rkey },
+        _ if i + 1 == work.ops => Op::WriteWithImm {
+            remote_addr,
+            rkey,
+            imm: chunk.seq as u32,
+        },
+        _ => Op::Write { remote_addr, rkey },
+    }
+}
+
+/// The operation a staged QP posts against a peer that is not staged: into its receive half
+/// (WRITE), from its send half (READ), or a SEND; `offset` is where the chunk sits in the
+/// message.
+#[inline]
+fn op_for(side: &Connected, q: usize, verb: Verb, offset: u64) -> Op {
+    let rkey = side.remote[q].rkey;
+    match verb {
+        Verb::Write => Op::Write {
+            remote_addr: side.remote_recv(q) + offset,
+            rkey,
+        },
+        Verb::Read => Op::Read {
+            remote_addr: side.remote_send(q) + offset,
+            rkey,
+        },
+        _ => Op::Send,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn copied(stage: &mut QpStage, n: usize) {
+        let Pipe::Source(tx) = &mut stage.pipe else {
+            unreachable!()
+        };
+        for _ in 0..n {
+            let c = tx.next_copy_to_start().unwrap();
+            tx.copy_done(c.seq).unwrap();
+        }
+    }
+
+    fn proto(role: Role, notified: bool, total: u64) -> Protocol {
+        Protocol {
+            role,
+            notified,
+            depth: 2,
+            total,
+        }
+    }
+
+    #[test]
+    fn a_write_source_posts_only_the_chunks_it_holds_credits_for() {
+        let plan = StagingPlan::single(8 * 4096, 4096, 2).unwrap();
+        let p = proto(Role::Source, true, 8);
+        let mut stage = QpStage::new(Role::Source, plan);
+        copied(&mut stage, 2);
+        // Two bounce buffers at the target: chunks 0 and 1 go without a credit...
+        assert_eq!(p.limit(&stage.notices), 2);
+        assert_eq!(stage.next_to_post(1).map(|(c, _)| c.seq), Some(0));
+        assert_eq!(stage.next_to_post(1), None, "chunk 1 waits for the limit");
+        assert_eq!(stage.next_to_post(2).map(|(c, _)| c.seq), Some(1));
+        // ...and each credit lets one more through.
+        stage.notices.received = 1;
+        assert_eq!(p.limit(&stage.notices), 3);
+        assert!(stage.next_to_post(3).is_none(), "chunk 2 is not copied yet");
+        // A chunk half posted goes on whatever the limit (its buffer was granted already).
+        stage.posting = plan.chunk(1).map(|c| (c, 3));
+        assert_eq!(stage.next_to_post(0).map(|(c, d)| (c.seq, d)), Some((1, 3)));
+    }
+
+    #[test]
+    fn a_read_sink_reads_only_what_was_announced() {
+        let plan = StagingPlan::single(8 * 4096, 4096, 2).unwrap();
+        let p = proto(Role::Sink, true, 8);
+        let mut stage = QpStage::new(Role::Sink, plan);
+        assert_eq!(p.limit(&stage.notices), 0);
+        assert!(stage.next_to_post(p.limit(&stage.notices)).is_none());
+        stage.notices.received = 1;
+        assert_eq!(
+            stage
+                .next_to_post(p.limit(&stage.notices))
+                .map(|(c, _)| c.seq),
+            Some(0)
+        );
+        assert!(stage.next_to_post(p.limit(&stage.notices)).is_none());
+        // Not notified (the source is not staged): no limit.
+        assert_eq!(proto(Role::Sink, false, 8).limit(&stage.notices), u64::MAX);
+    }
+
+    #[test]
+    fn who_sends_and_who_expects_notices() {
+        for (role, notified, expects, sends) in [
+            (Role::Source, true, true, false),
+            (Role::WriteTarget, false, false, true),
+            (Role::ReadSource, false, true, true),
+            (Role::Sink, true, true, true),
+            (Role::Sink, false, false, false),
+            (Role::Source, false, false, false),
+            (Role::Receiver, false, false, false),
+        ] {
+            let p = proto(role, notified, 1);
+            assert_eq!(p.expects_notices(), expects, "{role:?} {notified}");
+            assert_eq!(p.sends_notices(), sends, "{role:?} {notified}");
+        }
+    }
+
+    #[test]
+    fn each_side_finishes_only_with_its_notices_settled() {
+        let plan = StagingPlan::single(4096, 4096, 2).unwrap();
+        let layout_free = proto(Role::Source, false, 1);
+        let notified = proto(Role::Source, true, 1);
+        let mut source = QpStage::new(Role::Source, plan);
+        copied(&mut source, 1);
+        if let Pipe::Source(tx) = &mut source.pipe {
+            tx.next_post().unwrap();
+            tx.rdma_done(0).unwrap();
+        }
+        assert!(source.finished(&layout_free));
+        assert!(!source.finished(&notified), "the last credit is due");
+        source.notices.received = 1;
+        assert!(source.finished(&notified));
+
+        let target = proto(Role::WriteTarget, false, 1);
+        let mut stage = QpStage::new(Role::WriteTarget, plan);
+        if let Pipe::Sink(rx) = &mut stage.pipe {
+            let c = rx.next_landing().unwrap();
+            rx.landed(c.seq).unwrap();
+            rx.next_copy_to_start().unwrap();
+            rx.copy_done(c.seq).unwrap();
+        }
+        stage.notices.owed = 1;
+        assert!(!stage.finished(&target), "a credit is owed");
+        stage.notices = Notices {
+            sent: 1,
+            ..Notices::default()
+        };
+        assert!(!stage.finished(&target), "its SEND is in flight");
+        stage.notices.sent_done = 1;
+        assert!(stage.finished(&target));
+    }
+
+    #[test]
+    fn a_read_source_frees_a_buffer_only_on_its_credit() {
+        let plan = StagingPlan::single(3 * 4096, 4096, 2).unwrap();
+        let p = proto(Role::ReadSource, false, 3);
+        let layout =
+            Layout::new(cuda::StagingConfig::new(4096, 2).unwrap(), 4096, 4096, 3).unwrap();
+        let mut qps = vec![QpStage::new(Role::ReadSource, plan)];
+        copied(&mut qps[0], 2);
+        announce_ready(&mut qps[0]);
+        assert_eq!(qps[0].notices.owed, 2, "a ready for each chunk copied");
+        let Pipe::Source(tx) = &mut qps[0].pipe else {
+            unreachable!()
+        };
+        assert!(tx.next_copy_to_start().is_none(), "both buffers are out");
+        // The peer's credit for chunk 0 arrives: its buffer takes chunk 2.
+        let wc = Completion::success(wr_id(0, 1, NOTICE_FLAG | RECV_FLAG));
+        complete(&mut qps, &wc, &p, &layout).unwrap();
+        assert_eq!(qps[0].messages, 1);
+        let Pipe::Source(tx) = &mut qps[0].pipe else {
+            unreachable!()
+        };
+        assert_eq!(tx.next_copy_to_start().map(|c| c.seq), Some(2));
+    }
+
+    #[test]
+    fn ids_carry_the_qp_the_count_and_the_kind() {
+        let id = wr_id(3, 17, RECV_FLAG | NOTICE_FLAG);
+        let flags = id & (RECV_FLAG | NOTICE_FLAG);
+        assert_eq!(flags, RECV_FLAG | NOTICE_FLAG);
+        assert_eq!((id & !flags) >> COUNT_BITS, 3);
+        assert_eq!(id & ((1 << COUNT_BITS) - 1), 17);
+        assert_eq!(wr_id(3, 17, 0) & (RECV_FLAG | NOTICE_FLAG), 0);
+    }
+}
