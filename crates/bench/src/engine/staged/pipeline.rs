@@ -181,6 +181,24 @@ struct Protocol {
 }
 
 impl Protocol {
+    /// How `side` takes part in a loop of `shape` over `layout`'s chunks.
+    fn of(side: &Connected, shape: &LoopShape, layout: &Layout) -> Result<Protocol> {
+        let role = Role::of(shape);
+        let p = Protocol {
+            role,
+            notified: matches!(role, Role::Source | Role::Sink)
+                && matches!(shape.verb, Verb::Write | Verb::Read)
+                && side.peer_bounce.is_some(),
+            depth: layout.plan().config().depth as u64,
+            total: layout.plan().total_chunks(),
+        };
+        if (p.expects_notices() || p.sends_notices()) && matches!(shape.stop, Stop::Duration { .. })
+        {
+            bail!("staged at both ends, a bandwidth test needs -n (a message count), not -D");
+        }
+        Ok(p)
+    }
+
     /// Whether notices arrive here: credits (WRITE source, READ source) or "ready"s (READ
     /// sink).
     fn expects_notices(&self) -> bool {
@@ -316,18 +334,8 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
         u64::from(shape.size),
         messages,
     )?;
-    let role = Role::of(shape);
-    let proto = Protocol {
-        role,
-        notified: matches!(role, Role::Source | Role::Sink)
-            && matches!(shape.verb, Verb::Write | Verb::Read)
-            && side.peer_bounce.is_some(),
-        depth: staging.config.depth as u64,
-        total: layout.plan().total_chunks(),
-    };
-    if (proto.expects_notices() || proto.sends_notices()) && messages == u64::MAX {
-        bail!("staged at both ends, a bandwidth test needs -n (a message count), not -D");
-    }
+    let proto = Protocol::of(side, shape, &layout)?;
+    let role = proto.role;
     let mut qps: Vec<QpStage> = (0..side.qps.len())
         .map(|_| QpStage::new(role, layout.plan()))
         .collect();
@@ -345,23 +353,7 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
     loop {
         let mut progress = false;
         for (q, stage) in qps.iter_mut().enumerate() {
-            progress |= start_copies(side, stage, q, &layout)?;
-            progress |= finish_copies(side, stage, q, &layout, &proto)?;
-            match role {
-                Role::Receiver | Role::WriteTarget => {
-                    post_receives(side, stage, q, shape, &layout, role)?;
-                }
-                Role::ReadSource => announce_ready(stage),
-                Role::Source | Role::Sink => {
-                    post_chunks(side, stage, q, shape, &layout, &mut batch, &proto)?;
-                }
-            }
-            if proto.expects_notices() {
-                post_notice_receives(side, stage, q, &proto)?;
-            }
-            if proto.sends_notices() {
-                post_notices(side, stage, q, shape)?;
-            }
+            progress |= advance(side, stage, q, shape, &layout, &mut batch, &proto)?;
         }
         let n = side.cq.poll(&mut wcs)?;
         if n > 0 && role.receives() && qps.iter().all(|s| s.completed == 0) {
@@ -400,13 +392,7 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
             bail!("the peer's control connection failed while measuring");
         }
         if now.duration_since(last_progress) > shape.stall_timeout {
-            bail!(
-                "the staged pipeline made no progress for {:.1} s ({} messages done): no RDMA \
-                 completion and no copy finished; the peer may be dead or the GPU hung \
-                 (--timeout)",
-                shape.stall_timeout.as_secs_f64(),
-                qps.iter().map(|s| s.messages).sum::<u64>()
-            );
+            return Err(stalled(shape, &qps));
         }
     }
     let window = meter.window();
@@ -415,6 +401,45 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
         received: window.filter(|_| role.receives()),
         ops_per_qp: qps.iter().map(|s| s.messages).collect(),
     })
+}
+
+/// One QP's share of a loop turn: queue the copies the pipeline allows, note those done, post
+/// what may be posted (operations, receives or "ready"s) and the notices. True when a copy
+/// started or finished.
+fn advance(
+    side: &mut Connected,
+    stage: &mut QpStage,
+    q: usize,
+    shape: &LoopShape,
+    layout: &Layout,
+    batch: &mut [SendRequest],
+    p: &Protocol,
+) -> Result<bool> {
+    let mut progress = start_copies(side, stage, q, layout)?;
+    progress |= finish_copies(side, stage, q, layout, p)?;
+    match p.role {
+        Role::Receiver | Role::WriteTarget => post_receives(side, stage, q, shape, layout, p.role)?,
+        Role::ReadSource => announce_ready(stage),
+        Role::Source | Role::Sink => post_chunks(side, stage, q, shape, layout, batch, p)?,
+    }
+    if p.expects_notices() {
+        post_notice_receives(side, stage, q, p)?;
+    }
+    if p.sends_notices() {
+        post_notices(side, stage, q, shape)?;
+    }
+    Ok(progress)
+}
+
+/// The error for a pipeline that made no progress within the stall timeout.
+#[cold]
+fn stalled(shape: &LoopShape, qps: &[QpStage]) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the staged pipeline made no progress for {:.1} s ({} messages done): no RDMA \
+         completion and no copy finished; the peer may be dead or the GPU hung (--timeout)",
+        shape.stall_timeout.as_secs_f64(),
+        qps.iter().map(|s| s.messages).sum::<u64>()
+    )
 }
 
 /// Accounts one completion: the pipeline's own work requests (operations, or a receiver's
