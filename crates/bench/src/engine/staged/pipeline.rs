@@ -168,6 +168,14 @@ struct QpStage {
     ops_are_receives: bool,
 }
 
+/// What every step of one loop needs to know.
+#[derive(Debug, Clone, Copy)]
+struct Ctx<'a> {
+    shape: &'a LoopShape,
+    layout: &'a Layout,
+    p: &'a Protocol,
+}
+
 /// How one side takes part in the notices, and how many chunks each QP moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Protocol {
@@ -352,8 +360,13 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
     let mut stopped = false;
     loop {
         let mut progress = false;
+        let ctx = Ctx {
+            shape,
+            layout: &layout,
+            p: &proto,
+        };
         for (q, stage) in qps.iter_mut().enumerate() {
-            progress |= advance(side, stage, q, shape, &layout, &mut batch, &proto)?;
+            progress |= advance(side, stage, q, ctx, &mut batch)?;
         }
         let n = side.cq.poll(&mut wcs)?;
         if n > 0 && role.receives() && qps.iter().all(|s| s.completed == 0) {
@@ -410,23 +423,21 @@ fn advance(
     side: &mut Connected,
     stage: &mut QpStage,
     q: usize,
-    shape: &LoopShape,
-    layout: &Layout,
+    ctx: Ctx<'_>,
     batch: &mut [SendRequest],
-    p: &Protocol,
 ) -> Result<bool> {
-    let mut progress = start_copies(side, stage, q, layout)?;
-    progress |= finish_copies(side, stage, q, layout, p)?;
-    match p.role {
-        Role::Receiver | Role::WriteTarget => post_receives(side, stage, q, shape, layout, p.role)?,
+    let mut progress = start_copies(side, stage, q, ctx.layout)?;
+    progress |= finish_copies(side, stage, q, ctx)?;
+    match ctx.p.role {
+        Role::Receiver | Role::WriteTarget => post_receives(side, stage, q, ctx)?,
         Role::ReadSource => announce_ready(stage),
-        Role::Source | Role::Sink => post_chunks(side, stage, q, shape, layout, batch, p)?,
+        Role::Source | Role::Sink => post_chunks(side, stage, q, ctx, batch)?,
     }
-    if p.expects_notices() {
-        post_notice_receives(side, stage, q, p)?;
+    if ctx.p.expects_notices() {
+        post_notice_receives(side, stage, q, ctx.p)?;
     }
-    if p.sends_notices() {
-        post_notices(side, stage, q, shape)?;
+    if ctx.p.sends_notices() {
+        post_notices(side, stage, q, ctx.shape)?;
     }
     Ok(progress)
 }
@@ -579,13 +590,8 @@ fn start_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layout
 }
 
 /// Marks done the copies whose events completed, oldest first. True when one did.
-fn finish_copies(
-    side: &Connected,
-    stage: &mut QpStage,
-    q: usize,
-    layout: &Layout,
-    p: &Protocol,
-) -> Result<bool> {
+fn finish_copies(side: &Connected, stage: &mut QpStage, q: usize, ctx: Ctx<'_>) -> Result<bool> {
+    let (layout, p) = (ctx.layout, ctx.p);
     let s = side.staging.as_ref().context("no bounce buffers")?;
     let mut finished = false;
     while let Some(c) = stage.pipe.oldest_copy() {
@@ -612,11 +618,10 @@ fn post_chunks(
     side: &mut Connected,
     stage: &mut QpStage,
     q: usize,
-    shape: &LoopShape,
-    layout: &Layout,
+    ctx: Ctx<'_>,
     batch: &mut [SendRequest],
-    p: &Protocol,
 ) -> Result<()> {
+    let Ctx { shape, layout, p } = ctx;
     while let Some((chunk, done)) = stage.next_to_post(p.limit(&stage.notices)) {
         let work = layout.work(&chunk);
         let room = u64::from(shape.depth).saturating_sub(stage.send_queue_used());
@@ -656,14 +661,9 @@ fn post_chunks(
 /// Posts receives for the chunks the pipeline hands out, as far as the receive queue's depth
 /// allows: a SEND receiver's, one per message at its place in the bounce buffer; a WRITE
 /// target's, one empty receive per chunk for the WRITE with immediate that completes it.
-fn post_receives(
-    side: &mut Connected,
-    stage: &mut QpStage,
-    q: usize,
-    shape: &LoopShape,
-    layout: &Layout,
-    role: Role,
-) -> Result<()> {
+fn post_receives(side: &mut Connected, stage: &mut QpStage, q: usize, ctx: Ctx<'_>) -> Result<()> {
+    let Ctx { shape, layout, p } = ctx;
+    let role = p.role;
     while let Some((chunk, mut done)) = stage.next_to_post(u64::MAX) {
         let work = layout.work(&chunk);
         let (count, len) = match role {
