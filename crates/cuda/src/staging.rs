@@ -306,6 +306,160 @@ pub struct Chunk {
     pub last_in_message: bool,
 }
 
+/// What a bounce buffer holds at one stage of a pipeline: free, or a chunk in one of the pipeline's states.
+trait Stage: Copy + PartialEq + fmt::Display {
+    /// The buffer holds no chunk.
+    const FREE: Self;
+    /// How a chunk that was never handed out is described in a misuse error.
+    const NEVER: &'static str;
+    /// The chunk the buffer holds, in whatever state.
+    fn chunk(self) -> Option<u64>;
+
+    /// Whether the buffer holds chunk `seq`.
+    fn holds(self, seq: u64) -> bool {
+        self.chunk() == Some(seq)
+    }
+}
+
+/// The bounce buffers a pipeline passes chunks through, in order, stage by stage: what [`SendPipeline`] and
+/// [`RecvPipeline`] share. Chunk `seq` uses buffer `seq % depth`; a chunk is handed out (its first stage) only
+/// when its buffer is free, and done when it leaves its last stage.
+#[derive(Debug, Clone)]
+struct Ring<S> {
+    plan: StagingPlan,
+    slots: Vec<S>,
+    /// Chunks handed out so far (the next one's number).
+    started: u64,
+    /// Where handing out stops: the plan's end, or the end of the message under way after a stop.
+    limit: u64,
+    /// Chunks done.
+    done: u64,
+    /// Every chunk below this one is done.
+    done_prefix: u64,
+}
+
+impl<S: Stage> Ring<S> {
+    fn new(plan: StagingPlan) -> Ring<S> {
+        Ring {
+            plan,
+            slots: vec![S::FREE; plan.config.depth],
+            started: 0,
+            limit: plan.total_chunks,
+            done: 0,
+            done_prefix: 0,
+        }
+    }
+
+    /// Hands out the next chunk into its first stage, if the limit allows and its buffer is free.
+    fn start(&mut self, first: fn(u64) -> S) -> Option<Chunk> {
+        let seq = self.started;
+        if seq >= self.limit || self.slots[self.plan.slot(seq)] != S::FREE {
+            return None;
+        }
+        let chunk = self.plan.chunk(seq)?;
+        self.slots[chunk.buffer] = first(seq);
+        self.started += 1;
+        Some(chunk)
+    }
+
+    /// Chunk number `*next`, in order, if it is in stage `from`: moved to stage `to`, and `*next` advanced.
+    fn take_next(&mut self, next: &mut u64, from: fn(u64) -> S, to: fn(u64) -> S) -> Option<Chunk> {
+        let chunk = self.peek(*next, from)?;
+        self.slots[chunk.buffer] = to(chunk.seq);
+        *next += 1;
+        Some(chunk)
+    }
+
+    /// Chunk `seq`, if it was handed out and is in stage `stage`.
+    fn peek(&self, seq: u64, stage: fn(u64) -> S) -> Option<Chunk> {
+        if seq >= self.started || self.slots[self.plan.slot(seq)] != stage(seq) {
+            return None;
+        }
+        self.plan.chunk(seq)
+    }
+
+    /// Chunk `seq` moves from stage `from` to stage `to` (`S::FREE`: it is done); anything else is misuse.
+    fn advance(
+        &mut self,
+        event: &'static str,
+        seq: u64,
+        from: fn(u64) -> S,
+        to: S,
+    ) -> Result<(), StagingError> {
+        let slot = self.plan.slot(seq);
+        let now = self.slots[slot];
+        if seq >= self.started || now != from(seq) {
+            return Err(self.misuse(event, seq, now));
+        }
+        self.slots[slot] = to;
+        if to == S::FREE {
+            self.done += 1;
+            while self.done_prefix < self.started
+                && !self.slots[self.plan.slot(self.done_prefix)].holds(self.done_prefix)
+            {
+                self.done_prefix += 1;
+            }
+        }
+        Ok(())
+    }
+
+    fn misuse(&self, event: &'static str, seq: u64, slot: S) -> StagingError {
+        let state = if seq >= self.started {
+            S::NEVER.to_string()
+        } else if !slot.holds(seq) {
+            format!("it already completed ({slot})")
+        } else {
+            slot.to_string()
+        };
+        StagingError::Misuse { event, seq, state }
+    }
+
+    /// Buffers holding a chunk in stage `stage`.
+    fn count(&self, stage: fn(u64) -> S) -> usize {
+        self.slots
+            .iter()
+            .filter(|s| s.chunk().is_some_and(|seq| **s == stage(seq)))
+            .count()
+    }
+
+    /// The oldest chunk in stage `stage` below `upto` (copies on one stream complete in order).
+    fn oldest(&self, stage: fn(u64) -> S, upto: u64) -> Option<Chunk> {
+        (self.done_prefix..upto)
+            .find(|&seq| self.slots[self.plan.slot(seq)] == stage(seq))
+            .and_then(|seq| self.plan.chunk(seq))
+    }
+
+    fn buffer_free(&self, buffer: usize) -> bool {
+        self.slots.get(buffer) == Some(&S::FREE)
+    }
+
+    fn messages_done(&self) -> u64 {
+        self.done_prefix / self.plan.chunks_per_message
+    }
+
+    fn is_idle(&self) -> bool {
+        self.slots.iter().all(|s| *s == S::FREE)
+    }
+
+    fn is_finished(&self) -> bool {
+        self.started == self.limit && self.is_idle()
+    }
+
+    fn stop(&mut self) -> u64 {
+        self.limit = self.plan.stop_at(self.started, self.limit);
+        self.limit / self.plan.chunks_per_message
+    }
+
+    fn reset(&mut self) -> Result<(), StagingError> {
+        if !self.is_idle() {
+            let seq = self.done_prefix;
+            return Err(self.misuse("reset", seq, self.slots[self.plan.slot(seq)]));
+        }
+        *self = Ring::new(self.plan);
+        Ok(())
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum SendSlot {
     Free,
@@ -314,9 +468,15 @@ enum SendSlot {
     Posted(u64),
 }
 
-impl SendSlot {
-    fn holds(self, seq: u64) -> bool {
-        matches!(self, SendSlot::Copying(s) | SendSlot::Copied(s) | SendSlot::Posted(s) if s == seq)
+impl Stage for SendSlot {
+    const FREE: Self = SendSlot::Free;
+    const NEVER: &'static str = "it was never started";
+
+    fn chunk(self) -> Option<u64> {
+        match self {
+            SendSlot::Free => None,
+            SendSlot::Copying(s) | SendSlot::Copied(s) | SendSlot::Posted(s) => Some(s),
+        }
     }
 }
 
@@ -336,189 +496,105 @@ impl fmt::Display for SendSlot {
 /// The sender's side of the staged path: GPU -> bounce buffer copy, then RDMA from the bounce buffer.
 #[derive(Debug, Clone)]
 pub struct SendPipeline {
-    plan: StagingPlan,
-    slots: Vec<SendSlot>,
-    next_copy: u64,
+    ring: Ring<SendSlot>,
     next_post: u64,
-    limit: u64,
-    copying: usize,
-    posted: usize,
-    done: u64,
-    done_prefix: u64,
 }
 
 impl SendPipeline {
     /// A pipeline with all bounce buffers free.
     pub fn new(plan: StagingPlan) -> SendPipeline {
         SendPipeline {
-            plan,
-            slots: vec![SendSlot::Free; plan.config.depth],
-            next_copy: 0,
+            ring: Ring::new(plan),
             next_post: 0,
-            limit: plan.total_chunks,
-            copying: 0,
-            posted: 0,
-            done: 0,
-            done_prefix: 0,
         }
     }
 
     /// The plan.
     pub fn plan(&self) -> &StagingPlan {
-        &self.plan
+        &self.ring.plan
     }
 
     /// The next chunk to copy device-to-host, if its bounce buffer is free (its previous chunk's copy and RDMA
     /// operation both completed); marks the copy started. Chunks come in order.
     pub fn next_copy_to_start(&mut self) -> Option<Chunk> {
-        if self.next_copy >= self.limit {
-            return None;
-        }
-        let seq = self.next_copy;
-        let slot = self.plan.slot(seq);
-        if self.slots[slot] != SendSlot::Free {
-            return None;
-        }
-        let chunk = self.plan.chunk(seq)?;
-        self.slots[slot] = SendSlot::Copying(seq);
-        self.next_copy += 1;
-        self.copying += 1;
-        Some(chunk)
+        self.ring.start(SendSlot::Copying)
     }
 
     /// The copy of chunk `seq` completed (its event reported complete).
     pub fn copy_done(&mut self, seq: u64) -> Result<(), StagingError> {
-        let slot = self.plan.slot(seq);
-        match self.slots[slot] {
-            SendSlot::Copying(s) if s == seq => {
-                self.slots[slot] = SendSlot::Copied(seq);
-                self.copying -= 1;
-                Ok(())
-            }
-            other => Err(self.misuse("copy_done", seq, other)),
-        }
+        self.ring
+            .advance("copy_done", seq, SendSlot::Copying, SendSlot::Copied(seq))
     }
 
     /// The next chunk to post, in order, if its copy is done; marks it posted. (`None` while the next chunk in
     /// order is still being copied, even if later ones are done.)
     pub fn next_post(&mut self) -> Option<Chunk> {
-        let chunk = self.peek_post()?;
-        self.slots[chunk.buffer] = SendSlot::Posted(chunk.seq);
-        self.next_post += 1;
-        self.posted += 1;
-        Some(chunk)
+        self.ring
+            .take_next(&mut self.next_post, SendSlot::Copied, SendSlot::Posted)
     }
 
     /// What [`SendPipeline::next_post`] would return, without marking it posted (e.g. to check for a credit
     /// from the receiver first).
     pub fn peek_post(&self) -> Option<Chunk> {
-        let seq = self.next_post;
-        if seq >= self.next_copy {
-            return None;
-        }
-        if self.slots[self.plan.slot(seq)] != SendSlot::Copied(seq) {
-            return None;
-        }
-        self.plan.chunk(seq)
+        self.ring.peek(self.next_post, SendSlot::Copied)
     }
 
     /// The RDMA operation of chunk `seq` completed: its bounce buffer is free.
     pub fn rdma_done(&mut self, seq: u64) -> Result<(), StagingError> {
-        let slot = self.plan.slot(seq);
-        match self.slots[slot] {
-            SendSlot::Posted(s) if s == seq => {
-                self.slots[slot] = SendSlot::Free;
-                self.posted -= 1;
-                self.done += 1;
-                self.advance_prefix();
-                Ok(())
-            }
-            other => Err(self.misuse("rdma_done", seq, other)),
-        }
-    }
-
-    fn advance_prefix(&mut self) {
-        while self.done_prefix < self.next_copy
-            && !self.slots[self.plan.slot(self.done_prefix)].holds(self.done_prefix)
-        {
-            self.done_prefix += 1;
-        }
-    }
-
-    fn misuse(&self, event: &'static str, seq: u64, slot: SendSlot) -> StagingError {
-        let state = if seq >= self.next_copy {
-            "it was never started".to_string()
-        } else if !slot.holds(seq) {
-            format!("it already completed ({slot})")
-        } else {
-            slot.to_string()
-        };
-        StagingError::Misuse { event, seq, state }
+        self.ring
+            .advance("rdma_done", seq, SendSlot::Posted, SendSlot::Free)
     }
 
     /// Whether bounce buffer `b` is free (no chunk in it).
     pub fn buffer_free(&self, buffer: usize) -> bool {
-        self.slots.get(buffer) == Some(&SendSlot::Free)
+        self.ring.buffer_free(buffer)
     }
 
     /// The oldest chunk whose copy is in flight: the event to poll next (copies on one stream complete in order).
     pub fn oldest_copy_in_flight(&self) -> Option<Chunk> {
-        (self.done_prefix..self.next_copy)
-            .find(|&seq| self.slots[self.plan.slot(seq)] == SendSlot::Copying(seq))
-            .and_then(|seq| self.plan.chunk(seq))
+        self.ring.oldest(SendSlot::Copying, self.ring.started)
     }
 
     /// Copies started and not completed.
     pub fn copies_in_flight(&self) -> usize {
-        self.copying
+        self.ring.count(SendSlot::Copying)
     }
 
     /// RDMA operations posted and not completed.
     pub fn posts_in_flight(&self) -> usize {
-        self.posted
+        self.ring.count(SendSlot::Posted)
     }
 
     /// Chunks fully done (copy and RDMA completed).
     pub fn chunks_done(&self) -> u64 {
-        self.done
+        self.ring.done
     }
 
     /// Messages whose chunks are all done, counted from the first (in order).
     pub fn messages_done(&self) -> u64 {
-        self.done_prefix / self.plan.chunks_per_message
+        self.ring.messages_done()
     }
 
     /// Nothing in flight (copies, copied-not-posted, posts).
     pub fn is_idle(&self) -> bool {
-        self.slots.iter().all(|s| *s == SendSlot::Free)
+        self.ring.is_idle()
     }
 
     /// All chunks up to the limit (the plan's end, or where [`SendPipeline::stop`] put it) are done.
     pub fn is_finished(&self) -> bool {
-        self.next_copy == self.limit && self.is_idle()
+        self.ring.is_finished()
     }
 
     /// Starts no chunk of a new message: the current message is finished, then the pipeline drains. Returns
     /// the number of messages that will have been moved.
     pub fn stop(&mut self) -> u64 {
-        self.limit = self.plan.stop_at(self.next_copy, self.limit);
-        self.limit / self.plan.chunks_per_message
+        self.ring.stop()
     }
 
     /// Back to the start (all buffers free), for the next run. `Err(Misuse)` while anything is in flight.
     pub fn reset(&mut self) -> Result<(), StagingError> {
-        if !self.is_idle() {
-            let seq = self.done_prefix;
-            return Err(self.misuse("reset", seq, self.slots[self.plan.slot(seq)]));
-        }
-        self.slots.fill(SendSlot::Free);
-        self.next_copy = 0;
+        self.ring.reset()?;
         self.next_post = 0;
-        self.limit = self.plan.total_chunks;
-        self.copying = 0;
-        self.posted = 0;
-        self.done = 0;
-        self.done_prefix = 0;
         Ok(())
     }
 }
@@ -531,9 +607,15 @@ enum RecvSlot {
     Copying(u64),
 }
 
-impl RecvSlot {
-    fn holds(self, seq: u64) -> bool {
-        matches!(self, RecvSlot::Granted(s) | RecvSlot::Landed(s) | RecvSlot::Copying(s) if s == seq)
+impl Stage for RecvSlot {
+    const FREE: Self = RecvSlot::Free;
+    const NEVER: &'static str = "it was never handed out";
+
+    fn chunk(self) -> Option<u64> {
+        match self {
+            RecvSlot::Free => None,
+            RecvSlot::Granted(s) | RecvSlot::Landed(s) | RecvSlot::Copying(s) => Some(s),
+        }
     }
 }
 
@@ -553,180 +635,99 @@ impl fmt::Display for RecvSlot {
 /// The receiver's side of the staged path: data lands in a bounce buffer, then is copied host-to-device.
 #[derive(Debug, Clone)]
 pub struct RecvPipeline {
-    plan: StagingPlan,
-    slots: Vec<RecvSlot>,
-    next_grant: u64,
+    ring: Ring<RecvSlot>,
     next_copy: u64,
-    limit: u64,
-    granted: usize,
-    copying: usize,
-    done: u64,
-    done_prefix: u64,
 }
 
 impl RecvPipeline {
     /// A pipeline with all bounce buffers free.
     pub fn new(plan: StagingPlan) -> RecvPipeline {
         RecvPipeline {
-            plan,
-            slots: vec![RecvSlot::Free; plan.config.depth],
-            next_grant: 0,
+            ring: Ring::new(plan),
             next_copy: 0,
-            limit: plan.total_chunks,
-            granted: 0,
-            copying: 0,
-            done: 0,
-            done_prefix: 0,
         }
     }
 
     /// The plan.
     pub fn plan(&self) -> &StagingPlan {
-        &self.plan
+        &self.ring.plan
     }
 
     /// The next chunk whose bounce buffer is free to receive it: post a receive there, or grant the sender a
     /// credit. Chunks come in order.
     pub fn next_landing(&mut self) -> Option<Chunk> {
-        if self.next_grant >= self.limit {
-            return None;
-        }
-        let seq = self.next_grant;
-        let slot = self.plan.slot(seq);
-        if self.slots[slot] != RecvSlot::Free {
-            return None;
-        }
-        let chunk = self.plan.chunk(seq)?;
-        self.slots[slot] = RecvSlot::Granted(seq);
-        self.next_grant += 1;
-        self.granted += 1;
-        Some(chunk)
+        self.ring.start(RecvSlot::Granted)
     }
 
     /// Chunk `seq`'s data is in its bounce buffer (receive completion, or the sender's notice for a WRITE).
     pub fn landed(&mut self, seq: u64) -> Result<(), StagingError> {
-        let slot = self.plan.slot(seq);
-        match self.slots[slot] {
-            RecvSlot::Granted(s) if s == seq => {
-                self.slots[slot] = RecvSlot::Landed(seq);
-                self.granted -= 1;
-                Ok(())
-            }
-            other => Err(self.misuse("landed", seq, other)),
-        }
+        self.ring
+            .advance("landed", seq, RecvSlot::Granted, RecvSlot::Landed(seq))
     }
 
     /// The next landed chunk, in order, to copy host-to-device; marks the copy started.
     pub fn next_copy_to_start(&mut self) -> Option<Chunk> {
-        let seq = self.next_copy;
-        if seq >= self.next_grant {
-            return None;
-        }
-        let slot = self.plan.slot(seq);
-        if self.slots[slot] != RecvSlot::Landed(seq) {
-            return None;
-        }
-        let chunk = self.plan.chunk(seq)?;
-        self.slots[slot] = RecvSlot::Copying(seq);
-        self.next_copy += 1;
-        self.copying += 1;
-        Some(chunk)
+        self.ring
+            .take_next(&mut self.next_copy, RecvSlot::Landed, RecvSlot::Copying)
     }
 
     /// The host-to-device copy of chunk `seq` completed: its data is in GPU memory and its buffer is free.
     pub fn copy_done(&mut self, seq: u64) -> Result<(), StagingError> {
-        let slot = self.plan.slot(seq);
-        match self.slots[slot] {
-            RecvSlot::Copying(s) if s == seq => {
-                self.slots[slot] = RecvSlot::Free;
-                self.copying -= 1;
-                self.done += 1;
-                while self.done_prefix < self.next_grant
-                    && !self.slots[self.plan.slot(self.done_prefix)].holds(self.done_prefix)
-                {
-                    self.done_prefix += 1;
-                }
-                Ok(())
-            }
-            other => Err(self.misuse("copy_done", seq, other)),
-        }
-    }
-
-    fn misuse(&self, event: &'static str, seq: u64, slot: RecvSlot) -> StagingError {
-        let state = if seq >= self.next_grant {
-            "it was never handed out".to_string()
-        } else if !slot.holds(seq) {
-            format!("it already completed ({slot})")
-        } else {
-            slot.to_string()
-        };
-        StagingError::Misuse { event, seq, state }
+        self.ring
+            .advance("copy_done", seq, RecvSlot::Copying, RecvSlot::Free)
     }
 
     /// Whether bounce buffer `b` is free.
     pub fn buffer_free(&self, buffer: usize) -> bool {
-        self.slots.get(buffer) == Some(&RecvSlot::Free)
+        self.ring.buffer_free(buffer)
     }
 
     /// The oldest chunk whose copy is in flight: the event to poll next.
     pub fn oldest_copy_in_flight(&self) -> Option<Chunk> {
-        (self.done_prefix..self.next_copy)
-            .find(|&seq| self.slots[self.plan.slot(seq)] == RecvSlot::Copying(seq))
-            .and_then(|seq| self.plan.chunk(seq))
+        self.ring.oldest(RecvSlot::Copying, self.next_copy)
     }
 
     /// Buffers handed to the network and not yet landed.
     pub fn landings_pending(&self) -> usize {
-        self.granted
+        self.ring.count(RecvSlot::Granted)
     }
 
     /// Copies started and not completed.
     pub fn copies_in_flight(&self) -> usize {
-        self.copying
+        self.ring.count(RecvSlot::Copying)
     }
 
     /// Chunks in GPU memory.
     pub fn chunks_done(&self) -> u64 {
-        self.done
+        self.ring.done
     }
 
     /// Messages wholly in GPU memory, counted from the first (in order).
     pub fn messages_done(&self) -> u64 {
-        self.done_prefix / self.plan.chunks_per_message
+        self.ring.messages_done()
     }
 
     /// Nothing in flight.
     pub fn is_idle(&self) -> bool {
-        self.slots.iter().all(|s| *s == RecvSlot::Free)
+        self.ring.is_idle()
     }
 
     /// All chunks up to the limit are in GPU memory.
     pub fn is_finished(&self) -> bool {
-        self.next_grant == self.limit && self.is_idle()
+        self.ring.is_finished()
     }
 
     /// Hands out no buffer for a new message; returns the number of messages that will have been received.
     /// Buffers already handed out for chunks that will never come must still be reclaimed by the engine (e.g.
     /// by flushing the receive queue) before [`RecvPipeline::reset`].
     pub fn stop(&mut self) -> u64 {
-        self.limit = self.plan.stop_at(self.next_grant, self.limit);
-        self.limit / self.plan.chunks_per_message
+        self.ring.stop()
     }
 
     /// Back to the start. `Err(Misuse)` while anything is in flight.
     pub fn reset(&mut self) -> Result<(), StagingError> {
-        if !self.is_idle() {
-            let seq = self.done_prefix;
-            return Err(self.misuse("reset", seq, self.slots[self.plan.slot(seq)]));
-        }
-        self.slots.fill(RecvSlot::Free);
-        self.next_grant = 0;
+        self.ring.reset()?;
         self.next_copy = 0;
-        self.limit = self.plan.total_chunks;
-        self.granted = 0;
-        self.copying = 0;
-        self.done = 0;
-        self.done_prefix = 0;
         Ok(())
     }
 }
