@@ -350,14 +350,19 @@ impl<S: Stage> Ring<S> {
         }
     }
 
-    /// Hands out the next chunk into its first stage, if the limit allows and its buffer is free.
-    fn start(&mut self, first: fn(u64) -> S) -> Option<Chunk> {
+    /// The next chunk to hand out, if the limit allows and its buffer is free.
+    fn peek_start(&self) -> Option<Chunk> {
         let seq = self.started;
         if seq >= self.limit || self.slots[self.plan.slot(seq)] != S::FREE {
             return None;
         }
-        let chunk = self.plan.chunk(seq)?;
-        self.slots[chunk.buffer] = first(seq);
+        self.plan.chunk(seq)
+    }
+
+    /// Hands out the next chunk into its first stage, if the limit allows and its buffer is free.
+    fn start(&mut self, first: fn(u64) -> S) -> Option<Chunk> {
+        let chunk = self.peek_start()?;
+        self.slots[chunk.buffer] = first(chunk.seq);
         self.started += 1;
         Some(chunk)
     }
@@ -657,6 +662,12 @@ impl RecvPipeline {
     /// credit. Chunks come in order.
     pub fn next_landing(&mut self) -> Option<Chunk> {
         self.ring.start(RecvSlot::Granted)
+    }
+
+    /// What [`RecvPipeline::next_landing`] would return, without handing it out (e.g. to check that the
+    /// sender announced it first).
+    pub fn peek_landing(&self) -> Option<Chunk> {
+        self.ring.peek_start()
     }
 
     /// Chunk `seq`'s data is in its bounce buffer (receive completion, or the sender's notice for a WRITE).
@@ -1030,6 +1041,26 @@ mod tests {
         let c = rx.next_landing().unwrap();
         assert_eq!((c.seq, c.buffer), (2, 0));
         assert_eq!(rx.chunks_done(), 2);
+    }
+
+    #[test]
+    fn a_peek_shows_the_next_chunk_without_handing_it_out() {
+        let mut rx = RecvPipeline::new(plan(3 * 4096, 4096, 1));
+        assert_eq!(rx.peek_landing().map(|c| c.seq), Some(0));
+        assert_eq!(
+            rx.peek_landing().map(|c| c.seq),
+            Some(0),
+            "a peek changes nothing"
+        );
+        assert_eq!(rx.next_landing().map(|c| c.seq), Some(0));
+        assert!(rx.peek_landing().is_none(), "the one buffer is out");
+        let mut tx = SendPipeline::new(plan(3 * 4096, 4096, 1));
+        assert!(tx.peek_post().is_none(), "nothing copied yet");
+        let c = tx.next_copy_to_start().unwrap();
+        tx.copy_done(c.seq).unwrap();
+        assert_eq!(tx.peek_post().map(|c| c.seq), Some(0));
+        assert_eq!(tx.next_post().map(|c| c.seq), Some(0));
+        assert!(tx.peek_post().is_none());
     }
 
     #[test]

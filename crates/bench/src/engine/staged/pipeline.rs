@@ -97,6 +97,14 @@ impl Pipe {
         }
     }
 
+    /// What [`Pipe::next_post`] would return, without handing it out.
+    fn peek_post(&self) -> Option<Chunk> {
+        match self {
+            Pipe::Source(p) => p.peek_post(),
+            Pipe::Sink(p) => p.peek_landing(),
+        }
+    }
+
     /// The next chunk whose operations may be posted (in order).
     fn next_post(&mut self) -> Option<Chunk> {
         match self {
@@ -153,8 +161,6 @@ struct QpStage {
     pipe: Pipe,
     /// The chunk being posted, with how many of its operations are posted.
     posting: Option<(Chunk, u64)>,
-    /// Chunks the pipeline handed out for posting (they come in order: the next one's number).
-    handed: u64,
     /// Operations posted and known completed, numbered from 1 (a completion for n completes
     /// every operation up to n).
     posted: u64,
@@ -241,7 +247,6 @@ impl QpStage {
                 _ => Pipe::Sink(RecvPipeline::new(plan)),
             },
             posting: None,
-            handed: 0,
             posted: 0,
             completed: 0,
             awaiting: VecDeque::with_capacity(plan.config().depth),
@@ -257,12 +262,10 @@ impl QpStage {
         if let Some(p) = self.posting.take() {
             return Some(p);
         }
-        if self.handed >= limit {
+        if self.pipe.peek_post()?.seq >= limit {
             return None;
         }
-        let chunk = self.pipe.next_post()?;
-        self.handed += 1;
-        Some((chunk, 0))
+        self.pipe.next_post().map(|c| (c, 0))
     }
 
     /// `done` of the chunk's `ops` operations are posted now: it awaits its completions once
