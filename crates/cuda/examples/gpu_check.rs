@@ -305,6 +305,18 @@ fn copy_bandwidth(
     Ok(gbps(size * reps, ms / 1e3))
 }
 
+/// The pinned bounce buffers of `cfg` (one allocation) and an event per buffer.
+fn bounce_buffers(
+    gpu: &Device,
+    cfg: StagingConfig,
+) -> Result<(PinnedBuffer, Vec<Event>), CudaError> {
+    let bounce = PinnedBuffer::new(gpu, cfg.bounce_bytes())?;
+    let events = (0..cfg.depth)
+        .map(|_| Event::new(gpu))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((bounce, events))
+}
+
 /// The sender's copy half with the network half absent (an RDMA "completes" as soon as it is posted).
 fn staged_send(
     gpu: &Device,
@@ -314,10 +326,7 @@ fn staged_send(
     messages: u64,
 ) -> Result<f64, CudaError> {
     let plan = StagingPlan::new(cfg, payload.len(), messages)?;
-    let bounce = PinnedBuffer::new(gpu, cfg.bounce_bytes())?;
-    let events = (0..cfg.depth)
-        .map(|_| Event::new(gpu))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (bounce, events) = bounce_buffers(gpu, cfg)?;
     let mut tx = SendPipeline::new(plan);
     let t0 = Instant::now();
     while !tx.is_finished() {
@@ -353,10 +362,7 @@ fn staged_recv(
     messages: u64,
 ) -> Result<f64, CudaError> {
     let plan = StagingPlan::new(cfg, payload.len(), messages)?;
-    let bounce = PinnedBuffer::new(gpu, cfg.bounce_bytes())?;
-    let events = (0..cfg.depth)
-        .map(|_| Event::new(gpu))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (bounce, events) = bounce_buffers(gpu, cfg)?;
     let mut rx = RecvPipeline::new(plan);
     let t0 = Instant::now();
     while !rx.is_finished() {
@@ -390,10 +396,7 @@ fn staged_correctness(report: &mut Report, gpu: &Device, stream: &Stream) -> Res
     let plan = StagingPlan::new(cfg, len, 2)?;
     let src = DeviceBuffer::new(gpu, len)?;
     src.write_pattern(7)?;
-    let mut bounce = PinnedBuffer::new(gpu, cfg.bounce_bytes())?;
-    let events = (0..cfg.depth)
-        .map(|_| Event::new(gpu))
-        .collect::<Result<Vec<_>, _>>()?;
+    let (mut bounce, events) = bounce_buffers(gpu, cfg)?;
 
     // Sender: the "NIC" reads each bounce buffer when the chunk is posted (its copy has completed).
     let mut wire = vec![0u8; len];
