@@ -264,45 +264,8 @@ impl Local {
         check_device_limits(&device, &port, plan, slot)?;
 
         let pd = device.alloc_pd()?;
-        let len = usize::try_from(slot * u64::from(plan.qps))
-            .context("buffer too large for this machine")?;
-        let (mr, gpu, staging) = match (staged, gpu_device.as_ref()) {
-            (true, Some(gpu)) => {
-                let buf = cuda::DeviceBuffer::new(gpu, len)?;
-                let s = staged::Staging::new(
-                    gpu,
-                    staging,
-                    plan.test.verb,
-                    plan.max_size(),
-                    plan.qps,
-                    slot,
-                )?;
-                // SAFETY: the pinned memory lives in the returned Staging, which the side keeps
-                // (and drops after the region); the pipeline posts a bounce buffer (inline or
-                // not) only after its copy completed, and copies into it only after its
-                // operations completed.
-                let mr = unsafe {
-                    MemoryRegion::register_host_raw(
-                        &pd,
-                        s.pinned.as_ptr() as u64,
-                        s.pinned.len(),
-                        Access::ALL,
-                    )
-                }
-                .with_context(|| {
-                    format!(
-                        "registering {} bytes of pinned bounce buffers on {}",
-                        s.pinned.len(),
-                        device.name()
-                    )
-                })?;
-                (mr, Some(GpuMemory { buf, dmabuf: None }), Some(s))
-            }
-            _ => {
-                let (mr, gpu) = register(&pd, &device, &mem, gpu_device.as_ref(), len)?;
-                (mr, gpu, None)
-            }
-        };
+        let (mr, gpu, staging) =
+            register(&pd, &device, &mem, gpu_device.as_ref(), plan, slot, staging)?;
         let stride = staging.as_ref().map_or(slot, |s| s.stride);
         let posts_receives = plan.receives(is_server);
         let rx_depth = match (posts_receives, &staging) {
@@ -399,14 +362,23 @@ fn open_gpu(mem: &MemMode) -> Result<Option<cuda::Device>> {
     Ok(Some(gpu))
 }
 
-/// Allocates `len` bytes where `mem` says and registers them with the NIC.
+/// What a memory mode registered: the region, the GPU memory behind it, and a staged side's
+/// bounce buffers (which are the region).
+type Registered = (MemoryRegion, Option<GpuMemory>, Option<staged::Staging>);
+
+/// Allocates one `slot` per QP of `plan` where `mem` says and registers it with the NIC; a
+/// staged side registers its pinned bounce buffers instead, the slots living on the GPU.
 fn register(
     pd: &ProtectionDomain,
     device: &Device,
     mem: &MemMode,
     gpu: Option<&cuda::Device>,
-    len: usize,
-) -> Result<(MemoryRegion, Option<GpuMemory>)> {
+    plan: &TestPlan,
+    slot: u64,
+    staging: cuda::StagingConfig,
+) -> Result<Registered> {
+    let len =
+        usize::try_from(slot * u64::from(plan.qps)).context("buffer too large for this machine")?;
     let what = || {
         format!(
             "registering {len} bytes of {} memory on {}",
@@ -418,7 +390,7 @@ fn register(
         (MemMode::Host, _) => {
             let mr = MemoryRegion::register_host(pd, HostBuffer::new(len)?, Access::ALL)
                 .with_context(what)?;
-            Ok((mr, None))
+            Ok((mr, None, None))
         }
         (MemMode::Cuda(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
@@ -442,6 +414,7 @@ fn register(
                     buf,
                     dmabuf: Some(dmabuf),
                 }),
+                None,
             ))
         }
         (MemMode::CudaPeermem(_), Some(gpu)) => {
@@ -456,13 +429,38 @@ fn register(
                     if loaded { "loaded (so the NIC driver refused anyway)" } else { "not loaded" }
                 )
             })?;
-            Ok((mr, Some(GpuMemory { buf, dmabuf: None })))
+            Ok((mr, Some(GpuMemory { buf, dmabuf: None }), None))
         }
-        (MemMode::CudaStaged(_), _) => {
-            bail!(
-                "internal error: --mem {} is registered as bounce buffers",
-                mem.name()
-            )
+        (MemMode::CudaStaged(_), Some(gpu)) => {
+            let buf = cuda::DeviceBuffer::new(gpu, len)?;
+            let s = staged::Staging::new(
+                gpu,
+                staging,
+                plan.test.verb,
+                plan.max_size(),
+                plan.qps,
+                slot,
+            )?;
+            // SAFETY: the pinned memory lives in the returned Staging, which the side keeps
+            // (and drops after the region); the pipeline posts a bounce buffer (inline or not)
+            // only after its copy completed, and copies into it only after its operations
+            // completed.
+            let mr = unsafe {
+                MemoryRegion::register_host_raw(
+                    pd,
+                    s.pinned.as_ptr() as u64,
+                    s.pinned.len(),
+                    Access::ALL,
+                )
+            }
+            .with_context(|| {
+                format!(
+                    "registering {} bytes of pinned bounce buffers on {}",
+                    s.pinned.len(),
+                    device.name()
+                )
+            })?;
+            Ok((mr, Some(GpuMemory { buf, dmabuf: None }), Some(s)))
         }
         (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
     }
