@@ -82,6 +82,7 @@ pub struct Prepared {
     posts_receives: bool,
     /// The staged bandwidth loop posts its own receives, into bounce buffers.
     loop_posts_receives: bool,
+    is_server: bool,
 }
 
 /// Connected to the peer: every QP ready to send.
@@ -340,6 +341,7 @@ impl Local {
             mtu: plan.mtu,
             posts_receives,
             loop_posts_receives: staged && plan.test.mode == Mode::Bw,
+            is_server,
         })
     }
 }
@@ -514,9 +516,16 @@ impl Prepared {
             .collect()
     }
 
-    /// Posts every QP's receives (SEND tests), then moves every QP to ready-to-send against
-    /// the peer's endpoints.
-    pub fn connect(mut self, remote: Vec<Endpoint>, rx_depth: u32) -> Result<Connected> {
+    /// Checks the peer's endpoints (and, between two staged ends, its bounce buffers), posts
+    /// every QP's receives (SEND tests), then moves every QP to ready-to-send against them.
+    pub fn connect(
+        mut self,
+        remote: Vec<Endpoint>,
+        peer_bounce: Option<staged::BounceLayout>,
+        plan: &TestPlan,
+    ) -> Result<Connected> {
+        staged::check_peer(plan, self.is_server, self.bounce(), peer_bounce)?;
+        let rx_depth = plan.rx_depth;
         if remote.len() != self.qps.len() {
             bail!(
                 "the peer sent {} endpoints for {} QPs; both sides must run the same plan",
@@ -606,7 +615,7 @@ impl Prepared {
             transport: self.transport,
             path_mtu,
             rd_atomic,
-            peer_bounce: None,
+            peer_bounce,
         })
     }
 }

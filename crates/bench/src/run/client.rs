@@ -9,7 +9,7 @@ use crate::control::{Channel, Message};
 use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, LoopShape, PeerState};
 use crate::engine::lat::{initiate, LatShape};
-use crate::engine::staged::{check_peer, measure_staged};
+use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::output::progress_bar::ProgressBar;
@@ -40,10 +40,9 @@ fn drive(
     ch.send(&Message::Plan(Box::new(plan.clone())))?;
     ch.expect("PlanAccepted")?;
     let prepared = local.prepare(plan, false)?;
-    let bounce = prepared.bounce();
     ch.send(&Message::Endpoints {
         qps: prepared.endpoints(),
-        bounce,
+        bounce: prepared.bounce(),
     })?;
     let Message::Endpoints {
         qps: remote,
@@ -52,9 +51,7 @@ fn drive(
     else {
         bail!("protocol error: expected the server's endpoints");
     };
-    check_peer(plan, false, bounce, peer_bounce)?;
-    let mut side = prepared.connect(remote, plan.rx_depth)?;
-    side.peer_bounce = peer_bounce;
+    let mut side = prepared.connect(remote, peer_bounce, plan)?;
     ch.send(&Message::Ready)?;
     ch.expect("Ready")?;
 

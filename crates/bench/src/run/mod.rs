@@ -241,14 +241,7 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
         ("Validate", on_off(plan.validate)),
     ]);
     if let Some(s) = &side.staging {
-        fields.push((
-            "Staging",
-            format!(
-                "{} x {} pinned bounce buffers per QP",
-                s.config.depth,
-                format_size(s.buffer_len as u64)
-            ),
-        ));
+        fields.push(("Staging", format!("{} per QP", s.layout())));
     }
     if plan.bidirectional {
         fields.push((
@@ -385,9 +378,12 @@ fn record(
             name: g.name().to_string(),
             bus_id: g.pci_bus_id().to_string(),
             gdr: matches!(side.mem, MemMode::Cuda(_) | MemMode::CudaPeermem(_)),
-            staging: side.staging.as_ref().map(|s| StagingRecord {
-                chunk: s.buffer_len as u64,
-                depth: s.config.depth as u64,
+            staging: side.staging.as_ref().map(|s| {
+                let layout = s.layout();
+                StagingRecord {
+                    chunk: layout.buffer_len,
+                    depth: u64::from(layout.depth),
+                }
             }),
         }),
         results,

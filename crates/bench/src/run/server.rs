@@ -14,7 +14,7 @@ use crate::control::{Channel, Listener, Message};
 use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
-use crate::engine::staged::{check_peer, measure_staged};
+use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::plan::{Mode, TestPlan, Verb};
@@ -51,14 +51,11 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
     else {
         bail!("protocol error: expected the client's endpoints");
     };
-    let bounce = prepared.bounce();
-    check_peer(&plan, true, bounce, peer_bounce)?;
     ch.send(&Message::Endpoints {
         qps: prepared.endpoints(),
-        bounce,
+        bounce: prepared.bounce(),
     })?;
-    let mut side = prepared.connect(remote, plan.rx_depth)?;
-    side.peer_bounce = peer_bounce;
+    let mut side = prepared.connect(remote, peer_bounce, &plan)?;
     ch.expect("Ready")?;
     ch.send(&Message::Ready)?;
 

@@ -116,7 +116,7 @@ impl fmt::Display for BounceLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} x {} bounce buffers",
+            "{} x {} pinned bounce buffers",
             self.depth,
             crate::units::format_size(self.buffer_len)
         )
