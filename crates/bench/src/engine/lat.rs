@@ -21,7 +21,7 @@ use crate::plan::{AtomicOp, Verb};
 use crate::stats::LatencyRecorder;
 
 /// Spins between two looks at the clock while waiting.
-const SPINS_PER_CHECK: u32 = 1 << 14;
+pub(crate) const SPINS_PER_CHECK: u32 = 1 << 14;
 
 /// The shape of one latency loop.
 #[derive(Debug, Clone, Copy)]

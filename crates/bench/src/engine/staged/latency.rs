@@ -6,6 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
+use crate::engine::lat::SPINS_PER_CHECK;
 use crate::engine::Connected;
 
 /// Latency tests, staged: copies `len` bytes of the GPU's send half to the bounce buffer the
@@ -42,14 +43,19 @@ fn copy_and_wait(side: &Connected, len: u64, stall: Duration, out: bool) -> Resu
     let done = s.event(0, 0)?;
     s.stream.record(done)?;
     let since = Instant::now();
+    let mut spins = 0u32;
     while !done.is_complete()? {
-        if since.elapsed() > stall {
-            s.quiesce().ok();
-            bail!(
-                "a {len}-byte copy {} the GPU did not finish in {:.1} s (--timeout)",
-                if out { "from" } else { "to" },
-                stall.as_secs_f64()
-            );
+        spins += 1;
+        if spins == SPINS_PER_CHECK {
+            spins = 0;
+            if since.elapsed() > stall {
+                s.quiesce().ok();
+                bail!(
+                    "a {len}-byte copy {} the GPU did not finish in {:.1} s (--timeout)",
+                    if out { "from" } else { "to" },
+                    stall.as_secs_f64()
+                );
+            }
         }
         std::hint::spin_loop();
     }

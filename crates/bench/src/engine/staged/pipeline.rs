@@ -300,14 +300,14 @@ impl QpStage {
     /// Chunk `seq` is wholly done by the network.
     fn ops_done(&mut self, seq: u64, p: &Protocol, layout: &Layout) -> Result<()> {
         self.pipe.ops_done(seq)?;
-        match (p.role, &self.pipe) {
-            (Role::Source | Role::ReadSource, _) => {
+        match p.role {
+            Role::Source | Role::ReadSource => {
                 if let Some(c) = layout.plan().chunk(seq) {
                     self.messages += layout.work(&c).messages;
                 }
             }
             // A READ sink frees the source's buffer as soon as its READs are done.
-            (Role::Sink, _) if p.notified => self.notices.owed += 1,
+            Role::Sink if p.notified => self.notices.owed += 1,
             _ => {}
         }
         Ok(())
