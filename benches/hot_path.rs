@@ -7,7 +7,8 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use rdmabench::engine::bw::{fill_batch, LoopShape, SendProgress, Stop, Target};
+use rdmabench::engine::bw::host::{fill_batch, SendProgress, Target};
+use rdmabench::engine::bw::{LoopShape, Stop, WrId, WrKind};
 use rdmabench::plan::{AtomicOp, Verb};
 use rdmabench::stats::LatencyRecorder;
 use verbs::SendRequest;
@@ -59,10 +60,9 @@ fn completions(c: &mut Criterion) {
     g.throughput(Throughput::Elements(1));
     g.bench_function("account_one_completion_and_check_room", |b| {
         let mut p = SendProgress::new(4, u64::MAX);
-        let mut n = 0u64;
+        let id = WrId::new(WrKind::Op, 3, 100);
         b.iter(|| {
-            n += 100;
-            p.complete(black_box((3u64 << 40) | n));
+            p.complete(black_box(id));
             black_box(p.room(3, &s));
         })
     });

@@ -125,6 +125,11 @@ pub struct TestArgs {
     #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
     pub mtu: Option<u32>,
 
+    /// READs/atomics a QP keeps outstanding at the responder (read and atomic tests; a
+    /// ConnectX allows 16) [default: what both devices allow]
+    #[arg(short = 'o', long = "outs", value_name = "N")]
+    pub outs: Option<u32>,
+
     /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
     #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
     pub atomic: Option<AtomicOp>,
@@ -261,6 +266,7 @@ impl TestArgs {
             connection: self.connection,
             bidirectional: self.bidirectional,
             mtu: self.mtu,
+            outs: self.outs,
             atomic: self.atomic,
             validate: self.validate,
             repeat: self.repeat,

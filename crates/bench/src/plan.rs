@@ -75,9 +75,46 @@ impl TestKind {
         }
     }
 
+    /// Every test.
+    pub const ALL: [TestKind; 8] = [
+        TestKind::new(Verb::Write, Mode::Bw),
+        TestKind::new(Verb::Read, Mode::Bw),
+        TestKind::new(Verb::Send, Mode::Bw),
+        TestKind::new(Verb::Atomic, Mode::Bw),
+        TestKind::new(Verb::Write, Mode::Lat),
+        TestKind::new(Verb::Read, Mode::Lat),
+        TestKind::new(Verb::Send, Mode::Lat),
+        TestKind::new(Verb::Atomic, Mode::Lat),
+    ];
+
+    /// The test named `name` ("write-bw"), as records and the command line name it.
+    pub fn parse(name: &str) -> Option<TestKind> {
+        TestKind::ALL.into_iter().find(|t| t.to_string() == name)
+    }
+
     /// True for tests whose latency is reported one-way (RTT/2): WRITE and SEND ping-pong.
     pub fn one_way(self) -> bool {
         matches!(self.verb, Verb::Write | Verb::Send)
+    }
+}
+
+/// Which end of a run this side is: the client sends the plan and initiates; the server
+/// adopts the plan and is the passive target, the SEND receiver or the latency responder.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// Connects to the server and drives the run.
+    Client,
+    /// Waits for a client and serves its run.
+    Server,
+}
+
+impl Role {
+    /// "client" or "server".
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Client => "client",
+            Role::Server => "server",
+        }
     }
 }
 
@@ -188,6 +225,9 @@ pub struct TestPlan {
     pub bidirectional: bool,
     /// Path MTU asked for; `None` uses the ports' active MTU.
     pub mtu: Option<u32>,
+    /// `-o`: READs/atomics a QP may have outstanding at the responder; `None` takes what
+    /// both devices allow.
+    pub outs: Option<u32>,
     /// The atomic operation (atomic tests).
     pub atomic: AtomicOp,
     /// Check the payload after each size.
@@ -210,8 +250,10 @@ pub const ATOMIC_SIZE: u64 = 8;
 pub const DEFAULT_TX_DEPTH: u32 = 128;
 /// Default receive queue depth (perftest's).
 pub const DEFAULT_RX_DEPTH: u32 = 512;
-/// Default completion moderation (perftest's).
+/// Default completion moderation (perftest's), at most half the TX depth.
 pub const DEFAULT_CQ_MOD: u32 = 100;
+/// Largest `-o`: the verbs attribute is 8 bits.
+pub const MAX_OUTS: u32 = 255;
 /// Largest message size.
 pub const MAX_SIZE: u64 = 1 << 31;
 /// Largest number of QPs.
@@ -246,6 +288,8 @@ pub struct PlanRequest {
     pub bidirectional: bool,
     /// `-m`.
     pub mtu: Option<u32>,
+    /// `-o`.
+    pub outs: Option<u32>,
     /// `-A`.
     pub atomic: Option<AtomicOp>,
     /// `--validate`.
@@ -304,8 +348,11 @@ impl PlanRequest {
         };
         let tx_depth = self.tx_depth.unwrap_or(DEFAULT_TX_DEPTH);
         let post_list = self.post_list.unwrap_or(1);
+        // A completion at most every half queue, so that the queue never drains before the
+        // loop sees room in it; and room for a whole post list beyond the unsignaled ones.
         let cq_mod = self.cq_mod.unwrap_or_else(|| {
             DEFAULT_CQ_MOD
+                .min(tx_depth / 2)
                 .min(tx_depth.saturating_sub(post_list) + 1)
                 .max(1)
         });
@@ -327,6 +374,7 @@ impl PlanRequest {
             connection: self.connection.unwrap_or(Connection::Rc),
             bidirectional: self.bidirectional,
             mtu: self.mtu,
+            outs: self.outs,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),
@@ -402,6 +450,15 @@ impl TestPlan {
                 self.connection.name()
             ));
         }
+        if let Some(o) = self.outs {
+            if !matches!(test.verb, Verb::Read | Verb::Atomic) {
+                return refuse(format!(
+                    "--outs {o} does not apply to {test}: it caps outstanding READs and atomics \
+                     (read-bw, read-lat, atomic-bw, atomic-lat)"
+                ));
+            }
+            check_range("--outs", o, 1, MAX_OUTS)?;
+        }
         if test.verb == Verb::Read && self.inline > 0 {
             return refuse(format!(
                 "--inline-size {} does not apply to {test}: READ responses cannot be inline",
@@ -442,9 +499,14 @@ impl TestPlan {
     }
 
     /// True when this side receives SENDs: the server in a SEND test, both with `-b`.
-    pub fn receives(&self, is_server: bool) -> bool {
+    pub fn receives(&self, role: Role) -> bool {
         self.test.verb == Verb::Send
-            && (is_server || self.bidirectional || self.test.mode == Mode::Lat)
+            && (role == Role::Server || self.bidirectional || self.test.mode == Mode::Lat)
+    }
+
+    /// True when this side posts the test's operations: the client, both with `-b`.
+    pub fn sends(&self, role: Role) -> bool {
+        role == Role::Client || self.bidirectional
     }
 
     /// How the sizes read in a message: "64 KiB" or "a sweep (2 B .. 8 MiB)".
@@ -548,6 +610,14 @@ impl TestPlan {
                 .unwrap_or_else(|| "active".into()),
         );
         differ(
+            "outs",
+            server.outs.map(|v| text(&v)),
+            client
+                .outs
+                .map(|v| v.to_string())
+                .unwrap_or_else(|| "device".into()),
+        );
+        differ(
             "atomic-type",
             server.atomic.map(|a| a.name().into()),
             client.atomic.name().into(),
@@ -589,8 +659,16 @@ mod tests {
         assert_eq!(plan.sizes, vec![65536]);
         assert_eq!(
             (plan.iters, plan.qps, plan.tx_depth, plan.cq_mod),
-            (5000, 1, 128, 100)
+            (5000, 1, 128, 64),
+            "perftest's 100 would let the queue run down to 28 before a completion frees it"
         );
+        let deep = PlanRequest {
+            tx_depth: Some(512),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap();
+        assert_eq!(deep.cq_mod, 100);
         let lat = request()
             .resolve(TestKind::new(Verb::Send, Mode::Lat))
             .unwrap();
@@ -606,7 +684,48 @@ mod tests {
         }
         .resolve(WRITE_BW)
         .unwrap();
-        assert_eq!(plan.cq_mod, 13);
+        assert_eq!(plan.cq_mod, 8, "half of 16");
+        let plan = PlanRequest {
+            tx_depth: Some(16),
+            post_list: Some(12),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap();
+        assert_eq!(
+            plan.cq_mod, 5,
+            "room for a post list of 12 beyond 4 unsignaled"
+        );
+    }
+
+    #[test]
+    fn outs_caps_reads_and_atomics_only() {
+        for verb in [Verb::Read, Verb::Atomic] {
+            let plan = PlanRequest {
+                outs: Some(16),
+                ..request()
+            }
+            .resolve(TestKind::new(verb, Mode::Bw))
+            .unwrap();
+            assert_eq!(plan.outs, Some(16));
+        }
+        let err = PlanRequest {
+            outs: Some(16),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap_err();
+        assert!(
+            err.0.contains("--outs 16 does not apply to write-bw"),
+            "{err}"
+        );
+        let err = PlanRequest {
+            outs: Some(0),
+            ..request()
+        }
+        .resolve(TestKind::new(Verb::Read, Mode::Bw))
+        .unwrap_err();
+        assert_eq!(err.0, "--outs 0 is out of range: valid values are 1..=255");
     }
 
     #[test]

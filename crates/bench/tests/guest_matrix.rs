@@ -179,12 +179,17 @@ fn bidirectional_runs_report_both_directions_and_the_sum() {
     if !rdma_ready("bidirectional_runs_report_both_directions_and_the_sum") {
         return;
     }
-    for (i, test) in ["write-bw", "read-bw", "send-bw"].iter().enumerate() {
+    for (i, test) in ["write-bw", "read-bw", "send-bw", "atomic-bw"]
+        .iter()
+        .enumerate()
+    {
+        // Atomics move 8 bytes; with -b each side's counter counts the other's operations.
+        let size = if *test == "atomic-bw" { "8" } else { "4K" };
         let run = pair(
             test,
             19370 + i as u16,
             &[],
-            &["-b", "-n", "200", "-t", "16", "-s", "4K", "--validate"],
+            &["-b", "-n", "200", "-t", "16", "-s", size, "--validate"],
         );
         run.assert_ok();
         let r = &run.results()[0];
@@ -204,6 +209,139 @@ fn bidirectional_runs_report_both_directions_and_the_sum() {
             text(&run.client)
         );
     }
+}
+
+#[test]
+fn bidirectional_duration_runs_end_on_both_sides_on_time() {
+    if !rdma_ready("bidirectional_duration_runs_end_on_both_sides_on_time") {
+        return;
+    }
+    // Each side's receives end when the other's sends do: neither waits for its timeout.
+    for (i, test) in ["send-bw", "write-bw"].iter().enumerate() {
+        let start = std::time::Instant::now();
+        let run = pair(test, 19400 + i as u16, &[], &["-b", "-D", "4", "-s", "4K"]);
+        let took = start.elapsed();
+        run.assert_ok();
+        // A side left waiting for the other would fail at the 30 s --timeout; set-up under
+        // emulation on a busy machine takes a few seconds.
+        assert!(
+            took < std::time::Duration::from_secs(20),
+            "{test} -b -D 4 took {took:?}"
+        );
+        let d = &run.results()[0]["directions"];
+        for dir in ["client_to_server", "server_to_client"] {
+            let secs = num(&d[dir]["seconds"]);
+            // 4 s less a 0.4 s margin at each end: a window stretched to the other
+            // direction's last receive would be longer.
+            assert!((3.0..3.6).contains(&secs), "{test} {dir}: {secs} s: {d}");
+        }
+    }
+}
+
+#[test]
+fn reads_and_atomics_keep_the_tx_depth_posted_beyond_the_outstanding_limit() {
+    if !rdma_ready("reads_and_atomics_keep_the_tx_depth_posted_beyond_the_outstanding_limit") {
+        return;
+    }
+    for (i, test) in ["read-bw", "atomic-bw"].iter().enumerate() {
+        let size = if *test == "atomic-bw" { "8" } else { "64" };
+        let run = pair(
+            test,
+            19402 + i as u16,
+            &[],
+            &[
+                "-s",
+                size,
+                "-o",
+                "16",
+                "-t",
+                "128",
+                "-n",
+                "2000",
+                "--validate",
+            ],
+        );
+        run.assert_ok();
+        assert_eq!(run.client_json["params"]["outs"], 16, "{test}");
+        assert_eq!(run.client_json["params"]["tx_depth"], 128, "{test}");
+        let peak = num(&run.results()[0]["in_flight_max"]);
+        assert!(
+            peak >= 32.0,
+            "{test}: at most {peak} in flight with -o 16 -t 128"
+        );
+        assert!(
+            text(&run.client).contains("Outstanding    : 16"),
+            "{}",
+            text(&run.client)
+        );
+    }
+    // More than the device allows is refused, naming its limit.
+    let run = pair("read-bw", 19404, &[], &["-o", "255", "-n", "10"]);
+    assert!(!run.client.status.success());
+    assert!(
+        text(&run.client).contains("--outs 255 exceeds rxe1's limit of"),
+        "{}",
+        text(&run.client)
+    );
+}
+
+#[test]
+fn the_header_the_record_and_the_csv_show_the_same_parameters() {
+    if !rdma_ready("the_header_the_record_and_the_csv_show_the_same_parameters") {
+        return;
+    }
+    let dir = common::scratch("agree");
+    let csv_path = dir.join("client.csv");
+    let csv = csv_path.to_str().unwrap();
+    for (i, (test, extra)) in [
+        ("write-bw", &["-l", "4", "-t", "64", "-I", "64"][..]),
+        ("read-bw", &["-o", "8"][..]),
+        ("send-bw", &["-r", "256", "-m", "512"][..]),
+        ("atomic-bw", &["-A", "CMP_AND_SWAP"][..]),
+        ("write-lat", &[][..]),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let mut args = vec!["-n", "100", "--validate", "--csv", csv];
+        args.extend_from_slice(extra);
+        let run = pair(test, 19410 + i as u16, &[], &args);
+        run.assert_ok();
+        let header = text(&run.client);
+        let params = &run.client_json["params"];
+        let mut rdr = csv::Reader::from_path(&csv_path).unwrap();
+        let columns = rdr.headers().unwrap().clone();
+        let row = rdr.records().next().unwrap().unwrap();
+        for param in rdmabench::report::params::PARAMS {
+            let value = &params[param.key];
+            let want = match value {
+                serde_json::Value::Null => String::new(),
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let col = columns.iter().position(|c| c == param.key).unwrap();
+            assert_eq!(row[col], want, "{test}: CSV {} vs record", param.key);
+            if param.in_header && !want.is_empty() {
+                let shown = format!(" {:<15}: {want} ", param.label);
+                let shown_last = format!(" {:<15}: {want}\n", param.label);
+                assert!(
+                    header.contains(&shown) || header.contains(&shown_last),
+                    "{test}: the header should show {:?}:\n{header}",
+                    shown.trim()
+                );
+            } else if param.in_header {
+                assert!(
+                    !header.contains(&format!(" {:<15}:", param.label)),
+                    "{test}: {} does not apply:\n{header}",
+                    param.label
+                );
+            }
+        }
+        // What ran, not what was typed: the path MTU is the smaller of the ports' and -m.
+        let mtu = if *test == "send-bw" { 512 } else { 1024 };
+        assert_eq!(params["path_mtu"], mtu, "{test}");
+    }
+    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]

@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::report::params::PARAMS;
 use crate::report::{PcieLinkRecord, RunRecord};
 use crate::units::format_size;
 
@@ -85,13 +86,6 @@ pub fn sizes(r: &RunRecord) -> BTreeSet<u64> {
 pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
     let mut w = Vec::new();
     let (da, db) = (&a.device, &b.device);
-    let (pa, pb) = (&a.params, &b.params);
-    push(
-        &mut w,
-        "test (params.test)",
-        pa.test.clone(),
-        pb.test.clone(),
-    );
     push(
         &mut w,
         "device model (device.vendor_id/part_id)",
@@ -116,60 +110,16 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
         da.active_mtu.to_string(),
         db.active_mtu.to_string(),
     );
-    push(
-        &mut w,
-        "memory mode (params.mem)",
-        pa.mem.clone(),
-        pb.mem.clone(),
-    );
-    push(
-        &mut w,
-        "connection (params.connection)",
-        pa.connection.clone(),
-        pb.connection.clone(),
-    );
-    push(
-        &mut w,
-        "QPs (params.qps)",
-        pa.qps.to_string(),
-        pb.qps.to_string(),
-    );
-    push(
-        &mut w,
-        "TX depth (params.tx_depth)",
-        pa.tx_depth.to_string(),
-        pb.tx_depth.to_string(),
-    );
-    push(
-        &mut w,
-        "inline size (params.inline)",
-        pa.inline.to_string(),
-        pb.inline.to_string(),
-    );
-    push(
-        &mut w,
-        "post list (params.post_list)",
-        pa.post_list.to_string(),
-        pb.post_list.to_string(),
-    );
-    push(
-        &mut w,
-        "CQ moderation (params.cq_mod)",
-        pa.cq_mod.to_string(),
-        pb.cq_mod.to_string(),
-    );
-    push(
-        &mut w,
-        "bidirectional (params.bidirectional)",
-        pa.bidirectional.to_string(),
-        pb.bidirectional.to_string(),
-    );
-    push(
-        &mut w,
-        "latency kind (params.latency)",
-        opt(&pa.latency),
-        opt(&pb.latency),
-    );
+    let mut i = Vec::new();
+    for param in PARAMS {
+        let shown = |r: &RunRecord| (param.value)(&r.params).unwrap_or_else(|| "-".to_string());
+        push(
+            if param.warns { &mut w } else { &mut i },
+            &format!("{} (params.{})", param.label, param.key),
+            shown(a),
+            shown(b),
+        );
+    }
     let (sa, sb) = (sizes(a), sizes(b));
     if sa != sb {
         push(
@@ -180,7 +130,6 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
         );
     }
 
-    let mut i = Vec::new();
     push(
         &mut i,
         "firmware (device.fw_ver)",
@@ -223,24 +172,6 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
         "NIC-GPU path (pcie.path_class)",
         opt(&a.pcie.path_class),
         opt(&b.pcie.path_class),
-    );
-    push(
-        &mut i,
-        "iterations (params.iters)",
-        opt(&pa.iters),
-        opt(&pb.iters),
-    );
-    push(
-        &mut i,
-        "duration (params.duration)",
-        opt(&pa.duration),
-        opt(&pb.duration),
-    );
-    push(
-        &mut i,
-        "repetitions (params.repeat)",
-        pa.repeat.to_string(),
-        pb.repeat.to_string(),
     );
     push(
         &mut i,
@@ -301,6 +232,48 @@ mod tests {
     }
 
     #[test]
+    fn every_parameter_is_compared_as_its_row_says() {
+        let mut a = record("write-bw", &[(65536, 1.0)]);
+        // Every optional parameter present, so that each can be changed.
+        a.params.rx_depth = Some(512);
+        a.params.outs = Some(16);
+        a.params.atomic = Some("FETCH_AND_ADD".to_string());
+        a.params.duration = Some(2.0);
+        a.params.latency = Some("one_way".to_string());
+        let base = serde_json::to_value(&a).unwrap();
+        for param in PARAMS {
+            let mut changed = base.clone();
+            let new = match &base["params"][param.key] {
+                serde_json::Value::Bool(b) => serde_json::json!(!b),
+                serde_json::Value::String(s) => serde_json::json!(format!("{s}-other")),
+                serde_json::Value::Number(n) => match n.as_u64() {
+                    Some(u) => serde_json::json!(u + 1),
+                    None => serde_json::json!(n.as_f64().unwrap() + 1.0),
+                },
+                other => panic!("params.{} is {other}: give it a value above", param.key),
+            };
+            changed["params"][param.key] = new;
+            let b: RunRecord = serde_json::from_value(changed)
+                .unwrap_or_else(|e| panic!("params.{}: {e}", param.key));
+            let d = differences(&a, &b);
+            let field = format!("(params.{})", param.key);
+            let (hit, miss) = if param.warns {
+                (&d.warnings, &d.info)
+            } else {
+                (&d.info, &d.warnings)
+            };
+            assert!(
+                hit.iter().any(|x| x.what.ends_with(&field)),
+                "{field}: {d:?}"
+            );
+            assert!(
+                !miss.iter().any(|x| x.what.ends_with(&field)),
+                "{field}: {d:?}"
+            );
+        }
+    }
+
+    #[test]
     fn what_makes_records_incomparable_is_warned_and_named() {
         let a = record("write-bw", &[(4096, 1.0), (65536, 1.0)]);
         let mut b = a.clone();
@@ -311,10 +284,10 @@ mod tests {
         b.params.test = "read-bw".to_string();
         b.params.connection = "UC".to_string();
         b.params.qps = 4;
-        b.params.tx_depth = 64;
+        b.params.tx_depth = Some(64);
         b.params.inline = 64;
-        b.params.post_list = 8;
-        b.params.cq_mod = 16;
+        b.params.post_list = Some(8);
+        b.params.cq_mod = Some(16);
         b.results.pop();
         let d = differences(&a, &b);
         let whats: Vec<&str> = d.warnings.iter().map(|x| x.what.as_str()).collect();

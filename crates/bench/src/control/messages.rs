@@ -1,9 +1,12 @@
 //! The messages of the control protocol, in the order a run uses them.
 //!
 //! Client -> server: `Hello`, `Plan`, `Endpoints`, `Ready`, then per size and repetition
-//! `StartSize`, `Heartbeat`s while the measured loop runs, `SizeDone`; finally `Finish`.
+//! `StartSize`, `Heartbeat`s while the measured loop runs, `SendsOver` once its bandwidth
+//! loop's operations all completed, `SizeDone`; finally `Finish`.
 //! Server -> client: `Hello`, `PlanAccepted` (or `Reject`), `Endpoints`, `Ready`, per size
-//! `Ready` and `SizeReport`. Either side may send `Reject` to end the run with a reason.
+//! `Ready`, `Heartbeat`s while it measures, `SendsOver` once its own operations completed
+//! (`-b`), and `SizeReport`. Either side may send `Reject` to end the run with a reason.
+//! A side that waits for a particular message passes over heartbeats.
 
 use serde::{Deserialize, Serialize};
 use verbs::Endpoint;
@@ -15,7 +18,7 @@ use crate::report::SizeResult;
 /// Identifies an rdmabench peer in the first message.
 pub const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -56,8 +59,11 @@ pub enum Message {
         /// Repetition, from 0.
         rep: u32,
     },
-    /// The client is alive and measuring.
+    /// The sender is alive and measuring.
     Heartbeat,
+    /// The sender's operations of this size all completed: a receiver may stop waiting for
+    /// more once it drained (duration runs, and UC/UD which may lose messages).
+    SendsOver,
     /// The client's figures for one size, and the operations each QP carried in all.
     SizeDone {
         /// What the client measured.
@@ -74,6 +80,9 @@ pub enum Message {
         ok: bool,
         /// What was checked, or what differed.
         detail: String,
+        /// Operations the server completed per QP (with `-b` the client's atomic counters
+        /// are checked against them).
+        ops_per_qp: Vec<u64>,
     },
     /// The run is over.
     Finish,
@@ -100,6 +109,7 @@ impl Message {
             Message::Ready => "Ready",
             Message::StartSize { .. } => "StartSize",
             Message::Heartbeat => "Heartbeat",
+            Message::SendsOver => "SendsOver",
             Message::SizeDone { .. } => "SizeDone",
             Message::SizeReport { .. } => "SizeReport",
             Message::Finish => "Finish",

@@ -2,20 +2,19 @@
 //! Every connect and read has a timeout, so a dead or silent peer ends the run with a clear
 //! message instead of a hang.
 
+mod companion;
 mod messages;
 mod wire;
 
+pub use companion::Listen;
 pub use messages::{Message, MAGIC, PROTOCOL_VERSION};
 pub use wire::{read_message, write_message, WireError};
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
-
-use crate::engine::bw::PeerState;
 
 /// The default TCP port, perftest's.
 pub const DEFAULT_PORT: u16 = 18515;
@@ -128,9 +127,20 @@ impl Channel {
         Ok(msg)
     }
 
+    /// The next message that is not a heartbeat (the peer's companion thread sends them
+    /// while it measures, and they may still be on their way after).
+    fn next(&mut self, what: &str) -> Result<Message> {
+        loop {
+            match self.recv(what)? {
+                Message::Heartbeat => continue,
+                msg => return Ok(msg),
+            }
+        }
+    }
+
     /// Receives a message and checks it is the one expected.
     pub fn expect(&mut self, name: &'static str) -> Result<Message> {
-        let msg = self.recv(name)?;
+        let msg = self.next(name)?;
         if msg.name() != name {
             bail!(
                 "protocol error: expected {name} from {}, got {}",
@@ -147,107 +157,6 @@ impl Channel {
         let _ = self.send(&Message::Reject {
             reason: reason.to_string(),
         });
-    }
-
-    /// Runs `work` while a helper thread sends a heartbeat every second (or more often for a
-    /// short timeout), so that the peer's read timeout measures silence, not run length.
-    /// The helper stops before this returns, so no other write can interleave with it.
-    pub fn with_heartbeat<T>(&mut self, work: impl FnOnce() -> T) -> Result<T> {
-        let mut writer = self
-            .stream
-            .try_clone()
-            .context("cannot clone the control socket")?;
-        let interval = (self.timeout / 3).min(Duration::from_secs(1));
-        let stop = AtomicBool::new(false);
-        let out = std::thread::scope(|s| {
-            let beat = s.spawn(|| {
-                let mut next = Instant::now() + interval;
-                while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(20).min(interval));
-                    if Instant::now() >= next {
-                        if write_message(&mut writer, &Message::Heartbeat).is_err() {
-                            return;
-                        }
-                        next += interval;
-                    }
-                }
-            });
-            let out = work();
-            stop.store(true, Ordering::Relaxed);
-            let _ = beat.join();
-            out
-        });
-        Ok(out)
-    }
-}
-
-impl Channel {
-    /// Runs `work` while a helper thread reads the peer's messages: heartbeats are skipped,
-    /// the peer's `SizeDone` marks `peer` done and is returned with the work's result, and a
-    /// dead or silent peer marks `peer` failed, which `work` is expected to notice. When
-    /// `work` fails, the read side is shut so the helper ends at once.
-    pub fn watch<T>(
-        &mut self,
-        peer: &PeerState,
-        work: impl FnOnce() -> Result<T>,
-    ) -> Result<(T, Message)> {
-        let mut reader = self
-            .stream
-            .try_clone()
-            .context("cannot clone the control socket")?;
-        let timeout = self.timeout;
-        let peer_addr = self.peer;
-        std::thread::scope(|s| {
-            let watcher = s.spawn(move || -> Result<Message> {
-                loop {
-                    match read_message::<Message>(&mut reader) {
-                        Ok(Message::Heartbeat) => continue,
-                        Ok(msg @ Message::SizeDone { .. }) => {
-                            peer.set_done();
-                            return Ok(msg);
-                        }
-                        Ok(Message::Reject { reason }) => {
-                            peer.set_failed();
-                            bail!("the peer ended the run: {reason}");
-                        }
-                        Ok(other) => {
-                            peer.set_failed();
-                            bail!("protocol error: {} sent {} while measuring", peer_addr, other.name());
-                        }
-                        Err(WireError::TimedOut) => {
-                            peer.set_failed();
-                            bail!(
-                                "nothing from {peer_addr} for {} s while measuring; is the peer still alive? (--timeout)",
-                                timeout.as_secs_f64()
-                            );
-                        }
-                        Err(WireError::Closed) => {
-                            peer.set_failed();
-                            bail!("the peer {peer_addr} closed the connection while measuring");
-                        }
-                        Err(e) => {
-                            peer.set_failed();
-                            bail!("bad message from {peer_addr} while measuring: {e}");
-                        }
-                    }
-                }
-            });
-            let out = work();
-            // Whose failure came first decides which message the user sees.
-            let peer_failed_first = peer.is_failed();
-            if out.is_err() {
-                let _ = self.stream.shutdown(std::net::Shutdown::Read);
-            }
-            let msg = watcher
-                .join()
-                .map_err(|_| anyhow!("the control watcher thread panicked"))?;
-            match (out, msg) {
-                (Ok(v), Ok(m)) => Ok((v, m)),
-                (Err(_), Err(w)) if peer_failed_first => Err(w),
-                (Err(e), _) => Err(e),
-                (Ok(_), Err(w)) => Err(w),
-            }
-        })
     }
 }
 

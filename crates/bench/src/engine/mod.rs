@@ -1,6 +1,7 @@
 //! The test engine: one side's verbs resources (device, port, GID, buffers, CQ, QPs), their
-//! connection to the peer's endpoints, and the measured loops: `bw.rs` (operations kept in
-//! flight) and `lat.rs` (ping-pong). `validate.rs` checks what landed.
+//! connection to the peer's endpoints, and the measured loops: `bw/` (operations kept in
+//! flight) and `lat.rs` (ping-pong). `effective.rs` says what the loops run with;
+//! `validate.rs` checks what landed.
 //!
 //! Every QP owns one slot of the registered buffer, split in two halves: the *receive* half
 //! (offset 0) is where the peer's WRITEs, SENDs and atomics land, the *send* half is what
@@ -8,6 +9,7 @@
 //! half to the other side's receive half.
 
 pub mod bw;
+pub mod effective;
 pub mod lat;
 pub mod staged;
 pub mod validate;
@@ -20,7 +22,7 @@ use verbs::{
 };
 
 use crate::memory::{slot_len, MemMode};
-use crate::plan::{Connection, Mode, TestPlan, Verb};
+use crate::plan::{Connection, Mode, Role, TestPlan, Verb};
 
 /// What one side was told about its own hardware.
 #[derive(Debug, Clone, Default)]
@@ -82,7 +84,7 @@ pub struct Prepared {
     posts_receives: bool,
     /// The staged bandwidth loop posts its own receives, into bounce buffers.
     loop_posts_receives: bool,
-    is_server: bool,
+    role: Role,
 }
 
 /// Connected to the peer: every QP ready to send.
@@ -197,6 +199,16 @@ fn check_device_limits(device: &Device, port: &PortInfo, plan: &TestPlan, slot: 
             f.name
         );
     }
+    if let Some(o) = plan.outs {
+        let most = f.max_qp_init_rd_atom.min(f.max_qp_rd_atom);
+        if o > most {
+            bail!(
+                "--outs {o} exceeds {}'s limit of {most} outstanding READs/atomics per QP: give \
+                 --outs 1..={most}, or leave it out",
+                f.name
+            );
+        }
+    }
     Ok(())
 }
 
@@ -220,8 +232,8 @@ impl Local {
         })
     }
 
-    /// Creates the buffer, CQ and QPs for `plan`; `is_server` decides who receives SENDs.
-    pub fn prepare(self, plan: &TestPlan, is_server: bool) -> Result<Prepared> {
+    /// Creates the buffer, CQ and QPs for `plan`; the `role` decides who receives SENDs.
+    pub fn prepare(self, plan: &TestPlan, role: Role) -> Result<Prepared> {
         let Local {
             device,
             port,
@@ -241,7 +253,7 @@ impl Local {
                 plan.inline
             );
         }
-        if let Some(why) = staged.then(|| staged::refusal(plan, is_server)).flatten() {
+        if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
             bail!("--mem {}: {why}", mem.name());
         }
         let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
@@ -268,7 +280,7 @@ impl Local {
         let (mr, gpu, staging) =
             register(&pd, &device, &mem, gpu_device.as_ref(), plan, slot, staging)?;
         let stride = staging.as_ref().map_or(slot, |s| s.stride);
-        let posts_receives = plan.receives(is_server);
+        let posts_receives = plan.receives(role);
         let rx_depth = match (posts_receives, &staging) {
             (true, _) => plan.rx_depth,
             // Credits, or a WRITE target's landings: one receive per bounce buffer at most.
@@ -341,9 +353,17 @@ impl Local {
             mtu: plan.mtu,
             posts_receives,
             loop_posts_receives: staged && plan.test.mode == Mode::Bw,
-            is_server,
+            role,
         })
     }
+}
+
+/// The READs/atomics a QP accepts outstanding as a responder: what the device allows, or
+/// `-o` (perftest sets both ends of the QP from it).
+fn responder_rd_atomic(f: &verbs::DeviceFacts, plan: &TestPlan) -> u32 {
+    f.max_qp_rd_atom
+        .clamp(1, 255)
+        .min(plan.outs.unwrap_or(u32::MAX))
 }
 
 /// Opens the GPU of a GPU memory mode and checks what the mode needs of it.
@@ -492,9 +512,10 @@ impl Prepared {
         self.staging.as_ref().map(staged::Staging::layout)
     }
 
-    /// The endpoint of each QP, to send to the peer.
-    pub fn endpoints(&self) -> Vec<Endpoint> {
-        let rd_atomic = self.device.facts().max_qp_rd_atom.clamp(1, 255) as u8;
+    /// The endpoint of each QP, to send to the peer (with the READs/atomics it accepts
+    /// outstanding as a responder: what the device allows, or `-o`).
+    pub fn endpoints(&self, plan: &TestPlan) -> Vec<Endpoint> {
+        let rd_atomic = responder_rd_atomic(self.device.facts(), plan) as u8;
         self.qps
             .iter()
             .zip(&self.psns)
@@ -524,7 +545,7 @@ impl Prepared {
         peer_bounce: Option<staged::BounceLayout>,
         plan: &TestPlan,
     ) -> Result<Connected> {
-        staged::check_peer(plan, self.is_server, self.bounce(), peer_bounce)?;
+        staged::check_peer(plan, self.role, self.bounce(), peer_bounce)?;
         let rx_depth = plan.rx_depth;
         if remote.len() != self.qps.len() {
             bail!(
@@ -557,7 +578,11 @@ impl Prepared {
             .min()
             .unwrap_or(1)
             .max(1);
-        let rd_atomic = f.max_qp_init_rd_atom.clamp(1, 255).min(peer_rd);
+        let rd_atomic = f
+            .max_qp_init_rd_atom
+            .clamp(1, 255)
+            .min(peer_rd)
+            .min(plan.outs.unwrap_or(u32::MAX));
         let path = PathConfig {
             port: self.port.port,
             sgid_index: if use_grh {
@@ -566,7 +591,7 @@ impl Prepared {
                 None
             },
             mtu: path_mtu,
-            max_dest_rd_atomic: f.max_qp_rd_atom.clamp(1, 255) as u8,
+            max_dest_rd_atomic: responder_rd_atomic(f, plan) as u8,
             max_rd_atomic: rd_atomic as u8,
         };
         // A staged receiver posts its receives into bounce buffers as its pipeline frees them.

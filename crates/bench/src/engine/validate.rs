@@ -2,21 +2,24 @@
 //! into its send halves; afterwards the side the data went to checks it. With GPU memory both
 //! happen on the GPU's side of copies, so a run that moved the wrong bytes fails there too. An atomic target
 //! checks its counters instead: a fetch-and-add of 1 or a compare-and-swap chain leaves the
-//! number of operations done on that QP.
+//! number of operations the peer did on that QP (the counter is the first word of the
+//! receive half; an atomic's fetched value lands in the initiator's send half, so with `-b`
+//! neither side's fetches overwrite its own counter).
 
 use verbs::{Transport, UD_GRH_BYTES};
 
 use super::{staged, Connected};
 use crate::memory::{check_pattern, fill_pattern};
-use crate::plan::{Mode, TestPlan, Verb};
+use crate::plan::{Mode, Role, TestPlan, Verb};
 
 /// Whether this side received data in `plan` and so checks it.
-pub fn checks_here(plan: &TestPlan, is_server: bool) -> bool {
+pub fn checks_here(plan: &TestPlan, role: Role) -> bool {
     let lat = plan.test.mode == Mode::Lat;
+    let server = role == Role::Server;
     match plan.test.verb {
-        Verb::Atomic => is_server,
-        Verb::Write | Verb::Send => is_server || plan.bidirectional || lat,
-        Verb::Read => !is_server || plan.bidirectional,
+        Verb::Atomic => server || plan.bidirectional,
+        Verb::Write | Verb::Send => server || plan.bidirectional || lat,
+        Verb::Read => !server || plan.bidirectional,
     }
 }
 
@@ -47,16 +50,16 @@ pub fn prepare_buffers(side: &mut Connected, plan: &TestPlan, size: u64) -> anyh
     Ok(())
 }
 
-/// Checks what landed on this side for `size`; `ops_per_qp` is how many operations the
-/// initiator completed on each QP (for atomics). Ok carries what was checked.
+/// Checks what landed on this side for `size`; `peer_ops_per_qp` is how many operations the
+/// peer completed on each QP (for atomics). Ok carries what was checked.
 pub fn check_received(
     side: &Connected,
     plan: &TestPlan,
     size: u64,
-    is_server: bool,
-    ops_per_qp: &[u64],
+    role: Role,
+    peer_ops_per_qp: &[u64],
 ) -> Result<String, String> {
-    if !plan.validate || !checks_here(plan, is_server) {
+    if !plan.validate || !checks_here(plan, role) {
         return Ok("not checked on this side".to_string());
     }
     let qps = side.qps.len();
@@ -68,7 +71,7 @@ pub fn check_received(
             let mut word = [0u8; 8];
             word.copy_from_slice(&bytes);
             let value = u64::from_le_bytes(word);
-            let want = ops_per_qp.get(q).copied().unwrap_or(0);
+            let want = peer_ops_per_qp.get(q).copied().unwrap_or(0);
             if value != want {
                 return Err(format!(
                     "QP {q}: the atomic target holds {value}, expected {want} operations"
@@ -140,6 +143,7 @@ mod tests {
             (Verb::Send, Mode::Bw, false, true, false),
             (Verb::Read, Mode::Bw, false, false, true),
             (Verb::Atomic, Mode::Bw, false, true, false),
+            (Verb::Atomic, Mode::Bw, true, true, true),
             (Verb::Write, Mode::Bw, true, true, true),
             (Verb::Read, Mode::Bw, true, true, true),
             (Verb::Write, Mode::Lat, false, true, true),
@@ -149,12 +153,12 @@ mod tests {
         ] {
             let p = plan(verb, mode, b);
             assert_eq!(
-                checks_here(&p, true),
+                checks_here(&p, Role::Server),
                 server,
                 "{verb:?} {mode:?} -b {b}: server"
             );
             assert_eq!(
-                checks_here(&p, false),
+                checks_here(&p, Role::Client),
                 client,
                 "{verb:?} {mode:?} -b {b}: client"
             );

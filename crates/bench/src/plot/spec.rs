@@ -208,11 +208,14 @@ pub fn subtitle(inputs: &[Input]) -> String {
     }
     if let Some(c) = same(inputs, |r| {
         format!(
-            "{}, {} QP{}, depth {}",
+            "{}, {} QP{}{}",
             r.params.connection,
             r.params.qps,
             if r.params.qps == 1 { "" } else { "s" },
-            r.params.tx_depth
+            r.params
+                .tx_depth
+                .map(|d| format!(", depth {d}"))
+                .unwrap_or_default()
         )
     }) {
         parts.push(c);

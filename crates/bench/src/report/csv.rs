@@ -1,30 +1,24 @@
-//! The CSV exporter: one flat row per size, the header once; the run's scalar facts repeat
-//! on every row so that a spreadsheet needs no joins. Empty cells where a field does not
-//! apply (latency columns of a bandwidth test).
+//! The CSV exporter: one flat row per size, the header once; the run's parameters (every
+//! row of `report::params::PARAMS`, as the header shows them) and device facts repeat on
+//! every row so that a spreadsheet needs no joins. Empty cells where a field does not apply
+//! (latency columns of a bandwidth test).
 
 use anyhow::Result;
 
+use super::params::PARAMS;
 use super::{Exporter, RunRecord};
 
 /// Writes the record as CSV.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CsvExporter;
 
-const HEADER: [&str; 29] = [
-    "test",
-    "mem",
-    "connection",
+/// The columns after the parameters' (`PARAMS`, whose keys name their columns).
+const COLUMNS: [&str; 21] = [
     "device",
     "fw_ver",
     "port",
     "link_layer",
     "active_mtu",
-    "qps",
-    "tx_depth",
-    "inline",
-    "post_list",
-    "cq_mod",
-    "bidirectional",
     "size",
     "iterations",
     "seconds",
@@ -40,6 +34,7 @@ const HEADER: [&str; 29] = [
     "lat_p9999_us",
     "lat_max_us",
     "lat_mean_us",
+    "lat_stdev_us",
 ];
 
 fn opt(v: Option<f64>) -> String {
@@ -49,28 +44,23 @@ fn opt(v: Option<f64>) -> String {
 impl Exporter for CsvExporter {
     fn render(&self, record: &RunRecord) -> Result<Vec<u8>> {
         let mut w = csv::Writer::from_writer(Vec::new());
-        let mut header: Vec<&str> = HEADER.to_vec();
-        header.push("lat_stdev_us");
-        w.write_record(&header)?;
+        let params = PARAMS.iter().map(|p| p.key);
+        w.write_record(params.chain(COLUMNS))?;
         let p = &record.params;
         let d = &record.device;
         for r in &record.results {
             let l = r.lat_us;
-            w.write_record([
-                p.test.clone(),
-                p.mem.clone(),
-                p.connection.clone(),
+            let params = PARAMS
+                .iter()
+                .map(|param| (param.value)(p).unwrap_or_default());
+            let device = [
                 d.name.clone(),
                 d.fw_ver.clone(),
                 d.port.to_string(),
                 d.link_layer.clone(),
                 d.active_mtu.to_string(),
-                p.qps.to_string(),
-                p.tx_depth.to_string(),
-                p.inline.to_string(),
-                p.post_list.to_string(),
-                p.cq_mod.to_string(),
-                p.bidirectional.to_string(),
+            ];
+            let figures = [
                 r.size.to_string(),
                 r.iterations.to_string(),
                 r.seconds.to_string(),
@@ -87,7 +77,8 @@ impl Exporter for CsvExporter {
                 opt(l.map(|l| l.max)),
                 opt(l.map(|l| l.mean)),
                 opt(l.map(|l| l.stdev)),
-            ])?;
+            ];
+            w.write_record(params.chain(device).chain(figures))?;
         }
         w.into_inner()
             .map_err(|e| anyhow::anyhow!("cannot finish the CSV: {e}"))
@@ -105,7 +96,7 @@ mod tests {
         let text = String::from_utf8(CsvExporter.render(&record).unwrap()).unwrap();
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(lines.len(), 1 + record.results.len(), "{text}");
-        assert!(lines[0].starts_with("test,mem,connection,device"));
+        assert!(lines[0].starts_with("test,mem,connection,qps,tx_depth"));
         assert_eq!(text.matches("test,mem").count(), 1);
         let mut rdr = csv::Reader::from_reader(text.as_bytes());
         let headers = rdr.headers().unwrap().clone();

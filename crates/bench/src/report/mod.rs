@@ -3,6 +3,7 @@
 
 mod csv;
 mod json;
+pub mod params;
 mod record;
 pub mod table;
 
@@ -52,6 +53,10 @@ pub struct SizeResult {
     /// their medians.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub repetitions: Vec<Repetition>,
+    /// Bandwidth tests: the most operations one QP of the client had posted and not yet
+    /// completed (READ and atomics keep `tx_depth` posted beyond `params.outs`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight_max: Option<u64>,
 }
 
 /// Latency statistics in microseconds.
@@ -137,6 +142,7 @@ impl SizeResult {
             hdr: None,
             directions: None,
             repetitions: Vec::new(),
+            in_flight_max: None,
         })
     }
 

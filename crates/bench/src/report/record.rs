@@ -158,7 +158,8 @@ pub struct PcieRecord {
     pub path_class: Option<String>,
 }
 
-/// The test's parameters.
+/// The test's parameters as the loops ran them (the effective values: see
+/// `results/schema.md`); `report::params::PARAMS` is how each shows and compares.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ParamsRecord {
     /// Test name, e.g. "write-bw".
@@ -169,14 +170,32 @@ pub struct ParamsRecord {
     pub connection: String,
     /// Number of QPs.
     pub qps: u32,
-    /// Operations in flight per QP.
-    pub tx_depth: u32,
+    /// Operations in flight per QP (bandwidth tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tx_depth: Option<u32>,
+    /// Receives kept posted per QP (SEND tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rx_depth: Option<u32>,
+    /// READs/atomics outstanding per QP at the responder (READ and atomic tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outs: Option<u32>,
+    /// The atomic operation (atomic tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub atomic: Option<String>,
     /// Inline threshold in bytes.
     pub inline: u32,
-    /// Work requests per doorbell.
-    pub post_list: u32,
-    /// Completion moderation.
-    pub cq_mod: u32,
+    /// Work requests per doorbell (bandwidth tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub post_list: Option<u32>,
+    /// Completion moderation (bandwidth tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cq_mod: Option<u32>,
+    /// The path MTU in bytes (both ports' and `-m`'s smallest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path_mtu: Option<u32>,
+    /// The payload was checked after each size (`--validate`).
+    #[serde(default)]
+    pub validate: bool,
     /// Operations per QP and size (iteration-count runs).
     pub iters: Option<u64>,
     /// Seconds per size (duration runs).

@@ -3,9 +3,9 @@
 use anyhow::{bail, Context, Result};
 
 use super::figures::{from_latency, from_window};
-use super::{finish, started_at, stop_of, Outcome, Printer, RunOptions, LAT_WARMUP};
+use super::{finish, params_record, started_at, stop_of, Outcome, Printer, RunOptions, LAT_WARMUP};
 use crate::ceilings::run_limits;
-use crate::control::{Channel, Message};
+use crate::control::{Channel, Listen, Message};
 use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, LoopShape, PeerState};
 use crate::engine::lat::{initiate, LatShape};
@@ -13,7 +13,7 @@ use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::output::progress_bar::ProgressBar;
-use crate::plan::{Mode, TestPlan, Verb};
+use crate::plan::{Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
 
 /// Runs the client side against the server at `host`:`port`.
@@ -39,9 +39,9 @@ fn drive(
 ) -> Result<Outcome> {
     ch.send(&Message::Plan(Box::new(plan.clone())))?;
     ch.expect("PlanAccepted")?;
-    let prepared = local.prepare(plan, false)?;
+    let prepared = local.prepare(plan, Role::Client)?;
     ch.send(&Message::Endpoints {
-        qps: prepared.endpoints(),
+        qps: prepared.endpoints(plan),
         bounce: prepared.bounce(),
     })?;
     let Message::Endpoints {
@@ -57,7 +57,8 @@ fn drive(
 
     let printer = Printer::new(opts, plan);
     let limits = run_limits(&side);
-    printer.header("client", &side, plan, &limits);
+    let params = params_record(plan, &side);
+    printer.header(Role::Client, &side, &params, &limits);
     let counters = Counters::start(&side);
     let steps = plan.sizes.len() as u64 * u64::from(plan.repeat);
     let progress = ProgressBar::new(steps, opts.progress && !opts.quiet);
@@ -73,42 +74,25 @@ fn drive(
     }
     progress.finish();
     ch.send(&Message::Finish)?;
-    finish(&printer, &side, plan, &limits, counters, started, reps)
+    finish(&printer, &side, params, &limits, counters, started, reps)
 }
 
-/// The operations in flight per QP: READ and atomics are also bounded by what both ends
-/// allow outstanding.
-pub fn depth_for(plan: &TestPlan, side: &Connected) -> (u32, u32, u32) {
-    let depth = match plan.test.verb {
-        Verb::Read | Verb::Atomic => plan.tx_depth.min(side.rd_atomic).max(1),
-        _ => plan.tx_depth,
-    };
-    let post_list = plan.post_list.min(depth);
-    let cq_mod = plan.cq_mod.min(depth - post_list + 1).max(1);
-    (depth, post_list, cq_mod)
-}
-
-/// The shape of this plan's bandwidth loop for one size.
-pub fn bw_shape(
-    opts: &RunOptions,
-    plan: &TestPlan,
-    side: &Connected,
-    size: u64,
-    is_server: bool,
-) -> Result<LoopShape> {
-    let (depth, post_list, cq_mod) = depth_for(plan, side);
+/// The shape of this plan's bandwidth loop for one size. Every verb keeps `tx-depth`
+/// operations posted: the QP's outstanding-read limit (`-o`) holds back READs and atomics
+/// in the NIC, not in the loop.
+pub fn bw_shape(opts: &RunOptions, plan: &TestPlan, size: u64, role: Role) -> Result<LoopShape> {
     Ok(LoopShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
         size: u32::try_from(size).context("message size above 4 GiB")?,
         stop: stop_of(plan),
-        depth,
+        depth: plan.tx_depth,
         rx_depth: plan.rx_depth,
-        post_list,
-        cq_mod,
+        post_list: plan.post_list,
+        cq_mod: plan.cq_mod,
         inline: inline_for(plan, size),
-        send: !is_server || plan.bidirectional,
-        recv: plan.receives(is_server).then_some(plan.iters),
+        send: plan.sends(role),
+        recv: plan.receives(role).then_some(plan.iters),
         stall_timeout: opts.timeout,
     })
 }
@@ -144,21 +128,29 @@ fn run_size(
     ch.send(&Message::StartSize { size, rep })?;
     prepare_buffers(side, plan, size)?;
     ch.expect("Ready")?;
+    let peer = PeerState::default();
     let (mine, ops_per_qp) = match plan.test.mode {
         Mode::Bw => {
-            let shape = bw_shape(opts, plan, side, size, false)?;
-            let peer = PeerState::default();
-            let m = if side.staging.is_some() {
-                ch.with_heartbeat(|| measure_staged(side, &shape, &peer))??
+            let shape = bw_shape(opts, plan, size, Role::Client)?;
+            // With -b this side also receives: its receives end when the server's sends do.
+            let listen = if plan.bidirectional {
+                Listen::SendsOver
             } else {
-                ch.with_heartbeat(|| measure_bw(side, &shape, &peer))??
+                Listen::Nothing
+            };
+            let (m, _) = if side.staging.is_some() {
+                ch.measuring(&peer, listen, || measure_staged(side, &shape, &peer))?
+            } else {
+                ch.measuring(&peer, listen, || measure_bw(side, &shape, &peer))?
             };
             let sent = m.sent.context("the loop measured no window")?;
-            (from_window(size, sent)?, m.ops_per_qp)
+            let mut r = from_window(size, sent)?;
+            r.in_flight_max = Some(m.in_flight_max);
+            (r, m.ops_per_qp)
         }
         Mode::Lat => {
             let shape = lat_shape(opts, plan, size)?;
-            let m = ch.with_heartbeat(|| initiate(side, &shape))??;
+            let (m, _) = ch.measuring(&peer, Listen::Nothing, || initiate(side, &shape))?;
             (from_latency(size, &m)?, vec![m.total])
         }
     };
@@ -166,14 +158,20 @@ fn run_size(
         result: Box::new(mine),
         ops_per_qp: ops_per_qp.clone(),
     })?;
-    let Message::SizeReport { result, ok, detail } = ch.expect("SizeReport")? else {
+    let Message::SizeReport {
+        result,
+        ok,
+        detail,
+        ops_per_qp: server_ops,
+    } = ch.expect("SizeReport")?
+    else {
         bail!("protocol error: expected the server's report");
     };
     if !ok {
         bail!("the server found wrong bytes: {detail}");
     }
     // Checked only now: with -b the server's operations land here until its loop ends.
-    if let Err(detail) = check_received(side, plan, size, false, &ops_per_qp) {
+    if let Err(detail) = check_received(side, plan, size, Role::Client, &server_ops) {
         bail!("payload check failed on the client: {detail}");
     }
     Ok(*result)

@@ -33,7 +33,7 @@ fn direction(r: &SizeResult) -> DirectionFigures {
 }
 
 /// What the server measured for one size.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct ServerPart {
     /// Its own operations (`-b`).
     pub sent: Option<Window>,
@@ -43,10 +43,25 @@ pub struct ServerPart {
     pub received_count: u64,
     /// The server staged what it received through host memory (`--mem cuda-staged`).
     pub staged: bool,
+    /// Its own operations completed per QP (`-b`).
+    pub ops_per_qp: Vec<u64>,
 }
 
-/// The figures both sides report for one size.
+/// The figures both sides report for one size (the client's peak of operations in flight
+/// stays with them).
 pub fn combine(
+    plan: &TestPlan,
+    size: u64,
+    client: SizeResult,
+    server: ServerPart,
+) -> Result<SizeResult> {
+    let in_flight_max = client.in_flight_max;
+    let mut r = combine_figures(plan, size, client, server)?;
+    r.in_flight_max = in_flight_max;
+    Ok(r)
+}
+
+fn combine_figures(
     plan: &TestPlan,
     size: u64,
     client: SizeResult,
@@ -121,6 +136,7 @@ pub fn aggregate(reps: Vec<SizeResult>) -> Result<SizeResult> {
         .pct_of_ceiling
         .map(|_| pick(|r| r.pct_of_ceiling.unwrap_or(0.0)));
     out.directions = None;
+    out.in_flight_max = reps.iter().filter_map(|r| r.in_flight_max).max();
     if first.hdr.is_some() {
         let mut merged = LatencyRecorder::new()?;
         for r in &reps {
@@ -201,7 +217,13 @@ mod tests {
             staged: true,
             ..ServerPart::default()
         };
-        let r = combine(&plan(Verb::Send, false, None), 1024, client.clone(), server).unwrap();
+        let r = combine(
+            &plan(Verb::Send, false, None),
+            1024,
+            client.clone(),
+            server.clone(),
+        )
+        .unwrap();
         assert!((r.seconds - 1.25).abs() < 1e-12, "{r:?}");
         server.staged = false;
         let r = combine(&plan(Verb::Send, false, None), 1024, client, server).unwrap();

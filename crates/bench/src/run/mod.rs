@@ -22,15 +22,15 @@ use verbs::format_gid;
 use crate::ceilings::RunLimits;
 use crate::counters::CounterDelta;
 use crate::engine::bw::Stop;
+use crate::engine::effective::Effective;
 use crate::engine::{Connected, SideConfig};
 use crate::memory::MemMode;
-use crate::plan::{Mode, PlanRequest, TestKind, TestPlan};
+use crate::plan::{Mode, PlanRequest, Role, TestKind, TestPlan};
 use crate::report::table::{self, Header};
 use crate::report::{
     now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, SizeResult,
     StagingRecord, ToolRecord, SCHEMA,
 };
-use crate::units::format_size;
 
 /// Round trips before a latency test starts measuring.
 pub const LAT_WARMUP: u64 = 16;
@@ -88,11 +88,11 @@ impl Printer {
         }
     }
 
-    fn header(&self, role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) {
+    fn header(&self, role: Role, side: &Connected, params: &ParamsRecord, limits: &RunLimits) {
         if self.quiet {
             return;
         }
-        print!("{}", table::header(&header(role, side, plan, limits)));
+        print!("{}", table::header(&header(role, side, params, limits)));
         let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
         for warning in &limits.warnings {
             if bold {
@@ -174,11 +174,7 @@ impl Printer {
     }
 }
 
-fn on_off(b: bool) -> String {
-    if b { "on" } else { "off" }.to_string()
-}
-
-fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) -> Header {
+fn header(role: Role, side: &Connected, params: &ParamsRecord, limits: &RunLimits) -> Header {
     let facts = side.device.facts();
     let gid = side
         .gid
@@ -203,54 +199,22 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
                 .clone()
                 .unwrap_or_else(|| "unknown".to_string()),
         ),
-        ("MTU", side.path_mtu.to_string()),
         ("GID index", gid),
-        ("Connection", plan.connection.name().to_string()),
-        ("QPs", plan.qps.to_string()),
-        ("TX depth", plan.tx_depth.to_string()),
     ];
-    if plan.receives(true) {
-        fields.push(("RX depth", plan.rx_depth.to_string()));
-    }
-    if matches!(
-        plan.test.verb,
-        crate::plan::Verb::Read | crate::plan::Verb::Atomic
-    ) && plan.test.mode == Mode::Bw
-    {
-        fields.push((
-            "Outstanding",
-            format!("{} reads/atomics per QP", side.rd_atomic.min(plan.tx_depth)),
-        ));
-    }
-    if plan.test.verb == crate::plan::Verb::Atomic {
-        fields.push(("Atomic", plan.atomic.name().to_string()));
-    }
-    fields.extend([
-        ("CQ moderation", plan.cq_mod.to_string()),
-        ("Post list", plan.post_list.to_string()),
-        (
-            "Inline",
-            if plan.inline == 0 {
-                "off".to_string()
-            } else {
-                format!("up to {}", format_size(u64::from(plan.inline)))
-            },
-        ),
-        ("Run", run_text(plan)),
-        ("Memory", memory_text(side)),
-        ("Validate", on_off(plan.validate)),
-    ]);
+    fields.extend(crate::report::params::header_fields(params));
+    fields.push(("Run", run_text(params)));
+    fields.push(("Memory", memory_text(side)));
     if let Some(s) = &side.staging {
         fields.push(("Staging", format!("{} per QP", s.layout())));
     }
-    if plan.bidirectional {
+    if params.bidirectional {
         fields.push((
             "Direction",
             "bidirectional: each side measures what it sends".to_string(),
         ));
     }
-    if plan.test.mode == Mode::Lat {
-        let kind = if plan.test.one_way() {
+    if let Some(kind) = &params.latency {
+        let kind = if kind == "one_way" {
             "one-way (RTT/2)"
         } else {
             "round trip"
@@ -259,10 +223,15 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
     }
     fields.push(("Ceiling", ceiling_text(limits)));
     Header {
-        title: plan.test.title().to_string(),
-        role,
+        title: test_title(&params.test),
+        role: role.name(),
         fields,
     }
+}
+
+/// perftest's title for a test named in a record.
+fn test_title(test: &str) -> String {
+    crate::plan::TestKind::parse(test).map_or_else(|| test.to_string(), |t| t.title().to_string())
 }
 
 /// "host", or "cuda:0: NVIDIA H200 at 0000:17:00.0, GPUDirect RDMA on (dma-buf)".
@@ -284,15 +253,19 @@ fn memory_text(side: &Connected) -> String {
 }
 
 /// "5000 iterations per QP and size" or "3 s per size, 2.4 s measured (0.3 s margins)".
-fn run_text(plan: &TestPlan) -> String {
-    let reps = if plan.repeat > 1 {
-        format!(", {} repetitions", plan.repeat)
+fn run_text(params: &ParamsRecord) -> String {
+    let reps = if params.repeat > 1 {
+        format!(", {} repetitions", params.repeat)
     } else {
         String::new()
     };
-    match stop_of(plan) {
+    let stop = match params.duration {
+        Some(secs) => Stop::for_duration(secs),
+        None => Stop::Iters(params.iters.unwrap_or(0)),
+    };
+    match stop {
         Stop::Iters(n) => {
-            let warm = if plan.test.mode == Mode::Lat {
+            let warm = if params.latency.is_some() {
                 format!(" after {LAT_WARMUP} warm-up")
             } else {
                 String::new()
@@ -323,9 +296,42 @@ fn ceiling_text(limits: &RunLimits) -> String {
     }
 }
 
+/// The record's `params`: the plan as the loops ran it.
+pub fn params_record(plan: &TestPlan, side: &Connected) -> ParamsRecord {
+    let eff = Effective::of(plan, side);
+    let bw = plan.test.mode == Mode::Bw;
+    ParamsRecord {
+        test: plan.test.to_string(),
+        mem: side.mem.name(),
+        connection: plan.connection.name().to_string(),
+        qps: plan.qps,
+        tx_depth: bw.then_some(eff.tx_depth),
+        rx_depth: eff.rx_depth,
+        outs: eff.outs,
+        atomic: eff.atomic.map(|a| a.name().to_string()),
+        inline: eff.inline,
+        post_list: bw.then_some(eff.post_list),
+        cq_mod: bw.then_some(eff.cq_mod),
+        path_mtu: Some(eff.path_mtu),
+        validate: eff.validate,
+        iters: plan.duration.is_none().then_some(plan.iters),
+        duration: plan.duration,
+        bidirectional: plan.bidirectional,
+        latency: (!bw).then(|| {
+            if plan.test.one_way() {
+                "one_way"
+            } else {
+                "round_trip"
+            }
+            .to_string()
+        }),
+        repeat: plan.repeat,
+    }
+}
+
 fn record(
     side: &Connected,
-    plan: &TestPlan,
+    params: ParamsRecord,
     limits: &RunLimits,
     counters: CounterDelta,
     started_at: String,
@@ -350,28 +356,7 @@ fn record(
             gid: side.gid.map(|g| format_gid(&g.gid)),
         },
         pcie: limits.pcie.clone(),
-        params: ParamsRecord {
-            test: plan.test.to_string(),
-            mem: side.mem.name(),
-            connection: plan.connection.name().to_string(),
-            qps: plan.qps,
-            tx_depth: plan.tx_depth,
-            inline: plan.inline,
-            post_list: plan.post_list,
-            cq_mod: plan.cq_mod,
-            iters: plan.duration.is_none().then_some(plan.iters),
-            duration: plan.duration,
-            bidirectional: plan.bidirectional,
-            latency: (plan.test.mode == Mode::Lat).then(|| {
-                if plan.test.one_way() {
-                    "one_way"
-                } else {
-                    "round_trip"
-                }
-                .to_string()
-            }),
-            repeat: plan.repeat,
-        },
+        params,
         ceilings: limits.ceilings.clone(),
         counters: counters.into_map(),
         gpu: side.gpu_device.as_ref().map(|g| GpuRecord {
@@ -395,7 +380,7 @@ fn record(
 fn finish(
     printer: &Printer,
     side: &Connected,
-    plan: &TestPlan,
+    params: ParamsRecord,
     limits: &RunLimits,
     counters: crate::counters::Counters,
     started_at: String,
@@ -409,7 +394,7 @@ fn finish(
     printer.summary(&results);
     let counters = counters.finish(side);
     Ok(Outcome {
-        record: record(side, plan, limits, counters, started_at, results),
+        record: record(side, params, limits, counters, started_at, results),
     })
 }
 

@@ -8,16 +8,16 @@ use anyhow::{bail, Result};
 
 use super::client::{bw_shape, lat_shape};
 use super::figures::{combine, ServerPart};
-use super::{finish, started_at, Outcome, Printer, RunOptions};
+use super::{finish, params_record, started_at, Outcome, Printer, RunOptions};
 use crate::ceilings::run_limits;
-use crate::control::{Channel, Listener, Message};
+use crate::control::{Channel, Listen, Listener, Message};
 use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
 use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
-use crate::plan::{Mode, TestPlan, Verb};
+use crate::plan::{Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
 
 /// Opens this side's device, then waits for one client on `listener` and serves its run.
@@ -43,7 +43,7 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
     };
     let plan = TestPlan::adopt(*asked, opts.test, &opts.request)?;
     ch.send(&Message::PlanAccepted)?;
-    let prepared = local.prepare(&plan, true)?;
+    let prepared = local.prepare(&plan, Role::Server)?;
     let Message::Endpoints {
         qps: remote,
         bounce: peer_bounce,
@@ -52,7 +52,7 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
         bail!("protocol error: expected the client's endpoints");
     };
     ch.send(&Message::Endpoints {
-        qps: prepared.endpoints(),
+        qps: prepared.endpoints(&plan),
         bounce: prepared.bounce(),
     })?;
     let mut side = prepared.connect(remote, peer_bounce, &plan)?;
@@ -61,7 +61,8 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
 
     let printer = Printer::new(opts, &plan);
     let limits = run_limits(&side);
-    printer.header("server", &side, &plan, &limits);
+    let params = params_record(&plan, &side);
+    printer.header(Role::Server, &side, &params, &limits);
     let counters = Counters::start(&side);
     let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
     loop {
@@ -82,10 +83,10 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
             ),
         }
     }
-    finish(&printer, &side, &plan, &limits, counters, started, reps)
+    finish(&printer, &side, params, &limits, counters, started, reps)
 }
 
-/// Waits for the peer to finish its part (a passive target).
+/// Waits for the peer's operations to end (a passive target).
 fn wait_for(peer: &PeerState) -> Result<ServerPart> {
     while !peer.is_done() && !peer.is_failed() {
         std::thread::sleep(Duration::from_millis(1));
@@ -102,8 +103,12 @@ fn server_part(
     peer: &PeerState,
 ) -> Result<ServerPart> {
     match plan.test.mode {
-        Mode::Bw if plan.bidirectional || plan.receives(true) || side.staging.is_some() => {
-            let shape = bw_shape(opts, plan, side, size, true)?;
+        Mode::Bw
+            if plan.sends(Role::Server)
+                || plan.receives(Role::Server)
+                || side.staging.is_some() =>
+        {
+            let shape = bw_shape(opts, plan, size, Role::Server)?;
             let staged = side.staging.is_some();
             let m = if staged {
                 measure_staged(side, &shape, peer)?
@@ -119,6 +124,7 @@ fn server_part(
                     0
                 },
                 staged,
+                ops_per_qp: if shape.send { m.ops_per_qp } else { Vec::new() },
             })
         }
         Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {
@@ -140,11 +146,14 @@ fn serve_size(
     prepare_buffers(side, plan, size)?;
     ch.send(&Message::Ready)?;
     let peer = PeerState::default();
-    let (part, done) = ch.watch(&peer, || server_part(opts, plan, side, size, &peer))?;
-    let Message::SizeDone { result, ops_per_qp } = done else {
+    let (part, done) = ch.measuring(&peer, Listen::SizeDone, || {
+        server_part(opts, plan, side, size, &peer)
+    })?;
+    let Some(Message::SizeDone { result, ops_per_qp }) = done else {
         bail!("protocol error: expected the client's figures");
     };
-    let verdict = check_received(side, plan, size, true, &ops_per_qp);
+    let verdict = check_received(side, plan, size, Role::Server, &ops_per_qp);
+    let own_ops = part.ops_per_qp.clone();
     let figures = combine(plan, size, *result, part).map(|r| r.with_ceiling(ceiling_gbps));
     let (ok, detail) = match (&verdict, &figures) {
         (Err(detail), _) => (false, detail.clone()),
@@ -159,6 +168,7 @@ fn serve_size(
         result: Box::new(report),
         ok,
         detail: detail.clone(),
+        ops_per_qp: own_ops,
     })?;
     if !ok {
         bail!("size {size}: {detail}");
@@ -180,5 +190,6 @@ fn empty(size: u64) -> SizeResult {
         hdr: None,
         directions: None,
         repetitions: Vec::new(),
+        in_flight_max: None,
     }
 }

@@ -40,7 +40,7 @@ use cuda::staging::{Chunk, StagingConfig, StagingPlan};
 
 use super::Connected;
 use crate::memory::slot_len;
-use crate::plan::{Connection, Mode, TestPlan, Verb};
+use crate::plan::{Connection, Mode, Role, TestPlan, Verb};
 
 /// The staged side's own resources: pinned bounce buffers (the registered region), the copy
 /// stream and one event per bounce buffer.
@@ -138,7 +138,7 @@ impl Staging {
 /// layout (`None`: not staged).
 pub fn check_peer(
     plan: &TestPlan,
-    is_server: bool,
+    role: Role,
     mine: Option<BounceLayout>,
     peer: Option<BounceLayout>,
 ) -> Result<()> {
@@ -147,7 +147,7 @@ pub fn check_peer(
     {
         return Ok(());
     }
-    let (source, target) = if is_server {
+    let (source, target) = if role == Role::Server {
         (peer, mine)
     } else {
         (mine, peer)
@@ -187,7 +187,7 @@ pub(super) fn bounce_len(config: StagingConfig, verb: Verb, max_size: u64) -> Re
 }
 
 /// Why `plan` cannot run with a staged buffer on this side (server or client), if it cannot.
-pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
+pub fn refusal(plan: &TestPlan, role: Role) -> Option<String> {
     let test = plan.test;
     if plan.bidirectional {
         return Some(
@@ -196,7 +196,7 @@ pub fn refusal(plan: &TestPlan, is_server: bool) -> Option<String> {
                 .to_string(),
         );
     }
-    match (test.verb, test.mode, is_server) {
+    match (test.verb, test.mode, role == Role::Server) {
         (Verb::Atomic, _, _) => Some(format!(
             "{test} is not staged: an atomic acts on 8 bytes in place at the target; there is no \
              payload to move through host memory"
@@ -426,23 +426,27 @@ mod tests {
             buffer_len: 1 << 20,
             depth: 2,
         });
-        check_peer(&p, true, four, four).unwrap();
-        check_peer(&p, false, four, four).unwrap();
-        check_peer(&p, true, None, four).unwrap();
-        check_peer(&p, true, None, None).unwrap();
-        let e = check_peer(&p, true, four, two).unwrap_err().to_string();
+        check_peer(&p, Role::Server, four, four).unwrap();
+        check_peer(&p, Role::Client, four, four).unwrap();
+        check_peer(&p, Role::Server, None, four).unwrap();
+        check_peer(&p, Role::Server, None, None).unwrap();
+        let e = check_peer(&p, Role::Server, four, two)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("2 x 1 MiB") && e.contains("--staging-depth 4"),
             "{e}"
         );
-        let e = check_peer(&p, false, None, four).unwrap_err().to_string();
+        let e = check_peer(&p, Role::Client, None, four)
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("not staged"), "{e}");
-        let e = check_peer(&plan("read-bw", false), true, four, None)
+        let e = check_peer(&plan("read-bw", false), Role::Server, four, None)
             .unwrap_err()
             .to_string();
         assert!(e.contains("read from it"), "{e}");
         // A SEND lands wherever the receiver posted its receive.
-        check_peer(&plan("send-bw", false), true, four, None).unwrap();
+        check_peer(&plan("send-bw", false), Role::Server, four, None).unwrap();
     }
 
     #[test]
@@ -474,38 +478,46 @@ mod tests {
     #[test]
     fn what_cannot_be_staged_is_refused_with_the_reason() {
         for test in ["write-bw", "send-bw", "read-bw"] {
-            assert_eq!(refusal(&plan(test, false), false), None, "{test} client");
+            assert_eq!(
+                refusal(&plan(test, false), Role::Client),
+                None,
+                "{test} client"
+            );
         }
         assert_eq!(
-            refusal(&plan("write-bw", false), true),
+            refusal(&plan("write-bw", false), Role::Server),
             None,
             "a WRITE target"
         );
         assert_eq!(
-            refusal(&plan("read-bw", false), true),
+            refusal(&plan("read-bw", false), Role::Server),
             None,
             "a READ source"
         );
         assert_eq!(
-            refusal(&plan("send-bw", false), true),
+            refusal(&plan("send-bw", false), Role::Server),
             None,
             "a SEND receiver"
         );
-        assert!(refusal(&plan("atomic-bw", false), false).is_some());
-        assert!(refusal(&plan("write-bw", true), false)
+        assert!(refusal(&plan("atomic-bw", false), Role::Client).is_some());
+        assert!(refusal(&plan("write-bw", true), Role::Client)
             .unwrap()
             .contains("-b"));
         for lat in ["write-lat", "send-lat", "read-lat"] {
-            assert_eq!(refusal(&plan(lat, false), false), None, "{lat} client");
+            assert_eq!(
+                refusal(&plan(lat, false), Role::Client),
+                None,
+                "{lat} client"
+            );
         }
         assert_eq!(
-            refusal(&plan("send-lat", false), true),
+            refusal(&plan("send-lat", false), Role::Server),
             None,
             "send-lat server"
         );
-        assert!(refusal(&plan("read-lat", false), true)
+        assert!(refusal(&plan("read-lat", false), Role::Server)
             .unwrap()
             .contains("passive source"));
-        assert!(refusal(&plan("atomic-lat", false), false).is_some());
+        assert!(refusal(&plan("atomic-lat", false), Role::Client).is_some());
     }
 }

@@ -13,24 +13,15 @@ use cuda::staging::{Chunk, RecvPipeline, SendPipeline, StagingPlan};
 use verbs::{Completion, Op, SendRequest};
 
 use super::{Layout, Work};
-use crate::engine::bw::{is_signaled, LoopShape, Measured, Meter, PeerState, Stop};
+use crate::engine::bw::{
+    drive, is_signaled, Counts, LoopBody, LoopShape, Measured, PeerState, Stop, WrId, WrKind,
+};
 use crate::engine::Connected;
 use crate::plan::Verb;
 
-/// Completions taken per poll.
-const POLL_BATCH: usize = 16;
-/// Bits of a work request id that hold its number; the QP index sits above them.
-const COUNT_BITS: u32 = 40;
-/// Marks a receive.
-const RECV_FLAG: u64 = 1 << 63;
-/// Marks a notice (a credit or a "ready"), sent or received.
-const NOTICE_FLAG: u64 = 1 << 62;
-/// Empty polls between two looks at the clock.
-const CLOCK_CHECK_EVERY: u32 = 1 << 10;
-
 /// What this side does with the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Role {
+enum Duty {
     /// WRITEs or SENDs it: copy to a bounce buffer, then post from there.
     Source,
     /// READs it: READ into a bounce buffer, then copy to the GPU.
@@ -45,27 +36,21 @@ enum Role {
     ReadSource,
 }
 
-impl Role {
-    fn of(shape: &LoopShape) -> Role {
+impl Duty {
+    fn of(shape: &LoopShape) -> Duty {
         match (shape.send, shape.verb) {
-            (true, Verb::Read) => Role::Sink,
-            (true, _) => Role::Source,
-            (false, Verb::Write) => Role::WriteTarget,
-            (false, Verb::Read) => Role::ReadSource,
-            (false, _) => Role::Receiver,
+            (true, Verb::Read) => Duty::Sink,
+            (true, _) => Duty::Source,
+            (false, Verb::Write) => Duty::WriteTarget,
+            (false, Verb::Read) => Duty::ReadSource,
+            (false, _) => Duty::Receiver,
         }
     }
 
     /// Whether the pipeline's own work requests are receives.
     fn receives(self) -> bool {
-        matches!(self, Role::Receiver | Role::WriteTarget)
+        matches!(self, Duty::Receiver | Duty::WriteTarget)
     }
-}
-
-/// The id of work request number `n` on QP `q`, with its flags.
-#[inline]
-fn wr_id(q: usize, n: u64, flags: u64) -> u64 {
-    ((q as u64) << COUNT_BITS) | n | flags
 }
 
 /// The pipeline of one QP: a source's (copy, then post) or a sink's (post, then copy).
@@ -161,10 +146,14 @@ struct QpStage {
     pipe: Pipe,
     /// The chunk being posted, with how many of its operations are posted.
     posting: Option<(Chunk, u64)>,
-    /// Operations posted and known completed, numbered from 1 (a completion for n completes
-    /// every operation up to n).
+    /// Operations posted and known completed (a QP's completions arrive in order, each
+    /// accounting for the operations since the previous signaled one).
     posted: u64,
     completed: u64,
+    /// The number of the last signaled operation.
+    last_signaled: u64,
+    /// The most operations posted and not yet completed.
+    in_flight_max: u64,
     /// Chunks wholly posted and not yet completed: (seq, number of their last operation).
     awaiting: VecDeque<(u64, u64)>,
     /// Messages done (sent, or in GPU memory).
@@ -185,7 +174,7 @@ struct Ctx<'a> {
 /// How one side takes part in the notices, and how many chunks each QP moves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Protocol {
-    role: Role,
+    role: Duty,
     /// The peer is a staged WRITE target or READ source: this side waits for its notices.
     notified: bool,
     /// Bounce buffers per QP (at either end: both have the same).
@@ -197,10 +186,10 @@ struct Protocol {
 impl Protocol {
     /// How `side` takes part in a loop of `shape` over `layout`'s chunks.
     fn of(side: &Connected, shape: &LoopShape, layout: &Layout) -> Result<Protocol> {
-        let role = Role::of(shape);
+        let role = Duty::of(shape);
         let p = Protocol {
             role,
-            notified: matches!(role, Role::Source | Role::Sink)
+            notified: matches!(role, Duty::Source | Duty::Sink)
                 && matches!(shape.verb, Verb::Write | Verb::Read)
                 && side.peer_bounce.is_some(),
             depth: layout.plan().config().depth as u64,
@@ -216,14 +205,14 @@ impl Protocol {
     /// Whether notices arrive here: credits (WRITE source, READ source) or "ready"s (READ
     /// sink).
     fn expects_notices(&self) -> bool {
-        self.notified || self.role == Role::ReadSource
+        self.notified || self.role == Duty::ReadSource
     }
 
     /// Whether this side SENDs notices: credits (WRITE target, READ sink) or "ready"s (READ
     /// source).
     fn sends_notices(&self) -> bool {
-        matches!(self.role, Role::WriteTarget | Role::ReadSource)
-            || (self.notified && self.role == Role::Sink)
+        matches!(self.role, Duty::WriteTarget | Duty::ReadSource)
+            || (self.notified && self.role == Duty::Sink)
     }
 
     /// The first chunk this side may not yet post, given the notices received: a WRITE source
@@ -231,8 +220,8 @@ impl Protocol {
     /// may READ what the source said is ready.
     fn limit(&self, notices: &Notices) -> u64 {
         match (self.notified, self.role) {
-            (true, Role::Source) => self.depth + notices.received,
-            (true, Role::Sink) => notices.received,
+            (true, Duty::Source) => self.depth + notices.received,
+            (true, Duty::Sink) => notices.received,
             _ => u64::MAX,
         }
     }
@@ -240,15 +229,17 @@ impl Protocol {
 
 impl QpStage {
     /// A staged pipeline of `role` through `plan`'s chunks, nothing posted yet.
-    fn new(role: Role, plan: StagingPlan) -> QpStage {
+    fn new(role: Duty, plan: StagingPlan) -> QpStage {
         QpStage {
             pipe: match role {
-                Role::Source | Role::ReadSource => Pipe::Source(SendPipeline::new(plan)),
+                Duty::Source | Duty::ReadSource => Pipe::Source(SendPipeline::new(plan)),
                 _ => Pipe::Sink(RecvPipeline::new(plan)),
             },
             posting: None,
             posted: 0,
             completed: 0,
+            last_signaled: 0,
+            in_flight_max: 0,
             awaiting: VecDeque::with_capacity(plan.config().depth),
             messages: 0,
             notices: Notices::default(),
@@ -301,13 +292,13 @@ impl QpStage {
     fn ops_done(&mut self, seq: u64, p: &Protocol, layout: &Layout) -> Result<()> {
         self.pipe.ops_done(seq)?;
         match p.role {
-            Role::Source | Role::ReadSource => {
+            Duty::Source | Duty::ReadSource => {
                 if let Some(c) = layout.plan().chunk(seq) {
                     self.messages += layout.work(&c).messages;
                 }
             }
             // A READ sink frees the source's buffer as soon as its READs are done.
-            Role::Sink if p.notified => self.notices.owed += 1,
+            Duty::Sink if p.notified => self.notices.owed += 1,
             _ => {}
         }
         Ok(())
@@ -330,92 +321,96 @@ pub fn measure_staged(
     result
 }
 
+/// The staged loop's state: one pipeline per QP, the layout of the size and the protocol.
+#[derive(Debug)]
+struct StagedLoop<'a> {
+    shape: &'a LoopShape,
+    layout: Layout,
+    proto: Protocol,
+    qps: Vec<QpStage>,
+    batch: Vec<SendRequest>,
+}
+
+impl LoopBody for StagedLoop<'_> {
+    fn turn(&mut self, side: &mut Connected, wcs: &mut [Completion]) -> Result<bool> {
+        let ctx = Ctx {
+            shape: self.shape,
+            layout: &self.layout,
+            p: &self.proto,
+        };
+        let mut progress = false;
+        for (q, stage) in self.qps.iter_mut().enumerate() {
+            progress |= advance(side, stage, q, ctx, &mut self.batch)?;
+        }
+        let n = side.cq.poll(wcs)?;
+        for wc in &wcs[..n] {
+            complete(&mut self.qps, wc, &self.proto, &self.layout)?;
+        }
+        Ok(progress || n > 0)
+    }
+
+    fn counts(&self) -> Counts {
+        let done = self.qps.iter().map(|s| s.messages).sum();
+        if self.proto.role.receives() {
+            Counts {
+                sent: 0,
+                received: done,
+                // A receiver's window opens when the first message lands.
+                receiving: self.qps.iter().any(|s| s.completed > 0),
+            }
+        } else {
+            Counts {
+                sent: done,
+                ..Counts::default()
+            }
+        }
+    }
+
+    fn stop_posting(&mut self) {
+        self.qps.iter_mut().for_each(|s| s.pipe.stop());
+    }
+
+    fn finished(&mut self, _now: Instant, _peer: &PeerState) -> bool {
+        self.qps.iter().all(|s| s.finished(&self.proto))
+    }
+
+    #[cold]
+    fn stalled(&self, secs: f64) -> anyhow::Error {
+        anyhow::anyhow!(
+            "the staged pipeline made no progress for {secs:.1} s ({} messages done): no RDMA \
+             completion and no copy finished; the peer may be dead or the GPU hung (--timeout)",
+            self.qps.iter().map(|s| s.messages).sum::<u64>()
+        )
+    }
+}
+
 fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result<Measured> {
     let staging = side
         .staging
         .as_ref()
         .context("internal error: a staged loop on a side without bounce buffers")?;
-    let messages = match shape.stop {
-        Stop::Iters(n) => n,
-        Stop::Duration { .. } => u64::MAX,
-    };
     let layout = Layout::new(
         staging.config,
         staging.buffer_len,
         u64::from(shape.size),
-        messages,
+        shape.stop.limit(),
     )?;
     let proto = Protocol::of(side, shape, &layout)?;
-    let role = proto.role;
-    let mut qps: Vec<QpStage> = (0..side.qps.len())
-        .map(|_| QpStage::new(role, layout.plan()))
-        .collect();
-    let mut batch = vec![SendRequest::default(); shape.post_list.max(1) as usize];
-    let mut wcs = [Completion::default(); POLL_BATCH];
-    let mut idle = 0u32;
-    let start = Instant::now();
-    let mut meter = Meter::new(start, shape.stop);
-    let mut last_progress = start;
-    let deadline = match shape.stop {
-        Stop::Duration { total, .. } => Some(start + total),
-        Stop::Iters(_) => None,
+    let mut body = StagedLoop {
+        shape,
+        layout,
+        proto,
+        qps: (0..side.qps.len())
+            .map(|_| QpStage::new(proto.role, layout.plan()))
+            .collect(),
+        batch: vec![SendRequest::default(); shape.post_list.max(1) as usize],
     };
-    let mut stopped = false;
-    loop {
-        let mut progress = false;
-        let ctx = Ctx {
-            shape,
-            layout: &layout,
-            p: &proto,
-        };
-        for (q, stage) in qps.iter_mut().enumerate() {
-            progress |= advance(side, stage, q, ctx, &mut batch)?;
-        }
-        let n = side.cq.poll(&mut wcs)?;
-        if n > 0 && role.receives() && qps.iter().all(|s| s.completed == 0) {
-            // A receiver's window opens when the first message lands.
-            meter = Meter::new(Instant::now(), shape.stop);
-        }
-        for wc in &wcs[..n] {
-            complete(&mut qps, wc, &proto, &layout)?;
-        }
-        progress |= n > 0;
-        let now = if progress {
-            idle = 0;
-            let now = Instant::now();
-            last_progress = now;
-            meter.tick(now, qps.iter().map(|s| s.messages).sum());
-            now
-        } else {
-            idle += 1;
-            if idle < CLOCK_CHECK_EVERY {
-                continue;
-            }
-            idle = 0;
-            Instant::now()
-        };
-        if !stopped && deadline.is_some_and(|d| now >= d) {
-            qps.iter_mut().for_each(|s| s.pipe.stop());
-            stopped = true;
-        }
-        if qps.iter().all(|s| s.finished(&proto)) {
-            break;
-        }
-        if progress {
-            continue;
-        }
-        if peer.is_failed() {
-            bail!("the peer's control connection failed while measuring");
-        }
-        if now.duration_since(last_progress) > shape.stall_timeout {
-            return Err(stalled(shape, &qps));
-        }
-    }
-    let window = meter.window();
+    let windows = drive(side, shape, peer, &mut body)?;
     Ok(Measured {
-        sent: window.filter(|_| !role.receives()),
-        received: window.filter(|_| role.receives()),
-        ops_per_qp: qps.iter().map(|s| s.messages).collect(),
+        sent: windows.sent,
+        received: windows.received,
+        ops_per_qp: body.qps.iter().map(|s| s.messages).collect(),
+        in_flight_max: body.qps.iter().map(|s| s.in_flight_max).max().unwrap_or(0),
     })
 }
 
@@ -432,9 +427,9 @@ fn advance(
     let mut progress = start_copies(side, stage, q, ctx.layout)?;
     progress |= finish_copies(side, stage, q, ctx)?;
     match ctx.p.role {
-        Role::Receiver | Role::WriteTarget => post_receives(side, stage, q, ctx)?,
-        Role::ReadSource => announce_ready(stage),
-        Role::Source | Role::Sink => post_chunks(side, stage, q, ctx, batch)?,
+        Duty::Receiver | Duty::WriteTarget => post_receives(side, stage, q, ctx)?,
+        Duty::ReadSource => announce_ready(stage),
+        Duty::Source | Duty::Sink => post_chunks(side, stage, q, ctx, batch)?,
     }
     if ctx.p.expects_notices() {
         post_notice_receives(side, stage, q, ctx.p)?;
@@ -445,35 +440,22 @@ fn advance(
     Ok(progress)
 }
 
-/// The error for a pipeline that made no progress within the stall timeout.
-#[cold]
-fn stalled(shape: &LoopShape, qps: &[QpStage]) -> anyhow::Error {
-    anyhow::anyhow!(
-        "the staged pipeline made no progress for {:.1} s ({} messages done): no RDMA \
-         completion and no copy finished; the peer may be dead or the GPU hung (--timeout)",
-        shape.stall_timeout.as_secs_f64(),
-        qps.iter().map(|s| s.messages).sum::<u64>()
-    )
-}
-
 /// Accounts one completion: the pipeline's own work requests (operations, or a receiver's
 /// receives), a notice that arrived, or a notice SEND that completed.
 fn complete(qps: &mut [QpStage], wc: &Completion, p: &Protocol, layout: &Layout) -> Result<()> {
     wc.check()?;
-    let id = wc.wr_id();
-    let flags = id & (RECV_FLAG | NOTICE_FLAG);
-    let q = ((id & !flags) >> COUNT_BITS) as usize;
-    let count = id & ((1 << COUNT_BITS) - 1);
+    let id = WrId(wc.wr_id());
+    let q = id.qp();
     let stage = qps
         .get_mut(q)
         .with_context(|| format!("a completion for QP {q}, which does not exist"))?;
-    if flags == NOTICE_FLAG {
-        stage.notices.sent_done = stage.notices.sent_done.max(count);
+    if id.kind() == WrKind::Notice {
+        stage.notices.sent_done += id.covers();
         return Ok(());
     }
-    if flags == NOTICE_FLAG | RECV_FLAG {
+    if id.kind() == WrKind::NoticeRecv {
         stage.notices.received += 1;
-        if p.role == Role::ReadSource {
+        if p.role == Duty::ReadSource {
             // A credit: the peer has READ the oldest chunk announced.
             let (seq, _) = stage
                 .awaiting
@@ -483,12 +465,12 @@ fn complete(qps: &mut [QpStage], wc: &Completion, p: &Protocol, layout: &Layout)
         }
         return Ok(());
     }
-    stage.completed = stage.completed.max(count);
+    stage.completed += id.covers();
     while let Some(&(seq, last)) = stage.awaiting.front() {
         if last > stage.completed {
             break;
         }
-        if p.role == Role::WriteTarget && wc.imm_data() != Some(seq as u32) {
+        if p.role == Duty::WriteTarget && wc.imm_data() != Some(seq as u32) {
             bail!(
                 "the peer's WRITE for chunk {seq} carried {:?} as its chunk number; both sides \
                  must run the same plan and bounce buffers",
@@ -521,7 +503,7 @@ fn post_notice_receives(
     let n = &mut stage.notices;
     while n.recvs_posted < p.total && n.recvs_posted - n.received < p.depth {
         n.recvs_posted += 1;
-        let id = wr_id(q, n.recvs_posted, NOTICE_FLAG | RECV_FLAG);
+        let id = WrId::new(WrKind::NoticeRecv, q, 1).0;
         side.qps[q].post_recv(&side.mr, id, 0, 0)?;
     }
     Ok(())
@@ -539,7 +521,7 @@ fn post_notices(
         n.owed -= 1;
         n.sent += 1;
         let notice = SendRequest {
-            wr_id: wr_id(q, n.sent, NOTICE_FLAG),
+            wr_id: WrId::new(WrKind::Notice, q, 1).0,
             op: Op::Send,
             local_offset: 0,
             len: 0,
@@ -605,7 +587,7 @@ fn finish_copies(side: &Connected, stage: &mut QpStage, q: usize, ctx: Ctx<'_>) 
         if let Pipe::Sink(_) = stage.pipe {
             stage.messages += layout.work(&c).messages;
             // A WRITE target's buffer is free once its chunk is in the GPU.
-            if p.role == Role::WriteTarget {
+            if p.role == Duty::WriteTarget {
                 stage.notices.owed += 1;
             }
         }
@@ -638,8 +620,16 @@ fn post_chunks(
         for (k, wr) in batch[..count as usize].iter_mut().enumerate() {
             let n = stage.posted + k as u64 + 1;
             let i = done + k as u64;
+            let signaled = is_signaled(n, shape.cq_mod, last_op);
+            let covers = if signaled {
+                let covers = n - stage.last_signaled;
+                stage.last_signaled = n;
+                covers as u32
+            } else {
+                0
+            };
             *wr = SendRequest {
-                wr_id: wr_id(q, n, 0),
+                wr_id: WrId::new(WrKind::Op, q, covers).0,
                 op: if p.notified {
                     op_between_bounce_buffers(side, q, shape.verb, &chunk, i, &work)
                 } else {
@@ -647,7 +637,7 @@ fn post_chunks(
                 },
                 local_offset: bounce + i * work.op_len,
                 len: work.op_len as u32,
-                signaled: is_signaled(n, shape.cq_mod, last_op),
+                signaled,
             };
         }
         let requests = &batch[..count as usize];
@@ -656,6 +646,7 @@ fn post_chunks(
             None => side.qps[q].post_send(&side.mr, requests, shape.inline)?,
         }
         stage.posted += count;
+        stage.in_flight_max = stage.in_flight_max.max(stage.posted - stage.completed);
         stage.posted_up_to(chunk, done + count, work.ops);
     }
     Ok(())
@@ -670,13 +661,13 @@ fn post_receives(side: &mut Connected, stage: &mut QpStage, q: usize, ctx: Ctx<'
     while let Some((chunk, mut done)) = stage.next_to_post(u64::MAX) {
         let work = layout.work(&chunk);
         let (count, len) = match role {
-            Role::WriteTarget => (1, 0),
+            Duty::WriteTarget => (1, 0),
             _ => (work.ops, work.op_len),
         };
         let bounce = bounce_offset(side, q, &chunk)?;
         while done < count && stage.posted - stage.completed < u64::from(shape.rx_depth) {
             stage.posted += 1;
-            let id = wr_id(q, stage.posted, RECV_FLAG);
+            let id = WrId::new(WrKind::Recv, q, 1).0;
             side.qps[q].post_recv(&side.mr, id, bounce + done * len, len as u32)?;
             done += 1;
         }
@@ -747,7 +738,7 @@ mod tests {
         }
     }
 
-    fn proto(role: Role, notified: bool, total: u64) -> Protocol {
+    fn proto(role: Duty, notified: bool, total: u64) -> Protocol {
         Protocol {
             role,
             notified,
@@ -759,8 +750,8 @@ mod tests {
     #[test]
     fn a_write_source_posts_only_the_chunks_it_holds_credits_for() {
         let plan = StagingPlan::single(8 * 4096, 4096, 2).unwrap();
-        let p = proto(Role::Source, true, 8);
-        let mut stage = QpStage::new(Role::Source, plan);
+        let p = proto(Duty::Source, true, 8);
+        let mut stage = QpStage::new(Duty::Source, plan);
         copied(&mut stage, 2);
         // Two bounce buffers at the target: chunks 0 and 1 go without a credit...
         assert_eq!(p.limit(&stage.notices), 2);
@@ -779,8 +770,8 @@ mod tests {
     #[test]
     fn a_read_sink_reads_only_what_was_announced() {
         let plan = StagingPlan::single(8 * 4096, 4096, 2).unwrap();
-        let p = proto(Role::Sink, true, 8);
-        let mut stage = QpStage::new(Role::Sink, plan);
+        let p = proto(Duty::Sink, true, 8);
+        let mut stage = QpStage::new(Duty::Sink, plan);
         assert_eq!(p.limit(&stage.notices), 0);
         assert!(stage.next_to_post(p.limit(&stage.notices)).is_none());
         stage.notices.received = 1;
@@ -792,19 +783,19 @@ mod tests {
         );
         assert!(stage.next_to_post(p.limit(&stage.notices)).is_none());
         // Not notified (the source is not staged): no limit.
-        assert_eq!(proto(Role::Sink, false, 8).limit(&stage.notices), u64::MAX);
+        assert_eq!(proto(Duty::Sink, false, 8).limit(&stage.notices), u64::MAX);
     }
 
     #[test]
     fn who_sends_and_who_expects_notices() {
         for (role, notified, expects, sends) in [
-            (Role::Source, true, true, false),
-            (Role::WriteTarget, false, false, true),
-            (Role::ReadSource, false, true, true),
-            (Role::Sink, true, true, true),
-            (Role::Sink, false, false, false),
-            (Role::Source, false, false, false),
-            (Role::Receiver, false, false, false),
+            (Duty::Source, true, true, false),
+            (Duty::WriteTarget, false, false, true),
+            (Duty::ReadSource, false, true, true),
+            (Duty::Sink, true, true, true),
+            (Duty::Sink, false, false, false),
+            (Duty::Source, false, false, false),
+            (Duty::Receiver, false, false, false),
         ] {
             let p = proto(role, notified, 1);
             assert_eq!(p.expects_notices(), expects, "{role:?} {notified}");
@@ -815,9 +806,9 @@ mod tests {
     #[test]
     fn each_side_finishes_only_with_its_notices_settled() {
         let plan = StagingPlan::single(4096, 4096, 2).unwrap();
-        let layout_free = proto(Role::Source, false, 1);
-        let notified = proto(Role::Source, true, 1);
-        let mut source = QpStage::new(Role::Source, plan);
+        let layout_free = proto(Duty::Source, false, 1);
+        let notified = proto(Duty::Source, true, 1);
+        let mut source = QpStage::new(Duty::Source, plan);
         copied(&mut source, 1);
         if let Pipe::Source(tx) = &mut source.pipe {
             tx.next_post().unwrap();
@@ -828,8 +819,8 @@ mod tests {
         source.notices.received = 1;
         assert!(source.finished(&notified));
 
-        let target = proto(Role::WriteTarget, false, 1);
-        let mut stage = QpStage::new(Role::WriteTarget, plan);
+        let target = proto(Duty::WriteTarget, false, 1);
+        let mut stage = QpStage::new(Duty::WriteTarget, plan);
         if let Pipe::Sink(rx) = &mut stage.pipe {
             let c = rx.next_landing().unwrap();
             rx.landed(c.seq).unwrap();
@@ -850,10 +841,10 @@ mod tests {
     #[test]
     fn a_read_source_frees_a_buffer_only_on_its_credit() {
         let plan = StagingPlan::single(3 * 4096, 4096, 2).unwrap();
-        let p = proto(Role::ReadSource, false, 3);
+        let p = proto(Duty::ReadSource, false, 3);
         let layout =
             Layout::new(cuda::StagingConfig::new(4096, 2).unwrap(), 4096, 4096, 3).unwrap();
-        let mut qps = vec![QpStage::new(Role::ReadSource, plan)];
+        let mut qps = vec![QpStage::new(Duty::ReadSource, plan)];
         copied(&mut qps[0], 2);
         announce_ready(&mut qps[0]);
         assert_eq!(qps[0].notices.owed, 2, "a ready for each chunk copied");
@@ -862,22 +853,12 @@ mod tests {
         };
         assert!(tx.next_copy_to_start().is_none(), "both buffers are out");
         // The peer's credit for chunk 0 arrives: its buffer takes chunk 2.
-        let wc = Completion::success(wr_id(0, 1, NOTICE_FLAG | RECV_FLAG));
+        let wc = Completion::success(WrId::new(WrKind::NoticeRecv, 0, 1).0);
         complete(&mut qps, &wc, &p, &layout).unwrap();
         assert_eq!(qps[0].messages, 1);
         let Pipe::Source(tx) = &mut qps[0].pipe else {
             unreachable!()
         };
         assert_eq!(tx.next_copy_to_start().map(|c| c.seq), Some(2));
-    }
-
-    #[test]
-    fn ids_carry_the_qp_the_count_and_the_kind() {
-        let id = wr_id(3, 17, RECV_FLAG | NOTICE_FLAG);
-        let flags = id & (RECV_FLAG | NOTICE_FLAG);
-        assert_eq!(flags, RECV_FLAG | NOTICE_FLAG);
-        assert_eq!((id & !flags) >> COUNT_BITS, 3);
-        assert_eq!(id & ((1 << COUNT_BITS) - 1), 17);
-        assert_eq!(wr_id(3, 17, 0) & (RECV_FLAG | NOTICE_FLAG), 0);
     }
 }

@@ -1,0 +1,159 @@
+//! The control channel while a loop measures: a companion thread writes (heartbeats, so the
+//! peer's read timeout measures silence rather than run length, and `SendsOver` once the
+//! loop announced that its operations all completed) and another reads what the loop must
+//! know (the peer's `SendsOver` or `SizeDone`, a rejection, silence), through [`PeerState`].
+//! Both stop before [`Channel::measuring`] returns, so nothing else reads or writes the
+//! socket at the same time.
+
+use std::net::{Shutdown, SocketAddr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, Context, Result};
+
+use super::{read_message, write_message, Channel, Message, WireError};
+use crate::engine::bw::PeerState;
+
+/// How often the writer looks for something to send.
+const WRITER_TICK: Duration = Duration::from_millis(20);
+
+/// What the reader waits for while a loop measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Listen {
+    /// Nothing: the peer has nothing to tell this loop.
+    Nothing,
+    /// The peer's `SendsOver` (a `-b` client, whose receives end when the server's sends do).
+    SendsOver,
+    /// The client's `SizeDone`, returned with the work's result (the server).
+    SizeDone,
+}
+
+impl Channel {
+    /// Runs `work` while the companion threads write and read for it: the peer's
+    /// `SendsOver` or `SizeDone` marks `peer` done, a dead, silent or rejecting peer marks it
+    /// failed (which `work` is expected to notice). Returns the message `listen` waited for.
+    /// When `work` fails, the read side is shut so the reader ends at once.
+    pub fn measuring<T>(
+        &mut self,
+        peer: &PeerState,
+        listen: Listen,
+        work: impl FnOnce() -> Result<T>,
+    ) -> Result<(T, Option<Message>)> {
+        let mut writer = self
+            .stream
+            .try_clone()
+            .context("cannot clone the control socket")?;
+        let mut reader = self
+            .stream
+            .try_clone()
+            .context("cannot clone the control socket")?;
+        let interval = (self.timeout / 3).min(Duration::from_secs(1));
+        let (timeout, addr) = (self.timeout, self.peer);
+        let stop = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let beat = s.spawn(|| write_while(&mut writer, peer, &stop, interval));
+            let heard = (listen != Listen::Nothing)
+                .then(|| s.spawn(move || listen_for(&mut reader, listen, peer, timeout, addr)));
+            let out = work();
+            stop.store(true, Ordering::Release);
+            // Whose failure came first decides which message the user sees.
+            let peer_failed_first = peer.is_failed();
+            if out.is_err() {
+                let _ = self.stream.shutdown(Shutdown::Read);
+            }
+            let _ = beat.join();
+            let msg = match heard {
+                Some(h) => Some(
+                    h.join()
+                        .map_err(|_| anyhow!("the control reader thread panicked"))?,
+                ),
+                None => None,
+            };
+            match (out, msg) {
+                (Ok(v), None) => Ok((v, None)),
+                (Ok(v), Some(Ok(m))) => Ok((v, Some(m))),
+                (Err(_), Some(Err(w))) if peer_failed_first => Err(w),
+                (Err(e), _) => Err(e),
+                (Ok(_), Some(Err(w))) => Err(w),
+            }
+        })
+    }
+}
+
+/// Writes a heartbeat every `interval` and `SendsOver` once the loop announced it, until
+/// `stop`; an announcement made just before the stop still goes out.
+fn write_while(
+    out: &mut std::net::TcpStream,
+    peer: &PeerState,
+    stop: &AtomicBool,
+    interval: Duration,
+) {
+    let mut next = Instant::now() + interval;
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
+        if peer.take_sends_over() && write_message(out, &Message::SendsOver).is_err() {
+            return;
+        }
+        if stopping {
+            return;
+        }
+        std::thread::sleep(WRITER_TICK.min(interval));
+        if Instant::now() >= next {
+            if write_message(out, &Message::Heartbeat).is_err() {
+                return;
+            }
+            next += interval;
+        }
+    }
+}
+
+/// Reads the peer's messages until the one `listen` waits for; heartbeats are passed over.
+fn listen_for(
+    from: &mut std::net::TcpStream,
+    listen: Listen,
+    peer: &PeerState,
+    timeout: Duration,
+    addr: SocketAddr,
+) -> Result<Message> {
+    let failed = |e: anyhow::Error| -> Result<Message> {
+        peer.set_failed();
+        Err(e)
+    };
+    loop {
+        match read_message::<Message>(from) {
+            Ok(Message::Heartbeat) => continue,
+            Ok(Message::SendsOver) => {
+                peer.set_done();
+                if listen == Listen::SendsOver {
+                    return Ok(Message::SendsOver);
+                }
+            }
+            Ok(msg @ Message::SizeDone { .. }) if listen == Listen::SizeDone => {
+                peer.set_done();
+                return Ok(msg);
+            }
+            Ok(Message::Reject { reason }) => {
+                return failed(anyhow!("the peer ended the run: {reason}"))
+            }
+            Ok(other) => {
+                return failed(anyhow!(
+                    "protocol error: {addr} sent {} while measuring",
+                    other.name()
+                ))
+            }
+            Err(WireError::TimedOut) => {
+                return failed(anyhow!(
+                    "nothing from {addr} for {} s while measuring; is the peer still alive? \
+                     (--timeout)",
+                    timeout.as_secs_f64()
+                ))
+            }
+            Err(WireError::Closed) => {
+                return failed(anyhow!(
+                    "the peer {addr} closed the connection while measuring"
+                ))
+            }
+            Err(e) => return failed(anyhow!("bad message from {addr} while measuring: {e}")),
+        }
+    }
+}

@@ -1,0 +1,497 @@
+//! The bandwidth loop over memory the NIC reaches directly (host memory, or GPU memory with
+//! GPUDirect RDMA): keep `tx-depth` operations in flight on every QP (READ and atomics too:
+//! the QP's outstanding-read limit makes the NIC hold back the rest, as perftest relies on),
+//! ring one doorbell per post list, request a completion every `cq-mod`-th operation, and
+//! keep the receive queues full when SENDs arrive. [`super::drive`] runs the turns.
+//!
+//! Nothing in a turn allocates, locks or makes a system call besides the verbs' own: the
+//! per-QP tables and the post list are set up before the clock starts.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Result;
+use verbs::{Completion, Op, SendRequest};
+
+use super::{
+    covered_by, drive, is_signaled, Counts, LoopBody, LoopShape, Measured, PeerState, WrId, WrKind,
+};
+use crate::engine::Connected;
+use crate::plan::{AtomicOp, Verb};
+
+/// How long a receiver keeps polling after the peer said its sends are over (UC/UD may
+/// lose messages; duration runs end on the peer's word).
+const DRAIN: Duration = Duration::from_millis(200);
+
+/// One QP's counts: operations posted, and known completed (the completions of a QP's send
+/// queue arrive in order, each accounting for the operations since the previous one).
+#[derive(Debug, Clone, Copy, Default)]
+struct QpCount {
+    posted: u64,
+    completed: u64,
+}
+
+/// The sending side's table of per-QP counts.
+#[derive(Debug)]
+pub struct SendProgress {
+    qps: Vec<QpCount>,
+    /// Operations completed, all QPs together.
+    pub done: u64,
+    /// Operations per QP to post; `u64::MAX` in duration mode until the time is up.
+    limit: u64,
+    /// The most operations one QP had in flight.
+    in_flight_max: u64,
+}
+
+impl SendProgress {
+    /// Counters for `qps` QPs that post `limit` operations each (`u64::MAX`: until stopped).
+    pub fn new(qps: usize, limit: u64) -> Self {
+        SendProgress {
+            qps: vec![QpCount::default(); qps],
+            done: 0,
+            limit,
+            in_flight_max: 0,
+        }
+    }
+
+    /// How many operations QP `q` may post now: a whole post list (or what is left), once
+    /// the send queue has room for it.
+    #[inline]
+    pub fn room(&self, q: usize, shape: &LoopShape) -> u64 {
+        let c = self.qps[q];
+        let free = u64::from(shape.depth).saturating_sub(c.posted - c.completed);
+        let batch = u64::from(shape.post_list).min(self.limit.saturating_sub(c.posted));
+        if free >= batch {
+            batch
+        } else {
+            0
+        }
+    }
+
+    /// Operations QP `q` posted so far.
+    #[inline]
+    pub fn posted(&self, q: usize) -> u64 {
+        self.qps[q].posted
+    }
+
+    /// QP `q` posted `count` more.
+    #[inline]
+    pub fn add_posted(&mut self, q: usize, count: u64) {
+        let c = &mut self.qps[q];
+        c.posted += count;
+        self.in_flight_max = self.in_flight_max.max(c.posted - c.completed);
+    }
+
+    fn in_flight(&self) -> u64 {
+        self.qps.iter().map(|c| c.posted - c.completed).sum()
+    }
+
+    /// Stops posting when the time is up. The new limit is the next multiple of `cq_mod` at
+    /// or above what the busiest QP posted, so that every QP's last operation is signaled.
+    fn stop_posting(&mut self, cq_mod: u32) {
+        if self.limit != u64::MAX {
+            return;
+        }
+        let most = self.qps.iter().map(|c| c.posted).max().unwrap_or(0);
+        self.limit = most.div_ceil(u64::from(cq_mod)).max(1) * u64::from(cq_mod);
+    }
+
+    /// Accounts one completion of an operation: its QP and how many it covers.
+    #[inline]
+    pub fn complete(&mut self, id: WrId) {
+        if let Some(c) = self.qps.get_mut(id.qp()) {
+            c.completed += id.covers();
+            self.done += id.covers();
+        }
+    }
+
+    fn finished(&self) -> bool {
+        self.qps.iter().all(|c| c.posted >= self.limit) && self.in_flight() == 0
+    }
+}
+
+/// Where QP `q`'s operations go and come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Target {
+    /// The peer's receive half (WRITE, SEND and atomics land there).
+    pub remote_recv: u64,
+    /// The peer's send half (READs read it).
+    pub remote_send: u64,
+    /// The peer's remote key.
+    pub rkey: u32,
+    /// The local bytes: the receive half for READ, else the send half (an atomic's fetched
+    /// value lands there, apart from the word the peer's atomics act on with `-b`).
+    pub local_offset: u64,
+}
+
+impl Target {
+    /// QP `q`'s target on a connected side.
+    #[inline]
+    pub fn of(side: &Connected, q: usize, verb: Verb) -> Self {
+        Target {
+            remote_recv: side.remote_recv(q),
+            remote_send: side.remote_send(q),
+            rkey: side.remote[q].rkey,
+            local_offset: if verb == Verb::Read {
+                side.recv_offset(q)
+            } else {
+                side.send_offset(q)
+            },
+        }
+    }
+}
+
+/// The operation for request number `n`.
+#[inline]
+fn op_for(target: &Target, shape: &LoopShape, n: u64) -> Op {
+    let rkey = target.rkey;
+    match shape.verb {
+        Verb::Write => Op::Write {
+            remote_addr: target.remote_recv,
+            rkey,
+        },
+        Verb::Read => Op::Read {
+            remote_addr: target.remote_send,
+            rkey,
+        },
+        Verb::Send => Op::Send,
+        Verb::Atomic => match shape.atomic {
+            AtomicOp::FetchAdd => Op::FetchAdd {
+                remote_addr: target.remote_recv,
+                rkey,
+                add: 1,
+            },
+            AtomicOp::CompareSwap => Op::CompareSwap {
+                remote_addr: target.remote_recv,
+                rkey,
+                compare: n - 1,
+                swap: n,
+            },
+        },
+    }
+}
+
+/// Fills `batch` with the work requests numbered `first + 1 ..= first + batch.len()` of QP
+/// `q`: every `cq_mod`-th and the last (`limit`) signaled, their ids carrying how many
+/// operations their completion accounts for. Allocates nothing.
+#[inline]
+pub fn fill_batch(
+    batch: &mut [SendRequest],
+    q: usize,
+    first: u64,
+    shape: &LoopShape,
+    limit: u64,
+    target: &Target,
+) {
+    for (k, wr) in batch.iter_mut().enumerate() {
+        let n = first + k as u64 + 1;
+        let signaled = is_signaled(n, shape.cq_mod, limit);
+        let covers = if signaled {
+            covered_by(n, shape.cq_mod)
+        } else {
+            0
+        };
+        *wr = SendRequest {
+            wr_id: WrId::new(WrKind::Op, q, covers).0,
+            op: op_for(target, shape, n),
+            local_offset: target.local_offset,
+            len: shape.size,
+            signaled,
+        };
+    }
+}
+
+/// Posts as many post lists on QP `q` as its depth allows.
+#[inline]
+fn post_ops(
+    side: &mut Connected,
+    q: usize,
+    shape: &LoopShape,
+    progress: &mut SendProgress,
+    batch: &mut [SendRequest],
+) -> Result<()> {
+    let target = Target::of(side, q, shape.verb);
+    loop {
+        let count = progress.room(q, shape) as usize;
+        if count == 0 {
+            return Ok(());
+        }
+        let first = progress.posted(q);
+        fill_batch(
+            &mut batch[..count],
+            q,
+            first,
+            shape,
+            progress.limit,
+            &target,
+        );
+        match side.ah.get(q) {
+            Some(ah) => side.qps[q].post_send_ud(&side.mr, &batch[..count], shape.inline, ah)?,
+            None => side.qps[q].post_send(&side.mr, &batch[..count], shape.inline)?,
+        }
+        progress.add_posted(q, count as u64);
+    }
+}
+
+/// The host loop's state: what it sends and what it received, per QP.
+#[derive(Debug)]
+struct HostLoop<'a> {
+    shape: &'a LoopShape,
+    sending: Option<SendProgress>,
+    batch: Vec<SendRequest>,
+    received: u64,
+    received_per_qp: Vec<u64>,
+    /// Messages this side expects in all (iteration mode).
+    expected: Option<u64>,
+    drain_since: Option<Instant>,
+}
+
+impl LoopBody for HostLoop<'_> {
+    #[inline]
+    fn turn(&mut self, side: &mut Connected, wcs: &mut [Completion]) -> Result<bool> {
+        if let Some(s) = self.sending.as_mut() {
+            for q in 0..side.qps.len() {
+                post_ops(side, q, self.shape, s, &mut self.batch)?;
+            }
+        }
+        let n = side.cq.poll(wcs)?;
+        for wc in &wcs[..n] {
+            wc.check()?;
+            let id = WrId(wc.wr_id());
+            match id.kind() {
+                WrKind::Recv => {
+                    self.received += 1;
+                    self.received_per_qp[id.qp()] += 1;
+                    side.post_recv(id.qp(), id.0)?;
+                }
+                _ => {
+                    if let Some(s) = self.sending.as_mut() {
+                        s.complete(id);
+                    }
+                }
+            }
+        }
+        Ok(n > 0)
+    }
+
+    fn counts(&self) -> Counts {
+        Counts {
+            sent: self.sending.as_ref().map_or(0, |s| s.done),
+            received: self.received,
+            receiving: self.received > 0,
+        }
+    }
+
+    fn stop_posting(&mut self) {
+        if let Some(s) = self.sending.as_mut() {
+            s.stop_posting(self.shape.cq_mod);
+        }
+    }
+
+    fn finished(&mut self, now: Instant, peer: &PeerState) -> bool {
+        if !self.sending.as_ref().is_none_or(SendProgress::finished) {
+            return false;
+        }
+        if self.sending.is_some() {
+            peer.announce_sends_over();
+        }
+        self.receive_finished(now, peer)
+    }
+
+    fn stalled(&self, secs: f64) -> anyhow::Error {
+        match &self.sending {
+            Some(s) => {
+                let bytes = s.in_flight() * u64::from(self.shape.size);
+                anyhow::anyhow!(
+                    "no completion for {secs:.1} s with {} operations done and {} in flight: the \
+                     peer may be dead, or the link slower than {:.1} MB/s; raise --timeout or lower \
+                     --tx-depth",
+                    s.done,
+                    crate::units::format_size(bytes),
+                    bytes as f64 / secs / 1e6
+                )
+            }
+            None => anyhow::anyhow!(
+                "no message arrived for {secs:.1} s after {}; is the peer alive? (--timeout)",
+                self.received
+            ),
+        }
+    }
+}
+
+impl HostLoop<'_> {
+    /// A receiver is finished when it has every expected message, or when the peer said its
+    /// sends are over and a short drain time passed (UC/UD lose messages; duration runs).
+    fn receive_finished(&mut self, now: Instant, peer: &PeerState) -> bool {
+        if self.shape.recv.is_none() || self.expected.is_some_and(|e| self.received >= e) {
+            return true;
+        }
+        if !peer.is_done() {
+            return false;
+        }
+        let since = *self.drain_since.get_or_insert(now);
+        now.duration_since(since) >= DRAIN
+    }
+}
+
+/// Runs one bandwidth loop on every QP and returns what it measured.
+pub fn measure_bw(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result<Measured> {
+    let qps = side.qps.len();
+    let iterations = matches!(shape.stop, super::Stop::Iters(_));
+    let mut body = HostLoop {
+        shape,
+        sending: shape
+            .send
+            .then(|| SendProgress::new(qps, shape.stop.limit())),
+        batch: vec![SendRequest::default(); shape.post_list as usize],
+        received: 0,
+        received_per_qp: vec![0; qps],
+        expected: shape.recv.filter(|_| iterations).map(|n| n * qps as u64),
+        drain_since: None,
+    };
+    let windows = drive(side, shape, peer, &mut body)?;
+    let (ops_per_qp, in_flight_max) = match &body.sending {
+        Some(s) => (s.qps.iter().map(|c| c.completed).collect(), s.in_flight_max),
+        None => (body.received_per_qp.clone(), 0),
+    };
+    Ok(Measured {
+        sent: windows.sent.filter(|_| shape.send),
+        received: windows.received.filter(|_| shape.recv.is_some()),
+        ops_per_qp,
+        in_flight_max,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Stop;
+    use super::*;
+
+    fn shape(iters: u64, depth: u32, post_list: u32, cq_mod: u32) -> LoopShape {
+        LoopShape {
+            verb: Verb::Write,
+            atomic: AtomicOp::FetchAdd,
+            size: 64,
+            stop: Stop::Iters(iters),
+            depth,
+            rx_depth: depth,
+            post_list,
+            cq_mod,
+            inline: false,
+            send: true,
+            recv: None,
+            stall_timeout: Duration::from_secs(1),
+        }
+    }
+
+    const TARGET: Target = Target {
+        remote_recv: 0x1000,
+        remote_send: 0x2000,
+        rkey: 7,
+        local_offset: 0,
+    };
+
+    /// A model NIC: completes the oldest signaled request each step. The loop's accounting
+    /// must finish every operation without ever exceeding the depth; returns the operations
+    /// done and the most one QP had in flight.
+    fn simulate(s: LoopShape, qps: usize) -> (u64, u64) {
+        let mut p = SendProgress::new(qps, s.stop.limit());
+        let mut signaled: Vec<std::collections::VecDeque<u64>> = vec![Default::default(); qps];
+        let mut batch = vec![SendRequest::default(); s.post_list as usize];
+        let total = s.stop.limit() * qps as u64;
+        let mut steps = 0;
+        while p.done < total {
+            steps += 1;
+            assert!(steps < 1_000_000, "stalled at {} of {total}", p.done);
+            for (q, queue) in signaled.iter_mut().enumerate() {
+                loop {
+                    let count = p.room(q, &s) as usize;
+                    if count == 0 {
+                        break;
+                    }
+                    fill_batch(&mut batch[..count], q, p.posted(q), &s, p.limit, &TARGET);
+                    queue.extend(
+                        batch[..count]
+                            .iter()
+                            .filter(|w| w.signaled)
+                            .map(|w| w.wr_id),
+                    );
+                    p.add_posted(q, count as u64);
+                    assert!(p.qps[q].posted - p.qps[q].completed <= u64::from(s.depth));
+                }
+                if let Some(id) = queue.pop_front() {
+                    p.complete(WrId(id));
+                }
+            }
+        }
+        assert!(p.finished());
+        (p.done, p.in_flight_max)
+    }
+
+    #[test]
+    fn every_operation_completes_for_valid_shapes() {
+        assert_eq!(simulate(shape(5000, 128, 1, 100), 1), (5000, 128));
+        assert_eq!(simulate(shape(1000, 16, 4, 13), 4).0, 4000);
+        assert_eq!(simulate(shape(7, 128, 16, 100), 2), (14, 7));
+        assert_eq!(simulate(shape(1, 1, 1, 1), 1), (1, 1));
+    }
+
+    #[test]
+    fn a_completion_counts_the_operations_it_covers_on_its_qp() {
+        let mut p = SendProgress::new(2, 1000);
+        p.complete(WrId::new(WrKind::Op, 1, 100));
+        assert_eq!(
+            (p.qps[1].completed, p.qps[0].completed, p.done),
+            (100, 0, 100)
+        );
+        p.complete(WrId::new(WrKind::Op, 1, 50));
+        assert_eq!(p.done, 150);
+    }
+
+    #[test]
+    fn a_run_of_any_length_keeps_its_qp_apart_from_its_count() {
+        // Far past 2^40 operations (what a packed count held): the ids stay the same.
+        let s = shape(u64::MAX, 128, 1, 100);
+        let mut batch = [SendRequest::default()];
+        fill_batch(
+            &mut batch,
+            3,
+            1_000_000_000_000_000 - 1,
+            &s,
+            u64::MAX,
+            &TARGET,
+        );
+        let id = WrId(batch[0].wr_id);
+        assert!(batch[0].signaled);
+        assert_eq!((id.kind(), id.qp(), id.covers()), (WrKind::Op, 3, 100));
+    }
+
+    #[test]
+    fn stopping_early_ends_every_qp_at_its_last_post() {
+        let mut p = SendProgress::new(2, u64::MAX);
+        p.qps[0] = QpCount {
+            posted: 10,
+            completed: 10,
+        };
+        p.qps[1] = QpCount {
+            posted: 12,
+            completed: 12,
+        };
+        p.stop_posting(5);
+        assert_eq!(
+            p.limit, 15,
+            "the next multiple of cq_mod, so the last one is signaled"
+        );
+        assert!(is_signaled(15, 5, p.limit));
+        assert!(!p.finished());
+        p.qps = vec![
+            QpCount {
+                posted: 15,
+                completed: 15
+            };
+            2
+        ];
+        assert!(p.finished());
+        p.stop_posting(5);
+        assert_eq!(p.limit, 15, "a second stop changes nothing");
+    }
+}

@@ -1,0 +1,48 @@
+//! What a run's loops run with: the plan's values as the devices and the peer allowed them,
+//! computed once after connecting. The loops' shapes, the header, the record's `params` and
+//! so `compare` all read them from here, so what is reported is what ran.
+
+use super::Connected;
+use crate::plan::{AtomicOp, TestPlan, Verb};
+
+/// The effective parameters of a connected run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Effective {
+    /// Operations in flight per QP (bandwidth tests).
+    pub tx_depth: u32,
+    /// Work requests per doorbell.
+    pub post_list: u32,
+    /// One completion every this many operations.
+    pub cq_mod: u32,
+    /// Receives kept posted per QP: SEND tests only.
+    pub rx_depth: Option<u32>,
+    /// READs/atomics a QP has outstanding at the responder: READ and atomic tests only (what
+    /// both devices allow, or `-o`).
+    pub outs: Option<u32>,
+    /// Messages up to this many bytes are sent inline (0: none).
+    pub inline: u32,
+    /// The path MTU both ports and `-m` allow, in bytes.
+    pub path_mtu: u32,
+    /// The atomic operation: atomic tests only.
+    pub atomic: Option<AtomicOp>,
+    /// The payload is checked after each size.
+    pub validate: bool,
+}
+
+impl Effective {
+    /// The values `plan` runs with on `side`.
+    pub fn of(plan: &TestPlan, side: &Connected) -> Effective {
+        let verb = plan.test.verb;
+        Effective {
+            tx_depth: plan.tx_depth,
+            post_list: plan.post_list,
+            cq_mod: plan.cq_mod,
+            rx_depth: (verb == Verb::Send).then_some(plan.rx_depth),
+            outs: matches!(verb, Verb::Read | Verb::Atomic).then_some(side.rd_atomic),
+            inline: plan.inline,
+            path_mtu: side.path_mtu,
+            atomic: (verb == Verb::Atomic).then_some(plan.atomic),
+            validate: plan.validate,
+        }
+    }
+}

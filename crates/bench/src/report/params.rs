@@ -1,0 +1,215 @@
+//! The test parameters as people and programs read them: one table, walked by the run
+//! header, the CSV exporter and `compare`'s list of what makes two records incomparable, so
+//! the three always show the same values, the ones the record's `params` holds (what ran).
+//! Adding a parameter: a field in [`ParamsRecord`] and a row here.
+
+use super::ParamsRecord;
+
+/// One parameter.
+#[derive(Debug, Clone, Copy)]
+pub struct Param {
+    /// The record field under `params`, and the CSV column.
+    pub key: &'static str,
+    /// The header's label (at most 15 characters).
+    pub label: &'static str,
+    /// Shown in the header's parameter lines (some have a richer line of their own there:
+    /// the test is the title, the memory names the GPU, the run its warm-up).
+    pub in_header: bool,
+    /// Records that differ in it are incomparable (`compare` warns); otherwise the
+    /// difference is information (how long or how often a run ran).
+    pub warns: bool,
+    /// The value as text; `None` where it does not apply to this record.
+    pub value: fn(&ParamsRecord) -> Option<String>,
+}
+
+fn text<T: ToString>(v: T) -> Option<String> {
+    Some(v.to_string())
+}
+
+fn opt<T: ToString>(v: Option<T>) -> Option<String> {
+    v.map(|v| v.to_string())
+}
+
+/// Every parameter, in the order the header and the CSV show them.
+pub const PARAMS: &[Param] = &[
+    Param {
+        key: "test",
+        label: "Test",
+        in_header: false,
+        warns: true,
+        value: |p| text(&p.test),
+    },
+    Param {
+        key: "mem",
+        label: "Memory",
+        in_header: false,
+        warns: true,
+        value: |p| text(&p.mem),
+    },
+    Param {
+        key: "connection",
+        label: "Connection",
+        in_header: true,
+        warns: true,
+        value: |p| text(&p.connection),
+    },
+    Param {
+        key: "qps",
+        label: "QPs",
+        in_header: true,
+        warns: true,
+        value: |p| text(p.qps),
+    },
+    Param {
+        key: "tx_depth",
+        label: "TX depth",
+        in_header: true,
+        warns: true,
+        value: |p| opt(p.tx_depth),
+    },
+    Param {
+        key: "rx_depth",
+        label: "RX depth",
+        in_header: true,
+        warns: true,
+        value: |p| opt(p.rx_depth),
+    },
+    Param {
+        key: "outs",
+        label: "Outstanding",
+        in_header: true,
+        warns: true,
+        value: |p| opt(p.outs),
+    },
+    Param {
+        key: "atomic",
+        label: "Atomic",
+        in_header: true,
+        warns: true,
+        value: |p| opt(p.atomic.as_ref()),
+    },
+    Param {
+        key: "cq_mod",
+        label: "CQ moderation",
+        in_header: true,
+        warns: true,
+        value: |p| opt(p.cq_mod),
+    },
+    Param {
+        key: "post_list",
+        label: "Post list",
+        in_header: true,
+        warns: true,
+        value: |p| opt(p.post_list),
+    },
+    Param {
+        key: "inline",
+        label: "Inline bytes",
+        in_header: true,
+        warns: true,
+        value: |p| text(p.inline),
+    },
+    Param {
+        key: "path_mtu",
+        label: "Path MTU",
+        in_header: true,
+        warns: true,
+        value: |p| opt(p.path_mtu),
+    },
+    Param {
+        key: "validate",
+        label: "Validate",
+        in_header: true,
+        warns: true,
+        value: |p| text(p.validate),
+    },
+    Param {
+        key: "iters",
+        label: "Iterations",
+        in_header: false,
+        warns: false,
+        value: |p| opt(p.iters),
+    },
+    Param {
+        key: "duration",
+        label: "Duration (s)",
+        in_header: false,
+        warns: false,
+        value: |p| opt(p.duration),
+    },
+    Param {
+        key: "bidirectional",
+        label: "Bidirectional",
+        in_header: false,
+        warns: true,
+        value: |p| text(p.bidirectional),
+    },
+    Param {
+        key: "latency",
+        label: "Latency",
+        in_header: false,
+        warns: true,
+        value: |p| opt(p.latency.as_ref()),
+    },
+    Param {
+        key: "repeat",
+        label: "Repeat",
+        in_header: false,
+        warns: false,
+        value: |p| text(p.repeat),
+    },
+];
+
+/// The header's parameter lines for `p`: label and value of each that applies.
+pub fn header_fields(p: &ParamsRecord) -> Vec<(&'static str, String)> {
+    PARAMS
+        .iter()
+        .filter(|param| param.in_header)
+        .filter_map(|param| (param.value)(p).map(|v| (param.label, v)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_record_field_has_one_row() {
+        let p = ParamsRecord {
+            test: "read-bw".into(),
+            mem: "host".into(),
+            connection: "RC".into(),
+            qps: 1,
+            tx_depth: Some(128),
+            rx_depth: None,
+            outs: Some(16),
+            atomic: None,
+            inline: 0,
+            post_list: Some(1),
+            cq_mod: Some(64),
+            path_mtu: Some(1024),
+            validate: false,
+            iters: Some(5000),
+            duration: None,
+            bidirectional: false,
+            latency: None,
+            repeat: 1,
+        };
+        let json = serde_json::to_value(&p).unwrap();
+        let fields = json.as_object().unwrap();
+        let mut keys: Vec<&str> = PARAMS.iter().map(|p| p.key).collect();
+        keys.sort_unstable();
+        keys.dedup();
+        assert_eq!(keys.len(), PARAMS.len(), "a key twice");
+        for (key, value) in fields {
+            let row = PARAMS.iter().find(|r| r.key == key);
+            let row = row.unwrap_or_else(|| panic!("params.{key} has no row in PARAMS"));
+            let shown = (row.value)(&p);
+            let want = (!value.is_null()).then(|| value.to_string().trim_matches('"').to_string());
+            assert_eq!(shown, want, "{key}");
+        }
+        for row in PARAMS {
+            assert!(row.label.len() <= 15, "{} is too long a label", row.label);
+        }
+    }
+}
