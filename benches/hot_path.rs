@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rdmabench::engine::bw::host::{fill_batch, SendProgress, Target};
 use rdmabench::engine::bw::{LoopShape, Stop, WrId, WrKind};
+use rdmabench::histogram::LatencyRecorder;
 use rdmabench::plan::{AtomicOp, Verb};
-use rdmabench::stats::LatencyRecorder;
 use verbs::SendRequest;
 
 fn shape(post_list: u32) -> LoopShape {

@@ -1,4 +1,4 @@
-//! The command line, perftest's letters where perftest has them (DESIGN.md is the contract).
+//! The command line, perftest's letters where perftest has them (ARCHITECTURE.md, README.md).
 //! Flags are parsed first and validated together afterwards, never in argument order.
 
 use std::path::PathBuf;
@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use crate::control::DEFAULT_PORT;
 use crate::engine::SideConfig;
 use crate::memory::MemMode;
-use crate::plan::{AtomicOp, Connection, Mode, PlanError, PlanRequest, TestKind, Verb};
+use crate::plan::{Mode, PlanError, PlanRequest, TestKind, Verb};
 use crate::units::parse_size;
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
@@ -87,52 +87,9 @@ pub struct TestArgs {
     #[arg(short = 'p', long = "port", value_name = "PORT")]
     pub port: Option<u16>,
 
-    /// Message size in bytes; accepts K, M and G suffixes (64K, 1M) [default: 64K, latency 2]
-    #[arg(short = 's', long = "size", value_parser = parse_size, conflicts_with = "all", value_name = "SIZE")]
-    pub size: Option<u64>,
-
-    /// Sweep sizes 2 B .. 8 MiB in powers of two
-    #[arg(short = 'a', long = "all")]
-    pub all: bool,
-
-    /// Operations per QP and size [default: 5000, latency 1000]
-    #[arg(
-        short = 'n',
-        long = "iters",
-        value_name = "N",
-        conflicts_with = "duration"
-    )]
-    pub iters: Option<u64>,
-
-    /// Run each size for SECS seconds instead of -n iterations (a tenth, at most 2 s, is left
-    /// out of the measured window at each end)
-    #[arg(short = 'D', long = "duration", value_name = "SECS")]
-    pub duration: Option<f64>,
-
-    /// Transport: RC, UC (WRITE and SEND) or UD (SEND, one packet per message)
-    #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", value_parser = Connection::parse)]
-    pub connection: Option<Connection>,
-
-    /// Receives kept posted per QP (SEND tests) [default: 512]
-    #[arg(short = 'r', long = "rx-depth", value_name = "N")]
-    pub rx_depth: Option<u32>,
-
-    /// Both sides send at once; each measures what it sends (bandwidth tests)
-    #[arg(short = 'b', long = "bidirectional")]
-    pub bidirectional: bool,
-
-    /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: the ports' active MTU]
-    #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
-    pub mtu: Option<u32>,
-
-    /// READs/atomics a QP keeps outstanding at the responder (read and atomic tests; a
-    /// ConnectX allows 16) [default: what both devices allow]
-    #[arg(short = 'o', long = "outs", value_name = "N")]
-    pub outs: Option<u32>,
-
-    /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
-    #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
-    pub atomic: Option<AtomicOp>,
+    /// The test's parameters: what both sides must agree on.
+    #[command(flatten)]
+    pub plan: PlanRequest,
 
     /// Where this side's buffer lives: host, cuda[:GPU] (GPUDirect RDMA via dma-buf),
     /// cuda-peermem[:GPU] (via nvidia-peermem), cuda-staged[:GPU] (GDR off); GPU an index or bus id
@@ -154,30 +111,6 @@ pub struct TestArgs {
     /// --mem cuda-staged: number of bounce buffers per QP, 1..=64 [default: 4]
     #[arg(long, value_name = "N")]
     pub staging_depth: Option<usize>,
-
-    /// Run the whole plan N times; the record keeps every repetition, the table their medians
-    #[arg(long, value_name = "N")]
-    pub repeat: Option<u32>,
-
-    /// Number of QPs (1..1024) [default: 1]
-    #[arg(short = 'q', long = "qps", value_name = "N")]
-    pub qps: Option<u32>,
-
-    /// Operations in flight per QP [default: 128]
-    #[arg(short = 't', long = "tx-depth", value_name = "N")]
-    pub tx_depth: Option<u32>,
-
-    /// Send messages up to this many bytes inline [default: 0, off]
-    #[arg(short = 'I', long = "inline-size", value_name = "BYTES")]
-    pub inline: Option<u32>,
-
-    /// Work requests per doorbell [default: 1]
-    #[arg(short = 'l', long = "post-list", value_name = "N")]
-    pub post_list: Option<u32>,
-
-    /// Request a completion every N operations [default: 100, or less to fit the TX depth]
-    #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
-    pub cq_mod: Option<u32>,
 
     /// Accepted for perftest compatibility and ignored (rdmabench always uses a monotonic clock)
     #[arg(short = 'F', hide = true)]
@@ -227,10 +160,6 @@ pub struct TestArgs {
     /// Address the server listens on
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
     pub bind: String,
-
-    /// Check the payload that arrived after each size (the run fails on a wrong byte)
-    #[arg(long)]
-    pub validate: bool,
 }
 
 fn parse_positive(text: &str) -> Result<f64, String> {
@@ -250,29 +179,6 @@ fn parse_timeout(text: &str) -> Result<f64, String> {
 }
 
 impl TestArgs {
-    /// The parameters given explicitly on this command line.
-    pub fn plan_request(&self) -> PlanRequest {
-        PlanRequest {
-            size: self.size,
-            all: self.all,
-            iters: self.iters,
-            qps: self.qps,
-            tx_depth: self.tx_depth,
-            inline: self.inline,
-            post_list: self.post_list,
-            cq_mod: self.cq_mod,
-            duration: self.duration,
-            rx_depth: self.rx_depth,
-            connection: self.connection,
-            bidirectional: self.bidirectional,
-            mtu: self.mtu,
-            outs: self.outs,
-            atomic: self.atomic,
-            validate: self.validate,
-            repeat: self.repeat,
-        }
-    }
-
     /// This side's hardware choice (`-d`, `-i`, `-x`, `--mem`).
     pub fn side(&self) -> Result<SideConfig, PlanError> {
         let mem = match (&self.mem, &self.use_cuda) {
@@ -387,9 +293,10 @@ mod tests {
         let (kind, a) = cli.command.test().unwrap();
         assert_eq!(kind, TestKind::new(Verb::Write, Mode::Bw));
         assert_eq!(a.server.as_deref(), Some("10.0.0.1"));
-        assert_eq!(a.size, Some(65536));
+        assert_eq!(a.plan.size, Some(65536));
+        let p = &a.plan;
         assert_eq!(
-            (a.qps, a.tx_depth, a.inline, a.post_list, a.cq_mod),
+            (p.qps, p.tx_depth, p.inline, p.post_list, p.cq_mod),
             (Some(4), Some(64), Some(64), Some(8), Some(16))
         );
         assert_eq!(a.gid_index, Some(3));
@@ -414,7 +321,7 @@ mod tests {
         let b = parse(&["write-bw", "-Q", "8", "-t", "16"]).unwrap();
         let (_, a) = a.command.test().unwrap();
         let (_, b) = b.command.test().unwrap();
-        assert_eq!(a.plan_request(), b.plan_request());
+        assert_eq!(a.plan, b.plan);
     }
 
     #[test]

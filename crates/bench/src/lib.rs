@@ -6,15 +6,14 @@
 //! and the verbs engine ([`engine`]); results go to the terminal and to JSON and CSV records
 //! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage, 3 below a `--limit-*`.
 
-pub mod ceilings;
 pub mod cli;
 pub mod compare;
 pub mod control;
-pub mod counters;
 pub mod devices;
 pub mod doctor;
 pub mod engine;
-pub mod limits;
+pub mod exit;
+pub mod histogram;
 pub mod memory;
 pub mod output;
 pub mod plan;
@@ -22,6 +21,6 @@ pub mod plot;
 pub mod report;
 pub mod run;
 pub mod show;
-pub mod stats;
 pub mod sysroot;
+pub mod thresholds;
 pub mod units;

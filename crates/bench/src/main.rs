@@ -10,31 +10,21 @@ use clap::Parser;
 
 use rdmabench::cli::{Cli, Command, TestArgs};
 use rdmabench::control::{Listener, NoClient};
-use rdmabench::limits::{self, BelowLimit};
-use rdmabench::plan::{self, PlanError, TestKind};
+use rdmabench::exit::Exit;
+use rdmabench::plan::{self, TestKind};
 use rdmabench::report::{export, CsvExporter, JsonExporter};
 use rdmabench::run::{run_client, run_server, Outcome, RunOptions};
-
-/// Exit code of a run that failed.
-const EXIT_FAILED: u8 = 1;
-/// Exit code of bad usage.
-const EXIT_USAGE: u8 = 2;
-/// Exit code of a result below a `--limit-*` threshold.
-const EXIT_BELOW_LIMIT: u8 = 3;
+use rdmabench::thresholds;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match dispatch(&cli.command) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => Exit::Success.into(),
         Err(e) => {
-            eprintln!("rdmabench: error: {e:#}");
-            if e.is::<PlanError>() {
-                ExitCode::from(EXIT_USAGE)
-            } else if e.is::<BelowLimit>() {
-                ExitCode::from(EXIT_BELOW_LIMIT)
-            } else {
-                ExitCode::from(EXIT_FAILED)
+            if !Exit::already_reported(&e) {
+                eprintln!("rdmabench: error: {e:#}");
             }
+            Exit::of(&e).into()
         }
     }
 }
@@ -55,7 +45,7 @@ fn dispatch(command: &Command) -> Result<()> {
 }
 
 fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
-    let request = args.plan_request();
+    let request = args.plan.clone();
     // Every flag is checked together before anything opens, on the server too.
     let plan = request.resolve(kind)?;
     let opts = RunOptions {
@@ -113,7 +103,7 @@ fn write_outputs(args: &TestArgs, outcome: &Outcome) -> Result<()> {
         export(&CsvExporter, &outcome.record, path)
             .with_context(|| format!("writing the CSV to '{}'", path.display()))?;
     }
-    limits::check(&outcome.record.results, args.limit_bw, args.limit_lat_p99)?;
+    thresholds::check(&outcome.record.results, args.limit_bw, args.limit_lat_p99)?;
     Ok(())
 }
 

@@ -1,32 +1,24 @@
 //! The benchmark's buffers: one slot per QP in one registered region, and the payload
 //! pattern that `--validate` writes on one side and checks on the other.
 
-/// The byte at `offset` of a message of `size` bytes sent on QP `qp`. It depends on all
-/// three, so bytes from another QP, another size or a stale run do not pass for it.
-#[inline]
-pub fn pattern_byte(qp: u32, size: u64, offset: u64) -> u8 {
-    let seed = u64::from(qp) * 131 + u64::from(size.trailing_zeros()) * 17 + size % 251;
-    ((offset + seed) % 251) as u8 ^ 0x5a
+/// The pattern's seed for a message of `size` bytes on QP `qp`: it depends on both, so
+/// bytes from another QP, another size or a stale run do not pass for it.
+fn seed(qp: u32, size: u64) -> u64 {
+    (u64::from(qp) << 40) ^ size
 }
 
-/// Writes the pattern for (`qp`, `size`) into `buf`.
+/// Writes the pattern (`cuda::pattern`, the one the GPU side writes and checks too) for
+/// (`qp`, `size`) into `buf`.
 pub fn fill_pattern(buf: &mut [u8], qp: u32, size: u64) {
-    for (i, b) in buf.iter_mut().enumerate() {
-        *b = pattern_byte(qp, size, i as u64);
-    }
+    cuda::pattern::fill(seed(qp, size), 0, buf);
 }
 
 /// Checks `buf` carries the pattern for (`qp`, `size`); the error names the first bad byte.
 pub fn check_pattern(buf: &[u8], qp: u32, size: u64) -> Result<(), String> {
-    match buf
-        .iter()
-        .enumerate()
-        .find(|(i, b)| **b != pattern_byte(qp, size, *i as u64))
-    {
+    match cuda::pattern::first_mismatch(seed(qp, size), 0, buf) {
         None => Ok(()),
-        Some((i, b)) => Err(format!(
-            "QP {qp}, size {size}: byte {i} is {b:#04x}, expected {:#04x}",
-            pattern_byte(qp, size, i as u64)
+        Some((i, want, got)) => Err(format!(
+            "QP {qp}, size {size}: byte {i} is {got:#04x}, expected {want:#04x}"
         )),
     }
 }

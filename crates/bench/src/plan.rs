@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::units::format_size;
+use crate::units::{format_size, parse_size};
 
 /// The RDMA operation a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -259,43 +259,107 @@ pub const MAX_SIZE: u64 = 1 << 31;
 /// Largest number of QPs.
 pub const MAX_QPS: u32 = 1024;
 
-/// The values a side was given explicitly on its command line (`None`: not given).
-#[derive(Debug, Clone, Default, PartialEq)]
+/// The test parameters as a side's command line gave them (`None`, `false`: not given):
+/// each flag is declared here once, flattened into every test's arguments, sent to no one
+/// (the client sends the resolved [`TestPlan`]) and compared by name with the client's plan
+/// when a server adopts it, so a field here has the name of its [`TestPlan`] field.
+#[derive(Debug, Clone, Default, PartialEq, clap::Args, Serialize)]
 pub struct PlanRequest {
-    /// `-s`.
+    /// Message size in bytes; accepts K, M and G suffixes (64K, 1M) [default: 64K, latency 2]
+    #[arg(short = 's', long = "size", value_parser = parse_size, conflicts_with = "all", value_name = "SIZE")]
     pub size: Option<u64>,
-    /// `-a`.
+
+    /// Sweep sizes 2 B .. 8 MiB in powers of two
+    #[arg(short = 'a', long = "all")]
     pub all: bool,
-    /// `-n`.
+
+    /// Operations per QP and size [default: 5000, latency 1000]
+    #[arg(
+        short = 'n',
+        long = "iters",
+        value_name = "N",
+        conflicts_with = "duration"
+    )]
     pub iters: Option<u64>,
-    /// `-D`.
+
+    /// Run each size for SECS seconds instead of -n iterations (a tenth, at most 2 s, is left
+    /// out of the measured window at each end)
+    #[arg(short = 'D', long = "duration", value_name = "SECS")]
     pub duration: Option<f64>,
-    /// `-q`.
-    pub qps: Option<u32>,
-    /// `-t`.
-    pub tx_depth: Option<u32>,
-    /// `-r`.
-    pub rx_depth: Option<u32>,
-    /// `-I`.
-    pub inline: Option<u32>,
-    /// `-l`.
-    pub post_list: Option<u32>,
-    /// `-Q`.
-    pub cq_mod: Option<u32>,
-    /// `-c`.
+
+    /// Transport: RC, UC (WRITE and SEND) or UD (SEND, one packet per message)
+    #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", value_parser = Connection::parse)]
     pub connection: Option<Connection>,
-    /// `-b`.
+
+    /// Receives kept posted per QP (SEND tests) [default: 512]
+    #[arg(short = 'r', long = "rx-depth", value_name = "N")]
+    pub rx_depth: Option<u32>,
+
+    /// Both sides send at once; each measures what it sends (bandwidth tests)
+    #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
-    /// `-m`.
+
+    /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: the ports' active MTU]
+    #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
     pub mtu: Option<u32>,
-    /// `-o`.
+
+    /// READs/atomics a QP keeps outstanding at the responder (read and atomic tests; a
+    /// ConnectX allows 16) [default: what both devices allow]
+    #[arg(short = 'o', long = "outs", value_name = "N")]
     pub outs: Option<u32>,
-    /// `-A`.
+
+    /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
+    #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
     pub atomic: Option<AtomicOp>,
-    /// `--validate`.
+
+    /// Number of QPs (1..1024) [default: 1]
+    #[arg(short = 'q', long = "qps", value_name = "N")]
+    pub qps: Option<u32>,
+
+    /// Operations in flight per QP [default: 128]
+    #[arg(short = 't', long = "tx-depth", value_name = "N")]
+    pub tx_depth: Option<u32>,
+
+    /// Send messages up to this many bytes inline [default: 0, off]
+    #[arg(short = 'I', long = "inline-size", value_name = "BYTES")]
+    pub inline: Option<u32>,
+
+    /// Work requests per doorbell [default: 1]
+    #[arg(short = 'l', long = "post-list", value_name = "N")]
+    pub post_list: Option<u32>,
+
+    /// Request a completion every N operations [default: 100, or less to fit the TX depth]
+    #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
+    pub cq_mod: Option<u32>,
+
+    /// Check the payload that arrived after each size (the run fails on a wrong byte)
+    #[arg(long)]
     pub validate: bool,
-    /// `--repeat`.
+
+    /// Run the whole plan N times; the record keeps every repetition, the table their medians
+    #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
+}
+
+/// The sizes a server's `-s` or `-a` asks for, as [`TestPlan::sizes_text`] says them.
+fn server_sizes(server: &PlanRequest, client: &TestPlan) -> Option<String> {
+    if server.all {
+        let sweep = TestPlan {
+            sizes: crate::units::sweep_sizes(),
+            ..client.clone()
+        };
+        return Some(sweep.sizes_text());
+    }
+    server.size.map(format_size)
+}
+
+/// A plan value as a message shows it: strings bare, nothing as "default".
+fn shown(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "default".to_string(),
+        other => other.to_string(),
+    }
 }
 
 /// A plan that breaks a rule; the message names the value and what would be valid.
@@ -535,103 +599,28 @@ impl TestPlan {
             )));
         }
         let mut diffs = Vec::new();
-        let mut differ = |flag: &str, server: Option<String>, client: String| {
-            if let Some(s) = server {
-                if s != client {
-                    diffs.push(format!("{flag}: server {s}, client {client}"));
-                }
+        if let Some(sizes) = server_sizes(server, &client) {
+            if sizes != client.sizes_text() {
+                diffs.push(format!(
+                    "size: server {sizes}, client {}",
+                    client.sizes_text()
+                ));
             }
-        };
-        let server_sizes = if server.all {
-            Some(
-                TestPlan {
-                    sizes: crate::units::sweep_sizes(),
-                    ..client.clone()
-                }
-                .sizes_text(),
-            )
-        } else {
-            server.size.map(format_size)
-        };
-        let text = |v: &dyn fmt::Display| v.to_string();
-        let on_off = |b: bool| if b { "on" } else { "off" }.to_string();
-        differ("size", server_sizes, client.sizes_text());
-        differ("iters", server.iters.map(|v| text(&v)), text(&client.iters));
-        differ(
-            "duration",
-            server.duration.map(|v| format!("{v} s")),
-            client
-                .duration
-                .map(|v| format!("{v} s"))
-                .unwrap_or_else(|| "none".into()),
-        );
-        differ("qps", server.qps.map(|v| text(&v)), text(&client.qps));
-        differ(
-            "tx-depth",
-            server.tx_depth.map(|v| text(&v)),
-            text(&client.tx_depth),
-        );
-        differ(
-            "rx-depth",
-            server.rx_depth.map(|v| text(&v)),
-            text(&client.rx_depth),
-        );
-        differ(
-            "inline-size",
-            server.inline.map(|v| text(&v)),
-            text(&client.inline),
-        );
-        differ(
-            "post-list",
-            server.post_list.map(|v| text(&v)),
-            text(&client.post_list),
-        );
-        differ(
-            "cq-mod",
-            server.cq_mod.map(|v| text(&v)),
-            text(&client.cq_mod),
-        );
-        differ(
-            "connection",
-            server.connection.map(|c| c.name().into()),
-            client.connection.name().into(),
-        );
-        differ(
-            "bidirectional",
-            server.bidirectional.then(|| on_off(true)),
-            on_off(client.bidirectional),
-        );
-        differ(
-            "mtu",
-            server.mtu.map(|v| text(&v)),
-            client
-                .mtu
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "active".into()),
-        );
-        differ(
-            "outs",
-            server.outs.map(|v| text(&v)),
-            client
-                .outs
-                .map(|v| v.to_string())
-                .unwrap_or_else(|| "device".into()),
-        );
-        differ(
-            "atomic-type",
-            server.atomic.map(|a| a.name().into()),
-            client.atomic.name().into(),
-        );
-        differ(
-            "validate",
-            server.validate.then(|| on_off(true)),
-            on_off(client.validate),
-        );
-        differ(
-            "repeat",
-            server.repeat.map(|v| text(&v)),
-            text(&client.repeat),
-        );
+        }
+        let given = serde_json::to_value(server).map_err(|e| PlanError(e.to_string()))?;
+        let plan = serde_json::to_value(&client).map_err(|e| PlanError(e.to_string()))?;
+        for (key, value) in given.as_object().into_iter().flatten() {
+            let explicit = !(value.is_null() || *value == serde_json::Value::Bool(false));
+            if !explicit || key == "size" || key == "all" || plan.get(key) == Some(value) {
+                continue;
+            }
+            diffs.push(format!(
+                "{}: server {}, client {}",
+                key.replace('_', "-"),
+                shown(value),
+                plan.get(key).map_or_else(|| "none".to_string(), shown)
+            ));
+        }
         if !diffs.is_empty() {
             return Err(PlanError(format!(
                 "plan mismatch ({}); give both sides the same values or leave them off the server",
@@ -891,6 +880,43 @@ mod tests {
         };
         let err = TestPlan::adopt(client, WRITE_BW, &server).unwrap_err();
         assert!(err.0.contains("connection: server UC, client RC"), "{err}");
+    }
+
+    #[test]
+    fn every_flag_the_server_may_give_is_compared_by_name() {
+        // A request field with no plan field of the same name would never be compared.
+        let plan = serde_json::to_value(request().resolve(WRITE_BW).unwrap()).unwrap();
+        let given = serde_json::to_value(request()).unwrap();
+        for key in given.as_object().unwrap().keys() {
+            if key != "size" && key != "all" {
+                assert!(
+                    plan.get(key).is_some(),
+                    "PlanRequest.{key} is not in TestPlan"
+                );
+            }
+        }
+        let client = PlanRequest {
+            tx_depth: Some(64),
+            atomic: Some(AtomicOp::CompareSwap),
+            ..request()
+        }
+        .resolve(TestKind::new(Verb::Atomic, Mode::Bw))
+        .unwrap();
+        let server = PlanRequest {
+            tx_depth: Some(32),
+            atomic: Some(AtomicOp::FetchAdd),
+            validate: true,
+            ..request()
+        };
+        let err =
+            TestPlan::adopt(client, TestKind::new(Verb::Atomic, Mode::Bw), &server).unwrap_err();
+        for needle in [
+            "tx-depth: server 32, client 64",
+            "atomic: server FETCH_AND_ADD, client CMP_AND_SWAP",
+            "validate: server true, client false",
+        ] {
+            assert!(err.0.contains(needle), "{needle}: {err}");
+        }
     }
 
     #[test]

@@ -263,10 +263,7 @@ fn incomparable_records_are_warned_about_by_name() {
     assert!(t.contains("WARNING"), "{t}");
     assert!(t.contains("MTU (device.active_mtu): 4096 -> 1024"), "{t}");
     assert!(t.contains("QPs (params.qps): 1 -> 4"), "{t}");
-    assert!(
-        t.contains("Memory (params.mem): host -> cuda:0"),
-        "{t}"
-    );
+    assert!(t.contains("Memory (params.mem): host -> cuda:0"), "{t}");
     let out = compare(&[&f.base, &other], &["--markdown"]);
     let t = String::from_utf8(out.stdout).unwrap();
     assert!(

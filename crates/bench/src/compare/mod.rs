@@ -28,9 +28,6 @@ use crate::report::{RunRecord, SizeResult, SCHEMA};
 use diff::{describe_sizes, differences, sizes, Differences};
 use stats::{judge, median, Judgement, Settings, Verdict};
 
-/// Exit code when a candidate regressed (DESIGN.md).
-pub const EXIT_REGRESSION: i32 = 3;
-
 /// The schema of `compare --json`.
 pub const COMPARE_SCHEMA: &str = "rdmabench.compare/1";
 
@@ -479,7 +476,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         .and_then(|()| stdout.flush())
         .context("writing the comparison to stdout")?;
     if report.regressed {
-        std::process::exit(EXIT_REGRESSION);
+        return Err(crate::exit::Regressed.into());
     }
     Ok(())
 }

@@ -7,7 +7,7 @@
 //! process's CPU affinity compared with the NIC's NUMA node.
 
 pub mod checks;
-pub mod counters;
+pub mod congestion;
 pub mod host;
 pub mod verdict;
 
@@ -270,7 +270,12 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     let sample_netdevs: Vec<String> = netdev.iter().cloned().collect();
     let started = Instant::now();
     let before = match (&nic, port) {
-        (Some(nic), Some(_)) => Some(counters::read(sysfs, &nic.name, opts.port, &sample_netdevs)),
+        (Some(nic), Some(_)) => Some(congestion::read(
+            sysfs,
+            &nic.name,
+            opts.port,
+            &sample_netdevs,
+        )),
         _ => None,
     };
 
@@ -396,10 +401,10 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
         } else {
             started.elapsed()
         };
-        let after = counters::read(sysfs, &nic.name, opts.port, &sample_netdevs);
+        let after = congestion::read(sysfs, &nic.name, opts.port, &sample_netdevs);
         let ethernet = port.layer() == Some(topo::LinkLayer::Ethernet);
         let [congestion, errors] =
-            counters::checks(before, &after, elapsed, ethernet, netdev.as_deref());
+            congestion::checks(before, &after, elapsed, ethernet, netdev.as_deref());
         checks.insert(counters_at, errors);
         checks.insert(counters_at, congestion);
     }

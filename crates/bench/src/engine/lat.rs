@@ -17,8 +17,8 @@ use verbs::{Completion, Op, SendRequest};
 use super::bw::{recv_wr_id, PeerState, Stop, Window};
 use super::staged::{copy_in, copy_out};
 use super::Connected;
+use crate::histogram::LatencyRecorder;
 use crate::plan::{AtomicOp, Verb};
-use crate::stats::LatencyRecorder;
 
 /// Spins between two looks at the clock while waiting.
 pub(crate) const SPINS_PER_CHECK: u32 = 1 << 14;

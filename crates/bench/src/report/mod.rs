@@ -1,11 +1,11 @@
-//! The result model of a run and its outputs: the terminal table, and the JSON record of
-//! DESIGN.md written atomically. One model, one exporter per file format.
+//! The result model of a run and the files it is written to: the JSON record (written
+//! atomically) and the CSV, one exporter per format behind [`Exporter`]; `params.rs` says how
+//! each test parameter shows. The terminal's view of a live run is `output/`.
 
 mod csv;
 mod json;
 pub mod params;
 mod record;
-pub mod table;
 
 pub use self::csv::CsvExporter;
 pub use json::JsonExporter;

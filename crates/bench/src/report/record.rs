@@ -1,4 +1,4 @@
-//! The result record of DESIGN.md (`schema` "rdmabench.result/1"): one document per
+//! The result record (`schema` "rdmabench.result/1"): one document per
 //! invocation, self-describing enough to compare against a baseline months later.
 
 use serde::{Deserialize, Serialize};

@@ -4,9 +4,7 @@ use anyhow::{bail, Context, Result};
 
 use super::figures::{from_latency, from_window};
 use super::{finish, params_record, started_at, stop_of, Outcome, Printer, RunOptions, LAT_WARMUP};
-use crate::ceilings::run_limits;
 use crate::control::{Channel, Listen, Message};
-use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, LoopShape, PeerState};
 use crate::engine::lat::{initiate, LatShape};
 use crate::engine::staged::measure_staged;
@@ -15,6 +13,8 @@ use crate::engine::{Connected, Local};
 use crate::output::progress_bar::ProgressBar;
 use crate::plan::{Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
+use crate::run::limits::run_limits;
+use crate::run::port_counters::Counters;
 
 /// Runs the client side against the server at `host`:`port`.
 pub fn run_client(opts: &RunOptions, plan: &TestPlan, host: &str, port: u16) -> Result<Outcome> {

@@ -6,9 +6,9 @@ use anyhow::{bail, Result};
 
 use crate::engine::bw::Window;
 use crate::engine::lat::LatMeasured;
+use crate::histogram::LatencyRecorder;
 use crate::plan::{Mode, TestPlan, Verb};
 use crate::report::{DirectionFigures, Directions, Repetition, SizeResult};
-use crate::stats::LatencyRecorder;
 
 /// Figures from one window.
 pub fn from_window(size: u64, w: Window) -> Result<SizeResult> {

@@ -10,6 +10,8 @@
 
 mod client;
 mod figures;
+pub mod limits;
+pub mod port_counters;
 mod server;
 
 pub use client::run_client;
@@ -19,18 +21,18 @@ use std::time::Duration;
 
 use verbs::format_gid;
 
-use crate::ceilings::RunLimits;
-use crate::counters::CounterDelta;
 use crate::engine::bw::Stop;
 use crate::engine::effective::Effective;
 use crate::engine::{Connected, SideConfig};
 use crate::memory::MemMode;
+use crate::output::table::{self, Header};
 use crate::plan::{Mode, PlanRequest, Role, TestKind, TestPlan};
-use crate::report::table::{self, Header};
 use crate::report::{
     now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, SizeResult,
     StagingRecord, ToolRecord, SCHEMA,
 };
+use crate::run::limits::RunLimits;
+use crate::run::port_counters::CounterDelta;
 
 /// Round trips before a latency test starts measuring.
 pub const LAT_WARMUP: u64 = 16;
@@ -382,7 +384,7 @@ fn finish(
     side: &Connected,
     params: ParamsRecord,
     limits: &RunLimits,
-    counters: crate::counters::Counters,
+    counters: crate::run::port_counters::Counters,
     started_at: String,
     reps: Vec<Vec<SizeResult>>,
 ) -> anyhow::Result<Outcome> {

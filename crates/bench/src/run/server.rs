@@ -9,9 +9,7 @@ use anyhow::{bail, Result};
 use super::client::{bw_shape, lat_shape};
 use super::figures::{combine, ServerPart};
 use super::{finish, params_record, started_at, Outcome, Printer, RunOptions};
-use crate::ceilings::run_limits;
 use crate::control::{Channel, Listen, Listener, Message};
-use crate::counters::Counters;
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
 use crate::engine::staged::measure_staged;
@@ -19,6 +17,8 @@ use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::plan::{Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
+use crate::run::limits::run_limits;
+use crate::run::port_counters::Counters;
 
 /// Opens this side's device, then waits for one client on `listener` and serves its run.
 pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::SizeResult;
+use crate::report::SizeResult;
 
 const RULE: &str =
     "---------------------------------------------------------------------------------------";
@@ -89,7 +89,7 @@ pub fn lat_row(r: &SizeResult) -> String {
 }
 
 /// One direction of a bidirectional row, indented under it.
-pub fn direction_row(label: &str, d: &super::DirectionFigures, gbits: bool) -> String {
+pub fn direction_row(label: &str, d: &crate::report::DirectionFigures, gbits: bool) -> String {
     let bw = if gbits { d.bw_gbps * 8.0 } else { d.bw_gbps };
     format!("   {label:<21} {bw:<18.6} {:<15.6}", d.msg_rate_mpps)
 }
@@ -115,7 +115,7 @@ mod tests {
     #[test]
     fn latency_rows_keep_sub_microsecond_digits() {
         let mut r = SizeResult::from_window(2, 1000, 0.01).unwrap();
-        r.lat_us = Some(super::super::LatencyStats {
+        r.lat_us = Some(crate::report::LatencyStats {
             min: 1.234,
             p50: 2.5,
             p90: 3.0,

@@ -1,0 +1,74 @@
+//! How `rdmabench` ends: one exit code per kind of ending, decided in one place from the
+//! error a command returned, so every command exits the same way for the same reason.
+
+use std::process::ExitCode;
+
+use crate::plan::PlanError;
+use crate::thresholds::BelowLimit;
+
+/// A comparison found a candidate slower than its baseline (after printing its report).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("a candidate regressed against its baseline")]
+pub struct Regressed;
+
+/// The kinds of ending and their codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: everything passed.
+    Success,
+    /// 1: the run failed (no device, a dead peer, a timeout, wrong bytes).
+    Failed,
+    /// 2: bad usage: a value or combination the command line or the plan rules refuse.
+    Usage,
+    /// 3: the run completed but missed a `--limit-*` threshold, or `compare` found a
+    /// regression.
+    BelowLimit,
+}
+
+impl Exit {
+    /// The ending an error means.
+    pub fn of(e: &anyhow::Error) -> Exit {
+        if e.is::<PlanError>() {
+            Exit::Usage
+        } else if e.is::<BelowLimit>() || e.is::<Regressed>() {
+            Exit::BelowLimit
+        } else {
+            Exit::Failed
+        }
+    }
+
+    /// Its code.
+    pub fn code(self) -> u8 {
+        match self {
+            Exit::Success => 0,
+            Exit::Failed => 1,
+            Exit::Usage => 2,
+            Exit::BelowLimit => 3,
+        }
+    }
+
+    /// Whether the error is only a status whose story was already printed.
+    pub fn already_reported(e: &anyhow::Error) -> bool {
+        e.is::<Regressed>()
+    }
+}
+
+impl From<Exit> for ExitCode {
+    fn from(e: Exit) -> ExitCode {
+        ExitCode::from(e.code())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_maps_to_its_documented_code() {
+        assert_eq!(Exit::of(&PlanError("bad".into()).into()).code(), 2);
+        assert_eq!(Exit::of(&BelowLimit(vec!["x".into()]).into()).code(), 3);
+        assert_eq!(Exit::of(&Regressed.into()).code(), 3);
+        assert_eq!(Exit::of(&anyhow::anyhow!("peer gone")).code(), 1);
+        assert_eq!(Exit::Success.code(), 0);
+    }
+}
