@@ -1,5 +1,8 @@
 //! The test plan: every parameter of a run, validated together, and the server's rule for
 //! adopting the client's plan (refuse only a value it was given explicitly that differs).
+//!
+//! Long because a third is tests: the plan's parameters, defaults, rules and adoption are one
+//! contract between the sides.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;

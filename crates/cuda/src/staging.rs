@@ -49,6 +49,9 @@
 //! # Ok(())
 //! # }
 //! ```
+//!
+//! Long because nearly half is tests: the scheduler is checked against copy-engine and network
+//! models.
 
 use std::fmt;
 

@@ -9,6 +9,10 @@
 //! qp.post_send(mr, &[], false)?; // error: no method `post_send` on `QueuePair<Created>`
 //! # Ok(()) }
 //! ```
+//!
+//! One file for the QP's type states (builder, created, ready to receive, ready to send), their
+//! transitions and posting, so that the one invariant (only a ready-to-send QP posts) is read
+//! in one place; hence its length.
 
 use std::fmt;
 use std::marker::PhantomData;

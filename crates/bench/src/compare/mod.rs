@@ -10,6 +10,9 @@
 //!
 //! Exit codes: 0 nothing regressed; 3 something did; 1 a record could not be read or the
 //! records share no size; 2 bad usage.
+//!
+//! Long because of its tests (about 300 lines of fixtures and end-to-end comparisons); the code
+//! above them is the comparison's one flow.
 
 pub mod diff;
 mod output;

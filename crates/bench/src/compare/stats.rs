@@ -39,6 +39,9 @@
 //!
 //! Without repetitions on either side (a plain run: one figure per size) the spread is
 //! unknown and the threshold alone decides; the verdict says so.
+//!
+//! Kept whole (about a third is tests against published tables): the exact Mann-Whitney
+//! distribution, Benjamini-Hochberg and the verdict rule are one method.
 
 use serde::Serialize;
 

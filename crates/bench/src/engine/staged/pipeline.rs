@@ -4,6 +4,9 @@
 //! notices (credits and "ready"s) that tell each side which bounce buffer it may use.
 //!
 //! Nothing here allocates per message: the per-QP state is set up before the clock starts.
+//!
+//! Long because the staged loop's protocol (roles, notices, credits, the per-QP pipeline) is
+//! one state machine best read whole; its tests are the last 140 lines.
 
 use std::collections::VecDeque;
 use std::time::Instant;
