@@ -46,7 +46,9 @@ mapfile -t bins < <(cargo test --workspace --locked --tests --no-run --message-f
     | grep -o '"executable":"[^"]*"' | sed 's/"executable":"\(.*\)"/\1/')
 [ "${#bins[@]}" -gt 0 ] || { echo "scripts/test.sh: no integration test binaries found" >&2; exit 1; }
 printf '    %s\n' "${bins[@]}"
-RDMABENCH_REQUIRE_RDMA=1 scripts/rxe-vm.sh bash -c '
+# One guest runs every test binary; on a busy 2-core machine that takes longer than the
+# harness's default 15 minutes.
+RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-2400} RDMABENCH_REQUIRE_RDMA=1 scripts/rxe-vm.sh bash -c '
     rc=0
     for t in "$@"; do
         echo "--- $(basename "$t")"

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::report::params::PARAMS;
+use crate::report::params::{Compared, PARAMS};
 use crate::report::{PcieLinkRecord, RunRecord};
 use crate::units::format_size;
 
@@ -112,9 +112,14 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
     );
     let mut i = Vec::new();
     for param in PARAMS {
+        let list = match param.compare {
+            Compared::Warn => &mut w,
+            Compared::Info => &mut i,
+            Compared::Skip => continue,
+        };
         let shown = |r: &RunRecord| (param.value)(&r.params).unwrap_or_else(|| "-".to_string());
         push(
-            if param.warns { &mut w } else { &mut i },
+            list,
             &format!("{} (params.{})", param.label, param.key),
             shown(a),
             shown(b),
@@ -257,19 +262,13 @@ mod tests {
                 .unwrap_or_else(|e| panic!("params.{}: {e}", param.key));
             let d = differences(&a, &b);
             let field = format!("(params.{})", param.key);
-            let (hit, miss) = if param.warns {
-                (&d.warnings, &d.info)
-            } else {
-                (&d.info, &d.warnings)
-            };
-            assert!(
-                hit.iter().any(|x| x.what.ends_with(&field)),
-                "{field}: {d:?}"
-            );
-            assert!(
-                !miss.iter().any(|x| x.what.ends_with(&field)),
-                "{field}: {d:?}"
-            );
+            let named = |list: &[Difference]| list.iter().any(|x| x.what.ends_with(&field));
+            let (warned, told) = (named(&d.warnings), named(&d.info));
+            match param.compare {
+                Compared::Warn => assert!(warned && !told, "{field}: {d:?}"),
+                Compared::Info => assert!(told && !warned, "{field}: {d:?}"),
+                Compared::Skip => assert!(!told && !warned, "{field}: {d:?}"),
+            }
         }
     }
 

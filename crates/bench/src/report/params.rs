@@ -5,6 +5,17 @@
 
 use super::ParamsRecord;
 
+/// What `compare` makes of two records that differ in a parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Compared {
+    /// The records are incomparable: a warning.
+    Warn,
+    /// Information: how long or how often a run ran.
+    Info,
+    /// Nothing: it differs from run to run by nature (a calibrated clock rate).
+    Skip,
+}
+
 /// One parameter.
 #[derive(Debug, Clone, Copy)]
 pub struct Param {
@@ -15,9 +26,8 @@ pub struct Param {
     /// Shown in the header's parameter lines (some have a richer line of their own there:
     /// the test is the title, the memory names the GPU, the run its warm-up).
     pub in_header: bool,
-    /// Records that differ in it are incomparable (`compare` warns); otherwise the
-    /// difference is information (how long or how often a run ran).
-    pub warns: bool,
+    /// What a difference in it means to `compare`.
+    pub compare: Compared,
     /// The value as text; `None` where it does not apply to this record.
     pub value: fn(&ParamsRecord) -> Option<String>,
 }
@@ -36,126 +46,126 @@ pub const PARAMS: &[Param] = &[
         key: "test",
         label: "Test",
         in_header: false,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| text(&p.test),
     },
     Param {
         key: "mem",
         label: "Memory",
         in_header: false,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| text(&p.mem),
     },
     Param {
         key: "connection",
         label: "Connection",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| text(&p.connection),
     },
     Param {
         key: "qps",
         label: "QPs",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| text(p.qps),
     },
     Param {
         key: "tx_depth",
         label: "TX depth",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.tx_depth),
     },
     Param {
         key: "rx_depth",
         label: "RX depth",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.rx_depth),
     },
     Param {
         key: "outs",
         label: "Outstanding",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.outs),
     },
     Param {
         key: "atomic",
         label: "Atomic",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.atomic.as_ref()),
     },
     Param {
         key: "cq_mod",
         label: "CQ moderation",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.cq_mod),
     },
     Param {
         key: "post_list",
         label: "Post list",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.post_list),
     },
     Param {
         key: "inline",
         label: "Inline bytes",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| text(p.inline),
     },
     Param {
         key: "path_mtu",
         label: "Path MTU",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.path_mtu),
     },
     Param {
         key: "validate",
         label: "Validate",
         in_header: true,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| text(p.validate),
     },
     Param {
         key: "iters",
         label: "Iterations",
         in_header: false,
-        warns: false,
+        compare: Compared::Info,
         value: |p| opt(p.iters),
     },
     Param {
         key: "duration",
         label: "Duration (s)",
         in_header: false,
-        warns: false,
+        compare: Compared::Info,
         value: |p| opt(p.duration),
     },
     Param {
         key: "bidirectional",
         label: "Bidirectional",
         in_header: false,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| text(p.bidirectional),
     },
     Param {
         key: "latency",
         label: "Latency",
         in_header: false,
-        warns: true,
+        compare: Compared::Warn,
         value: |p| opt(p.latency.as_ref()),
     },
     Param {
         key: "repeat",
         label: "Repeat",
         in_header: false,
-        warns: false,
+        compare: Compared::Info,
         value: |p| text(p.repeat),
     },
 ];
