@@ -145,7 +145,7 @@ pub const PARAMS: &[Param] = &[
         label: "Duration (s)",
         in_header: false,
         compare: Compared::Info,
-        value: |p| opt(p.duration),
+        value: |p| opt(p.duration.map(serde_json::Value::from)),
     },
     Param {
         key: "bidirectional",
@@ -185,26 +185,13 @@ mod tests {
 
     #[test]
     fn every_record_field_has_one_row() {
-        let p = ParamsRecord {
-            test: "read-bw".into(),
-            mem: "host".into(),
-            connection: "RC".into(),
-            qps: 1,
-            tx_depth: Some(128),
-            rx_depth: None,
-            outs: Some(16),
-            atomic: None,
-            inline: 0,
-            post_list: Some(1),
-            cq_mod: Some(64),
-            path_mtu: Some(1024),
-            validate: false,
-            iters: Some(5000),
-            duration: None,
-            bidirectional: false,
-            latency: None,
-            repeat: 1,
-        };
+        // Every optional field present, so that each is seen.
+        let mut p = crate::report::json::tests::sample_record().params;
+        p.rx_depth = Some(512);
+        p.outs = Some(16);
+        p.atomic = Some("FETCH_AND_ADD".into());
+        p.duration = Some(2.0);
+        p.latency = Some("one_way".into());
         let json = serde_json::to_value(&p).unwrap();
         let fields = json.as_object().unwrap();
         let mut keys: Vec<&str> = PARAMS.iter().map(|p| p.key).collect();
