@@ -226,6 +226,11 @@ pub struct TestArgs {
     /// Check the payload that arrived after each size (the run fails on a wrong byte)
     #[arg(long)]
     pub validate: bool,
+
+    /// Register memory without PCIe relaxed ordering (on by default, as in perftest, where the
+    /// device allows it); perftest's --disable_pcie_relaxed is accepted too
+    #[arg(long, alias = "disable_pcie_relaxed")]
+    pub disable_pcie_relaxed: bool,
 }
 
 fn parse_positive(text: &str) -> Result<f64, String> {
@@ -283,6 +288,7 @@ impl TestArgs {
             gid_index: self.gid_index,
             mem,
             staging,
+            relaxed_ordering: !self.disable_pcie_relaxed,
         })
     }
 

@@ -238,6 +238,7 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
         ),
         ("Run", run_text(plan)),
         ("Memory", memory_text(side)),
+        ("Relaxed ordering", on_off(side.mr.relaxed_ordering())),
         ("Validate", on_off(plan.validate)),
     ]);
     if let Some(s) = &side.staging {
@@ -371,6 +372,7 @@ fn record(
                 .to_string()
             }),
             repeat: plan.repeat,
+            relaxed_ordering: side.mr.relaxed_ordering(),
         },
         ceilings: limits.ceilings.clone(),
         counters: counters.into_map(),
