@@ -227,6 +227,12 @@ impl DeviceBuffer {
         self.len == 0
     }
 
+    /// Whether the driver's allocation did not start on a 64 KiB boundary, so it was made one GPU page
+    /// larger and the buffer starts inside it (see [`DeviceBuffer::new`]).
+    pub fn is_padded(&self) -> bool {
+        self.alloc.base != self.alloc.ptr
+    }
+
     /// The bytes backing it: `len()` rounded up to 64 KiB.
     pub fn allocated_len(&self) -> usize {
         self.alloc.size
