@@ -418,6 +418,18 @@ mod tests {
     }
 
     #[test]
+    fn relaxed_ordering_is_on_unless_disabled_in_either_spelling() {
+        let side = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            let (_, a) = cli.command.test().unwrap();
+            a.side().unwrap().relaxed_ordering
+        };
+        assert!(side(&["write-bw"]));
+        assert!(!side(&["write-bw", "--disable-pcie-relaxed"]));
+        assert!(!side(&["read-bw", "--disable_pcie_relaxed"]));
+    }
+
+    #[test]
     fn staging_options_shape_the_bounce_buffers() {
         let cli = parse(&[
             "write-bw",

@@ -40,13 +40,12 @@ pub struct SideConfig {
 }
 
 /// GPU memory behind the registered buffer. The registration holds its own guard of the memory
-/// (`cuda::AllocationGuard`), so the memory outlives the registration whatever is dropped first.
+/// (`cuda::AllocationGuard`; with `--mem cuda` the dma-buf it was registered through, which
+/// holds one), so the memory outlives the registration whatever is dropped first.
 #[derive(Debug)]
 pub struct GpuMemory {
     /// The device memory.
     pub buf: cuda::DeviceBuffer,
-    /// The dma-buf it was registered through (`--mem cuda`).
-    pub dmabuf: Option<cuda::DmaBuf>,
 }
 
 /// The device and port opened and checked, the GID resolved: nothing created yet.
@@ -419,27 +418,13 @@ fn register(
         (MemMode::Cuda(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
             let dmabuf = buf.export_dmabuf_all()?;
-            // SAFETY: the region holds a guard of the memory the dma-buf exports.
+            let (fd, offset, iova) = (dmabuf.raw_fd(), dmabuf.offset(), dmabuf.iova());
+            // SAFETY: the region holds the dma-buf, which holds the memory it exports.
             let mr = unsafe {
-                MemoryRegion::register_dmabuf(
-                    pd,
-                    dmabuf.raw_fd(),
-                    dmabuf.offset(),
-                    dmabuf.len(),
-                    dmabuf.iova(),
-                    access,
-                    buf.guard(),
-                )
+                MemoryRegion::register_dmabuf(pd, fd, offset, dmabuf.len(), iova, access, dmabuf)
             }
             .with_context(what)?;
-            Ok((
-                mr,
-                Some(GpuMemory {
-                    buf,
-                    dmabuf: Some(dmabuf),
-                }),
-                None,
-            ))
+            Ok((mr, Some(GpuMemory { buf }), None))
         }
         (MemMode::CudaPeermem(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
@@ -456,7 +441,7 @@ fn register(
                     if loaded { "loaded (so the NIC driver refused anyway)" } else { "not loaded" }
                 )
             })?;
-            Ok((mr, Some(GpuMemory { buf, dmabuf: None }), None))
+            Ok((mr, Some(GpuMemory { buf }), None))
         }
         (MemMode::CudaStaged(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
@@ -489,7 +474,7 @@ fn register(
                     device.name()
                 )
             })?;
-            Ok((mr, Some(GpuMemory { buf, dmabuf: None }), Some(s)))
+            Ok((mr, Some(GpuMemory { buf }), Some(s)))
         }
         (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
     }
