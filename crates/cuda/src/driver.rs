@@ -5,8 +5,8 @@
 //! bindings know (driver API 12.2 here). A newer driver that returns a code they lack would put a value in that
 //! enum that none of its variants has: undefined behaviour, before any code of ours could look at it. So this
 //! crate never calls them: [`Api`] holds the same entry points declared with a `c_int` result, read with
-//! [`crate::error::check`], which names the codes it knows ([`crate::error::code_name`]) and keeps any other
-//! as its number. cudarc still finds and loads the library ([`cudarc::driver::sys::culib`]).
+//! [`crate::error::check`], which names the codes it knows ([`crate::result_codes::code_name`]) and keeps
+//! any other as its number. cudarc still finds and loads the library ([`cudarc::driver::sys::culib`]).
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 use std::sync::OnceLock;
