@@ -6,7 +6,7 @@
 #   scripts/gpu-check.sh build [BUNDLE]   where the toolchain is (any x86-64 Linux with cargo and the crates,
 #                                         no GPU needed): builds release rdmabench and gpu_check, strips them and
 #                                         puts them with this script in BUNDLE (default target/gpu-check, about
-#                                         10 MiB); prints how to carry it.
+#                                         4 MiB); prints how to carry it.
 #   scripts/gpu-check.sh [run] [DEVICE]   on the GPU machine, from the repository root with the bundle in
 #                                         target/gpu-check, or from the bundle folder itself:
 #                                         1. gpu_check (crates/cuda/examples/gpu_check.rs): driver and devices,
