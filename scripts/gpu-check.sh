@@ -1,59 +1,130 @@
 #!/usr/bin/env bash
-# scripts/gpu-check.sh - the GPU check of rdmabench-cuda (issue 4, item 5), for a machine with an NVIDIA GPU
-# (no RDMA device needed); a few seconds of run time plus the build:
-#   driver and devices, allocation and the --validate pattern, dma-buf export checked in /proc/self/fdinfo
-#   (exp_name), pinned host<->device copy bandwidth 4 KiB..256 MiB both ways, and the staged pipeline's copy
-#   half through K pinned bounce buffers (correctness, then GB/s for several chunk sizes and depths).
+# scripts/gpu-check.sh - the GPU check of rdmabench, for a machine with an NVIDIA GPU. Built on one machine,
+# run on another: the GPU machine needs no Rust toolchain, no crates and no network.
 #
-# Usage: scripts/gpu-check.sh [DEVICE]      DEVICE: GPU index (default 0) or PCI bus id (0000:17:00.0)
-# Builds crates/cuda/examples/gpu_check (release, --offline: no network needed when the crates are cached).
-# Where it cannot build (no cargo, crates not cached), it runs a prebuilt binary: $GPU_CHECK_BIN, else
-# target/release/examples/gpu_check (build it elsewhere with
-# `cargo build --release -p rdmabench-cuda --example gpu_check` and carry that file).
-# With $OUT set, writes $OUT/gpu-check.txt (the output), $OUT/gpu-check.rc (exit status) and
-# $OUT/nvidia-smi.txt (driver, topology and PCIe facts) as well.
-# Exit status: gpu_check's own: 0 all checks passed, 1 a check failed or no CUDA driver, 2 bad DEVICE.
+# Usage:
+#   scripts/gpu-check.sh build [BUNDLE]   where the toolchain is (any x86-64 Linux with cargo and the crates,
+#                                         no GPU needed): builds release rdmabench and gpu_check, strips them and
+#                                         puts them with this script in BUNDLE (default target/gpu-check, about
+#                                         4 MiB); prints how to carry it.
+#   scripts/gpu-check.sh [run] [DEVICE]   on the GPU machine, from the repository root with the bundle in
+#                                         target/gpu-check, or from the bundle folder itself:
+#                                         1. gpu_check (crates/cuda/examples/gpu_check.rs): driver and devices,
+#                                            the GPUDirect RDMA ordering and flush attributes, allocation,
+#                                            SYNC_MEMOPS, the --validate pattern, dma-buf export, pinned copy
+#                                            bandwidth, the staged pipeline's copy half, one buffer across three
+#                                            threads, small and odd sizes (padded path) each exported;
+#                                         2. where an RDMA device exists (/sys/class/infiniband): rdmabench
+#                                            write-bw --loopback on it with --validate for --mem cuda-staged,
+#                                            cuda (dma-buf) and cuda-peermem, each a line PASS or FAIL with why.
+#                                         DEVICE: GPU index (default 0) or PCI bus id (0000:17:00.0).
+#
+# Carrying the bundle: copy BUNDLE to the GPU machine (scp -r, a tarball, or a runner that carries ignored
+# paths: the device runner of this project takes `carry: ["target/gpu-check"]` and runs
+# `scripts/gpu-check.sh run` in the repository copy). The binaries load libcuda.so.1 and libibverbs at run time
+# (nothing is linked), so they need only a glibc as new as the build machine's.
+#
+# Time: at most 10 minutes. gpu_check is given $GPU_CHECK_TIMEOUT seconds (default 240; a few seconds on an
+# H200), each rdmabench run $RDMABENCH_TIMEOUT (default 60; $RDMABENCH_SHAPE, default "-s 1M -n 2000", a
+# fraction of a second on real hardware). Knobs: $GPU_CHECK_BIN, $RDMABENCH_BIN (binaries to use instead of
+# the bundle's), $RDMA_DEV (the RDMA device, default the first in /sys/class/infiniband), $RDMABENCH_ARGS
+# (more options for every rdmabench run, e.g. "-x 3").
+# With $OUT set, writes $OUT/gpu-check.txt (gpu_check's output), $OUT/gpu-check.rc (its exit status),
+# $OUT/rdmabench-MODE.txt and .json (each loopback run), $OUT/summary.txt and $OUT/nvidia-smi.txt (driver,
+# topology and PCIe facts).
+# Exit status: 0 all checks passed (loopbacks skipped without an RDMA device); 1 a check failed or no CUDA
+# driver; 2 bad usage or DEVICE.
 set -uo pipefail
-cd "$(dirname "$0")/.." || exit 1
+
+here=$(cd "$(dirname "$0")" && pwd)
+usage() { sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "$0"; }
+
+# build [BUNDLE]: release binaries, stripped, with this script, into BUNDLE.
+build() {
+    local bundle=${1:-target/gpu-check}
+    cd "$here/.." || exit 1
+    # shellcheck source=/dev/null
+    [ -x "$(command -v cargo)" ] || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; }
+    cargo build --release -p rdmabench --bin rdmabench -p rdmabench-cuda --example gpu_check || exit 1
+    mkdir -p "$bundle" || exit 1
+    cp target/release/rdmabench target/release/examples/gpu_check "$bundle/" || exit 1
+    cp "$0" "$bundle/gpu-check.sh" || exit 1
+    command -v strip >/dev/null && strip "$bundle/rdmabench" "$bundle/gpu_check"
+    echo "gpu-check.sh: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1)); on the GPU machine run" \
+         "$bundle/gpu-check.sh (or scripts/gpu-check.sh run from a repository copy that holds it)"
+}
+
+# The first existing executable among the arguments.
+first_executable() {
+    local f
+    for f in "$@"; do
+        [ -n "$f" ] && [ -x "$f" ] && { echo "$f"; return 0; }
+    done
+    return 1
+}
+
+# One rdmabench loopback run with --mem MODE on $dev; a PASS/FAIL line in the summary.
+loopback() {
+    local mode=$1 log=$2 json=$3 rc
+    # shellcheck disable=SC2086
+    timeout "${RDMABENCH_TIMEOUT:-60}" "$rdmabench" write-bw --loopback -d "$dev" --mem "$mode" --validate \
+        ${RDMABENCH_SHAPE:--s 1M -n 2000} --timeout 20 --json "$json" ${RDMABENCH_ARGS:-} >"$log" 2>&1
+    rc=$?
+    if [ "$rc" -eq 0 ]; then
+        echo "PASS rdmabench write-bw --loopback -d $dev --mem $mode --validate: $(grep -E '^ +[0-9]+ +[0-9]+ ' "$log" | tail -1)"
+    else
+        echo "FAIL rdmabench write-bw --loopback -d $dev --mem $mode --validate (exit $rc): $(tail -1 "$log")"
+    fi
+}
+
+run() {
+    local gpu_check rc
+    gpu_check=$(first_executable "${GPU_CHECK_BIN:-}" "$here/gpu_check" "$here/../target/gpu-check/gpu_check" \
+        "$here/../target/release/examples/gpu_check") || {
+        echo "gpu-check.sh: no gpu_check binary: run 'scripts/gpu-check.sh build' where cargo is, and carry" \
+             "target/gpu-check here" >&2
+        exit 1
+    }
+    rdmabench=$(first_executable "${RDMABENCH_BIN:-}" "$here/rdmabench" "$here/../target/gpu-check/rdmabench" \
+        "$here/../target/release/rdmabench") || rdmabench=
+    out=${OUT:-$(mktemp -d)}
+    mkdir -p "$out" || exit 1
+    {
+        echo "## uname -a"; uname -a
+        echo "## nvidia-smi"; nvidia-smi
+        echo "## nvidia-smi topo -m"; nvidia-smi topo -m
+        echo "## nvidia-smi -q -d PCIE"; nvidia-smi -q -d PCIE
+        echo "## kernel modules"; lsmod | grep -E '^(nvidia|nvidia_peermem|nv_peer_mem|ib_core|mlx5_ib)\b'
+        echo "## /proc/driver/nvidia/version"; cat /proc/driver/nvidia/version
+        echo "## /sys/class/infiniband"; ls /sys/class/infiniband
+    } >"$out/nvidia-smi.txt" 2>&1
+
+    timeout "${GPU_CHECK_TIMEOUT:-240}" "$gpu_check" "$@" 2>&1 | tee "$out/gpu-check.txt"
+    rc=${PIPESTATUS[0]}
+    echo "$rc" >"$out/gpu-check.rc"
+    [ "$rc" -eq 2 ] && exit 2
+    {
+        if [ "$rc" -eq 0 ]; then echo "PASS gpu_check"; else echo "FAIL gpu_check (exit $rc)"; fi
+        dev=${RDMA_DEV:-$(ls /sys/class/infiniband 2>/dev/null | head -1)}
+        if [ -z "$dev" ]; then
+            echo "SKIP rdmabench loopbacks: no RDMA device (/sys/class/infiniband is empty or absent)"
+        elif [ -z "$rdmabench" ]; then
+            echo "FAIL rdmabench loopbacks: no rdmabench binary in the bundle"
+        else
+            for mode in cuda-staged cuda cuda-peermem; do
+                loopback "$mode:${1:-0}" "$out/rdmabench-$mode.txt" "$out/rdmabench-$mode.json"
+            done
+        fi
+    } | tee "$out/summary.txt"
+    [ -z "${OUT:-}" ] && echo "gpu-check.sh: logs in $out"
+    # Any FAIL line (gpu_check's own included) fails the check.
+    if grep -q '^FAIL' "$out/summary.txt"; then exit 1; fi
+    exit 0
+}
 
 case "${1:-}" in
-    -h|--help) sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
+    -h|--help) usage; exit 0 ;;
+    build) shift; build "$@" ;;
+    run) shift; run "$@" ;;
+    *) run "$@" ;;
 esac
-
-bin=${GPU_CHECK_BIN:-target/release/examples/gpu_check}
-# shellcheck source=/dev/null
-[ -x "$(command -v cargo)" ] || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; }
-if [ -z "${GPU_CHECK_BIN:-}" ] && command -v cargo >/dev/null 2>&1; then
-    if ! cargo build --release --offline -p rdmabench-cuda --example gpu_check; then
-        if [ -x "$bin" ]; then
-            echo "gpu-check.sh: could not build (see above); running the prebuilt $bin" >&2
-        else
-            echo "gpu-check.sh: could not build and there is no prebuilt $bin; run 'cargo fetch' where the" \
-                 "network is reachable, or build the example elsewhere and set GPU_CHECK_BIN" >&2
-            exit 1
-        fi
-    fi
-fi
-if [ ! -x "$bin" ]; then
-    echo "gpu-check.sh: $bin not found; build it with:" \
-         "cargo build --release -p rdmabench-cuda --example gpu_check" >&2
-    exit 1
-fi
-
-out=${OUT:-}
-if [ -z "$out" ]; then
-    exec "$bin" "$@"
-fi
-mkdir -p "$out"
-{
-    echo "## uname -a"; uname -a
-    echo "## nvidia-smi"; nvidia-smi
-    echo "## nvidia-smi topo -m"; nvidia-smi topo -m
-    echo "## nvidia-smi -q -d PCIE"; nvidia-smi -q -d PCIE
-    echo "## kernel modules"; lsmod | grep -E '^(nvidia|nvidia_peermem|nv_peer_mem)\b'
-    echo "## /proc/driver/nvidia/version"; cat /proc/driver/nvidia/version
-} >"$out/nvidia-smi.txt" 2>&1
-"$bin" "$@" 2>&1 | tee "$out/gpu-check.txt"
-rc=${PIPESTATUS[0]}
-echo "$rc" >"$out/gpu-check.rc"
-exit "$rc"

@@ -160,6 +160,11 @@ pub struct TestArgs {
     /// Address the server listens on
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
     pub bind: String,
+
+    /// Register memory without PCIe relaxed ordering (on by default, as in perftest, where the
+    /// device allows it); perftest's --disable_pcie_relaxed is accepted too
+    #[arg(long, alias = "disable_pcie_relaxed")]
+    pub disable_pcie_relaxed: bool,
 }
 
 fn parse_positive(text: &str) -> Result<f64, String> {
@@ -195,6 +200,7 @@ impl TestArgs {
             gid_index: self.gid_index,
             mem,
             staging,
+            relaxed_ordering: !self.disable_pcie_relaxed,
         })
     }
 
@@ -322,6 +328,18 @@ mod tests {
         let (_, a) = a.command.test().unwrap();
         let (_, b) = b.command.test().unwrap();
         assert_eq!(a.plan, b.plan);
+    }
+
+    #[test]
+    fn relaxed_ordering_is_on_unless_disabled_in_either_spelling() {
+        let side = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            let (_, a) = cli.command.test().unwrap();
+            a.side().unwrap().relaxed_ordering
+        };
+        assert!(side(&["write-bw"]));
+        assert!(!side(&["write-bw", "--disable-pcie-relaxed"]));
+        assert!(!side(&["read-bw", "--disable_pcie_relaxed"]));
     }
 
     #[test]

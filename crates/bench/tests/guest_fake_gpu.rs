@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{fake_libcuda, rdma_ready, scratch, text, Server, LOOPBACK};
+use common::{fake_libcuda, rdma_ready, scratch, text, Server, LOOPBACK, SERVER_ADDR};
 
 fn run(lib: &Path, args: &[&str]) -> Output {
     common::bin()
@@ -270,4 +270,105 @@ fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout() {
         server_text.contains("closed the connection"),
         "{server_text}"
     );
+}
+
+/// A client on rxe1 against a host-memory server on rxe0 (port `port`), its GPU memory from the
+/// fake driver, which logs every free to `log`; returns the client's output.
+fn client_logging_frees(lib: &Path, log: &Path, port: u16, test: &str, args: &[&str]) -> Output {
+    let p = port.to_string();
+    let base = ["-d", "rxe0", "-x", "1", "-p", &p, "--timeout", "10"];
+    let mut server_args = vec![test];
+    server_args.extend(base);
+    let server = Server::start(&server_args);
+    let out = common::bin()
+        .args([
+            test,
+            SERVER_ADDR,
+            "-d",
+            "rxe1",
+            "-x",
+            "1",
+            "-p",
+            &p,
+            "--timeout",
+            "10",
+        ])
+        .args(args)
+        .env("LD_LIBRARY_PATH", lib)
+        .env("FAKE_CUDA_MODE", "hostmem")
+        .env("FAKE_CUDA_FREE_LOG", log)
+        .output()
+        .unwrap();
+    server.finish(Duration::from_secs(30));
+    out
+}
+
+/// Every free in `log` (at least `at_least` of them) came when no page of the process was
+/// pinned by a memory registration any more, and no queued copy still touched the memory.
+fn assert_freed_after_deregistration(log: &Path, at_least: usize, what: &str) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let frees: Vec<&str> = text.lines().collect();
+    assert!(
+        frees.len() >= at_least,
+        "{what}: expected {at_least} frees or more, the fake logged:\n{text}"
+    );
+    for free in &frees {
+        assert!(
+            free.contains(" pinned_kb=0 "),
+            "{what}: memory freed while a registration still pinned pages: {free}\n{text}"
+        );
+        assert!(
+            free.ends_with(" pending_copies=0"),
+            "{what}: memory freed under a queued copy: {free}"
+        );
+    }
+    std::fs::remove_file(log).ok();
+}
+
+#[test]
+fn memory_is_freed_only_after_its_registration_is_gone() {
+    if !rdma_ready("memory_is_freed_only_after_its_registration_is_gone") {
+        return;
+    }
+    let Some(lib) = fake_libcuda() else {
+        eprintln!("skipped: no C compiler for the fake libcuda");
+        return;
+    };
+    let dir = scratch("release-order");
+    let log = dir.join("frees.log");
+
+    // prepare() fails after registering: the bounce buffers (pinned, registered) and the GPU
+    // payload are freed on the way out, each only after the region is deregistered.
+    let args = [
+        "--mem",
+        "cuda-staged:0",
+        "-s",
+        "64",
+        "-n",
+        "100",
+        "-I",
+        "60000",
+    ];
+    let out = client_logging_frees(&lib, &log, 19160, "send-bw", &args);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("inline limit"), "{}", text(&out));
+    assert_freed_after_deregistration(&log, 2, "prepare failed after registration");
+
+    // Runs that end normally, registering GPU memory itself (peermem) or bounce buffers.
+    for (port, test, mem) in [
+        (19161, "write-bw", "cuda-peermem:0"),
+        (19162, "send-bw", "cuda-staged:0"),
+    ] {
+        let args = ["--mem", mem, "-s", "4K", "-n", "200", "--validate"];
+        let out = client_logging_frees(&lib, &log, port, test, &args);
+        assert!(out.status.success(), "{test} {mem}: {}", text(&out));
+        assert!(
+            text(&out).contains("Relaxed ordering"),
+            "the header says whether relaxed ordering is on: {}",
+            text(&out)
+        );
+        let frees = if mem.starts_with("cuda-staged") { 2 } else { 1 };
+        assert_freed_after_deregistration(&log, frees, &format!("{test} {mem}"));
+    }
+    std::fs::remove_dir_all(dir).ok();
 }

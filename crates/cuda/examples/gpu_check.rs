@@ -11,7 +11,15 @@
 //!    ceiling; nvbandwidth reports the same);
 //! 5. the staged pipeline's copy half through K pinned bounce buffers with events, driven by the staging
 //!    scheduler: first for correctness (bytes through the real copies, partial last chunk), then at full speed
-//!    for a few chunk sizes and depths, in GB/s and as a share of the plain copy bandwidth.
+//!    for a few chunk sizes and depths, in GB/s and as a share of the plain copy bandwidth;
+//! 6. threads: a buffer, pinned memory, a stream and an event made on one thread, used (a copy, the pattern
+//!    checked) on a second, released on a third, which then allocates again;
+//! 7. small and odd sizes (1 B .. 2 MiB + 1): each allocated (padded or not, as the driver's address asks),
+//!    pattern-checked and exported as a dma-buf.
+//!
+//! Section 1 also prints the GPUDirect RDMA write-ordering and flush-writes attributes; section 2 reads
+//! `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` back. `scripts/gpu-check.sh` adds rdmabench loopback runs where an RDMA
+//! device exists.
 //!
 //! Exit status: 0 when every check passed; 1 when one failed or could not run (the summary says which). Without
 //! a driver it prints one line, "gpu_check: no CUDA driver: libcuda.so.1 not found; ...", and exits 1.
@@ -143,6 +151,14 @@ fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
         gpu.dma_buf_supported(),
         "CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED",
     );
+    println!(
+        "GPUDirect RDMA writes ordering: {}",
+        writes_ordering_text(gpu.gpu_direct_rdma_writes_ordering()?)
+    );
+    println!(
+        "GPUDirect RDMA flush-writes options: {}",
+        flush_options_text(gpu.gpu_direct_rdma_flush_writes_options()?)
+    );
 
     println!("\n== 2. allocation and the --validate pattern");
     let len = 64 * MIB + 1;
@@ -156,6 +172,20 @@ fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
         "64 KiB aligned",
         buf.device_ptr() % (64 * KIB) as u64 == 0,
         &format!("0x{:x}", buf.device_ptr()),
+    );
+    let sync = buf.sync_memops();
+    report.check(
+        "SYNC_MEMOPS set on the allocation",
+        matches!(sync, Ok(true)),
+        &sync.map_or_else(
+            |e| e.to_string(),
+            |on| {
+                format!(
+                    "CU_POINTER_ATTRIBUTE_SYNC_MEMOPS reads back {}",
+                    u8::from(on)
+                )
+            },
+        ),
     );
     buf.write_pattern(42)?;
     let verified = buf.verify_pattern(42);
@@ -237,7 +267,123 @@ fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
             );
         }
     }
+
+    println!("\n== 6. threads: made on one, used on a second, released on a third");
+    let threads = across_threads(&gpu);
+    report.check(
+        "buffer, pinned memory, stream and event across three threads",
+        threads.is_ok(),
+        &threads.unwrap_or_else(|e| e),
+    );
+
+    println!("\n== 7. small and odd sizes, each exported as a dma-buf");
+    for len in [1, 4097, 65_537, 3 * 64 * KIB + 5, 2 * MIB + 1] {
+        odd_size(&mut report, &gpu, len)?;
+    }
     Ok(report)
+}
+
+/// "OWNER (100): ...", from `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING`.
+fn writes_ordering_text(value: Option<i32>) -> String {
+    match value {
+        None => "unknown to this driver".into(),
+        Some(0) => "NONE (0): a NIC's writes need a flush before the GPU sees them in order".into(),
+        Some(100) => "OWNER (100): ordered for this GPU's own work".into(),
+        Some(200) => "ALL_DEVICES (200): ordered for every device".into(),
+        Some(v) => format!("{v} (unknown value)"),
+    }
+}
+
+/// "HOST | MEMOPS (3)", from `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS`.
+fn flush_options_text(value: Option<i32>) -> String {
+    let Some(v) = value else {
+        return "unknown to this driver".into();
+    };
+    let mut names = Vec::new();
+    if v & 1 != 0 {
+        names.push("HOST (cuFlushGPUDirectRDMAWrites)");
+    }
+    if v & 2 != 0 {
+        names.push("MEMOPS (stream memory operations)");
+    }
+    if names.is_empty() {
+        names.push("none");
+    }
+    format!("{} ({v})", names.join(" | "))
+}
+
+/// Runs `f` on a thread of its own; a panic or an error becomes the message.
+fn on_thread<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, CudaError> + Send + 'static,
+) -> Result<T, String> {
+    std::thread::spawn(f)
+        .join()
+        .map_err(|_| "the thread panicked".to_string())?
+        .map_err(|e| e.to_string())
+}
+
+/// Allocation on one thread, use on a second, release on a third (each binds the context itself).
+fn across_threads(gpu: &Device) -> Result<String, String> {
+    let len = 4 * MIB + 3;
+    let g = gpu.clone();
+    let made = on_thread(move || {
+        let buf = DeviceBuffer::new(&g, len)?;
+        buf.write_pattern(11)?;
+        Ok((
+            buf,
+            PinnedBuffer::new(&g, len)?,
+            Stream::new(&g)?,
+            Event::new(&g)?,
+        ))
+    })?;
+    let used = on_thread(move || {
+        let (buf, pinned, stream, done) = made;
+        // SAFETY: `pinned` is read only after the event completed; both buffers outlive the copy.
+        unsafe { stream.copy_device_to_host(&pinned, 0, &buf, 0, len)? };
+        stream.record(&done)?;
+        done.synchronize()?;
+        buf.verify_pattern(11)?;
+        let bad = cuda::pattern::first_mismatch(11, 0, pinned.as_slice());
+        Ok((bad, (buf, pinned, stream, done)))
+    })?;
+    let (bad, resources) = used;
+    if let Some((at, want, got)) = bad {
+        return Err(format!(
+            "the copy on thread 2 moved byte {at} as {got:#04x}, expected {want:#04x}"
+        ));
+    }
+    let g = gpu.clone();
+    on_thread(move || {
+        drop(resources);
+        let again = DeviceBuffer::new(&g, len)?;
+        again.fill(1)?;
+        Ok(())
+    })?;
+    Ok(format!(
+        "{len} B copied and checked on thread 2, released and allocated again on thread 3"
+    ))
+}
+
+/// One small or odd size: allocated, pattern-checked, exported whole as a dma-buf.
+fn odd_size(report: &mut Report, gpu: &Device, len: usize) -> Result<(), CudaError> {
+    let buf = DeviceBuffer::new(gpu, len)?;
+    let aligned = buf.device_ptr() % (64 * KIB) as u64 == 0;
+    let sized = buf.allocated_len() == cuda::gpu_alloc_len(len)?;
+    buf.write_pattern(len as u64)?;
+    let verified = buf.verify_pattern(len as u64);
+    report.check(
+        &format!("{len} B allocated"),
+        aligned && sized && verified.is_ok(),
+        &format!(
+            "{} path, {} B at 0x{:x}, pattern {}",
+            if buf.is_padded() { "padded" } else { "direct" },
+            buf.allocated_len(),
+            buf.device_ptr(),
+            verified.map_or_else(|e| e.to_string(), |()| "intact".into())
+        ),
+    );
+    check_dmabuf(report, &buf, 0, len);
+    Ok(())
 }
 
 fn check_dmabuf(report: &mut Report, buf: &DeviceBuffer, offset: usize, len: usize) {

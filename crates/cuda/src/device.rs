@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 
-use crate::error::{check, CudaError};
+use crate::driver::{self, cu};
+use crate::error::CudaError;
 use crate::probe::probe;
 
 /// A PCI address, `domain:bus:device.function`.
@@ -214,10 +215,7 @@ pub fn list_devices() -> Result<Vec<DeviceInfo>, CudaError> {
 fn get_attribute(dev: sys::CUdevice, attr: sys::CUdevice_attribute) -> Result<c_int, CudaError> {
     let mut value: c_int = 0;
     // SAFETY: `dev` came from cuDeviceGet; valid out-pointer.
-    check(
-        unsafe { sys::cuDeviceGetAttribute(&mut value, attr, dev) },
-        "cuDeviceGetAttribute",
-    )?;
+    unsafe { cu!(cuDeviceGetAttribute(&mut value, attr as c_int, dev)) }?;
     Ok(value)
 }
 
@@ -244,22 +242,22 @@ fn query_info(ordinal: u32, count: usize) -> Result<(sys::CUdevice, DeviceInfo),
         count,
     })?;
     // SAFETY: valid out-pointer; the ordinal is below the device count.
-    check(unsafe { sys::cuDeviceGet(&mut dev, index) }, "cuDeviceGet")?;
+    unsafe { cu!(cuDeviceGet(&mut dev, index)) }?;
 
     let mut name_buf = [0 as c_char; 256];
     // SAFETY: the buffer holds 256 chars and the driver NUL-terminates within `len`.
-    check(
-        unsafe { sys::cuDeviceGetName(name_buf.as_mut_ptr(), name_buf.len() as c_int, dev) },
-        "cuDeviceGetName",
-    )?;
+    unsafe {
+        cu!(cuDeviceGetName(
+            name_buf.as_mut_ptr(),
+            name_buf.len() as c_int,
+            dev
+        ))
+    }?;
     let name = c_buf_to_string(&name_buf);
 
     let mut total_memory: usize = 0;
     // SAFETY: valid out-pointer, valid device.
-    check(
-        unsafe { sys::cuDeviceTotalMem_v2(&mut total_memory, dev) },
-        "cuDeviceTotalMem_v2",
-    )?;
+    unsafe { cu!(cuDeviceTotalMem_v2(&mut total_memory, dev)) }?;
 
     use sys::CUdevice_attribute as A;
     let domain = get_attribute(dev, A::CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID)?;
@@ -275,8 +273,10 @@ fn query_info(ordinal: u32, count: usize) -> Result<(sys::CUdevice, DeviceInfo),
     };
     let mut id_buf = [0 as c_char; 32];
     // SAFETY: the buffer holds 32 chars (the driver needs 13); NUL-terminated by the driver.
-    let res = unsafe { sys::cuDeviceGetPCIBusId(id_buf.as_mut_ptr(), id_buf.len() as c_int, dev) };
-    if res == sys::CUresult::CUDA_SUCCESS {
+    let res = unsafe {
+        (driver::api().cuDeviceGetPCIBusId)(id_buf.as_mut_ptr(), id_buf.len() as c_int, dev)
+    };
+    if res == crate::error::SUCCESS {
         if let Ok(parsed) = c_buf_to_string(&id_buf).parse::<PciBusId>() {
             if (parsed.domain, parsed.bus, parsed.device)
                 == (pci_bus_id.domain, pci_bus_id.bus, pci_bus_id.device)
@@ -335,7 +335,7 @@ impl Drop for DeviceInner {
         // SAFETY: balanced with the cuDevicePrimaryCtxRetain in Device::open_index; nothing made from this
         // device is left (they all hold the Arc). Errors cannot be reported from drop; the driver frees the
         // context at process exit in any case.
-        let _ = unsafe { sys::cuDevicePrimaryCtxRelease_v2(self.dev) };
+        let _ = unsafe { (driver::api().cuDevicePrimaryCtxRelease_v2)(self.dev) };
     }
 }
 
@@ -362,10 +362,7 @@ impl Device {
         let (dev, info) = query_info(ordinal, count)?;
         let mut ctx: sys::CUcontext = std::ptr::null_mut();
         // SAFETY: `dev` is a valid device; valid out-pointer. Released in DeviceInner::drop.
-        check(
-            unsafe { sys::cuDevicePrimaryCtxRetain(&mut ctx, dev) },
-            "cuDevicePrimaryCtxRetain",
-        )?;
+        unsafe { cu!(cuDevicePrimaryCtxRetain(&mut ctx, dev)) }?;
         let device = Device {
             inner: Arc::new(DeviceInner { dev, ctx, info }),
         };
@@ -393,10 +390,7 @@ impl Device {
     /// itself before it calls the driver, so callers need it only for their own raw driver calls.
     pub fn bind_to_thread(&self) -> Result<(), CudaError> {
         // SAFETY: the context is retained for as long as `self` lives.
-        check(
-            unsafe { sys::cuCtxSetCurrent(self.inner.ctx) },
-            "cuCtxSetCurrent",
-        )
+        unsafe { cu!(cuCtxSetCurrent(self.inner.ctx)) }
     }
 
     /// The facts: name, bus id, memory, attributes.
@@ -442,6 +436,32 @@ impl Device {
     /// `Err(GpuDirectRdmaUnsupported)` unless the GPU supports GPUDirect RDMA (`--mem cuda`, `cuda-peermem`).
     pub fn require_gpu_direct_rdma(&self) -> Result<(), CudaError> {
         self.inner.info.require_gpu_direct_rdma()
+    }
+
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING`: 0 (`..._NONE`: a NIC's writes to GPU memory need
+    /// a flush before the GPU's own work sees them in order), 100 (`..._OWNER`: ordered for this GPU's work) or
+    /// 200 (`..._ALL_DEVICES`); `None` where the driver does not know the attribute.
+    pub fn gpu_direct_rdma_writes_ordering(&self) -> Result<Option<i32>, CudaError> {
+        self.optional_attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING,
+        )
+    }
+
+    /// `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS`: a bit mask of the ways to flush a NIC's
+    /// writes, 1 (`CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST`: `cuFlushGPUDirectRDMAWrites`) and 2
+    /// (`..._MEMOPS`: stream memory operations); `None` where the driver does not know the attribute.
+    pub fn gpu_direct_rdma_flush_writes_options(&self) -> Result<Option<i32>, CudaError> {
+        self.optional_attribute(
+            sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
+        )
+    }
+
+    fn optional_attribute(&self, attr: sys::CUdevice_attribute) -> Result<Option<i32>, CudaError> {
+        match get_attribute(self.inner.dev, attr) {
+            Ok(v) => Ok(Some(v)),
+            Err(CudaError::Driver { code: 1, .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 }
 

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 
+use crate::driver;
 use crate::error::CudaError;
 use crate::memory::{check_range, DeviceAlloc, DeviceBuffer};
 
@@ -174,22 +175,21 @@ impl DeviceBuffer {
         // SAFETY: for CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD the handle is an int the driver writes; the range is
         // host-page aligned and inside a live cuMemAlloc allocation of the current context.
         let res = unsafe {
-            sys::cuMemGetHandleForAddressRange(
+            (driver::api().cuMemGetHandleForAddressRange)(
                 (&mut fd as *mut c_int).cast::<c_void>(),
                 range.base,
                 range.len,
-                sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD,
+                sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD as c_int,
                 0,
             )
         };
-        if res != sys::CUresult::CUDA_SUCCESS || fd < 0 {
-            let code = res as u32;
+        if res != crate::error::SUCCESS || fd < 0 {
             return Err(CudaError::DmaBufExport {
                 ordinal: device.ordinal(),
                 addr: range.base,
                 len: range.len,
-                code_name: format!("{res:?}"),
-                hint: export_hint(code),
+                code: res,
+                hint: export_hint(res),
             });
         }
         // SAFETY: the driver returned a new fd that nothing else owns.
@@ -210,7 +210,7 @@ impl DeviceBuffer {
     }
 }
 
-fn export_hint(code: u32) -> &'static str {
+fn export_hint(code: i32) -> &'static str {
     match code {
         801 => {
             "the driver cannot export this memory as dma-buf: it needs the NVIDIA open kernel modules (r515 or \

@@ -2,8 +2,9 @@
 //! missing and what to try, on one line.
 
 use crate::device::PciBusId;
+use crate::driver::RawResult;
+use crate::result_codes::describe;
 use crate::staging::StagingError;
-use cudarc::driver::sys;
 
 /// Everything that can go wrong in `rdmabench-cuda`.
 ///
@@ -108,7 +109,7 @@ pub enum CudaError {
     /// `cuMemGetHandleForAddressRange` refused to export a range as a dma-buf fd.
     #[error(
         "exporting GPU {ordinal} memory 0x{addr:x}+{len} as a dma-buf fd failed: cuMemGetHandleForAddressRange \
-         returned {code_name}; {hint}"
+         returned {}; {hint}", describe(*code)
     )]
     DmaBufExport {
         /// The GPU's index.
@@ -117,21 +118,19 @@ pub enum CudaError {
         addr: u64,
         /// Length of the range.
         len: usize,
-        /// The driver's error name, e.g. `CUDA_ERROR_NOT_SUPPORTED`.
-        code_name: String,
+        /// The driver's result code, e.g. 801 (`CUDA_ERROR_NOT_SUPPORTED`).
+        code: i32,
         /// What to try.
         hint: &'static str,
     },
 
     /// Any other driver call that failed.
-    #[error("{call} failed: {code_name} ({code}){sep}{hint}", sep = if hint.is_empty() { "" } else { "; " })]
+    #[error("{call} failed: {}{sep}{hint}", describe(*code), sep = if hint.is_empty() { "" } else { "; " })]
     Driver {
         /// The driver entry point, e.g. `cuMemAlloc_v2`.
         call: &'static str,
-        /// The numeric `CUresult`.
-        code: u32,
-        /// Its name, e.g. `CUDA_ERROR_OUT_OF_MEMORY`.
-        code_name: String,
+        /// The raw `CUresult`, e.g. 2 (`CUDA_ERROR_OUT_OF_MEMORY`); possibly one these bindings do not know.
+        code: i32,
         /// What to try, empty when there is nothing useful to say.
         hint: &'static str,
     },
@@ -206,9 +205,14 @@ impl CudaError {
     }
 }
 
-/// Turns a `CUresult` into `Ok` or a [`CudaError::Driver`] naming `call`.
-pub(crate) fn check(res: sys::CUresult, call: &'static str) -> Result<(), CudaError> {
-    if res == sys::CUresult::CUDA_SUCCESS {
+/// `CUDA_SUCCESS`.
+pub(crate) const SUCCESS: RawResult = 0;
+/// `CUDA_ERROR_NOT_READY`: an event or stream query's "not yet".
+pub(crate) const NOT_READY: RawResult = 600;
+
+/// Turns a raw `CUresult` into `Ok` or a [`CudaError::Driver`] naming `call`.
+pub(crate) fn check(res: RawResult, call: &'static str) -> Result<(), CudaError> {
+    if res == SUCCESS {
         Ok(())
     } else {
         Err(driver_error(res, call))
@@ -216,18 +220,16 @@ pub(crate) fn check(res: sys::CUresult, call: &'static str) -> Result<(), CudaEr
 }
 
 /// The [`CudaError::Driver`] for a failed `call`.
-pub(crate) fn driver_error(res: sys::CUresult, call: &'static str) -> CudaError {
-    let code = res as u32;
+pub(crate) fn driver_error(code: RawResult, call: &'static str) -> CudaError {
     CudaError::Driver {
         call,
         code,
-        code_name: format!("{res:?}"),
         hint: hint_for(code),
     }
 }
 
 /// What to try for the driver's common failures (codes from `cuda.h`, stable across releases).
-pub(crate) fn hint_for(code: u32) -> &'static str {
+pub(crate) fn hint_for(code: i32) -> &'static str {
     match code {
         2 => "the GPU is out of memory: use a smaller --size, or free GPU memory (`nvidia-smi` shows who holds it)",
         3 => "the driver is not initialised; this is a bug in rdmabench-cuda (probe() initialises it)",
@@ -247,6 +249,9 @@ pub(crate) fn hint_for(code: u32) -> &'static str {
         }
         804 => "forward compatibility is not supported on this GPU: use the driver the system ships",
         999 => "unknown driver error: check `dmesg` for NVRM/Xid messages",
+        c if crate::result_codes::code_name(c).is_none() => {
+            "a code newer than these bindings (CUDA 12.2): look it up in the driver's cuda.h"
+        }
         _ => "",
     }
 }

@@ -47,17 +47,20 @@
 //! decided by the pure scheduler in [`staging`] ([`staging::SendPipeline`], [`staging::RecvPipeline`]).
 //!
 //! # Modules
-//! [`mod@probe`] (driver present?), [`device`] (selection, attributes), [`memory`] (device buffers), [`dmabuf`]
+//! [`mod@probe`] (driver present?), [`driver`] (the entry points, with raw integer results: see there why),
+//! [`result_codes`] (their names), [`device`] (selection, attributes), [`memory`] (device buffers), [`dmabuf`]
 //! (export), [`pinned`] (host bounce buffers), [`stream`] (async copies, events), [`staging`] (the staged
 //! pipeline's scheduler, pure), [`pattern`] (the `--validate` byte pattern, pure), [`error`].
 
 pub mod device;
 pub mod dmabuf;
+pub mod driver;
 pub mod error;
 pub mod memory;
 pub mod pattern;
 pub mod pinned;
 pub mod probe;
+pub mod result_codes;
 pub mod staging;
 pub mod stream;
 
@@ -66,7 +69,7 @@ pub use dmabuf::{
     align_range, dmabuf_exporter, host_page_size, AlignedRange, DmaBuf, HOST_PAGE_SIZE,
 };
 pub use error::CudaError;
-pub use memory::{gpu_alloc_len, DeviceBuffer, GPU_PAGE_SIZE};
+pub use memory::{gpu_alloc_len, AllocationGuard, DeviceBuffer, GPU_PAGE_SIZE};
 pub use pinned::PinnedBuffer;
 pub use probe::{driver_library_present, probe, DriverInfo};
 pub use staging::{Chunk, RecvPipeline, SendPipeline, StagingConfig, StagingError, StagingPlan};

@@ -10,13 +10,14 @@
 //! allocation up to a multiple of 64 KiB and aligning its start to 64 KiB (as perftest does with its
 //! `ACCEL_PAGE_SIZE`) gives each buffer pages of its own.
 
-use std::ffi::c_void;
+use std::ffi::{c_int, c_void};
 use std::sync::Arc;
 
 use cudarc::driver::sys;
 
 use crate::device::Device;
-use crate::error::{check, CudaError};
+use crate::driver::{self, cu};
+use crate::error::CudaError;
 use crate::pattern;
 
 /// The GPU page: the granularity at which GPUDirect RDMA maps GPU memory for a NIC.
@@ -89,7 +90,7 @@ impl Drop for DeviceAlloc {
         // the memory.
         let _ = self.device.bind_to_thread();
         // SAFETY: `base` came from cuMemAlloc_v2 and is freed once, here; every user holds the Arc.
-        let _ = unsafe { sys::cuMemFree_v2(self.base) };
+        let _ = unsafe { (driver::api().cuMemFree_v2)(self.base) };
     }
 }
 
@@ -121,10 +122,7 @@ impl DeviceAlloc {
 fn raw_alloc(device: &Device, size: usize) -> Result<DeviceAlloc, CudaError> {
     let mut base: sys::CUdeviceptr = 0;
     // SAFETY: valid out-pointer; the device's context is current (bound by the caller).
-    check(
-        unsafe { sys::cuMemAlloc_v2(&mut base, size) },
-        "cuMemAlloc_v2",
-    )?;
+    unsafe { cu!(cuMemAlloc_v2(&mut base, size)) }?;
     let alloc = DeviceAlloc {
         device: device.clone(),
         base,
@@ -136,21 +134,40 @@ fn raw_alloc(device: &Device, size: usize) -> Result<DeviceAlloc, CudaError> {
     // a following copy. NVIDIA's GPUDirect RDMA guide asks for it; perftest and NCCL set it.
     let one: u32 = 1;
     // SAFETY: the attribute takes a pointer to an unsigned int; `base` is a live allocation of this context.
-    check(
-        unsafe {
-            sys::cuPointerSetAttribute(
-                (&one as *const u32).cast::<c_void>(),
-                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_SYNC_MEMOPS,
-                base,
-            )
-        },
-        "cuPointerSetAttribute",
-    )?;
+    unsafe {
+        cu!(cuPointerSetAttribute(
+            (&one as *const u32).cast::<c_void>(),
+            sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as c_int,
+            base,
+        ))
+    }?;
     Ok(alloc)
 }
 
+/// Keeps one GPU or pinned host allocation allocated, and gives no access to it: what a memory
+/// registration holds ([`DeviceBuffer::guard`], [`crate::PinnedBuffer::guard`]), so that the memory
+/// under a registration is freed only after the registration is gone, whichever of the buffer and
+/// the registration is dropped first.
+#[derive(Clone)]
+pub struct AllocationGuard {
+    _alloc: Arc<dyn Send + Sync>,
+}
+
+impl std::fmt::Debug for AllocationGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("AllocationGuard")
+    }
+}
+
+impl AllocationGuard {
+    pub(crate) fn new(alloc: Arc<dyn Send + Sync>) -> AllocationGuard {
+        AllocationGuard { _alloc: alloc }
+    }
+}
+
 /// An owned GPU buffer: `len` bytes at a 64 KiB aligned device address, backed by `allocated_len()` bytes (a
-/// multiple of 64 KiB). Freed on drop (after any [`crate::DmaBuf`] exported from it is dropped too).
+/// multiple of 64 KiB). Freed on drop, once any [`crate::DmaBuf`] exported from it and any
+/// [`AllocationGuard`] taken from it are dropped too.
 pub struct DeviceBuffer {
     alloc: Arc<DeviceAlloc>,
     len: usize,
@@ -182,6 +199,13 @@ impl DeviceBuffer {
         &self.alloc
     }
 
+    /// A guard that keeps this buffer's memory allocated while it lives, even after the buffer is
+    /// dropped: hand it to the memory registration (or anything else that must not outlive the
+    /// memory).
+    pub fn guard(&self) -> AllocationGuard {
+        AllocationGuard::new(self.alloc.clone())
+    }
+
     /// The GPU it lives on.
     pub fn device(&self) -> &Device {
         &self.alloc.device
@@ -203,25 +227,42 @@ impl DeviceBuffer {
         self.len == 0
     }
 
+    /// Whether the driver's allocation did not start on a 64 KiB boundary, so it was made one GPU page
+    /// larger and the buffer starts inside it (see [`DeviceBuffer::new`]).
+    pub fn is_padded(&self) -> bool {
+        self.alloc.base != self.alloc.ptr
+    }
+
     /// The bytes backing it: `len()` rounded up to 64 KiB.
     pub fn allocated_len(&self) -> usize {
         self.alloc.size
+    }
+
+    /// `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` as the driver reports it for this buffer: set at allocation, so that
+    /// synchronous copies complete before they return (see [`DeviceBuffer::new`]'s allocation).
+    pub fn sync_memops(&self) -> Result<bool, CudaError> {
+        self.device().bind_to_thread()?;
+        let mut value: u32 = 0;
+        // SAFETY: the attribute writes an unsigned int through the pointer; the address is a live allocation
+        // of the current context.
+        unsafe {
+            cu!(cuPointerGetAttribute(
+                (&mut value as *mut u32).cast::<c_void>(),
+                sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as c_int,
+                self.alloc.ptr,
+            ))
+        }?;
+        Ok(value != 0)
     }
 
     /// Sets all `len()` bytes to `byte`; returns once done.
     pub fn fill(&self, byte: u8) -> Result<(), CudaError> {
         self.device().bind_to_thread()?;
         // SAFETY: the range lies within the allocation; the context is current.
-        check(
-            unsafe { sys::cuMemsetD8_v2(self.alloc.ptr, byte, self.len) },
-            "cuMemsetD8_v2",
-        )?;
+        unsafe { cu!(cuMemsetD8_v2(self.alloc.ptr, byte, self.len)) }?;
         // cuMemset may return before the device is done; wait on the legacy stream it was issued to.
         // SAFETY: the null stream is always valid in a current context.
-        check(
-            unsafe { sys::cuStreamSynchronize(std::ptr::null_mut()) },
-            "cuStreamSynchronize",
-        )
+        unsafe { cu!(cuStreamSynchronize(std::ptr::null_mut())) }
     }
 
     /// Copies `src` to `offset ..` of the buffer; returns once the data is in GPU memory.
@@ -233,16 +274,13 @@ impl DeviceBuffer {
         self.device().bind_to_thread()?;
         // SAFETY: the device range is checked above; `src` is valid for its length; the copy is synchronous
         // (and the allocation has SYNC_MEMOPS), so `src` is not used after the call returns.
-        check(
-            unsafe {
-                sys::cuMemcpyHtoD_v2(
-                    self.alloc.ptr + offset as u64,
-                    src.as_ptr().cast::<c_void>(),
-                    src.len(),
-                )
-            },
-            "cuMemcpyHtoD_v2",
-        )
+        unsafe {
+            cu!(cuMemcpyHtoD_v2(
+                self.alloc.ptr + offset as u64,
+                src.as_ptr().cast::<c_void>(),
+                src.len(),
+            ))
+        }
     }
 
     /// Copies `offset .. offset + dst.len()` of the buffer into `dst`; returns once done.
@@ -254,16 +292,13 @@ impl DeviceBuffer {
         self.device().bind_to_thread()?;
         // SAFETY: the device range is checked above; `dst` is valid and exclusively borrowed for its length; the
         // copy is synchronous.
-        check(
-            unsafe {
-                sys::cuMemcpyDtoH_v2(
-                    dst.as_mut_ptr().cast::<c_void>(),
-                    self.alloc.ptr + offset as u64,
-                    dst.len(),
-                )
-            },
-            "cuMemcpyDtoH_v2",
-        )
+        unsafe {
+            cu!(cuMemcpyDtoH_v2(
+                dst.as_mut_ptr().cast::<c_void>(),
+                self.alloc.ptr + offset as u64,
+                dst.len(),
+            ))
+        }
     }
 
     /// Writes the `--validate` pattern ([`crate::pattern`]) with `seed` over the whole buffer, through host

@@ -3,7 +3,8 @@
 //! cudarc loads `libcuda.so.1` lazily and **panics** when it is missing, or when an entry point is missing from
 //! an older driver. So before the first real call this module checks, in order: that the library loads
 //! ([`cudarc::driver::sys::is_culib_present`]), that every entry point this crate calls is exported by it
-//! ([`REQUIRED_SYMBOLS`]), that `cuInit` succeeds, and how many devices there are. Each failure becomes a
+//! ([`REQUIRED_SYMBOLS`], looked up with raw-integer results: see [`crate::driver`]), that `cuInit` succeeds,
+//! and how many devices there are. Each failure becomes a
 //! [`CudaError`]; nothing here or after it panics for want of a driver. Every public entry point of the crate
 //! that touches the driver goes through [`probe`] first (types that need a driver can only be built from a
 //! [`crate::Device`], which is only built after a successful probe).
@@ -13,44 +14,10 @@ use std::sync::OnceLock;
 
 use cudarc::driver::sys;
 
-use crate::error::{driver_error, CudaError};
+use crate::driver::{self, cu};
+use crate::error::CudaError;
 
-/// Every driver entry point this crate calls. Checked once against the loaded library, so that an old driver
-/// yields [`CudaError::DriverTooOld`] instead of cudarc's panic on the first call of a missing symbol.
-/// (A unit test keeps this list in step with the `sys::cu*` calls in the sources.)
-pub const REQUIRED_SYMBOLS: &[&str] = &[
-    "cuInit",
-    "cuDriverGetVersion",
-    "cuDeviceGetCount",
-    "cuDeviceGet",
-    "cuDeviceGetName",
-    "cuDeviceGetAttribute",
-    "cuDeviceGetPCIBusId",
-    "cuDeviceTotalMem_v2",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxSetCurrent",
-    "cuMemAlloc_v2",
-    "cuMemFree_v2",
-    "cuPointerSetAttribute",
-    "cuMemsetD8_v2",
-    "cuMemcpyHtoD_v2",
-    "cuMemcpyDtoH_v2",
-    "cuMemGetHandleForAddressRange",
-    "cuMemHostAlloc",
-    "cuMemFreeHost",
-    "cuStreamCreate",
-    "cuStreamDestroy_v2",
-    "cuStreamSynchronize",
-    "cuMemcpyHtoDAsync_v2",
-    "cuMemcpyDtoHAsync_v2",
-    "cuEventCreate",
-    "cuEventDestroy_v2",
-    "cuEventRecord",
-    "cuEventQuery",
-    "cuEventSynchronize",
-    "cuEventElapsedTime",
-];
+pub use crate::driver::REQUIRED_SYMBOLS;
 
 /// What the probe found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,41 +53,24 @@ fn probe_uncached() -> Result<DriverInfo, CudaError> {
     if !driver_library_present() {
         return Err(CudaError::NoDriver);
     }
-    // SAFETY: the library was just found loadable, so culib() finds it too and does not take its panicking
-    // branch (only a library deleted in between could make it).
-    let lib = unsafe { sys::culib() };
-    for &symbol in REQUIRED_SYMBOLS {
-        // SAFETY: the symbol is only looked up, never called through this (dummy) signature.
-        let found = unsafe { lib.get::<unsafe extern "C" fn()>(symbol.as_bytes()) }.is_ok();
-        if !found {
-            return Err(CudaError::DriverTooOld { symbol });
-        }
-    }
+    let api = driver::load()?;
 
-    // SAFETY: cuInit and the queries below are present (checked above) and take plain values/out-pointers.
-    let res = unsafe { sys::cuInit(0) };
-    if res == sys::CUresult::CUDA_ERROR_NO_DEVICE {
+    // SAFETY: cuInit and the queries below take plain values/out-pointers.
+    let res = unsafe { (api.cuInit)(0) };
+    if res == 100 {
         return Err(CudaError::NoDevices {
             reason: "cuInit returned CUDA_ERROR_NO_DEVICE".into(),
         });
     }
-    if res != sys::CUresult::CUDA_SUCCESS {
-        return Err(driver_error(res, "cuInit"));
-    }
+    crate::error::check(res, "cuInit")?;
 
     let mut version: c_int = 0;
     // SAFETY: valid out-pointer.
-    let res = unsafe { sys::cuDriverGetVersion(&mut version) };
-    if res != sys::CUresult::CUDA_SUCCESS {
-        return Err(driver_error(res, "cuDriverGetVersion"));
-    }
+    unsafe { cu!(cuDriverGetVersion(&mut version)) }?;
 
     let mut count: c_int = 0;
     // SAFETY: valid out-pointer; the driver is initialised.
-    let res = unsafe { sys::cuDeviceGetCount(&mut count) };
-    if res != sys::CUresult::CUDA_SUCCESS {
-        return Err(driver_error(res, "cuDeviceGetCount"));
-    }
+    unsafe { cu!(cuDeviceGetCount(&mut count)) }?;
     let device_count = usize::try_from(count).unwrap_or(0);
     if device_count == 0 {
         return Err(CudaError::NoDevices {
@@ -151,10 +101,10 @@ mod tests {
         assert_eq!(info.version_string(), "13.0");
     }
 
-    /// Every `sys::cu*` call in this crate's sources is in REQUIRED_SYMBOLS, so the probe rules out cudarc's
-    /// panic on a missing symbol for all of them.
+    /// No source of this crate calls cudarc's own driver wrappers (`sys::cu*(...)`), whose enum result is
+    /// undefined behaviour for a code the bindings lack; and every entry point the probe requires is called.
     #[test]
-    fn required_symbols_cover_every_call() {
+    fn every_driver_call_goes_through_the_raw_table() {
         let sources = [
             include_str!("probe.rs"),
             include_str!("device.rs"),
@@ -167,34 +117,23 @@ mod tests {
             include_str!("staging.rs"),
             include_str!("lib.rs"),
         ];
-        let mut calls = Vec::new();
-        for src in sources {
-            let mut rest = src;
-            while let Some(pos) = rest.find("sys::cu") {
-                let tail = &rest[pos + "sys::".len()..];
-                let end = tail
-                    .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
-                    .unwrap_or(tail.len());
-                let name = &tail[..end];
-                // `sys::culib` is the loader itself, not a driver entry point.
-                if name != "culib" && tail[end..].starts_with('(') {
-                    calls.push(name.to_string());
-                }
-                rest = &tail[end..];
-            }
-        }
-        assert!(calls.len() > 20, "found only {calls:?}");
-        for call in &calls {
+        let all = sources.concat();
+        let mut rest = all.as_str();
+        while let Some(pos) = rest.find("sys::cu") {
+            let tail = &rest[pos + "sys::".len()..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
             assert!(
-                REQUIRED_SYMBOLS.contains(&call.as_str()),
-                "{call} is called but not in REQUIRED_SYMBOLS"
+                tail[..end].starts_with("culib") || !tail[end..].starts_with('('),
+                "{} is called through cudarc's enum-returning wrapper",
+                &tail[..end]
             );
+            rest = &tail[end..];
         }
         for sym in REQUIRED_SYMBOLS {
-            assert!(
-                calls.iter().any(|c| c == sym),
-                "{sym} is required but never called"
-            );
+            let called = all.contains(&format!("{sym}(")) || all.contains(&format!(".{sym})("));
+            assert!(called, "{sym} is required but never called");
         }
     }
 }

@@ -22,7 +22,8 @@ use std::fmt;
 use cudarc::driver::sys;
 
 use crate::device::Device;
-use crate::error::{check, driver_error, CudaError};
+use crate::driver::{self, cu};
+use crate::error::{driver_error, CudaError};
 use crate::memory::{check_range, DeviceBuffer};
 use crate::pinned::PinnedBuffer;
 
@@ -51,7 +52,7 @@ impl Drop for Stream {
     fn drop(&mut self) {
         let _ = self.device.bind_to_thread();
         // SAFETY: created by cuStreamCreate, destroyed once; the driver lets queued work finish first.
-        let _ = unsafe { sys::cuStreamDestroy_v2(self.raw) };
+        let _ = unsafe { (driver::api().cuStreamDestroy_v2)(self.raw) };
     }
 }
 
@@ -61,12 +62,12 @@ impl Stream {
         device.bind_to_thread()?;
         let mut raw: sys::CUstream = std::ptr::null_mut();
         // SAFETY: valid out-pointer; context current.
-        check(
-            unsafe {
-                sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-            },
-            "cuStreamCreate",
-        )?;
+        unsafe {
+            cu!(cuStreamCreate(
+                &mut raw,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32
+            ))
+        }?;
         Ok(Stream {
             device: device.clone(),
             raw,
@@ -106,17 +107,14 @@ impl Stream {
         self.device.bind_to_thread()?;
         // SAFETY: both ranges are in bounds (checked above); the caller keeps them alive and untouched until
         // the copy completes.
-        check(
-            unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    dst.as_ptr().add(dst_offset).cast_mut().cast::<c_void>(),
-                    src.device_ptr() + src_offset as u64,
-                    len,
-                    self.raw,
-                )
-            },
-            "cuMemcpyDtoHAsync_v2",
-        )
+        unsafe {
+            cu!(cuMemcpyDtoHAsync_v2(
+                dst.as_ptr().add(dst_offset).cast_mut().cast::<c_void>(),
+                src.device_ptr() + src_offset as u64,
+                len,
+                self.raw,
+            ))
+        }
     }
 
     /// Queues a copy of `src[src_offset .. src_offset + len]` (pinned host) to `dst[dst_offset ..]` (GPU).
@@ -149,37 +147,28 @@ impl Stream {
         }
         self.device.bind_to_thread()?;
         // SAFETY: both ranges are in bounds; the caller keeps them alive and unchanged until the copy completes.
-        check(
-            unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    dst.device_ptr() + dst_offset as u64,
-                    src.as_ptr().add(src_offset).cast::<c_void>(),
-                    len,
-                    self.raw,
-                )
-            },
-            "cuMemcpyHtoDAsync_v2",
-        )
+        unsafe {
+            cu!(cuMemcpyHtoDAsync_v2(
+                dst.device_ptr() + dst_offset as u64,
+                src.as_ptr().add(src_offset).cast::<c_void>(),
+                len,
+                self.raw,
+            ))
+        }
     }
 
     /// Records `event` on this stream: it completes when all work queued before it has.
     pub fn record(&self, event: &Event) -> Result<(), CudaError> {
         self.device.bind_to_thread()?;
         // SAFETY: both handles are live and belong to the same context.
-        check(
-            unsafe { sys::cuEventRecord(event.raw, self.raw) },
-            "cuEventRecord",
-        )
+        unsafe { cu!(cuEventRecord(event.raw, self.raw)) }
     }
 
     /// Waits until all work queued on this stream is done.
     pub fn synchronize(&self) -> Result<(), CudaError> {
         self.device.bind_to_thread()?;
         // SAFETY: live stream.
-        check(
-            unsafe { sys::cuStreamSynchronize(self.raw) },
-            "cuStreamSynchronize",
-        )
+        unsafe { cu!(cuStreamSynchronize(self.raw)) }
     }
 
     /// The raw handle, for driver calls this crate does not wrap.
@@ -214,7 +203,7 @@ impl Drop for Event {
     fn drop(&mut self) {
         let _ = self.device.bind_to_thread();
         // SAFETY: created by cuEventCreate, destroyed once.
-        let _ = unsafe { sys::cuEventDestroy_v2(self.raw) };
+        let _ = unsafe { (driver::api().cuEventDestroy_v2)(self.raw) };
     }
 }
 
@@ -238,10 +227,7 @@ impl Event {
         };
         let mut raw: sys::CUevent = std::ptr::null_mut();
         // SAFETY: valid out-pointer; context current.
-        check(
-            unsafe { sys::cuEventCreate(&mut raw, flags as u32) },
-            "cuEventCreate",
-        )?;
+        unsafe { cu!(cuEventCreate(&mut raw, flags as u32)) }?;
         Ok(Event {
             device: device.clone(),
             raw,
@@ -259,10 +245,10 @@ impl Event {
     pub fn is_complete(&self) -> Result<bool, CudaError> {
         self.device.bind_to_thread()?;
         // SAFETY: live event.
-        let res = unsafe { sys::cuEventQuery(self.raw) };
+        let res = unsafe { (driver::api().cuEventQuery)(self.raw) };
         match res {
-            sys::CUresult::CUDA_SUCCESS => Ok(true),
-            sys::CUresult::CUDA_ERROR_NOT_READY => Ok(false),
+            crate::error::SUCCESS => Ok(true),
+            crate::error::NOT_READY => Ok(false),
             other => Err(driver_error(other, "cuEventQuery")),
         }
     }
@@ -271,10 +257,7 @@ impl Event {
     pub fn synchronize(&self) -> Result<(), CudaError> {
         self.device.bind_to_thread()?;
         // SAFETY: live event.
-        check(
-            unsafe { sys::cuEventSynchronize(self.raw) },
-            "cuEventSynchronize",
-        )
+        unsafe { cu!(cuEventSynchronize(self.raw)) }
     }
 
     /// Milliseconds of GPU time between `start` and `end` (both made [`Event::with_timing`], recorded and
@@ -286,10 +269,7 @@ impl Event {
         start.device.bind_to_thread()?;
         let mut ms: f32 = 0.0;
         // SAFETY: live events; valid out-pointer.
-        check(
-            unsafe { sys::cuEventElapsedTime(&mut ms, start.raw, end.raw) },
-            "cuEventElapsedTime",
-        )?;
+        unsafe { cu!(cuEventElapsedTime(&mut ms, start.raw, end.raw)) }?;
         Ok(ms)
     }
 

@@ -67,6 +67,17 @@ struct Run {
 
 /// Runs gpu_check against the fake in `lib_dir`; `None` (after printing why) when the test cannot run here.
 fn run(test: &str, which: fn(&Fakes) -> &Path, mode: &str, args: &[&str]) -> Option<Run> {
+    run_with_env(test, which, mode, args, &[])
+}
+
+/// [`run`] with the fake's knobs in `env` (FAKE_CUDA_FAIL, FAKE_CUDA_MISALIGN).
+fn run_with_env(
+    test: &str,
+    which: fn(&Fakes) -> &Path,
+    mode: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> Option<Run> {
     let fakes = match fakes() {
         Ok(f) => f,
         Err(why) => {
@@ -82,6 +93,7 @@ fn run(test: &str, which: fn(&Fakes) -> &Path, mode: &str, args: &[&str]) -> Opt
         .args(args)
         .env("LD_LIBRARY_PATH", which(fakes))
         .env("FAKE_CUDA_MODE", mode)
+        .envs(env.iter().copied())
         .env_remove("CUDA_VISIBLE_DEVICES")
         .output()
         .unwrap_or_else(|e| panic!("cannot run gpu_check: {e}"));
@@ -292,13 +304,21 @@ fn every_check_runs_on_host_memory_and_only_the_dma_buf_ones_fail() {
         "[PASS] copy bandwidth measured",
         "[PASS] staged send: bytes through D2H bounce buffers intact",
         "[PASS] staged recv: bytes through H2D bounce buffers intact",
-        "RESULT: 3 check(s) failed",
+        "[PASS] SYNC_MEMOPS set on the allocation: CU_POINTER_ATTRIBUTE_SYNC_MEMOPS reads back 1",
+        "GPUDirect RDMA writes ordering: OWNER (100)",
+        "GPUDirect RDMA flush-writes options: HOST (cuFlushGPUDirectRDMAWrites) (1)",
+        "[PASS] buffer, pinned memory, stream and event across three threads",
+        "[PASS] 1 B allocated: direct path, 65536 B",
+        "[PASS] 65537 B allocated: direct path, 131072 B",
+        "dma-buf export of 4097 B at +0",
+        "RESULT: 8 check(s) failed",
     ] {
         assert!(r.stdout.contains(needle), "{needle}: {}", r.stdout);
     }
-    // A memfd is not a dma-buf, and the check says so rather than trusting the driver.
+    // A memfd is not a dma-buf, and the check says so rather than trusting the driver: the three exports of
+    // section 3 and one per odd size.
     let failed: Vec<&str> = r.stdout.lines().filter(|l| l.contains("[FAIL]")).collect();
-    assert_eq!(failed.len(), 3, "{}", r.stdout);
+    assert_eq!(failed.len(), 8, "{}", r.stdout);
     assert!(
         failed.iter().all(|l| l.contains("not a dma-buf")),
         "{failed:?}"
@@ -309,4 +329,74 @@ fn every_check_runs_on_host_memory_and_only_the_dma_buf_ones_fail() {
         r.stdout
     );
     assert_eq!(r.code, Some(1));
+}
+
+#[test]
+fn odd_sizes_take_the_padded_path_when_the_driver_misaligns() {
+    // Every allocation 256 B past a 64 KiB boundary, as cuMemAlloc may hand out: each buffer is then made one
+    // GPU page larger and starts at the next boundary inside it.
+    let Some(r) = run_with_env(
+        "odd_sizes_take_the_padded_path_when_the_driver_misaligns",
+        full,
+        "hostmem",
+        &[],
+        &[("FAKE_CUDA_MISALIGN", "1")],
+    ) else {
+        return;
+    };
+    for len in ["1 B", "4097 B", "65537 B", "196613 B", "2097153 B"] {
+        let line = r
+            .stdout
+            .lines()
+            .find(|l| l.contains(&format!("] {len} allocated")))
+            .unwrap_or_else(|| panic!("no line for {len}: {}", r.stdout));
+        assert!(
+            line.contains("[PASS]")
+                && line.contains("padded path")
+                && line.contains("pattern intact"),
+            "{line}"
+        );
+    }
+    assert!(r.stdout.contains("[PASS] 64 KiB aligned"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("[PASS] staged recv: bytes through H2D bounce buffers intact"),
+        "{}",
+        r.stdout
+    );
+}
+
+#[test]
+fn result_codes_the_bindings_lack_are_reported_as_numbers() {
+    // A driver newer than the bindings may return any code: read as an integer, named when known, else kept as
+    // its number; never a panic, never an invalid enum.
+    for (mode, fail, expect) in [
+        (
+            "ok",
+            "cuMemAlloc_v2:12345",
+            "gpu_check: cuMemAlloc_v2 failed: CUDA error 12345 (unknown to these bindings); a code newer",
+        ),
+        (
+            "hostmem",
+            "cuEventQuery:-7",
+            "gpu_check: cuEventQuery failed: CUDA error -7 (unknown to these bindings)",
+        ),
+        (
+            "hostmem",
+            "cuStreamCreate:2",
+            "gpu_check: cuStreamCreate failed: CUDA_ERROR_OUT_OF_MEMORY (2); the GPU is out of memory",
+        ),
+    ] {
+        let Some(r) = run_with_env(
+            "result_codes_the_bindings_lack_are_reported_as_numbers",
+            full,
+            mode,
+            &[],
+            &[("FAKE_CUDA_FAIL", fail)],
+        ) else {
+            return;
+        };
+        let line = one_error_line(&r, 1);
+        assert!(line.starts_with(expect), "{fail}: {line}");
+    }
 }

@@ -1,5 +1,20 @@
 //! Memory regions: page-aligned host buffers registered with the NIC, or memory that lives
-//! elsewhere (a GPU) registered by raw pointer.
+//! elsewhere (a GPU, pinned memory from the CUDA driver) registered by raw pointer.
+//!
+//! # Release order
+//! A region owns what keeps its memory alive (the [`HostBuffer`], or the *backing* handed to
+//! the raw and dma-buf registrations) and drops it only after `ibv_dereg_mr`: the memory under
+//! a live registration is never freed, whatever order the caller drops things in, and a run
+//! that fails half-way through setting up cannot get it wrong either.
+//!
+//! # Relaxed ordering
+//! [`Access::relaxed_ordering`] adds `IBV_ACCESS_RELAXED_ORDERING`, as perftest does by default:
+//! the NIC may then let its PCIe writes pass one another, which costs nothing on most hosts and
+//! a great deal of bandwidth where PCIe ordering is expensive (some AMD hosts, PCIe switches,
+//! VMs, GPU memory). It is an optional flag: rdma-core drops it where the kernel does not take
+//! optional flags and providers that cannot use it ignore it; a provider that refuses it
+//! instead gets the registration again without it, and [`MemoryRegion::relaxed_ordering`] says
+//! which was used.
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;
@@ -90,6 +105,8 @@ pub struct Access {
     pub remote_read: bool,
     /// The remote side may run atomics on it.
     pub remote_atomic: bool,
+    /// Ask for PCIe relaxed ordering (`IBV_ACCESS_RELAXED_ORDERING`, see the module doc).
+    pub relaxed_ordering: bool,
 }
 
 impl Access {
@@ -98,7 +115,16 @@ impl Access {
         remote_write: true,
         remote_read: true,
         remote_atomic: true,
+        relaxed_ordering: false,
     };
+
+    /// The same rights, with relaxed ordering asked for or not.
+    pub const fn with_relaxed_ordering(self, on: bool) -> Access {
+        Access {
+            relaxed_ordering: on,
+            ..self
+        }
+    }
 
     fn flags(self) -> AccessFlags {
         let mut flags = AccessFlags::LocalWrite;
@@ -111,15 +137,38 @@ impl Access {
         if self.remote_atomic {
             flags |= AccessFlags::RemoteAtomic;
         }
+        if self.relaxed_ordering {
+            flags |= AccessFlags::RelaxedOrdering;
+        }
         flags
+    }
+}
+
+/// Whatever keeps the memory under a raw or dma-buf registration alive (a GPU allocation, pinned
+/// host memory): the region holds it until after it is deregistered.
+type Backing = Box<dyn std::any::Any + Send + Sync>;
+
+/// Registers through `reg` with `access`; when relaxed ordering was asked for and refused, once
+/// more without it. Returns the registration and whether relaxed ordering is on.
+fn register_with<T>(access: Access, reg: impl Fn(AccessFlags) -> Result<T>) -> Result<(T, bool)> {
+    match reg(access.flags()) {
+        Ok(mr) => Ok((mr, access.relaxed_ordering)),
+        Err(_) if access.relaxed_ordering => {
+            let plain = access.with_relaxed_ordering(false);
+            Ok((reg(plain.flags())?, false))
+        }
+        Err(e) => Err(e),
     }
 }
 
 /// A registered memory region, host-backed or over foreign memory.
 pub struct MemoryRegion {
-    // Field order matters: the registration is dropped before the memory it covers.
+    // Field order matters: the registration is dropped before the memory it covers (`host` or
+    // `backing`); the MR is this Arc's only holder, so dropping it deregisters.
     mr: Arc<SwMr>,
     host: Option<HostBuffer>,
+    _backing: Option<Backing>,
+    relaxed_ordering: bool,
     /// The CPU may read the registered bytes (host memory, owned or not).
     cpu_readable: bool,
     addr: u64,
@@ -145,34 +194,45 @@ impl MemoryRegion {
         access: Access,
     ) -> Result<Self> {
         let (addr, len) = (buffer.addr(), buffer.len());
-        // SAFETY: the buffer is valid for len bytes and is kept alive by the region.
-        let mr = unsafe { pd.pd.reg_mr(addr as usize, len, access.flags()) }
-            .map_err(|e| VerbsError::from_sideway("ibv_reg_mr", e))?;
+        let (mr, relaxed_ordering) = register_with(access, |flags| {
+            // SAFETY: the buffer is valid for len bytes and is kept alive by the region.
+            unsafe { pd.pd.reg_mr(addr as usize, len, flags) }
+                .map_err(|e| VerbsError::from_sideway("ibv_reg_mr", e))
+        })?;
         Ok(MemoryRegion {
             mr,
             host: Some(buffer),
+            _backing: None,
+            relaxed_ordering,
             cpu_readable: true,
             addr,
             len,
         })
     }
 
-    /// Registers memory this crate does not own, such as GPU memory (`nvidia-peermem`).
+    /// Registers memory this crate does not own, such as GPU memory (`nvidia-peermem`);
+    /// `backing` is what keeps it allocated, which the region drops after deregistering.
     ///
     /// # Safety
-    /// `addr..addr+len` must stay valid (and mapped for the NIC) for as long as the region lives.
-    pub unsafe fn register_raw(
+    /// `addr..addr+len` must stay valid (and mapped for the NIC) for as long as `backing` lives.
+    pub unsafe fn register_raw<B: Send + Sync + 'static>(
         pd: &ProtectionDomain,
         addr: u64,
         len: usize,
         access: Access,
+        backing: B,
     ) -> Result<Self> {
-        // SAFETY: the caller guarantees the range.
-        let mr = unsafe { pd.pd.reg_mr(addr as usize, len, access.flags()) }
-            .map_err(|e| VerbsError::from_sideway("ibv_reg_mr", e))?;
+        let (mr, relaxed_ordering) = register_with(access, |flags| {
+            // SAFETY: the caller guarantees the range while `backing` lives, and the region
+            // keeps `backing` until after the registration is gone.
+            unsafe { pd.pd.reg_mr(addr as usize, len, flags) }
+                .map_err(|e| VerbsError::from_sideway("ibv_reg_mr", e))
+        })?;
         Ok(MemoryRegion {
             mr,
             host: None,
+            _backing: Some(Box::new(backing)),
+            relaxed_ordering,
             cpu_readable: false,
             addr,
             len,
@@ -183,42 +243,49 @@ impl MemoryRegion {
     /// one), which the CPU may read, so that requests on it can be posted inline.
     ///
     /// # Safety
-    /// `addr..addr+len` must be host memory that stays valid while the region lives, and a
+    /// `addr..addr+len` must be host memory that stays valid while `backing` lives, and a
     /// range posted inline must not be written by anything else while it is posted.
-    pub unsafe fn register_host_raw(
+    pub unsafe fn register_host_raw<B: Send + Sync + 'static>(
         pd: &ProtectionDomain,
         addr: u64,
         len: usize,
         access: Access,
+        backing: B,
     ) -> Result<Self> {
         // SAFETY: the caller's guarantee is register_raw's, and more.
-        let mut mr = unsafe { Self::register_raw(pd, addr, len, access) }?;
+        let mut mr = unsafe { Self::register_raw(pd, addr, len, access, backing) }?;
         mr.cpu_readable = true;
         Ok(mr)
     }
 
     /// Registers a dma-buf (GPU memory exported by its driver); `iova` is the address the
-    /// remote side and the work requests use for it.
+    /// remote side and the work requests use for it; `backing` (the exported memory, the fd)
+    /// is dropped after the region is deregistered.
     ///
     /// # Safety
-    /// `fd` must be a dma-buf whose `offset..offset+len` stays valid while the region lives.
-    pub unsafe fn register_dmabuf(
+    /// `fd` must be a dma-buf whose `offset..offset+len` stays valid while `backing` lives.
+    pub unsafe fn register_dmabuf<B: Send + Sync + 'static>(
         pd: &ProtectionDomain,
         fd: std::os::fd::RawFd,
         offset: u64,
         len: usize,
         iova: u64,
         access: Access,
+        backing: B,
     ) -> Result<Self> {
-        // SAFETY: the caller guarantees the dma-buf.
-        let mr =
-            unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, access.flags()) }.map_err(|e| {
+        let (mr, relaxed_ordering) = register_with(access, |flags| {
+            // SAFETY: the caller guarantees the dma-buf while `backing` lives; the region
+            // keeps it.
+            unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags) }.map_err(|e| {
                 let reason = VerbsError::from_sideway("ibv_reg_dmabuf_mr", e).to_string();
                 VerbsError::DmaBufUnsupported { reason }
-            })?;
+            })
+        })?;
         Ok(MemoryRegion {
             mr,
             host: None,
+            _backing: Some(Box::new(backing)),
+            relaxed_ordering,
             cpu_readable: false,
             addr: iova,
             len,
@@ -243,6 +310,12 @@ impl MemoryRegion {
     /// Length in bytes.
     pub fn len(&self) -> usize {
         self.len
+    }
+
+    /// Whether the region was registered with PCIe relaxed ordering (asked for, and not
+    /// refused by the provider).
+    pub fn relaxed_ordering(&self) -> bool {
+        self.relaxed_ordering
     }
 
     /// True for an empty region.
@@ -295,5 +368,41 @@ impl MemoryRegion {
                 self.len
             ))),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refuses_relaxed(flags: AccessFlags) -> Result<AccessFlags> {
+        if flags.contains(AccessFlags::RelaxedOrdering) {
+            Err(VerbsError::InvalidRequest("EOPNOTSUPP".into()))
+        } else {
+            Ok(flags)
+        }
+    }
+
+    #[test]
+    fn relaxed_ordering_is_asked_for_only_when_wanted() {
+        let (flags, on) = register_with(Access::ALL.with_relaxed_ordering(true), Ok).unwrap();
+        assert!(on && flags.contains(AccessFlags::RelaxedOrdering));
+        assert!(flags.contains(AccessFlags::RemoteWrite | AccessFlags::RemoteAtomic));
+        let (flags, on) = register_with(Access::ALL, Ok).unwrap();
+        assert!(!on && !flags.contains(AccessFlags::RelaxedOrdering));
+    }
+
+    #[test]
+    fn a_provider_that_refuses_relaxed_ordering_gets_the_registration_without_it() {
+        let access = Access::ALL.with_relaxed_ordering(true);
+        let (flags, on) = register_with(access, refuses_relaxed).unwrap();
+        assert!(!on, "the region must say relaxed ordering is off");
+        assert!(flags.contains(AccessFlags::RemoteRead));
+        // A failure for another reason still fails, with the plain registration's error.
+        let err = register_with(access, |_| -> Result<()> {
+            Err(VerbsError::InvalidRequest("no memory".into()))
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("no memory"), "{err}");
     }
 }

@@ -24,7 +24,15 @@ fn a_non_dmabuf_fd_is_refused_with_what_to_use_instead() {
     let file = std::fs::File::open("/dev/zero").unwrap();
     // SAFETY: the registration is expected to fail; nothing is accessed through it.
     let err = unsafe {
-        MemoryRegion::register_dmabuf(&pd, file.as_raw_fd(), 0, 65536, 0x1000_0000, Access::ALL)
+        MemoryRegion::register_dmabuf(
+            &pd,
+            file.as_raw_fd(),
+            0,
+            65536,
+            0x1000_0000,
+            Access::ALL,
+            (),
+        )
     }
     .expect_err("rxe cannot register a dma-buf");
     assert!(matches!(err, VerbsError::DmaBufUnsupported { .. }), "{err}");

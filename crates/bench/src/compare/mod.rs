@@ -534,6 +534,7 @@ pub(crate) mod tests {
                 bidirectional: false,
                 latency: None,
                 repeat: 1,
+                relaxed_ordering: true,
             },
             ceilings: CeilingsRecord {
                 wire_gbps: Some(48.5),

@@ -27,6 +27,9 @@ pub struct Effective {
     pub atomic: Option<AtomicOp>,
     /// The payload is checked after each size.
     pub validate: bool,
+    /// This side's memory is registered with PCIe relaxed ordering (what the provider
+    /// accepted, not only what was asked).
+    pub relaxed_ordering: bool,
 }
 
 impl Effective {
@@ -43,6 +46,7 @@ impl Effective {
             path_mtu: side.path_mtu,
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,
+            relaxed_ordering: side.mr.relaxed_ordering(),
         }
     }
 }

@@ -37,15 +37,17 @@ pub struct SideConfig {
     pub mem: MemMode,
     /// `--staging-chunk`, `--staging-depth`: the bounce buffers of `--mem cuda-staged`.
     pub staging: cuda::StagingConfig,
+    /// Register with PCIe relaxed ordering (off with `--disable-pcie-relaxed`).
+    pub relaxed_ordering: bool,
 }
 
-/// GPU memory behind the registered buffer, kept alive as long as the registration.
+/// GPU memory behind the registered buffer. The registration holds its own guard of the memory
+/// (`cuda::AllocationGuard`; with `--mem cuda` the dma-buf it was registered through, which
+/// holds one), so the memory outlives the registration whatever is dropped first.
 #[derive(Debug)]
 pub struct GpuMemory {
     /// The device memory.
     pub buf: cuda::DeviceBuffer,
-    /// The dma-buf it was registered through (`--mem cuda`).
-    pub dmabuf: Option<cuda::DmaBuf>,
 }
 
 /// The device and port opened and checked, the GID resolved: nothing created yet.
@@ -57,6 +59,7 @@ pub struct Local {
     gid_given: bool,
     mem: MemMode,
     staging: cuda::StagingConfig,
+    relaxed_ordering: bool,
     gpu: Option<cuda::Device>,
 }
 
@@ -228,6 +231,7 @@ impl Local {
             gid_given: cfg.gid_index.is_some(),
             mem: cfg.mem.clone(),
             staging: cfg.staging,
+            relaxed_ordering: cfg.relaxed_ordering,
             gpu,
         })
     }
@@ -241,6 +245,7 @@ impl Local {
             gid_given,
             mem,
             staging,
+            relaxed_ordering,
             gpu: gpu_device,
         } = self;
         let staged = matches!(mem, MemMode::CudaStaged(_));
@@ -277,8 +282,15 @@ impl Local {
         check_device_limits(&device, &port, plan, slot)?;
 
         let pd = device.alloc_pd()?;
-        let (mr, gpu, staging) =
-            register(&pd, &device, &mem, gpu_device.as_ref(), plan, slot, staging)?;
+        let access = Access::ALL.with_relaxed_ordering(relaxed_ordering);
+        let target = Target {
+            pd: &pd,
+            device: &device,
+            access,
+        };
+        // Dropped in any order (an error below drops these bindings last to first) the region goes
+        // first: it holds guards of the memory under it, and Staging quiesces its copies itself.
+        let (mr, gpu, staging) = register(&target, &mem, gpu_device.as_ref(), plan, slot, staging)?;
         let stride = staging.as_ref().map_or(slot, |s| s.stride);
         let posts_receives = plan.receives(role);
         let rx_depth = match (posts_receives, &staging) {
@@ -388,17 +400,26 @@ fn open_gpu(mem: &MemMode) -> Result<Option<cuda::Device>> {
 /// bounce buffers (which are the region).
 type Registered = (MemoryRegion, Option<GpuMemory>, Option<staged::Staging>);
 
+/// Where and how memory is registered.
+struct Target<'a> {
+    pd: &'a ProtectionDomain,
+    device: &'a Device,
+    access: Access,
+}
+
 /// Allocates one `slot` per QP of `plan` where `mem` says and registers it with the NIC; a
 /// staged side registers its pinned bounce buffers instead, the slots living on the GPU.
+/// Every region holds what keeps this side's memory allocated (the host buffer, or guards of the
+/// GPU and pinned allocations), so it is always deregistered before any of it is freed.
 fn register(
-    pd: &ProtectionDomain,
-    device: &Device,
+    target: &Target,
     mem: &MemMode,
     gpu: Option<&cuda::Device>,
     plan: &TestPlan,
     slot: u64,
     staging: cuda::StagingConfig,
 ) -> Result<Registered> {
+    let Target { pd, device, access } = *target;
     let len =
         usize::try_from(slot * u64::from(plan.qps)).context("buffer too large for this machine")?;
     let what = || {
@@ -410,39 +431,28 @@ fn register(
     };
     match (mem, gpu) {
         (MemMode::Host, _) => {
-            let mr = MemoryRegion::register_host(pd, HostBuffer::new(len)?, Access::ALL)
+            let mr = MemoryRegion::register_host(pd, HostBuffer::new(len)?, access)
                 .with_context(what)?;
             Ok((mr, None, None))
         }
         (MemMode::Cuda(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
             let dmabuf = buf.export_dmabuf_all()?;
-            // SAFETY: the dma-buf and the memory it exports live in the returned GpuMemory,
-            // which the caller keeps as long as the region.
+            let (fd, offset, iova) = (dmabuf.raw_fd(), dmabuf.offset(), dmabuf.iova());
+            // SAFETY: the region holds the dma-buf, which holds the memory it exports.
             let mr = unsafe {
-                MemoryRegion::register_dmabuf(
-                    pd,
-                    dmabuf.raw_fd(),
-                    dmabuf.offset(),
-                    dmabuf.len(),
-                    dmabuf.iova(),
-                    Access::ALL,
-                )
+                MemoryRegion::register_dmabuf(pd, fd, offset, dmabuf.len(), iova, access, dmabuf)
             }
             .with_context(what)?;
-            Ok((
-                mr,
-                Some(GpuMemory {
-                    buf,
-                    dmabuf: Some(dmabuf),
-                }),
-                None,
-            ))
+            Ok((mr, Some(GpuMemory { buf }), None))
         }
         (MemMode::CudaPeermem(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
-            // SAFETY: the device memory lives in the returned GpuMemory, kept with the region.
-            let mr = unsafe { MemoryRegion::register_raw(pd, buf.device_ptr(), len, Access::ALL) }.map_err(|e| {
+            // SAFETY: the region holds a guard of the device memory.
+            let mr = unsafe {
+                MemoryRegion::register_raw(pd, buf.device_ptr(), len, access, buf.guard())
+            }
+            .map_err(|e| {
                 let loaded = std::path::Path::new("/sys/module/nvidia_peermem").exists();
                 anyhow::anyhow!(
                     "{}: {e}; ibv_reg_mr on GPU memory needs the nvidia-peermem module, which is {}: \
@@ -451,7 +461,7 @@ fn register(
                     if loaded { "loaded (so the NIC driver refused anyway)" } else { "not loaded" }
                 )
             })?;
-            Ok((mr, Some(GpuMemory { buf, dmabuf: None }), None))
+            Ok((mr, Some(GpuMemory { buf }), None))
         }
         (MemMode::CudaStaged(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
@@ -462,17 +472,19 @@ fn register(
                 plan.max_size(),
                 plan.qps,
                 slot,
+                &buf,
             )?;
-            // SAFETY: the pinned memory lives in the returned Staging, which the side keeps
-            // (and drops after the region); the pipeline posts a bounce buffer (inline or not)
-            // only after its copy completed, and copies into it only after its operations
-            // completed.
+            // SAFETY: the region holds a guard of the pinned memory (and of the GPU payload, so
+            // that no memory of this side is freed while it is registered); the pipeline posts a
+            // bounce buffer (inline or not) only after its copy completed, and copies into it
+            // only after its operations completed.
             let mr = unsafe {
                 MemoryRegion::register_host_raw(
                     pd,
                     s.pinned.as_ptr() as u64,
                     s.pinned.len(),
-                    Access::ALL,
+                    access,
+                    (s.pinned.guard(), buf.guard()),
                 )
             }
             .with_context(|| {
@@ -482,7 +494,7 @@ fn register(
                     device.name()
                 )
             })?;
-            Ok((mr, Some(GpuMemory { buf, dmabuf: None }), Some(s)))
+            Ok((mr, Some(GpuMemory { buf }), Some(s)))
         }
         (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
     }

@@ -62,6 +62,7 @@ pub(crate) mod tests {
                 bidirectional: false,
                 latency: None,
                 repeat: 1,
+                relaxed_ordering: true,
             },
             ceilings: CeilingsRecord::default(),
             counters: Some([("counters/port_xmit_packets".to_string(), 5000)].into()),

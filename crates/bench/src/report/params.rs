@@ -134,6 +134,13 @@ pub const PARAMS: &[Param] = &[
         value: |p| text(p.validate),
     },
     Param {
+        key: "relaxed_ordering",
+        label: "Relaxed order",
+        in_header: true,
+        compare: Compared::Warn,
+        value: |p| text(p.relaxed_ordering),
+    },
+    Param {
         key: "iters",
         label: "Iterations",
         in_header: false,

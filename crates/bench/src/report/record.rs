@@ -208,6 +208,10 @@ pub struct ParamsRecord {
     /// How many times the plan ran (`--repeat`).
     #[serde(default = "one")]
     pub repeat: u32,
+    /// This side's memory was registered with PCIe relaxed ordering (`--disable-pcie-relaxed`
+    /// turns it off; a device that refuses it runs without). Absent in older records: false.
+    #[serde(default)]
+    pub relaxed_ordering: bool,
 }
 
 fn one() -> u32 {

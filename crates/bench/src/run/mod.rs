@@ -316,6 +316,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected) -> ParamsRecord {
         cq_mod: bw.then_some(eff.cq_mod),
         path_mtu: Some(eff.path_mtu),
         validate: eff.validate,
+        relaxed_ordering: eff.relaxed_ordering,
         iters: plan.duration.is_none().then_some(plan.iters),
         duration: plan.duration,
         bidirectional: plan.bidirectional,

@@ -13,7 +13,16 @@
  *                 Pinned memory is host memory; async copies are deferred until their event is seen complete
  *                 (see below), so the staged path's ordering is exercised for real.
  * Built with -DONLY_INIT it exports cuInit alone: a driver too old for the entry points the crate calls.
- * Return values are CUresult codes from cuda.h. */
+ * Return values are CUresult codes from cuda.h. Knobs, in any mode:
+ *   FAKE_CUDA_FAIL=NAME:CODE  entry point NAME returns CODE (any integer: one the bindings lack, e.g. 12345, tests
+ *                             that results are read as raw integers);
+ *   FAKE_CUDA_MISALIGN=1      hostmem allocations start 256 bytes past a 64 KiB boundary, as cuMemAlloc may
+ *                             return, so the crate's padded-allocation path runs;
+ *   FAKE_CUDA_FREE_LOG=FILE   every cuMemFree_v2 / cuMemFreeHost appends a line to FILE:
+ *                             "CALL 0xADDR pinned_kb=K pending_copies=C", K the process's pages pinned by memory
+ *                             registrations (VmPin in /proc/self/status: rdma-core's ibv_reg_mr pins them until
+ *                             ibv_dereg_mr), C the queued async copies that still touch the freed allocation. So a
+ *                             test sees whether memory was freed under a live registration or a pending copy. */
 #define _GNU_SOURCE
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,14 +30,25 @@
 #include <sys/mman.h>
 #include <pthread.h>
 #include <time.h>
+#include <malloc.h>
 
 static const char *mode(void) {
     const char *m = getenv("FAKE_CUDA_MODE");
     return m ? m : "ok";
 }
 
+/* FAKE_CUDA_FAIL=NAME:CODE: CODE when NAME is the entry point asking, else 0. */
+static int injected(const char *name) {
+    const char *f = getenv("FAKE_CUDA_FAIL");
+    size_t n = strlen(name);
+    if (!f || strncmp(f, name, n) || f[n] != ':') return 0;
+    return atoi(f + n + 1);
+}
+#define FAIL_IF_INJECTED(name) do { int code_ = injected(name); if (code_) return code_; } while (0)
+
 int cuInit(unsigned flags) {
     (void)flags;
+    FAIL_IF_INJECTED("cuInit");
     if (!strcmp(mode(), "nodevice")) return 100; /* CUDA_ERROR_NO_DEVICE */
     if (!strcmp(mode(), "stub")) return 34;      /* CUDA_ERROR_STUB_LIBRARY */
     return 0;
@@ -44,12 +64,15 @@ int cuDeviceGet(int *dev, int ordinal) {
 }
 int cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "Fake GPU %d", dev); return 0; }
 int cuDeviceGetAttribute(int *v, int attr, int dev) {
+    FAIL_IF_INJECTED("cuDeviceGetAttribute");
     switch (attr) {
     case 50: *v = 0; return 0;                  /* PCI_DOMAIN_ID */
     case 33: *v = dev == 0 ? 0x17 : 0x9a; return 0; /* PCI_BUS_ID */
     case 34: *v = 0; return 0;                  /* PCI_DEVICE_ID */
     case 124: *v = dev == 0; return 0;          /* DMA_BUF_SUPPORTED */
     case 116: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_SUPPORTED */
+    case 117: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: HOST */
+    case 118: *v = 100; return 0;               /* GPU_DIRECT_RDMA_WRITES_ORDERING: OWNER */
     default: return 1;                          /* CUDA_ERROR_INVALID_VALUE */
     }
 }
@@ -64,20 +87,79 @@ int cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return 0; }
 int cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
 static int hostmem(void) { return !strcmp(mode(), "hostmem"); }
 
+/* Queued async copies (defined with the streams below), for the free log. */
+static unsigned long pending_copies_touching(const char *base, size_t len);
+
+/* The process's pages pinned by memory registrations, in kB (VmPin in /proc/self/status); -1 if unreadable. */
+static long pinned_kb(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    if (!f) return -1;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmPin: %ld", &kb) == 1) break;
+    fclose(f);
+    return kb;
+}
+static void log_free(const char *call, void *block) {
+    const char *path = getenv("FAKE_CUDA_FREE_LOG");
+    if (!path || !block) return;
+    FILE *f = fopen(path, "a");
+    if (!f) return;
+    fprintf(f, "%s %p pinned_kb=%ld pending_copies=%lu\n", call, block, pinned_kb(),
+            pending_copies_touching(block, malloc_usable_size(block)));
+    fclose(f);
+}
+
+/* Offset of every hostmem "device" allocation from its 64 KiB aligned block. */
+static size_t misalign(void) {
+    const char *m = getenv("FAKE_CUDA_MISALIGN");
+    return m && !strcmp(m, "1") ? 256 : 0;
+}
 int cuMemAlloc_v2(unsigned long long *p, size_t n) {
+    FAIL_IF_INJECTED("cuMemAlloc_v2");
     if (!hostmem()) return 2; /* CUDA_ERROR_OUT_OF_MEMORY */
-    void *m = aligned_alloc(65536, (n + 65535) & ~(size_t)65535);
+    void *m = aligned_alloc(65536, (n + misalign() + 65535) & ~(size_t)65535);
     if (!m) return 2;
-    *p = (unsigned long long)(size_t)m;
+    *p = (unsigned long long)(size_t)m + misalign();
     return 0;
 }
-int cuMemFree_v2(unsigned long long p) { free((void *)(size_t)p); return 0; }
-int cuPointerSetAttribute(const void *v, int attr, unsigned long long p) { (void)v; (void)attr; (void)p; return 0; }
+/* CU_POINTER_ATTRIBUTE_SYNC_MEMOPS (6), remembered per allocation. */
+#define SYNC_MEMOPS_SLOTS 1024
+static unsigned long long sync_memops[SYNC_MEMOPS_SLOTS];
+int cuMemFree_v2(unsigned long long p) {
+    void *block = (void *)(size_t)(p - misalign());
+    for (int i = 0; i < SYNC_MEMOPS_SLOTS; i++)
+        if (sync_memops[i] == p) sync_memops[i] = 0;
+    log_free("cuMemFree_v2", block);
+    free(block);
+    return 0;
+}
+int cuPointerSetAttribute(const void *v, int attr, unsigned long long p) {
+    if (attr != 6) return 1;
+    for (int i = 0; i < SYNC_MEMOPS_SLOTS; i++) {
+        if (sync_memops[i] == p || sync_memops[i] == 0) {
+            sync_memops[i] = *(const unsigned *)v ? p : 0;
+            return 0;
+        }
+    }
+    return 2;
+}
+int cuPointerGetAttribute(void *v, int attr, unsigned long long p) {
+    FAIL_IF_INJECTED("cuPointerGetAttribute");
+    if (attr != 6) return 1;
+    unsigned found = 0;
+    for (int i = 0; i < SYNC_MEMOPS_SLOTS; i++)
+        if (sync_memops[i] && p >= sync_memops[i] && p - sync_memops[i] < 65536) found = 1;
+    *(unsigned *)v = found;
+    return 0;
+}
 int cuMemsetD8_v2(unsigned long long p, unsigned char b, size_t n) { memset((void *)(size_t)p, b, n); return 0; }
 int cuMemcpyHtoD_v2(unsigned long long d, const void *h, size_t n) { memcpy((void *)(size_t)d, h, n); return 0; }
 int cuMemcpyDtoH_v2(void *h, unsigned long long d, size_t n) { memcpy(h, (void *)(size_t)d, n); return 0; }
 int cuMemGetHandleForAddressRange(void *handle, unsigned long long base, size_t len, int type, unsigned long long fl) {
     (void)base; (void)len; (void)type; (void)fl;
+    FAIL_IF_INJECTED("cuMemGetHandleForAddressRange");
     int fd = memfd_create("fake-dmabuf", 0);
     if (fd < 0) return 999;
     *(int *)handle = fd;
@@ -87,11 +169,16 @@ int cuMemGetHandleForAddressRange(void *handle, unsigned long long base, size_t 
 /* Pinned host memory is page-aligned host memory. */
 int cuMemHostAlloc(void **p, size_t n, unsigned flags) {
     (void)flags;
+    FAIL_IF_INJECTED("cuMemHostAlloc");
     if (!hostmem()) return 2;
     *p = aligned_alloc(4096, (n + 4095) & ~(size_t)4095);
     return *p ? 0 : 2;
 }
-int cuMemFreeHost(void *p) { free(p); return 0; }
+int cuMemFreeHost(void *p) {
+    log_free("cuMemFreeHost", p);
+    free(p);
+    return 0;
+}
 
 /* Streams and events, hostmem mode: an async copy is only queued; it is carried out when an event recorded
  * after it is queried for the second time (the first query answers CUDA_ERROR_NOT_READY), or the event or the
@@ -126,12 +213,31 @@ static int enqueue(void *dst, const void *src, size_t n) {
     pthread_mutex_unlock(&lock);
     return 0;
 }
+static int overlaps(const char *a, size_t alen, const char *b, size_t blen) {
+    return a < b + blen && b < a + alen;
+}
+static unsigned long pending_copies_touching(const char *base, size_t len) {
+    unsigned long n = 0;
+    pthread_mutex_lock(&lock);
+    for (unsigned long long i = done; i < queued; i++) {
+        struct copy *c = &queue[i % QUEUE];
+        if (overlaps(c->dst, c->n, base, len) || overlaps(c->src, c->n, base, len)) n++;
+    }
+    pthread_mutex_unlock(&lock);
+    return n;
+}
 static void run_locked(unsigned long long upto) {
     pthread_mutex_lock(&lock);
     run_copies(upto);
     pthread_mutex_unlock(&lock);
 }
-int cuStreamCreate(void **s, unsigned flags) { (void)flags; if (!hostmem()) return 999; *s = &stream_storage; return 0; }
+int cuStreamCreate(void **s, unsigned flags) {
+    (void)flags;
+    FAIL_IF_INJECTED("cuStreamCreate");
+    if (!hostmem()) return 999;
+    *s = &stream_storage;
+    return 0;
+}
 int cuStreamDestroy_v2(void *s) { (void)s; return 0; }
 int cuStreamSynchronize(void *s) { (void)s; run_locked(queued); return 0; }
 int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *h, size_t n, void *s) {
@@ -163,6 +269,7 @@ int cuEventRecord(void *e, void *s) {
     return 0;
 }
 int cuEventQuery(void *e) {
+    FAIL_IF_INJECTED("cuEventQuery");
     struct event *ev = e;
     pthread_mutex_lock(&lock);
     int ready = done >= ev->upto || ev->queries++ > 0;

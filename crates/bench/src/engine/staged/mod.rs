@@ -44,24 +44,40 @@ use crate::plan::{Connection, Mode, Role, TestPlan, Verb};
 
 /// The staged side's own resources: pinned bounce buffers (the registered region), the copy
 /// stream and one event per bounce buffer.
+///
+/// Release order: dropping it first waits for every queued copy (`Drop`), then destroys the
+/// stream and events, and only then lets go of the memory the copies used (the bounce buffers
+/// and its guard of the GPU payload): fields drop in declaration order, so keep `stream` and
+/// `events` above `pinned` and `_payload`.
 #[derive(Debug)]
 pub struct Staging {
     /// Chunk size and bounce buffers per QP.
     pub config: StagingConfig,
     /// Bytes of one bounce buffer (the chunk, or a whole SEND message when larger).
     pub buffer_len: usize,
-    /// The bounce buffers: QP q's buffer b starts at `q * stride + b * buffer_len`.
-    pub pinned: cuda::PinnedBuffer,
     /// Bytes of pinned memory per QP.
     pub stride: u64,
     stream: cuda::Stream,
     /// QP q's buffer b has event `q * depth + b`.
     events: Vec<cuda::Event>,
+    /// The bounce buffers: QP q's buffer b starts at `q * stride + b * buffer_len`.
+    pub pinned: cuda::PinnedBuffer,
+    /// Keeps the GPU payload the copies read and write allocated until they are done.
+    _payload: cuda::AllocationGuard,
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        // Copies still queued (a loop that failed half-way) would read or write memory about to
+        // be freed; nothing can be reported from here, and a failure means the context is gone.
+        let _ = self.stream.synchronize();
+    }
 }
 
 impl Staging {
     /// Pinned memory and events for `qps` QPs, each with `config.depth` buffers, the region
-    /// the NIC sees laid out in strides of at least `slot` bytes.
+    /// the NIC sees laid out in strides of at least `slot` bytes; `payload` is the GPU memory
+    /// the copies move to and from.
     pub fn new(
         gpu: &cuda::Device,
         config: StagingConfig,
@@ -69,6 +85,7 @@ impl Staging {
         max_size: u64,
         qps: u32,
         slot: u64,
+        payload: &cuda::DeviceBuffer,
     ) -> Result<Staging> {
         let buffer_len = bounce_len(config, verb, max_size)?;
         let stride = slot_len((buffer_len * config.depth) as u64).max(slot);
@@ -82,10 +99,11 @@ impl Staging {
         Ok(Staging {
             config,
             buffer_len,
-            pinned,
             stride,
             stream,
             events,
+            pinned,
+            _payload: payload.guard(),
         })
     }
 
