@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::clock::ClockChoice;
 use crate::control::DEFAULT_PORT;
+use crate::doctor::host::{parse_cpus_arg, CpuList};
 use crate::engine::SideConfig;
 use crate::memory::MemMode;
+use crate::placement::PinChoice;
 use crate::plan::{AtomicOp, Connection, Mode, PlanError, PlanRequest, TestKind, Verb};
 use crate::units::parse_size;
 
@@ -174,9 +177,24 @@ pub struct TestArgs {
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<u32>,
 
-    /// Accepted for perftest compatibility and ignored (rdmabench always uses a monotonic clock)
+    /// Accepted for perftest compatibility and ignored (rdmabench calibrates the TSC against
+    /// the monotonic clock rather than trusting cpufreq)
     #[arg(short = 'F', hide = true)]
     pub cpu_freq_ignored: bool,
+
+    /// Latency tests' clock: tsc (calibrated; needs an invariant TSC or a pinned thread),
+    /// monotonic, or auto (tsc where it can be trusted) [default: auto]
+    #[arg(long, value_name = "CLOCK", value_parser = ClockChoice::parse)]
+    pub clock: Option<ClockChoice>,
+
+    /// Pin the measuring thread to one of these CPUs (client: the first, server: the last)
+    /// [default: the NIC's NUMA node's CPUs]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus_arg, conflicts_with = "no_pin")]
+    pub cpus: Option<CpuList>,
+
+    /// Leave the measuring thread to the scheduler (no pinning)
+    #[arg(long)]
+    pub no_pin: bool,
 
     /// Report bandwidth in Gb/s instead of GB/s
     #[arg(long)]
@@ -264,6 +282,15 @@ impl TestArgs {
             atomic: self.atomic,
             validate: self.validate,
             repeat: self.repeat,
+        }
+    }
+
+    /// `--cpus` or `--no-pin`.
+    pub fn pin(&self) -> PinChoice {
+        match (&self.cpus, self.no_pin) {
+            (_, true) => PinChoice::Off,
+            (Some(list), false) => PinChoice::Cpus(list.0.clone()),
+            (None, false) => PinChoice::Auto,
         }
     }
 

@@ -8,6 +8,7 @@
 
 pub mod ceilings;
 pub mod cli;
+pub mod clock;
 pub mod compare;
 pub mod control;
 pub mod counters;
@@ -17,6 +18,7 @@ pub mod engine;
 pub mod limits;
 pub mod memory;
 pub mod output;
+pub mod placement;
 pub mod plan;
 pub mod plot;
 pub mod report;

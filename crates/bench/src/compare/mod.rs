@@ -529,6 +529,10 @@ pub(crate) mod tests {
                 bidirectional: false,
                 latency: None,
                 repeat: 1,
+                clock: None,
+                clock_hz: None,
+                cpus: None,
+                numa_node: None,
             },
             ceilings: CeilingsRecord {
                 wire_gbps: Some(48.5),

@@ -20,10 +20,12 @@ use std::time::Duration;
 use verbs::format_gid;
 
 use crate::ceilings::RunLimits;
+use crate::clock::{self, Clock, ClockChoice, TscFacts};
 use crate::counters::CounterDelta;
 use crate::engine::bw::Stop;
 use crate::engine::{Connected, SideConfig};
 use crate::memory::MemMode;
+use crate::placement::{self, CpuFacts, PinChoice, Placement, Role};
 use crate::plan::{Mode, PlanRequest, TestKind, TestPlan};
 use crate::report::table::{self, Header};
 use crate::report::{
@@ -52,6 +54,32 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// `--clock`.
+    pub clock: ClockChoice,
+    /// `--cpus` or `--no-pin`.
+    pub pin: PinChoice,
+}
+
+/// Where this side's measuring thread runs and the clock that stamps its latencies.
+#[derive(Debug, Clone)]
+pub struct Measuring {
+    /// The CPU it is pinned to while it measures.
+    pub placement: Placement,
+    /// The latency loops' clock.
+    pub clock: Clock,
+}
+
+impl Measuring {
+    /// Chooses the CPU (from the device's NUMA node) and the clock for this side.
+    pub fn resolve(opts: &RunOptions, device: &str, role: Role) -> anyhow::Result<Self> {
+        let facts = CpuFacts::read(&topo::Sysfs::system(), device)?;
+        let placement = placement::choose(&opts.pin, &facts, role)?;
+        let kind = clock::choose(opts.clock, TscFacts::of_this_cpu(placement.cpu.is_some()))?;
+        Ok(Measuring {
+            placement,
+            clock: Clock::new(kind),
+        })
+    }
 }
 
 /// What a finished run hands back: the record of what ran, with every size's figures.
@@ -88,11 +116,21 @@ impl Printer {
         }
     }
 
-    fn header(&self, role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) {
+    fn header(
+        &self,
+        role: &'static str,
+        side: &Connected,
+        plan: &TestPlan,
+        limits: &RunLimits,
+        measuring: &Measuring,
+    ) {
         if self.quiet {
             return;
         }
-        print!("{}", table::header(&header(role, side, plan, limits)));
+        print!(
+            "{}",
+            table::header(&header(role, side, plan, limits, measuring))
+        );
         let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
         for warning in &limits.warnings {
             if bold {
@@ -178,7 +216,13 @@ fn on_off(b: bool) -> String {
     if b { "on" } else { "off" }.to_string()
 }
 
-fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLimits) -> Header {
+fn header(
+    role: &'static str,
+    side: &Connected,
+    plan: &TestPlan,
+    limits: &RunLimits,
+    measuring: &Measuring,
+) -> Header {
     let facts = side.device.facts();
     let gid = side
         .gid
@@ -256,12 +300,23 @@ fn header(role: &'static str, side: &Connected, plan: &TestPlan, limits: &RunLim
             "round trip"
         };
         fields.push(("Latency", kind.to_string()));
+        fields.push(("Clock", measuring.clock.describe()));
     }
+    fields.push(("NUMA node", numa_text(&measuring.placement)));
+    fields.push(("Measuring on", measuring.placement.describe()));
     fields.push(("Ceiling", ceiling_text(limits)));
     Header {
         title: plan.test.title().to_string(),
         role,
         fields,
+    }
+}
+
+/// The NIC's NUMA node, or why it is unknown.
+fn numa_text(p: &Placement) -> String {
+    match p.numa_node {
+        Some(n) => n.to_string(),
+        None => "unknown (sysfs gives none: a virtual device, or -1)".to_string(),
     }
 }
 
@@ -327,11 +382,13 @@ fn record(
     side: &Connected,
     plan: &TestPlan,
     limits: &RunLimits,
+    measuring: &Measuring,
     counters: CounterDelta,
     started_at: String,
     results: Vec<SizeResult>,
 ) -> RunRecord {
     let facts = side.device.facts();
+    let lat = plan.test.mode == Mode::Lat;
     RunRecord {
         schema: SCHEMA.to_string(),
         tool: ToolRecord::current(),
@@ -371,6 +428,10 @@ fn record(
                 .to_string()
             }),
             repeat: plan.repeat,
+            clock: lat.then(|| measuring.clock.kind().name().to_string()),
+            clock_hz: lat.then(|| measuring.clock.hz()),
+            cpus: measuring.placement.cpu.map(|c| c.to_string()),
+            numa_node: measuring.placement.numa_node,
         },
         ceilings: limits.ceilings.clone(),
         counters: counters.into_map(),
@@ -392,11 +453,13 @@ fn record(
 
 /// Ends a run on either side: folds each size's repetitions (sizes never run are left out),
 /// prints the summary and builds the record.
+#[allow(clippy::too_many_arguments)] // each is one part of the run the record describes
 fn finish(
     printer: &Printer,
     side: &Connected,
     plan: &TestPlan,
     limits: &RunLimits,
+    measuring: &Measuring,
     counters: crate::counters::Counters,
     started_at: String,
     reps: Vec<Vec<SizeResult>>,
@@ -409,7 +472,7 @@ fn finish(
     printer.summary(&results);
     let counters = counters.finish(side);
     Ok(Outcome {
-        record: record(side, plan, limits, counters, started_at, results),
+        record: record(side, plan, limits, measuring, counters, started_at, results),
     })
 }
 

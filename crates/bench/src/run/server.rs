@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::client::{bw_shape, lat_shape};
+use super::client::{bw_shape, lat_shape, pinned};
 use super::figures::{combine, ServerPart};
-use super::{finish, started_at, Outcome, Printer, RunOptions};
+use super::{finish, started_at, Measuring, Outcome, Printer, RunOptions};
 use crate::ceilings::run_limits;
 use crate::control::{Channel, Listener, Message};
 use crate::counters::Counters;
@@ -17,6 +17,7 @@ use crate::engine::lat::respond;
 use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
+use crate::placement::Role;
 use crate::plan::{Mode, TestPlan, Verb};
 use crate::report::SizeResult;
 
@@ -24,11 +25,12 @@ use crate::report::SizeResult;
 pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
     let started = started_at();
     let local = Local::open(&opts.side)?;
+    let measuring = Measuring::resolve(opts, local.device_name(), Role::Server)?;
     let mut ch = listener.accept_client(opts.timeout)?;
     if !opts.quiet {
         println!("rdmabench: client {} connected", ch.peer());
     }
-    match serve(opts, &mut ch, local, started) {
+    match serve(opts, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {
             ch.reject(&format!("the server failed: {e:#}"));
@@ -37,7 +39,13 @@ pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
     }
 }
 
-fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> Result<Outcome> {
+fn serve(
+    opts: &RunOptions,
+    ch: &mut Channel,
+    local: Local,
+    measuring: &Measuring,
+    started: String,
+) -> Result<Outcome> {
     let Message::Plan(asked) = ch.expect("Plan")? else {
         bail!("protocol error: expected the client's plan");
     };
@@ -61,7 +69,7 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
 
     let printer = Printer::new(opts, &plan);
     let limits = run_limits(&side);
-    printer.header("server", &side, &plan, &limits);
+    printer.header("server", &side, &plan, &limits, measuring);
     let counters = Counters::start(&side);
     let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
     loop {
@@ -70,7 +78,15 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
                 let Some(i) = plan.sizes.iter().position(|&s| s == size) else {
                     bail!("the client started size {size}, which is not in the plan");
                 };
-                let r = serve_size(opts, &plan, ch, &mut side, size, limits.limit_gbps())?;
+                let r = serve_size(
+                    opts,
+                    &plan,
+                    ch,
+                    &mut side,
+                    measuring,
+                    size,
+                    limits.limit_gbps(),
+                )?;
                 printer.row(rep, &r);
                 reps[i].push(r);
             }
@@ -82,7 +98,9 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
             ),
         }
     }
-    finish(&printer, &side, &plan, &limits, counters, started, reps)
+    finish(
+        &printer, &side, &plan, &limits, measuring, counters, started, reps,
+    )
 }
 
 /// Waits for the peer to finish its part (a passive target).
@@ -98,6 +116,7 @@ fn server_part(
     opts: &RunOptions,
     plan: &TestPlan,
     side: &mut Connected,
+    measuring: &Measuring,
     size: u64,
     peer: &PeerState,
 ) -> Result<ServerPart> {
@@ -122,7 +141,7 @@ fn server_part(
             })
         }
         Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {
-            respond(side, &lat_shape(opts, plan, size)?, peer)?;
+            respond(side, &lat_shape(opts, plan, size, measuring.clock)?, peer)?;
             Ok(ServerPart::default())
         }
         _ => wait_for(peer),
@@ -134,13 +153,18 @@ fn serve_size(
     plan: &TestPlan,
     ch: &mut Channel,
     side: &mut Connected,
+    measuring: &Measuring,
     size: u64,
     ceiling_gbps: Option<f64>,
 ) -> Result<SizeResult> {
     prepare_buffers(side, plan, size)?;
     ch.send(&Message::Ready)?;
     let peer = PeerState::default();
-    let (part, done) = ch.watch(&peer, || server_part(opts, plan, side, size, &peer))?;
+    let (part, done) = ch.watch(&peer, || {
+        pinned(measuring, || {
+            server_part(opts, plan, side, measuring, size, &peer)
+        })
+    })?;
     let Message::SizeDone { result, ops_per_qp } = done else {
         bail!("protocol error: expected the client's figures");
     };
