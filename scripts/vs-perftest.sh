@@ -112,6 +112,7 @@ for t in $tests; do
                 r+=("$(rdmabench_once "$t" "$size")")
                 p+=("$(perftest_once "$t" "$size")")
             fi
+            echo "  $t $size round $((i + 1)): perftest ${p[i]:-failed}, rdmabench ${r[i]:-failed}" >&2
         done
         row "$t" "$size" "$unit" \
             "$(printf "%s\n" "${p[@]}" | awk "NF {print \$1}" | median)" \
