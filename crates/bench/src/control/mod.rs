@@ -160,20 +160,25 @@ impl Channel {
         let interval = (self.timeout / 3).min(Duration::from_secs(1));
         let stop = AtomicBool::new(false);
         let out = std::thread::scope(|s| {
+            // The helper sleeps until its next beat (woken early to stop), so that it does
+            // not interrupt a measuring thread spinning on the same CPUs more than it must.
             let beat = s.spawn(|| {
                 let mut next = Instant::now() + interval;
                 while !stop.load(Ordering::Relaxed) {
-                    std::thread::sleep(Duration::from_millis(20).min(interval));
-                    if Instant::now() >= next {
-                        if write_message(&mut writer, &Message::Heartbeat).is_err() {
-                            return;
-                        }
-                        next += interval;
+                    let now = Instant::now();
+                    if now < next {
+                        std::thread::park_timeout(next - now);
+                        continue;
                     }
+                    if write_message(&mut writer, &Message::Heartbeat).is_err() {
+                        return;
+                    }
+                    next += interval;
                 }
             });
             let out = work();
             stop.store(true, Ordering::Relaxed);
+            beat.thread().unpark();
             let _ = beat.join();
             out
         });
