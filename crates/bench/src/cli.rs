@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::clock::ClockChoice;
 use crate::control::DEFAULT_PORT;
+use crate::doctor::host::{parse_cpus_arg, CpuList};
 use crate::engine::SideConfig;
 use crate::memory::MemMode;
+use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, TestKind, Verb};
 use crate::units::parse_size;
 
@@ -112,9 +115,24 @@ pub struct TestArgs {
     #[arg(long, value_name = "N")]
     pub staging_depth: Option<usize>,
 
-    /// Accepted for perftest compatibility and ignored (rdmabench always uses a monotonic clock)
+    /// Accepted for perftest compatibility and ignored (rdmabench calibrates the TSC against
+    /// the monotonic clock rather than trusting cpufreq)
     #[arg(short = 'F', hide = true)]
     pub cpu_freq_ignored: bool,
+
+    /// Latency tests' clock: tsc (calibrated; needs an invariant TSC or a pinned thread),
+    /// monotonic, or auto (tsc where it can be trusted) [default: auto]
+    #[arg(long, value_name = "CLOCK", value_parser = ClockChoice::parse)]
+    pub clock: Option<ClockChoice>,
+
+    /// Pin the measuring thread to one of these CPUs (client: the first, server: the last)
+    /// [default: the NIC's NUMA node's CPUs]
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus_arg, conflicts_with = "no_pin")]
+    pub cpus: Option<CpuList>,
+
+    /// Leave the measuring thread to the scheduler (no pinning)
+    #[arg(long)]
+    pub no_pin: bool,
 
     /// Report bandwidth in Gb/s instead of GB/s
     #[arg(long)]
@@ -184,6 +202,15 @@ fn parse_timeout(text: &str) -> Result<f64, String> {
 }
 
 impl TestArgs {
+    /// `--cpus` or `--no-pin`.
+    pub fn pin(&self) -> PinChoice {
+        match (&self.cpus, self.no_pin) {
+            (_, true) => PinChoice::Off,
+            (Some(list), false) => PinChoice::Cpus(list.0.clone()),
+            (None, false) => PinChoice::Auto,
+        }
+    }
+
     /// This side's hardware choice (`-d`, `-i`, `-x`, `--mem`).
     pub fn side(&self) -> Result<SideConfig, PlanError> {
         let mem = match (&self.mem, &self.use_cuda) {

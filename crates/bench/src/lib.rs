@@ -7,6 +7,7 @@
 //! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage, 3 below a `--limit-*`.
 
 pub mod cli;
+pub mod clock;
 pub mod compare;
 pub mod control;
 pub mod devices;
@@ -16,6 +17,7 @@ pub mod exit;
 pub mod histogram;
 pub mod memory;
 pub mod output;
+pub mod placement;
 pub mod plan;
 pub mod plot;
 pub mod report;

@@ -56,6 +56,8 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         report_gbits: args.report_gbits,
         quiet: false,
         progress: true,
+        clock: args.clock.unwrap_or_default(),
+        pin: args.pin(),
     };
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?

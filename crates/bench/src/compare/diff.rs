@@ -245,6 +245,10 @@ mod tests {
         a.params.atomic = Some("FETCH_AND_ADD".to_string());
         a.params.duration = Some(2.0);
         a.params.latency = Some("one_way".to_string());
+        a.params.clock = Some("tsc".to_string());
+        a.params.clock_hz = Some(2.4e9);
+        a.params.cpus = Some("3".to_string());
+        a.params.numa_node = Some(0);
         let base = serde_json::to_value(&a).unwrap();
         for param in PARAMS {
             let mut changed = base.clone();

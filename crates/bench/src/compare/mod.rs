@@ -535,6 +535,10 @@ pub(crate) mod tests {
                 latency: None,
                 repeat: 1,
                 relaxed_ordering: true,
+                clock: None,
+                clock_hz: None,
+                cpus: None,
+                numa_node: None,
             },
             ceilings: CeilingsRecord {
                 wire_gbps: Some(48.5),

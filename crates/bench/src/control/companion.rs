@@ -14,9 +14,6 @@ use anyhow::{anyhow, Context, Result};
 use super::{read_message, write_message, Channel, Message, WireError};
 use crate::engine::bw::PeerState;
 
-/// How often the writer looks for something to send.
-const WRITER_TICK: Duration = Duration::from_millis(20);
-
 /// What the reader waits for while a loop measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Listen {
@@ -52,10 +49,12 @@ impl Channel {
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
             let beat = s.spawn(|| write_while(&mut writer, peer, &stop, interval));
+            let beat_thread = beat.thread().clone();
             let heard = (listen != Listen::Nothing)
                 .then(|| s.spawn(move || listen_for(&mut reader, listen, peer, timeout, addr)));
             let out = work();
             stop.store(true, Ordering::Release);
+            beat_thread.unpark();
             // Whose failure came first decides which message the user sees.
             let peer_failed_first = peer.is_failed();
             if out.is_err() {
@@ -81,13 +80,16 @@ impl Channel {
 }
 
 /// Writes a heartbeat every `interval` and `SendsOver` once the loop announced it, until
-/// `stop`; an announcement made just before the stop still goes out.
+/// `stop`; an announcement made just before the stop still goes out. Between two it sleeps
+/// (woken by the announcement or the stop), so that it does not interrupt a measuring thread
+/// spinning on the same CPUs more than it must.
 fn write_while(
     out: &mut std::net::TcpStream,
     peer: &PeerState,
     stop: &AtomicBool,
     interval: Duration,
 ) {
+    peer.set_announcer();
     let mut next = Instant::now() + interval;
     loop {
         let stopping = stop.load(Ordering::Acquire);
@@ -97,13 +99,15 @@ fn write_while(
         if stopping {
             return;
         }
-        std::thread::sleep(WRITER_TICK.min(interval));
-        if Instant::now() >= next {
-            if write_message(out, &Message::Heartbeat).is_err() {
-                return;
-            }
-            next += interval;
+        let now = Instant::now();
+        if now < next {
+            std::thread::park_timeout(next - now);
+            continue;
         }
+        if write_message(out, &Message::Heartbeat).is_err() {
+            return;
+        }
+        next += interval;
     }
 }
 

@@ -216,6 +216,39 @@ fn check_device_limits(device: &Device, port: &PortInfo, plan: &TestPlan, slot: 
 }
 
 impl Local {
+    /// The RDMA device's name, e.g. "mlx5_0".
+    pub fn device_name(&self) -> &str {
+        self.device.name()
+    }
+
+    /// The largest inline size up to `want` that this device creates `plan`'s QPs with (verbs
+    /// has no query for it: QPs are created until one fits).
+    pub fn inline_limit(&self, plan: &TestPlan, want: u32) -> Result<u32> {
+        let pd = self.device.alloc_pd()?;
+        let cq = CompletionQueue::new(&self.device, plan.tx_depth + 1)?;
+        let creates = |n: u32| {
+            n <= want
+                && QueuePairBuilder::new(&pd, &cq)
+                    .transport(plan.connection.transport())
+                    .port(self.port.port)
+                    .max_send_wr(plan.tx_depth)
+                    .max_recv_wr(1)
+                    .max_inline_data(n)
+                    .build()
+                    .is_ok()
+        };
+        if creates(want) {
+            return Ok(want);
+        }
+        max_inline(creates).with_context(|| {
+            format!(
+                "creating a {} QP on {}",
+                plan.connection.name(),
+                self.device.name()
+            )
+        })
+    }
+
     /// Opens the device and its port (which must be ACTIVE) and resolves the GID, so that a
     /// missing device fails the run before any peer is waited for.
     pub fn open(cfg: &SideConfig) -> Result<Self> {

@@ -24,7 +24,8 @@ pub struct Param {
     /// The header's label (at most 15 characters).
     pub label: &'static str,
     /// Shown in the header's parameter lines (some have a richer line of their own there:
-    /// the test is the title, the memory names the GPU, the run its warm-up).
+    /// the test is the title, the memory names the GPU, the run its warm-up, the clock its
+    /// calibrated rate, the CPUs and NUMA node why they were chosen).
     pub in_header: bool,
     /// What a difference in it means to `compare`.
     pub compare: Compared,
@@ -141,6 +142,34 @@ pub const PARAMS: &[Param] = &[
         value: |p| text(p.relaxed_ordering),
     },
     Param {
+        key: "clock",
+        label: "Clock",
+        in_header: false,
+        compare: Compared::Warn,
+        value: |p| opt(p.clock.as_ref()),
+    },
+    Param {
+        key: "clock_hz",
+        label: "Clock rate (Hz)",
+        in_header: false,
+        compare: Compared::Skip,
+        value: |p| opt(p.clock_hz.map(serde_json::Value::from)),
+    },
+    Param {
+        key: "cpus",
+        label: "CPUs",
+        in_header: false,
+        compare: Compared::Warn,
+        value: |p| opt(p.cpus.as_ref()),
+    },
+    Param {
+        key: "numa_node",
+        label: "NUMA node",
+        in_header: false,
+        compare: Compared::Warn,
+        value: |p| opt(p.numa_node),
+    },
+    Param {
         key: "iters",
         label: "Iterations",
         in_header: false,
@@ -199,6 +228,10 @@ mod tests {
         p.atomic = Some("FETCH_AND_ADD".into());
         p.duration = Some(2.0);
         p.latency = Some("one_way".into());
+        p.clock = Some("tsc".into());
+        p.clock_hz = Some(2.4e9);
+        p.cpus = Some("3".into());
+        p.numa_node = Some(1);
         let json = serde_json::to_value(&p).unwrap();
         let fields = json.as_object().unwrap();
         let mut keys: Vec<&str> = PARAMS.iter().map(|p| p.key).collect();

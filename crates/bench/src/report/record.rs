@@ -212,6 +212,18 @@ pub struct ParamsRecord {
     /// turns it off; a device that refuses it runs without). Absent in older records: false.
     #[serde(default)]
     pub relaxed_ordering: bool,
+    /// Latency tests: the clock that timed each round trip, "tsc" or "monotonic".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<String>,
+    /// Latency tests: that clock's ticks per second (the TSC's calibrated rate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock_hz: Option<f64>,
+    /// The CPU the measuring thread was pinned to; absent with `--no-pin`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// The NIC's NUMA node; absent where sysfs does not know it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
 }
 
 fn one() -> u32 {

@@ -3,15 +3,19 @@
 use anyhow::{bail, Context, Result};
 
 use super::figures::{from_latency, from_window};
-use super::{finish, params_record, started_at, stop_of, Outcome, Printer, RunOptions, LAT_WARMUP};
+use super::{
+    finish, params_record, started_at, stop_of, Measuring, Outcome, Printer, RunOptions, LAT_WARMUP,
+};
+use crate::clock::Clock;
 use crate::control::{Channel, Listen, Message};
 use crate::engine::bw::{measure_bw, LoopShape, PeerState};
 use crate::engine::lat::{initiate, LatShape};
 use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
+use crate::memory::MemMode;
 use crate::output::progress_bar::ProgressBar;
-use crate::plan::{Mode, Role, TestPlan, Verb};
+use crate::plan::{Connection, Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
 use crate::run::limits::run_limits;
 use crate::run::port_counters::Counters;
@@ -20,8 +24,10 @@ use crate::run::port_counters::Counters;
 pub fn run_client(opts: &RunOptions, plan: &TestPlan, host: &str, port: u16) -> Result<Outcome> {
     let started = started_at();
     let local = Local::open(&opts.side)?;
+    let measuring = Measuring::resolve(opts, local.device_name(), Role::Client)?;
+    let plan = &with_default_inline(plan, opts, &local)?;
     let mut ch = Channel::connect(host, port, opts.timeout)?;
-    match drive(opts, plan, &mut ch, local, started) {
+    match drive(opts, plan, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {
             ch.reject(&format!("the client failed: {e:#}"));
@@ -35,6 +41,7 @@ fn drive(
     plan: &TestPlan,
     ch: &mut Channel,
     local: Local,
+    measuring: &Measuring,
     started: String,
 ) -> Result<Outcome> {
     ch.send(&Message::Plan(Box::new(plan.clone())))?;
@@ -57,8 +64,8 @@ fn drive(
 
     let printer = Printer::new(opts, plan);
     let limits = run_limits(&side);
-    let params = params_record(plan, &side);
-    printer.header(Role::Client, &side, &params, &limits);
+    let params = params_record(plan, &side, measuring);
+    printer.header(Role::Client, &side, &params, &limits, measuring);
     let counters = Counters::start(&side);
     let steps = plan.sizes.len() as u64 * u64::from(plan.repeat);
     let progress = ProgressBar::new(steps, opts.progress && !opts.quiet);
@@ -66,7 +73,7 @@ fn drive(
     for rep in 0..plan.repeat {
         for (i, &size) in plan.sizes.iter().enumerate() {
             progress.start(size, rep);
-            let r = run_size(opts, plan, ch, &mut side, size, rep)
+            let r = run_size(opts, plan, ch, &mut side, measuring, size, rep)
                 .with_context(|| format!("size {size} bytes"))?;
             progress.suspend(|| printer.row(rep, &r));
             reps[i].push(r);
@@ -98,7 +105,7 @@ pub fn bw_shape(opts: &RunOptions, plan: &TestPlan, size: u64, role: Role) -> Re
 }
 
 /// The shape of this plan's latency loop for one size.
-pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64) -> Result<LatShape> {
+pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64, clock: Clock) -> Result<LatShape> {
     Ok(LatShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
@@ -108,7 +115,33 @@ pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64) -> Result<LatSha
         cq_mod: plan.cq_mod,
         inline: inline_for(plan, size),
         stall_timeout: opts.timeout,
+        clock,
     })
+}
+
+/// perftest's default inline size of a latency test on a device it knows (DEF_INLINE_WRITE,
+/// DEF_INLINE_SEND_RC_UC_XRC, DEF_INLINE_SEND_UD in its perftest_parameters.h); 0 for
+/// bandwidth tests, READ and atomics.
+fn perftest_inline(plan: &TestPlan) -> u32 {
+    match (plan.test.mode, plan.test.verb, plan.connection) {
+        (Mode::Lat, Verb::Write, _) => 220,
+        (Mode::Lat, Verb::Send, Connection::Ud) => 188,
+        (Mode::Lat, Verb::Send, _) => 236,
+        _ => 0,
+    }
+}
+
+/// The plan the client runs: `-I` as given; else, for host memory, perftest's latency default
+/// capped by what this side's device allows (perftest leaves devices it does not know, such
+/// as soft-RoCE, at 0; rdmabench asks the device). The server adopts the plan's value.
+fn with_default_inline(plan: &TestPlan, opts: &RunOptions, local: &Local) -> Result<TestPlan> {
+    let want = perftest_inline(plan);
+    if opts.request.inline.is_some() || want == 0 || opts.side.mem != MemMode::Host {
+        return Ok(plan.clone());
+    }
+    let mut plan = plan.clone();
+    plan.inline = local.inline_limit(&plan, want)?;
+    Ok(plan)
 }
 
 fn inline_for(plan: &TestPlan, size: u64) -> bool {
@@ -122,6 +155,7 @@ fn run_size(
     plan: &TestPlan,
     ch: &mut Channel,
     side: &mut Connected,
+    measuring: &Measuring,
     size: u64,
     rep: u32,
 ) -> Result<SizeResult> {
@@ -139,9 +173,13 @@ fn run_size(
                 Listen::Nothing
             };
             let (m, _) = if side.staging.is_some() {
-                ch.measuring(&peer, listen, || measure_staged(side, &shape, &peer))?
+                ch.measuring(&peer, listen, || {
+                    pinned(measuring, || measure_staged(side, &shape, &peer))
+                })?
             } else {
-                ch.measuring(&peer, listen, || measure_bw(side, &shape, &peer))?
+                ch.measuring(&peer, listen, || {
+                    pinned(measuring, || measure_bw(side, &shape, &peer))
+                })?
             };
             let sent = m.sent.context("the loop measured no window")?;
             let mut r = from_window(size, sent)?;
@@ -149,8 +187,10 @@ fn run_size(
             (r, m.ops_per_qp)
         }
         Mode::Lat => {
-            let shape = lat_shape(opts, plan, size)?;
-            let (m, _) = ch.measuring(&peer, Listen::Nothing, || initiate(side, &shape))?;
+            let shape = lat_shape(opts, plan, size, measuring.clock)?;
+            let (m, _) = ch.measuring(&peer, Listen::Nothing, || {
+                pinned(measuring, || initiate(side, &shape))
+            })?;
             (from_latency(size, &m)?, vec![m.total])
         }
     };
@@ -175,4 +215,41 @@ fn run_size(
         bail!("payload check failed on the client: {detail}");
     }
     Ok(*result)
+}
+
+/// Runs a measured loop on the measuring thread's CPU (helper threads started before keep
+/// the process's CPUs).
+pub fn pinned<T>(measuring: &Measuring, work: impl FnOnce() -> Result<T>) -> Result<T> {
+    let cpu = measuring.placement.cpu;
+    let _pin = measuring
+        .placement
+        .pin()
+        .with_context(|| format!("pinning the measuring thread to CPU {cpu:?}"))?;
+    work()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanRequest, TestKind};
+
+    fn plan(verb: Verb, mode: Mode, connection: Option<Connection>) -> TestPlan {
+        let kind = TestKind::new(verb, mode);
+        PlanRequest {
+            connection,
+            ..Default::default()
+        }
+        .resolve(kind)
+        .unwrap()
+    }
+
+    #[test]
+    fn latency_inline_defaults_are_perftests() {
+        let lat = |verb, c| perftest_inline(&plan(verb, Mode::Lat, c));
+        assert_eq!(lat(Verb::Write, None), 220);
+        assert_eq!(lat(Verb::Send, None), 236);
+        assert_eq!(lat(Verb::Send, Some(Connection::Ud)), 188);
+        assert_eq!(lat(Verb::Read, None), 0);
+        assert_eq!(perftest_inline(&plan(Verb::Write, Mode::Bw, None)), 0);
+    }
 }

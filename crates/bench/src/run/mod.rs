@@ -21,11 +21,13 @@ use std::time::Duration;
 
 use verbs::format_gid;
 
+use crate::clock::{self, Clock, ClockChoice, TscFacts};
 use crate::engine::bw::Stop;
 use crate::engine::effective::Effective;
 use crate::engine::{Connected, SideConfig};
 use crate::memory::MemMode;
 use crate::output::table::{self, Header};
+use crate::placement::{self, CpuFacts, PinChoice, Placement};
 use crate::plan::{Mode, PlanRequest, Role, TestKind, TestPlan};
 use crate::report::{
     now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, SizeResult,
@@ -54,6 +56,32 @@ pub struct RunOptions {
     pub quiet: bool,
     /// Show a progress bar on a terminal.
     pub progress: bool,
+    /// `--clock`.
+    pub clock: ClockChoice,
+    /// `--cpus` or `--no-pin`.
+    pub pin: PinChoice,
+}
+
+/// Where this side's measuring thread runs and the clock that stamps its latencies.
+#[derive(Debug, Clone)]
+pub struct Measuring {
+    /// The CPU it is pinned to while it measures.
+    pub placement: Placement,
+    /// The latency loops' clock.
+    pub clock: Clock,
+}
+
+impl Measuring {
+    /// Chooses the CPU (from the device's NUMA node) and the clock for this side.
+    pub fn resolve(opts: &RunOptions, device: &str, role: Role) -> anyhow::Result<Self> {
+        let facts = CpuFacts::read(&topo::Sysfs::system(), device)?;
+        let placement = placement::choose(&opts.pin, &facts, role)?;
+        let kind = clock::choose(opts.clock, TscFacts::of_this_cpu(placement.cpu.is_some()))?;
+        Ok(Measuring {
+            placement,
+            clock: Clock::new(kind),
+        })
+    }
 }
 
 /// What a finished run hands back: the record of what ran, with every size's figures.
@@ -90,11 +118,21 @@ impl Printer {
         }
     }
 
-    fn header(&self, role: Role, side: &Connected, params: &ParamsRecord, limits: &RunLimits) {
+    fn header(
+        &self,
+        role: Role,
+        side: &Connected,
+        params: &ParamsRecord,
+        limits: &RunLimits,
+        measuring: &Measuring,
+    ) {
         if self.quiet {
             return;
         }
-        print!("{}", table::header(&header(role, side, params, limits)));
+        print!(
+            "{}",
+            table::header(&header(role, side, params, limits, measuring))
+        );
         let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
         for warning in &limits.warnings {
             if bold {
@@ -176,7 +214,13 @@ impl Printer {
     }
 }
 
-fn header(role: Role, side: &Connected, params: &ParamsRecord, limits: &RunLimits) -> Header {
+fn header(
+    role: Role,
+    side: &Connected,
+    params: &ParamsRecord,
+    limits: &RunLimits,
+    measuring: &Measuring,
+) -> Header {
     let facts = side.device.facts();
     let gid = side
         .gid
@@ -222,7 +266,10 @@ fn header(role: Role, side: &Connected, params: &ParamsRecord, limits: &RunLimit
             "round trip"
         };
         fields.push(("Latency", kind.to_string()));
+        fields.push(("Clock", measuring.clock.describe()));
     }
+    fields.push(("NUMA node", numa_text(&measuring.placement)));
+    fields.push(("Measuring on", measuring.placement.describe()));
     fields.push(("Ceiling", ceiling_text(limits)));
     Header {
         title: test_title(&params.test),
@@ -234,6 +281,14 @@ fn header(role: Role, side: &Connected, params: &ParamsRecord, limits: &RunLimit
 /// perftest's title for a test named in a record.
 fn test_title(test: &str) -> String {
     crate::plan::TestKind::parse(test).map_or_else(|| test.to_string(), |t| t.title().to_string())
+}
+
+/// The NIC's NUMA node, or why it is unknown.
+fn numa_text(p: &Placement) -> String {
+    match p.numa_node {
+        Some(n) => n.to_string(),
+        None => "unknown (sysfs gives none: a virtual device, or -1)".to_string(),
+    }
 }
 
 /// "host", or "cuda:0: NVIDIA H200 at 0000:17:00.0, GPUDirect RDMA on (dma-buf)".
@@ -298,8 +353,9 @@ fn ceiling_text(limits: &RunLimits) -> String {
     }
 }
 
-/// The record's `params`: the plan as the loops ran it.
-pub fn params_record(plan: &TestPlan, side: &Connected) -> ParamsRecord {
+/// The record's `params`: the plan as the loops ran it, on the CPU and with the clock
+/// `measuring` names.
+pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -> ParamsRecord {
     let eff = Effective::of(plan, side);
     let bw = plan.test.mode == Mode::Bw;
     ParamsRecord {
@@ -329,6 +385,10 @@ pub fn params_record(plan: &TestPlan, side: &Connected) -> ParamsRecord {
             .to_string()
         }),
         repeat: plan.repeat,
+        clock: (!bw).then(|| measuring.clock.kind().name().to_string()),
+        clock_hz: (!bw).then(|| measuring.clock.hz()),
+        cpus: measuring.placement.cpu.map(|c| c.to_string()),
+        numa_node: measuring.placement.numa_node,
     }
 }
 
@@ -380,6 +440,7 @@ fn record(
 
 /// Ends a run on either side: folds each size's repetitions (sizes never run are left out),
 /// prints the summary and builds the record.
+#[allow(clippy::too_many_arguments)] // each is one part of the run the record describes
 fn finish(
     printer: &Printer,
     side: &Connected,

@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use super::client::{bw_shape, lat_shape};
+use super::client::{bw_shape, lat_shape, pinned};
 use super::figures::{combine, ServerPart};
-use super::{finish, params_record, started_at, Outcome, Printer, RunOptions};
+use super::{finish, params_record, started_at, Measuring, Outcome, Printer, RunOptions};
 use crate::control::{Channel, Listen, Listener, Message};
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
@@ -24,11 +24,12 @@ use crate::run::port_counters::Counters;
 pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
     let started = started_at();
     let local = Local::open(&opts.side)?;
+    let measuring = Measuring::resolve(opts, local.device_name(), Role::Server)?;
     let mut ch = listener.accept_client(opts.timeout)?;
     if !opts.quiet {
         println!("rdmabench: client {} connected", ch.peer());
     }
-    match serve(opts, &mut ch, local, started) {
+    match serve(opts, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {
             ch.reject(&format!("the server failed: {e:#}"));
@@ -37,7 +38,13 @@ pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
     }
 }
 
-fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> Result<Outcome> {
+fn serve(
+    opts: &RunOptions,
+    ch: &mut Channel,
+    local: Local,
+    measuring: &Measuring,
+    started: String,
+) -> Result<Outcome> {
     let Message::Plan(asked) = ch.expect("Plan")? else {
         bail!("protocol error: expected the client's plan");
     };
@@ -61,8 +68,8 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
 
     let printer = Printer::new(opts, &plan);
     let limits = run_limits(&side);
-    let params = params_record(&plan, &side);
-    printer.header(Role::Server, &side, &params, &limits);
+    let params = params_record(&plan, &side, measuring);
+    printer.header(Role::Server, &side, &params, &limits, measuring);
     let counters = Counters::start(&side);
     let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
     loop {
@@ -71,7 +78,15 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
                 let Some(i) = plan.sizes.iter().position(|&s| s == size) else {
                     bail!("the client started size {size}, which is not in the plan");
                 };
-                let r = serve_size(opts, &plan, ch, &mut side, size, limits.limit_gbps())?;
+                let r = serve_size(
+                    opts,
+                    &plan,
+                    ch,
+                    &mut side,
+                    measuring,
+                    size,
+                    limits.limit_gbps(),
+                )?;
                 printer.row(rep, &r);
                 reps[i].push(r);
             }
@@ -86,10 +101,12 @@ fn serve(opts: &RunOptions, ch: &mut Channel, local: Local, started: String) -> 
     finish(&printer, &side, params, &limits, counters, started, reps)
 }
 
-/// Waits for the peer's operations to end (a passive target).
+/// Waits for the peer's operations to end (a passive target). It looks every 10 ms: waking
+/// more often would take CPU time from the machine's other spinning threads (the client's,
+/// in loopback or a one-machine run) for nothing.
 fn wait_for(peer: &PeerState) -> Result<ServerPart> {
     while !peer.is_done() && !peer.is_failed() {
-        std::thread::sleep(Duration::from_millis(1));
+        std::thread::sleep(Duration::from_millis(10));
     }
     Ok(ServerPart::default())
 }
@@ -99,6 +116,7 @@ fn server_part(
     opts: &RunOptions,
     plan: &TestPlan,
     side: &mut Connected,
+    measuring: &Measuring,
     size: u64,
     peer: &PeerState,
 ) -> Result<ServerPart> {
@@ -128,7 +146,7 @@ fn server_part(
             })
         }
         Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {
-            respond(side, &lat_shape(opts, plan, size)?, peer)?;
+            respond(side, &lat_shape(opts, plan, size, measuring.clock)?, peer)?;
             Ok(ServerPart::default())
         }
         _ => wait_for(peer),
@@ -140,6 +158,7 @@ fn serve_size(
     plan: &TestPlan,
     ch: &mut Channel,
     side: &mut Connected,
+    measuring: &Measuring,
     size: u64,
     ceiling_gbps: Option<f64>,
 ) -> Result<SizeResult> {
@@ -147,7 +166,9 @@ fn serve_size(
     ch.send(&Message::Ready)?;
     let peer = PeerState::default();
     let (part, done) = ch.measuring(&peer, Listen::SizeDone, || {
-        server_part(opts, plan, side, size, &peer)
+        pinned(measuring, || {
+            server_part(opts, plan, side, measuring, size, &peer)
+        })
     })?;
     let Some(Message::SizeDone { result, ops_per_qp }) = done else {
         bail!("protocol error: expected the client's figures");

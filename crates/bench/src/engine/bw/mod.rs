@@ -14,6 +14,8 @@ pub mod host;
 pub use host::measure_bw;
 
 use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::OnceLock;
+use std::thread::Thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
@@ -122,6 +124,8 @@ pub fn covered_by(n: u64, cq_mod: u32) -> u32 {
 pub struct PeerState {
     peer: AtomicU8,
     sends_over: AtomicU8,
+    /// The companion thread that announces, woken when there is something to announce.
+    announcer: OnceLock<Thread>,
 }
 
 impl PeerState {
@@ -148,11 +152,22 @@ impl PeerState {
         self.peer.load(Ordering::Acquire) == Self::FAILED
     }
 
-    /// This side's sends are over: the peer may stop waiting for them.
+    /// This side's sends are over: the peer may stop waiting for them (the first call wakes
+    /// the announcing thread; later ones cost one atomic operation).
     pub fn announce_sends_over(&self) {
-        let _ = self
+        let first = self
             .sends_over
-            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire);
+            .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok();
+        if let (true, Some(t)) = (first, self.announcer.get()) {
+            t.unpark();
+        }
+    }
+
+    /// The calling thread is the one that announces, and sleeps until there is something
+    /// to announce.
+    pub fn set_announcer(&self) {
+        let _ = self.announcer.set(std::thread::current());
     }
 
     /// True the first time it is asked after [`announce_sends_over`](Self::announce_sends_over).

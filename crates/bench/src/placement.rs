@@ -1,0 +1,287 @@
+//! Where the measuring thread runs: on one CPU of the NIC's NUMA node (as perftest binds
+//! to the node by default), on one of `--cpus`, or where the scheduler puts it (`--no-pin`).
+//!
+//! Each side pins its measuring thread to ONE CPU, so that a ping-pong never migrates and the
+//! TSC of one CPU times it. The client takes the first CPU of the chosen set and the server
+//! the last, so that the two threads of `--loopback` (and a server and client started on one
+//! machine) spin on different CPUs whenever the set has two. Only the measured loop is
+//! pinned: the control channel's helper threads keep the process's whole CPU set.
+
+use std::io;
+
+use topo::Sysfs;
+
+use crate::doctor::host::{allowed_cpus, format_cpulist, node_cpus};
+use crate::plan::{PlanError, Role};
+
+/// What the command line asked for.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum PinChoice {
+    /// One CPU of the NIC's NUMA node, or of the allowed CPUs where the node is unknown.
+    #[default]
+    Auto,
+    /// One CPU of this list (`--cpus`).
+    Cpus(Vec<u32>),
+    /// No pinning (`--no-pin`).
+    Off,
+}
+
+/// Where this side's measuring thread runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placement {
+    /// The NIC's NUMA node, `None` when sysfs does not know it (-1, or a virtual device).
+    pub numa_node: Option<u32>,
+    /// The CPU the measuring thread is pinned to; `None` with `--no-pin`.
+    pub cpu: Option<u32>,
+    /// Where the CPU came from, for the header.
+    pub source: String,
+}
+
+/// The facts a placement is chosen from, injectable for tests.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CpuFacts {
+    /// The NIC's NUMA node.
+    pub numa_node: Option<u32>,
+    /// That node's CPUs, if the node and its CPU list are known.
+    pub node_cpus: Option<Vec<u32>>,
+    /// The CPUs this process may run on.
+    pub allowed: Vec<u32>,
+}
+
+impl CpuFacts {
+    /// The live facts for the RDMA device `device`.
+    pub fn read(sysfs: &Sysfs, device: &str) -> io::Result<Self> {
+        let numa_node = topo::RdmaDevice::read(sysfs, device)
+            .ok()
+            .and_then(|d| d.numa_node);
+        Ok(CpuFacts {
+            numa_node,
+            node_cpus: numa_node.and_then(|n| node_cpus(sysfs, n)),
+            allowed: allowed_cpus()?,
+        })
+    }
+}
+
+/// Chooses this side's CPU. `--cpus` naming a CPU the process may not use is a usage error
+/// naming it and the allowed set.
+pub fn choose(choice: &PinChoice, facts: &CpuFacts, role: Role) -> Result<Placement, PlanError> {
+    let node = facts.numa_node;
+    let (set, source) = match choice {
+        PinChoice::Off => {
+            return Ok(Placement {
+                numa_node: node,
+                cpu: None,
+                source: "not pinned (--no-pin)".to_string(),
+            })
+        }
+        PinChoice::Cpus(list) => (checked(list, &facts.allowed)?, "of --cpus".to_string()),
+        PinChoice::Auto => auto_set(facts),
+    };
+    let cpu = match role {
+        Role::Client => set.first(),
+        Role::Server => set.last(),
+    };
+    let Some(&cpu) = cpu else {
+        return Err(PlanError(
+            "this process may run on no CPU (sched_getaffinity returned none)".to_string(),
+        ));
+    };
+    Ok(Placement {
+        numa_node: node,
+        cpu: Some(cpu),
+        source: format!("{source} {}", format_cpulist(&set)),
+    })
+}
+
+/// `--cpus`, every one of which the process must be allowed to run on.
+fn checked(list: &[u32], allowed: &[u32]) -> Result<Vec<u32>, PlanError> {
+    let bad: Vec<u32> = list
+        .iter()
+        .copied()
+        .filter(|c| !allowed.contains(c))
+        .collect();
+    if bad.is_empty() {
+        return Ok(list.to_vec());
+    }
+    Err(PlanError(format!(
+        "--cpus: CPU {} is not among the CPUs this process may run on ({})",
+        format_cpulist(&bad),
+        format_cpulist(allowed)
+    )))
+}
+
+/// The NIC node's allowed CPUs; the allowed CPUs where the node or its CPUs are unknown or
+/// none of them is allowed.
+fn auto_set(facts: &CpuFacts) -> (Vec<u32>, String) {
+    let allowed = || facts.allowed.clone();
+    match (facts.numa_node, &facts.node_cpus) {
+        (None, _) => (
+            allowed(),
+            "NIC's NUMA node unknown; one of the allowed CPUs".to_string(),
+        ),
+        (Some(n), None) => (
+            allowed(),
+            format!("node {n}'s CPU list unknown; one of the allowed CPUs"),
+        ),
+        (Some(n), Some(cpus)) => {
+            let on: Vec<u32> = cpus
+                .iter()
+                .copied()
+                .filter(|c| facts.allowed.contains(c))
+                .collect();
+            if on.is_empty() {
+                (
+                    allowed(),
+                    format!("none of node {n}'s CPUs is allowed; one of the allowed CPUs"),
+                )
+            } else {
+                (on, format!("of the NIC's node {n}"))
+            }
+        }
+    }
+}
+
+impl Placement {
+    /// "CPU 3 (of the NIC's node 0 0-15)", or "not pinned (--no-pin)".
+    pub fn describe(&self) -> String {
+        match self.cpu {
+            Some(cpu) => format!("CPU {cpu} ({})", self.source),
+            None => self.source.clone(),
+        }
+    }
+
+    /// Pins the calling thread to this placement's CPU until the guard drops (which puts
+    /// back the CPUs it had); does nothing with `--no-pin`.
+    pub fn pin(&self) -> io::Result<PinGuard> {
+        let Some(cpu) = self.cpu else {
+            return Ok(PinGuard { before: None });
+        };
+        let before = get_affinity()?;
+        // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        // SAFETY: `cpu` was checked against the allowed set, which is below CPU_SETSIZE.
+        unsafe { libc::CPU_SET(cpu as usize, &mut set) };
+        set_affinity(&set)?;
+        Ok(PinGuard {
+            before: Some(before),
+        })
+    }
+}
+
+/// Puts a pinned thread's CPUs back when dropped.
+#[allow(missing_debug_implementations)] // cpu_set_t has no Debug
+pub struct PinGuard {
+    before: Option<libc::cpu_set_t>,
+}
+
+impl Drop for PinGuard {
+    fn drop(&mut self) {
+        if let Some(set) = &self.before {
+            // Nothing to do about a failure here: the thread stays pinned, which is harmless.
+            let _ = set_affinity(set);
+        }
+    }
+}
+
+fn get_affinity() -> io::Result<libc::cpu_set_t> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid, writable cpu_set_t of the size passed; pid 0 is this thread.
+    let rc =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(set)
+}
+
+fn set_affinity(set: &libc::cpu_set_t) -> io::Result<()> {
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is this thread.
+    let rc = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), set) };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts(node: Option<u32>, node_cpus: Option<Vec<u32>>, allowed: Vec<u32>) -> CpuFacts {
+        CpuFacts {
+            numa_node: node,
+            node_cpus,
+            allowed,
+        }
+    }
+
+    #[test]
+    fn the_nic_nodes_cpus_are_chosen_client_first_server_last() {
+        let f = facts(Some(1), Some(vec![8, 9, 10, 11]), (0..16).collect());
+        let c = choose(&PinChoice::Auto, &f, Role::Client).unwrap();
+        let s = choose(&PinChoice::Auto, &f, Role::Server).unwrap();
+        assert_eq!((c.cpu, s.cpu), (Some(8), Some(11)));
+        assert_eq!(c.describe(), "CPU 8 (of the NIC's node 1 8-11)");
+        assert_eq!(c.numa_node, Some(1));
+    }
+
+    #[test]
+    fn only_allowed_cpus_of_the_node_are_chosen() {
+        let f = facts(Some(1), Some(vec![8, 9, 10, 11]), vec![0, 1, 9, 10]);
+        let c = choose(&PinChoice::Auto, &f, Role::Client).unwrap();
+        assert_eq!(c.cpu, Some(9));
+        let f = facts(Some(1), Some(vec![8, 9]), vec![0, 1]);
+        let c = choose(&PinChoice::Auto, &f, Role::Server).unwrap();
+        assert_eq!(c.cpu, Some(1));
+        assert!(c.describe().contains("none of node 1's CPUs is allowed"));
+    }
+
+    #[test]
+    fn an_unknown_node_is_said_and_one_allowed_cpu_is_pinned() {
+        let f = facts(None, None, vec![0, 1]);
+        let c = choose(&PinChoice::Auto, &f, Role::Client).unwrap();
+        let s = choose(&PinChoice::Auto, &f, Role::Server).unwrap();
+        assert_eq!((c.cpu, s.cpu), (Some(0), Some(1)));
+        assert!(
+            c.describe().contains("NUMA node unknown"),
+            "{}",
+            c.describe()
+        );
+    }
+
+    #[test]
+    fn cpus_given_must_be_allowed() {
+        let f = facts(None, None, vec![0, 1, 2, 3]);
+        let c = choose(&PinChoice::Cpus(vec![2, 3]), &f, Role::Client).unwrap();
+        assert_eq!(c.cpu, Some(2));
+        let e = choose(&PinChoice::Cpus(vec![1, 7, 8]), &f, Role::Client).unwrap_err();
+        assert!(e.0.contains("CPU 7-8 ") && e.0.contains("(0-3)"), "{e}");
+    }
+
+    #[test]
+    fn no_pin_pins_nothing() {
+        let f = facts(Some(0), Some(vec![0]), vec![0]);
+        let p = choose(&PinChoice::Off, &f, Role::Client).unwrap();
+        assert_eq!(p.cpu, None);
+        assert!(p.pin().is_ok());
+    }
+
+    #[test]
+    fn pinning_holds_the_thread_on_its_cpu_and_the_guard_lets_go() {
+        let allowed = allowed_cpus().unwrap();
+        let before = allowed.clone();
+        let f = facts(None, None, allowed);
+        let p = choose(&PinChoice::Auto, &f, Role::Server).unwrap();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let guard = p.pin().unwrap();
+                assert_eq!(allowed_cpus().unwrap(), vec![p.cpu.unwrap()]);
+                // SAFETY: sched_getcpu has no preconditions.
+                assert_eq!(unsafe { libc::sched_getcpu() } as u32, p.cpu.unwrap());
+                drop(guard);
+                assert_eq!(allowed_cpus().unwrap(), before);
+            });
+        });
+    }
+}
