@@ -5,7 +5,7 @@
 # Usage: scripts/vs-perftest.sh [--tests "write-bw read-bw send-bw write-lat send-lat"]
 #                               [--rounds N] [--iters N] [--lat-iters N] [--depth N]
 #                               [--sizes "65536 64"] [--lat-sizes "2"] [--direct]
-#                               [--perftest-dir DIR]
+#                               [--perftest-dir DIR] [--outs N]
 #
 # Without --direct everything runs inside one soft-RoCE guest (scripts/rxe-vm.sh): servers
 # on rxe0, clients on rxe1 across the veth pair. With --direct it runs on this machine's
@@ -16,6 +16,9 @@
 # from source) instead of the ones on PATH; both sides of a perftest run must be the same
 # version. The two tools alternate, and the order flips every round (perftest first in even
 # rounds, rdmabench first in odd ones), so neither always runs on a warmer guest.
+#
+# --outs N gives both tools -o N in READ tests: the outstanding READs a QP may have (a
+# ConnectX allows 16; soft-RoCE 128 unless told).
 #
 # Bandwidth tests compare the median message rate over the rounds (bandwidth is size x rate
 # for both tools); the ratio is rdmabench/perftest. Latency tests compare the median of each
@@ -29,7 +32,7 @@ cd "$(dirname "$0")/.."
 [ -x "$(command -v cargo)" ] || . "$HOME/.cargo/env"
 
 tests="write-bw read-bw send-bw write-lat send-lat"
-rounds=5 iters=4000 lat_iters=2000 depth=128 sizes="65536 64" lat_sizes="2" direct=0 ptdir=""
+rounds=5 iters=4000 lat_iters=2000 depth=128 sizes="65536 64" lat_sizes="2" direct=0 ptdir="" outs=""
 while [ $# -gt 0 ]; do
     case $1 in
         --tests) tests=$2; shift 2 ;;
@@ -41,11 +44,12 @@ while [ $# -gt 0 ]; do
         --lat-sizes) lat_sizes=$2; shift 2 ;;
         --direct) direct=1; shift ;;
         --perftest-dir) ptdir=$(cd "$2" && pwd); shift 2 ;;
+        --outs) outs=$2; shift 2 ;;
         -h|--help) sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
         *) echo "vs-perftest.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
-for v in "$rounds" "$iters" "$lat_iters" "$depth"; do
+for v in "$rounds" "$iters" "$lat_iters" "$depth" ${outs:+"$outs"}; do
     [[ $v =~ ^[1-9][0-9]*$ ]] || { echo "vs-perftest.sh: '$v' is not a positive number" >&2; exit 2; }
 done
 for t in $tests; do
@@ -63,10 +67,10 @@ cargo build --release --locked --quiet -p rdmabench
 bin=$PWD/target/release/rdmabench
 
 # The part that runs where the devices are.
-# Arguments: bin rounds iters lat_iters depth sizes lat_sizes tests sdev cdev gid addr ptdir
+# Arguments: bin rounds iters lat_iters depth sizes lat_sizes tests sdev cdev gid addr ptdir outs
 inner='
 set -u
-bin=$1 rounds=$2 iters=$3 lat_iters=$4 depth=$5 sizes=$6 lat_sizes=$7 tests=$8 sdev=$9 cdev=${10} gid=${11} addr=${12} ptdir=${13}
+bin=$1 rounds=$2 iters=$3 lat_iters=$4 depth=$5 sizes=$6 lat_sizes=$7 tests=$8 sdev=$9 cdev=${10} gid=${11} addr=${12} ptdir=${13} outs=${14}
 gidopt=(); [ -n "$gid" ] && gidopt=(-x "$gid")
 port=18700
 median() { sort -g | awk "{v[NR]=\$1} END {if (NR) print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}"; }
@@ -76,6 +80,7 @@ perftest_once() {   # test size
     case $t in *-lat) n=$lat_iters ;; esac
     local opts=(-s "$s" -n "$n" -F)
     case $t in *-bw) opts+=(-t "$depth") ;; esac
+    case $t in read-*) [ -n "$outs" ] && opts+=(-o "$outs") ;; esac
     $tool -d "$sdev" "${gidopt[@]}" "${opts[@]}" -p $port >/dev/null 2>&1 &
     local srv=$!; sleep 1
     $tool -d "$cdev" "${gidopt[@]}" "${opts[@]}" -p $port "$addr" 2>&1 |
@@ -88,6 +93,7 @@ rdmabench_once() {   # test size
     case $t in *-lat) n=$lat_iters ;; esac
     local opts=(-s "$s" -n "$n")
     case $t in *-bw) opts+=(-t "$depth") ;; esac
+    case $t in read-*) [ -n "$outs" ] && opts+=(-o "$outs") ;; esac
     "$bin" "$t" -d "$sdev" "${gidopt[@]}" -p $port --timeout 60 >/dev/null 2>&1 &
     local srv=$!; sleep 0.5
     "$bin" "$t" "$addr" -d "$cdev" "${gidopt[@]}" "${opts[@]}" -p $port --timeout 60 2>&1 |
@@ -130,9 +136,9 @@ if [ "$direct" = 1 ]; then
     first=$("$bin" devices | awk 'NR==1 {print $1}')
     [ -n "$first" ] || { echo "vs-perftest.sh: --direct but no RDMA device found" >&2; exit 1; }
     bash -c "$inner" vs-perftest "$bin" "$rounds" "$iters" "$lat_iters" "$depth" "$sizes" "$lat_sizes" "$tests" \
-        "${RDMABENCH_SERVER_DEV:-$first}" "${RDMABENCH_CLIENT_DEV:-$first}" "${RDMABENCH_GID:-}" 127.0.0.1 "$ptdir"
+        "${RDMABENCH_SERVER_DEV:-$first}" "${RDMABENCH_CLIENT_DEV:-$first}" "${RDMABENCH_GID:-}" 127.0.0.1 "$ptdir" "$outs"
 else
     echo "vs-perftest: soft-RoCE guest, rxe1 -> rxe0 across a veth pair, $rounds alternating rounds (emulated)"
     scripts/rxe-vm.sh bash -c "$inner" vs-perftest "$bin" "$rounds" "$iters" "$lat_iters" "$depth" "$sizes" \
-        "$lat_sizes" "$tests" rxe0 rxe1 1 10.251.0.1 "$ptdir"
+        "$lat_sizes" "$tests" rxe0 rxe1 1 10.251.0.1 "$ptdir" "$outs"
 fi
