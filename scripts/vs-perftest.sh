@@ -95,7 +95,7 @@ rdmabench_once() {   # test size
     case $t in *-bw) opts+=(-t "$depth") ;; esac
     case $t in read-*) [ -n "$outs" ] && opts+=(-o "$outs") ;; esac
     "$bin" "$t" -d "$sdev" "${gidopt[@]}" -p $port --timeout 60 >/dev/null 2>&1 &
-    local srv=$!; sleep 0.5
+    local srv=$!; sleep 1
     "$bin" "$t" "$addr" -d "$cdev" "${gidopt[@]}" "${opts[@]}" -p $port --timeout 60 2>&1 |
         awk -v s="$s" -v t="$t" "\$1 == s && NF >= 4 { if (t ~ /bw\$/) printf \"%.1f\n\", \$4 * 1e6; else print \$4, \$3 }"
     wait $srv; port=$((port + 1))

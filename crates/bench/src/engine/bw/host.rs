@@ -12,9 +12,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use verbs::{Completion, Op, SendRequest};
 
-use super::{
-    covered_by, drive, is_signaled, Counts, LoopBody, LoopShape, Measured, PeerState, WrId, WrKind,
-};
+use super::{drive, signal, Counts, LoopBody, LoopShape, Measured, PeerState, WrId, WrKind};
 use crate::engine::Connected;
 use crate::plan::{AtomicOp, Verb};
 
@@ -184,18 +182,13 @@ pub fn fill_batch(
 ) {
     for (k, wr) in batch.iter_mut().enumerate() {
         let n = first + k as u64 + 1;
-        let signaled = is_signaled(n, shape.cq_mod, limit);
-        let covers = if signaled {
-            covered_by(n, shape.cq_mod)
-        } else {
-            0
-        };
+        let covers = signal(n, shape.cq_mod, limit);
         *wr = SendRequest {
             wr_id: WrId::new(WrKind::Op, q, covers).0,
             op: op_for(target, shape, n),
             local_offset: target.local_offset,
             len: shape.size,
-            signaled,
+            signaled: covers > 0,
         };
     }
 }
@@ -481,7 +474,7 @@ mod tests {
             p.limit, 15,
             "the next multiple of cq_mod, so the last one is signaled"
         );
-        assert!(is_signaled(15, 5, p.limit));
+        assert_eq!(signal(15, 5, p.limit), 5);
         assert!(!p.finished());
         p.qps = vec![
             QpCount {

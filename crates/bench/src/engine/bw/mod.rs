@@ -107,13 +107,20 @@ pub fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
     n.is_multiple_of(u64::from(cq_mod)) || n == last
 }
 
-/// How many operations the completion of signaled operation `n` accounts for: those since
-/// the signaled one before it (a multiple of `cq_mod`; the last operation is the only one
-/// signaled off that grid, and nothing follows it).
+/// Whether operation number `n` asks for a completion and how many operations that
+/// completion accounts for (0: not signaled): every `cq_mod`-th covers `cq_mod`, and the
+/// last (`last`), the only one signaled off that grid, covers those since the grid. One
+/// division, as [`is_signaled`].
 #[inline]
-pub fn covered_by(n: u64, cq_mod: u32) -> u32 {
-    let m = u64::from(cq_mod);
-    (n - (n - 1) / m * m) as u32
+pub fn signal(n: u64, cq_mod: u32, last: u64) -> u32 {
+    let rem = n % u64::from(cq_mod);
+    if rem == 0 {
+        cq_mod
+    } else if n == last {
+        rem as u32
+    } else {
+        0
+    }
 }
 
 /// What the control channel and the loop tell each other while a loop runs (shared with
@@ -448,12 +455,16 @@ mod tests {
 
     #[test]
     fn a_completion_covers_the_operations_since_the_last_signaled_one() {
-        assert_eq!(covered_by(100, 100), 100);
-        assert_eq!(covered_by(200, 100), 100);
+        assert_eq!(signal(100, 100, 5000), 100);
+        assert_eq!(signal(200, 100, 5000), 100);
+        assert_eq!(signal(199, 100, 5000), 0);
         // The last operation of a run of 250: the 50 after the 200th.
-        assert_eq!(covered_by(250, 100), 50);
-        assert_eq!(covered_by(1, 1), 1);
-        assert_eq!(covered_by(7, 100), 7);
+        assert_eq!(signal(250, 100, 250), 50);
+        assert_eq!(signal(1, 1, 1), 1);
+        assert_eq!(signal(7, 100, 7), 7);
+        for n in 1..=1000 {
+            assert_eq!(signal(n, 64, 1000) > 0, is_signaled(n, 64, 1000), "{n}");
+        }
     }
 
     #[test]
