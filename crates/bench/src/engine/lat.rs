@@ -50,6 +50,8 @@ pub struct LatShape {
     pub stall_timeout: Duration,
     /// The clock the initiator stamps each round trip with.
     pub clock: Clock,
+    /// Receives kept posted (SEND).
+    pub rx_depth: u32,
 }
 
 /// What the initiator measured.
@@ -116,58 +118,107 @@ impl Schedule {
     }
 }
 
-/// A single request on QP 0.
-fn request(side: &Connected, shape: &LatShape, i: u64, signaled: bool) -> SendRequest {
-    let rkey = side.remote[0].rkey;
-    let (op, local_offset) = match shape.verb {
-        Verb::Write => (
-            Op::Write {
-                remote_addr: side.remote_recv(0),
-                rkey,
-            },
-            side.send_offset(0),
-        ),
-        Verb::Send => (Op::Send, side.send_offset(0)),
-        Verb::Read => (
-            Op::Read {
-                remote_addr: side.remote_send(0),
-                rkey,
-            },
-            side.recv_offset(0),
-        ),
-        Verb::Atomic => (
-            match shape.atomic {
-                AtomicOp::FetchAdd => Op::FetchAdd {
-                    remote_addr: side.remote_recv(0),
-                    rkey,
-                    add: 1,
-                },
-                AtomicOp::CompareSwap => Op::CompareSwap {
-                    remote_addr: side.remote_recv(0),
-                    rkey,
-                    compare: i,
-                    swap: i + 1,
-                },
-            },
-            side.recv_offset(0),
-        ),
-    };
-    SendRequest {
-        wr_id: i,
-        op,
-        local_offset,
-        len: shape.size,
-        signaled,
-    }
+/// What one side posts every round trip, worked out once before the loop: the request's
+/// fixed fields, where its tag goes, and when a completion is asked for. Between the stamp
+/// and the wire lies only the post itself.
+struct Ping {
+    wr: SendRequest,
+    /// The last byte of the send half, which carries the tag (WRITE only).
+    tag_at: Option<*mut u8>,
+    /// Operations until the next signalled one (READ and atomics: every one).
+    to_signal: u32,
+    signal_every: u32,
+    /// Re-post a receive only after the answer is posted: another receive is still posted
+    /// for the peer's next message (rx-depth 2 or more), so the re-post leaves the round trip.
+    repost_late: bool,
+    staged: bool,
 }
 
-fn post(side: &mut Connected, shape: &LatShape, i: u64, signaled: bool) -> Result<()> {
-    let wr = [request(side, shape, i, signaled)];
-    match side.ah.first() {
-        Some(ah) => side.qps[0].post_send_ud(&side.mr, &wr, shape.inline, ah)?,
-        None => side.qps[0].post_send(&side.mr, &wr, shape.inline)?,
+impl Ping {
+    fn new(side: &Connected, shape: &LatShape, rx_depth: u32) -> Result<Self> {
+        let rkey = side.remote[0].rkey;
+        let (op, local_offset) = match shape.verb {
+            Verb::Write => (
+                Op::Write {
+                    remote_addr: side.remote_recv(0),
+                    rkey,
+                },
+                side.send_offset(0),
+            ),
+            Verb::Send => (Op::Send, side.send_offset(0)),
+            Verb::Read => (
+                Op::Read {
+                    remote_addr: side.remote_send(0),
+                    rkey,
+                },
+                side.recv_offset(0),
+            ),
+            Verb::Atomic => (
+                match shape.atomic {
+                    AtomicOp::FetchAdd => Op::FetchAdd {
+                        remote_addr: side.remote_recv(0),
+                        rkey,
+                        add: 1,
+                    },
+                    AtomicOp::CompareSwap => Op::CompareSwap {
+                        remote_addr: side.remote_recv(0),
+                        rkey,
+                        compare: 0,
+                        swap: 1,
+                    },
+                },
+                side.recv_offset(0),
+            ),
+        };
+        let tag_at = match shape.verb {
+            Verb::Write => Some(side.byte_ptr(local_offset + u64::from(shape.size) - 1)?),
+            _ => None,
+        };
+        let signal_every = match shape.verb {
+            Verb::Read | Verb::Atomic => 1,
+            Verb::Write | Verb::Send => shape.cq_mod.max(1),
+        };
+        Ok(Ping {
+            wr: SendRequest {
+                wr_id: 0,
+                op,
+                local_offset,
+                len: shape.size,
+                signaled: false,
+            },
+            tag_at,
+            to_signal: signal_every,
+            signal_every,
+            repost_late: rx_depth >= 2,
+            staged: side.staging.is_some(),
+        })
     }
-    Ok(())
+
+    /// Posts message `i` (tagged, for WRITE); returns whether it asked for a completion.
+    #[inline]
+    fn post(&mut self, side: &mut Connected, shape: &LatShape, i: u64) -> Result<bool> {
+        if let Some(at) = self.tag_at {
+            // SAFETY: at points into the registered host buffer owned by `side`, which
+            // outlives the loop.
+            unsafe { std::ptr::write_volatile(at, tag(i)) };
+        }
+        self.to_signal -= 1;
+        let signaled = self.to_signal == 0;
+        if signaled {
+            self.to_signal = self.signal_every;
+        }
+        self.wr.wr_id = i;
+        self.wr.signaled = signaled;
+        if let Op::CompareSwap { compare, swap, .. } = &mut self.wr.op {
+            (*compare, *swap) = (i, i + 1);
+        }
+        let wr = std::slice::from_ref(&self.wr);
+        match side.ah.first() {
+            Some(ah) => side.qps[0].post_send_ud(&side.mr, wr, shape.inline, ah)?,
+            None => side.qps[0].post_send(&side.mr, wr, shape.inline)?,
+        }
+        Ok(signaled)
+    }
 }
 
 /// Watches a wait for a dead or finished peer. It looks at the peer's state and the clock
@@ -280,14 +331,6 @@ fn wait_byte(ptr: *const u8, want: u8, stall: Duration, peer: Option<&PeerState>
     }
 }
 
-/// Sets the last byte of the send half to the round trip's tag.
-fn set_tag(side: &Connected, shape: &LatShape, value: u8) -> Result<()> {
-    let ptr = side.byte_ptr(side.send_offset(0) + u64::from(shape.size) - 1)?;
-    // SAFETY: ptr points into the registered host buffer owned by `side`.
-    unsafe { std::ptr::write_volatile(ptr, value) };
-    Ok(())
-}
-
 /// Adds why a ping-pong over an unreliable transport can stall.
 fn explain_loss<T>(side: &Connected, r: Result<T>) -> Result<T> {
     if side.transport == verbs::Transport::Rc {
@@ -326,103 +369,131 @@ pub fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Resu
     explain_loss(side, r)
 }
 
+/// What the initiator has measured so far.
+struct Tally {
+    hist: LatencyRecorder,
+    one_way: bool,
+    first: Option<u64>,
+    last: u64,
+    measured: u64,
+}
+
+impl Tally {
+    /// Round trip `i`, stamped `t0` before its post and `end` before the next one's.
+    #[inline]
+    fn add(&mut self, clock: &Clock, schedule: &Schedule, i: u64, t0: u64, end: u64) {
+        if !schedule.measured(i, t0) {
+            return;
+        }
+        let rtt = clock.ns(end.wrapping_sub(t0));
+        self.hist.record(if self.one_way { rtt / 2 } else { rtt });
+        self.first.get_or_insert(t0);
+        self.last = end;
+        self.measured += 1;
+    }
+}
+
 fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
     let clock = shape.clock;
-    let mut hist = LatencyRecorder::new()?;
     let recv_last = last_byte(side, shape)?;
+    let mut ping = Ping::new(side, shape, shape.rx_depth)?;
     let schedule = Schedule::new(&clock, clock.now(), shape.stop, shape.warmup);
-    let one_way = matches!(shape.verb, Verb::Write | Verb::Send);
-    let mut first: Option<u64> = None;
-    let mut last = schedule.start;
-    let mut measured = 0u64;
-    // The stamp taken before posting round trip i - 1.
+    let mut tally = Tally {
+        hist: LatencyRecorder::new()?,
+        one_way: matches!(shape.verb, Verb::Write | Verb::Send),
+        first: None,
+        last: schedule.start,
+        measured: 0,
+    };
+    // The stamp taken before posting the previous round trip.
     let mut started: Option<u64> = None;
     let mut i = 0u64;
     loop {
         // One clock read per round trip, as perftest: the stamp before posting round trip i
-        // is round trip i - 1's end.
+        // is round trip i - 1's end. Round trip i is posted before i - 1 is recorded, so the
+        // bookkeeping overlaps the flight instead of lengthening the round trip.
         let now = clock.now();
-        if let Some(t0) = started.filter(|&t0| schedule.measured(i - 1, t0)) {
-            let rtt = clock.ns(now.wrapping_sub(t0));
-            hist.record(if one_way { rtt / 2 } else { rtt });
-            first.get_or_insert(t0);
-            last = now;
-            measured += 1;
-        }
         if !schedule.more(i, now) {
+            if let Some(t0) = started {
+                tally.add(&clock, &schedule, i - 1, t0, now);
+            }
             break;
         }
+        let signaled = send_ping(side, shape, &mut ping, i)?;
+        if let Some(t0) = started {
+            tally.add(&clock, &schedule, i - 1, t0, now);
+        }
+        await_pong(side, shape, &ping, i, signaled, recv_last)?;
         started = Some(now);
-        round_trip(side, shape, i, recv_last)?;
         i += 1;
     }
-    let Some(first) = first else {
+    let Some(first) = tally.first else {
         bail!("no round trip fell inside the measured window; give more iterations or a longer -D");
     };
     Ok(LatMeasured {
         window: Window {
-            ops: measured,
-            seconds: clock.ns(last.wrapping_sub(first)) as f64 / 1e9,
+            ops: tally.measured,
+            seconds: clock.ns(tally.last.wrapping_sub(first)) as f64 / 1e9,
         },
-        hist,
+        hist: tally.hist,
         total: i,
     })
 }
 
-/// The initiator's round trip `i`: post, wait for the answer, and make ready for the next.
-fn round_trip(
+/// The initiator's message `i`: copied out of the GPU first when staged (GPUDirect RDMA off:
+/// the copy is part of the round trip), then posted.
+fn send_ping(side: &mut Connected, shape: &LatShape, ping: &mut Ping, i: u64) -> Result<bool> {
+    if ping.staged && shape.verb != Verb::Read {
+        copy_out(side, u64::from(shape.size), shape.stall_timeout)?;
+    }
+    ping.post(side, shape, i)
+}
+
+/// The rest of the initiator's round trip `i`: wait for the answer, and make ready for the
+/// next.
+fn await_pong(
     side: &mut Connected,
     shape: &LatShape,
+    ping: &Ping,
     i: u64,
+    signaled: bool,
     recv_last: Option<*const u8>,
 ) -> Result<()> {
-    let staged = side.staging.is_some();
-    let signaled = (i + 1).is_multiple_of(u64::from(shape.cq_mod))
-        || matches!(shape.verb, Verb::Read | Verb::Atomic);
-    if shape.verb == Verb::Write && !staged {
-        set_tag(side, shape, tag(i))?;
-    }
-    if staged && shape.verb != Verb::Read {
-        // GPUDirect RDMA off: the message is copied out of the GPU inside the round trip.
-        copy_out(side, u64::from(shape.size), shape.stall_timeout)?;
-        if shape.verb == Verb::Write {
-            set_tag(side, shape, tag(i))?;
-        }
-    }
-    post(side, shape, i, signaled)?;
+    let stall = shape.stall_timeout;
     match shape.verb {
         Verb::Write => {
-            wait_byte(
-                recv_last.context("WRITE latency without a byte to poll")?,
-                tag(i),
-                shape.stall_timeout,
-                None,
-            )?;
+            let at = recv_last.context("WRITE latency without a byte to poll")?;
+            wait_byte(at, tag(i), stall, None)?;
         }
         Verb::Send => {
-            poll_until(side, shape.stall_timeout, None, is_recv)?;
+            if ping.repost_late && i > 0 {
+                // The receive the previous answer used, re-posted while this message flies.
+                side.post_recv(0, recv_wr_id(0))?;
+            }
+            poll_until(side, stall, None, is_recv)?;
         }
         Verb::Read | Verb::Atomic => {
-            poll_until(side, shape.stall_timeout, None, |wc| wc.wr_id() == i)?;
+            poll_until(side, stall, None, |wc| wc.wr_id() == i)?;
         }
     }
-    if staged {
+    if ping.staged {
         // ...and what arrived is copied into the GPU before the round trip ends.
-        copy_in(side, u64::from(shape.size), shape.stall_timeout)?;
+        copy_in(side, u64::from(shape.size), stall)?;
     }
-    if shape.verb == Verb::Send {
+    if shape.verb == Verb::Send && !ping.repost_late {
         side.post_recv(0, recv_wr_id(0))?;
     }
     if signaled && shape.verb == Verb::Write {
-        poll_until(side, shape.stall_timeout, None, |wc| wc.wr_id() == i)?;
+        poll_until(side, stall, None, |wc| wc.wr_id() == i)?;
     }
     Ok(())
 }
 
 fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
-    let staged = side.staging.is_some();
     let size = u64::from(shape.size);
+    let stall = shape.stall_timeout;
     let recv_last = last_byte(side, shape)?;
+    let mut ping = Ping::new(side, shape, shape.rx_depth)?;
     let limit = match shape.stop {
         Stop::Iters(n) => shape.warmup + n,
         Stop::Duration { .. } => u64::MAX,
@@ -430,36 +501,31 @@ fn respond_loop(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Res
     let mut i = 0u64;
     while i < limit {
         let arrived = match shape.verb {
-            Verb::Write => wait_byte(
-                recv_last.context("WRITE latency without a byte to poll")?,
-                tag(i),
-                shape.stall_timeout,
-                Some(peer),
-            )?,
-            Verb::Send => {
-                let got = poll_until(side, shape.stall_timeout, Some(peer), is_recv)?.is_some();
-                if got {
-                    side.post_recv(0, recv_wr_id(0))?;
-                }
-                got
+            Verb::Write => {
+                let at = recv_last.context("WRITE latency without a byte to poll")?;
+                wait_byte(at, tag(i), stall, Some(peer))?
             }
+            Verb::Send => poll_until(side, stall, Some(peer), is_recv)?.is_some(),
             Verb::Read | Verb::Atomic => bail!("{:?} latency needs no responder", shape.verb),
         };
         if !arrived {
             break;
         }
-        if staged {
+        let repost = shape.verb == Verb::Send;
+        if repost && !ping.repost_late {
+            side.post_recv(0, recv_wr_id(0))?;
+        }
+        if ping.staged {
             // The message goes into the GPU, and the answer comes out of it.
-            copy_in(side, size, shape.stall_timeout)?;
-            copy_out(side, size, shape.stall_timeout)?;
+            copy_in(side, size, stall)?;
+            copy_out(side, size, stall)?;
         }
-        let signaled = (i + 1).is_multiple_of(u64::from(shape.cq_mod));
-        if shape.verb == Verb::Write {
-            set_tag(side, shape, tag(i))?;
+        let signaled = ping.post(side, shape, i)?;
+        if repost && ping.repost_late {
+            side.post_recv(0, recv_wr_id(0))?;
         }
-        post(side, shape, i, signaled)?;
         if signaled && shape.verb == Verb::Write {
-            poll_until(side, shape.stall_timeout, Some(peer), |wc| wc.wr_id() == i)?;
+            poll_until(side, stall, Some(peer), |wc| wc.wr_id() == i)?;
         }
         i += 1;
     }

@@ -116,6 +116,7 @@ pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64, clock: Clock) ->
         inline: inline_for(plan, size),
         stall_timeout: opts.timeout,
         clock,
+        rx_depth: plan.rx_depth,
     })
 }
 

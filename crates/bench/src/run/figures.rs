@@ -8,7 +8,7 @@ use crate::engine::bw::Window;
 use crate::engine::lat::LatMeasured;
 use crate::histogram::LatencyRecorder;
 use crate::plan::{Mode, TestPlan, Verb};
-use crate::report::{DirectionFigures, Directions, Repetition, SizeResult};
+use crate::report::{DirectionFigures, Directions, LatencyStats, Repetition, SizeResult};
 
 /// Figures from one window.
 pub fn from_window(size: u64, w: Window) -> Result<SizeResult> {
@@ -116,8 +116,28 @@ fn median(mut values: Vec<f64>) -> f64 {
     }
 }
 
-/// Folds the repetitions of one size into one result: medians of the figures, latency from
-/// the merged histograms, and every repetition kept. One repetition is returned as it is.
+/// Each latency statistic's median over the repetitions; `None` when there are none.
+fn median_stats(reps: &[LatencyStats]) -> Option<LatencyStats> {
+    if reps.is_empty() {
+        return None;
+    }
+    let pick = |f: fn(&LatencyStats) -> f64| median(reps.iter().map(f).collect());
+    Some(LatencyStats {
+        min: pick(|l| l.min),
+        p50: pick(|l| l.p50),
+        p90: pick(|l| l.p90),
+        p99: pick(|l| l.p99),
+        p999: pick(|l| l.p999),
+        p9999: pick(|l| l.p9999),
+        max: pick(|l| l.max),
+        mean: pick(|l| l.mean),
+        stdev: pick(|l| l.stdev),
+    })
+}
+
+/// Folds the repetitions of one size into one result: the median of each figure (latency
+/// statistics included), the histograms pooled, and every repetition kept. One repetition
+/// is returned as it is.
 pub fn aggregate(reps: Vec<SizeResult>) -> Result<SizeResult> {
     let Some(first) = reps.first().cloned() else {
         bail!("no repetition to report");
@@ -138,13 +158,16 @@ pub fn aggregate(reps: Vec<SizeResult>) -> Result<SizeResult> {
     out.directions = None;
     out.in_flight_max = reps.iter().filter_map(|r| r.in_flight_max).max();
     if first.hdr.is_some() {
+        // Each statistic is the median of the repetitions' (as every other figure, and as
+        // `compare` reads them); the histogram pools every repetition's samples.
+        let stats: Vec<LatencyStats> = reps.iter().filter_map(|r| r.lat_us).collect();
+        out.lat_us = median_stats(&stats);
         let mut merged = LatencyRecorder::new()?;
         for r in &reps {
             if let Some(h) = &r.hdr {
                 merged.merge(&LatencyRecorder::from_base64(h)?)?;
             }
         }
-        out.lat_us = Some(merged.stats()?);
         out.hdr = Some(merged.to_base64()?);
     }
     out.repetitions = reps
@@ -256,12 +279,14 @@ mod tests {
     }
 
     #[test]
-    fn latency_repetitions_merge_their_histograms() {
+    fn latency_repetitions_give_medians_and_a_pooled_histogram() {
+        // Three repetitions, one with a long tail: the pooled p99 would be the tail's, the
+        // median of the repetitions' p99s is the typical repetition's.
         let mut reps = Vec::new();
-        for base in [1_000u64, 2_000] {
+        for (base, tail) in [(1_000u64, 0u64), (2_000, 0), (3_000, 50_000)] {
             let mut h = LatencyRecorder::new().unwrap();
             for i in 0..100 {
-                h.record(base + i);
+                h.record(if i >= 97 && tail > 0 { tail } else { base + i });
             }
             let m = LatMeasured {
                 window: Window {
@@ -273,10 +298,16 @@ mod tests {
             };
             reps.push(from_latency(2, &m).unwrap());
         }
+        let p99s: Vec<f64> = reps.iter().map(|r| r.lat_us.unwrap().p99).collect();
         let r = aggregate(reps).unwrap();
         let back = LatencyRecorder::from_base64(r.hdr.as_ref().unwrap()).unwrap();
-        assert_eq!(back.len(), 200);
+        assert_eq!(back.len(), 300, "the histogram pools every sample");
         let lat = r.lat_us.unwrap();
-        assert!(lat.min < 1.01 && lat.max > 2.09, "{lat:?}");
+        assert_eq!(lat.p99, median(p99s.clone()), "{lat:?} {p99s:?}");
+        assert_eq!(lat.p99, r.repetitions[1].lat_us.unwrap().p99);
+        assert!(
+            lat.min > 1.9 && lat.max < 3.2,
+            "medians, not pooled: {lat:?}"
+        );
     }
 }
