@@ -4,7 +4,8 @@
 #   2. cargo clippy --all-targets -D warnings
 #   3. unit, doc and host-side integration tests (tests that need a verbs device say they
 #      were skipped and why)
-#   4. the criterion benches build (cargo bench --no-run)
+#   4. the criterion benches build and run each bench once, in test mode (debug build, the
+#      same dependencies as step 3: no release build in CI)
 #   5. the integration tests named tests/guest_*.rs, built here, run inside the soft-RoCE guest
 #      (scripts/rxe-vm.sh) with RDMABENCH_REQUIRE_RDMA=1, so a missing device fails them
 #
@@ -33,8 +34,8 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "unit, doc and host-side integration tests"
 cargo test --workspace --locked
 
-step "benches build"
-cargo bench --workspace --locked --no-run
+step "benches: each runs once in test mode"
+cargo test --workspace --locked --benches
 
 [ "$guest" = 1 ] || exit 0
 
