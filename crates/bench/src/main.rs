@@ -5,15 +5,14 @@
 use std::process::ExitCode;
 use std::thread;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use clap::Parser;
 
 use rdmabench::cli::{Cli, Command, TestArgs};
 use rdmabench::control::{Listener, NoClient};
 use rdmabench::exit::Exit;
 use rdmabench::plan::{self, TestKind};
-use rdmabench::report::{export, CsvExporter, JsonExporter};
-use rdmabench::run::{run_client, run_server, Outcome, RunOptions};
+use rdmabench::run::{run_client, run_server, Outcome, RecordFiles, RunOptions};
 use rdmabench::thresholds;
 
 fn main() -> ExitCode {
@@ -58,6 +57,10 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         progress: true,
         clock: args.clock.unwrap_or_default(),
         pin: args.pin(),
+        files: RecordFiles {
+            json: args.json.clone(),
+            csv: args.csv.clone(),
+        },
     };
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?
@@ -77,7 +80,7 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         }
         run_server(&opts, &listener)?
     };
-    write_outputs(args, &outcome)
+    check_limits(args, &outcome)
 }
 
 /// `--persistent`: serve run after run; a failed run is reported and the server goes on.
@@ -85,7 +88,7 @@ fn serve_forever(args: &TestArgs, opts: &RunOptions, listener: &Listener) -> Res
     loop {
         match run_server(opts, listener) {
             Ok(outcome) => {
-                if let Err(e) = write_outputs(args, &outcome) {
+                if let Err(e) = check_limits(args, &outcome) {
                     eprintln!("rdmabench: {e:#}");
                 }
             }
@@ -95,16 +98,8 @@ fn serve_forever(args: &TestArgs, opts: &RunOptions, listener: &Listener) -> Res
     }
 }
 
-/// The record's files and the limits' verdict.
-fn write_outputs(args: &TestArgs, outcome: &Outcome) -> Result<()> {
-    if let Some(path) = &args.json {
-        export(&JsonExporter, &outcome.record, path)
-            .with_context(|| format!("writing the JSON record to '{}'", path.display()))?;
-    }
-    if let Some(path) = &args.csv {
-        export(&CsvExporter, &outcome.record, path)
-            .with_context(|| format!("writing the CSV to '{}'", path.display()))?;
-    }
+/// The limits' verdict on a finished run (its record's files were written as it ran).
+fn check_limits(args: &TestArgs, outcome: &Outcome) -> Result<()> {
     thresholds::check(&outcome.record.results, args.limit_bw, args.limit_lat_p99)?;
     Ok(())
 }
@@ -116,6 +111,7 @@ fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Res
     let server_opts = RunOptions {
         quiet: true,
         request: Default::default(),
+        files: RecordFiles::default(),
         ..opts.clone()
     };
     let mut client_opts = opts;

@@ -27,7 +27,7 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::plan::PlanError;
-use crate::report::{RunRecord, SizeResult, SCHEMA};
+use crate::report::{RunRecord, RunStatus, SizeResult, SCHEMA};
 use diff::{describe_sizes, differences, sizes, Differences};
 use stats::{judge, median, Judgement, Settings, Verdict};
 
@@ -270,9 +270,29 @@ fn describe(r: &RunRecord) -> String {
         String::new()
     };
     format!(
-        "{} {} on {} (fw {}), {}{reps}",
-        r.params.test, r.params.mem, r.device.name, r.device.fw_ver, r.started_at
+        "{} {} on {} (fw {}), {}{reps}{}",
+        r.params.test,
+        r.params.mem,
+        r.device.name,
+        r.device.fw_ver,
+        r.started_at,
+        status_text(r)
     )
+}
+
+/// How a run that did not measure its whole plan ended, for its one-line description.
+pub fn status_text(r: &RunRecord) -> String {
+    let n = r.results.len();
+    match r.status {
+        RunStatus::Complete => String::new(),
+        RunStatus::Incomplete => format!(
+            ", INCOMPLETE: {n} sizes recorded, then the run stopped without a word (killed?)"
+        ),
+        RunStatus::Failed => format!(
+            ", FAILED after {n} sizes: {}",
+            r.error.as_deref().unwrap_or("no error recorded")
+        ),
+    }
 }
 
 /// Compares one candidate to the baseline.
@@ -549,6 +569,8 @@ pub(crate) mod tests {
             },
             counters: None,
             gpu: None,
+            status: RunStatus::Complete,
+            error: None,
             results: sizes
                 .iter()
                 .map(|&(size, bw)| {
@@ -624,6 +646,25 @@ pub(crate) mod tests {
     }
 
     const SETTINGS: (f64, f64, f64) = (3.0, 10.0, 0.05);
+
+    #[test]
+    fn a_failed_candidate_is_compared_on_what_it_measured_and_says_so() {
+        let b = record("write-bw", &[(2, 1.0), (65536, 10.0), (1 << 20, 12.0)]);
+        let mut c = record("write-bw", &[(2, 1.0), (65536, 10.0)]);
+        c.status = RunStatus::Failed;
+        c.error = Some("size 1048576 bytes: the peer closed the connection".to_string());
+        let comp = cmp(&b, &c);
+        assert_eq!(comp.rows.len(), 2);
+        assert_eq!(comp.only_in_baseline, [1 << 20]);
+        assert!(
+            comp.candidate_desc.ends_with(
+                ", FAILED after 2 sizes: size 1048576 bytes: the peer closed the connection"
+            ),
+            "{}",
+            comp.candidate_desc
+        );
+        assert!(!comp.baseline_desc.contains("FAILED"));
+    }
 
     fn cmp(a: &RunRecord, b: &RunRecord) -> Comparison {
         compare_records(

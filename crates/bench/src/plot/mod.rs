@@ -205,12 +205,22 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     let format = format_of(&args.output).map_err(PlanError)?;
     let mut inputs = Vec::new();
     for path in &args.records {
+        let record = load_record(path)?;
+        if record.status != crate::report::RunStatus::Complete {
+            // Drawn all the same: what a run measured before it stopped is worth a look.
+            eprintln!(
+                "rdmabench: note: '{}' is not a complete run{}; its {} measured sizes are drawn",
+                path.display(),
+                crate::compare::status_text(&record),
+                record.results.len()
+            );
+        }
         inputs.push(Input {
             stem: path
                 .file_stem()
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_else(|| path.display().to_string()),
-            record: load_record(path)?,
+            record,
         });
     }
     let (kind, spec) = build_spec(&inputs, args)?;

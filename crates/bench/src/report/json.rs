@@ -71,6 +71,8 @@ pub(crate) mod tests {
             ceilings: CeilingsRecord::default(),
             counters: Some([("counters/port_xmit_packets".to_string(), 5000)].into()),
             gpu: None,
+            status: RunStatus::Complete,
+            error: None,
             results: vec![
                 SizeResult::from_window(2, 5000, 0.5).unwrap(),
                 SizeResult::from_window(65536, 5000, 12.5).unwrap(),

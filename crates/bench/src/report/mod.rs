@@ -8,10 +8,12 @@ pub mod params;
 mod record;
 
 pub use self::csv::CsvExporter;
+#[cfg(test)]
+pub(crate) use json::tests::sample_record;
 pub use json::JsonExporter;
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
-    PcieRecord, RunRecord, StagingRecord, ToolRecord, SCHEMA,
+    PcieRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
 };
 
 use std::path::Path;

@@ -34,8 +34,41 @@ pub struct RunRecord {
     /// The GPU of a GPU memory mode (null for host memory).
     #[serde(default)]
     pub gpu: Option<GpuRecord>,
-    /// One entry per message size.
+    /// Whether the run measured everything it planned. Records written before this field
+    /// existed were written only at the end of a run that succeeded: complete.
+    #[serde(default)]
+    pub status: RunStatus,
+    /// Why the run stopped early (`status: failed` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// One entry per message size measured (all of the plan's when `status` is `complete`).
     pub results: Vec<SizeResult>,
+}
+
+/// How far a run got when its record was written. The record is rewritten as each size
+/// (and repetition) completes, so a run that fails or is killed leaves what it measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Every size and repetition of the plan was measured.
+    #[default]
+    Complete,
+    /// The run was still measuring when this was written (a record left like this was cut
+    /// short without a word: the process was killed, or the machine went down).
+    Incomplete,
+    /// The run stopped with an error (`error` says which); `results` holds what was measured.
+    Failed,
+}
+
+impl RunStatus {
+    /// "complete", "incomplete" or "failed".
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Complete => "complete",
+            RunStatus::Incomplete => "incomplete",
+            RunStatus::Failed => "failed",
+        }
+    }
 }
 
 /// The GPU whose memory the run used, and which path the data took.

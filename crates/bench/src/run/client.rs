@@ -3,9 +3,7 @@
 use anyhow::{bail, Context, Result};
 
 use super::figures::{from_latency, from_window};
-use super::{
-    finish, params_record, started_at, stop_of, Measuring, Outcome, Printer, RunOptions, LAT_WARMUP,
-};
+use super::{measure_run, started_at, stop_of, Measuring, Outcome, RunOptions, LAT_WARMUP};
 use crate::clock::Clock;
 use crate::control::{Channel, Listen, Message};
 use crate::engine::bw::{measure_bw, LoopShape, PeerState};
@@ -17,8 +15,6 @@ use crate::memory::MemMode;
 use crate::output::progress_bar::ProgressBar;
 use crate::plan::{Connection, Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
-use crate::run::limits::run_limits;
-use crate::run::port_counters::Counters;
 
 /// Runs the client side against the server at `host`:`port`.
 pub fn run_client(opts: &RunOptions, plan: &TestPlan, host: &str, port: u16) -> Result<Outcome> {
@@ -62,26 +58,29 @@ fn drive(
     ch.send(&Message::Ready)?;
     ch.expect("Ready")?;
 
-    let printer = Printer::new(opts, plan);
-    let limits = run_limits(&side);
-    let params = params_record(plan, &side, measuring);
-    printer.header(Role::Client, &side, &params, &limits, measuring);
-    let counters = Counters::start(&side);
-    let steps = plan.sizes.len() as u64 * u64::from(plan.repeat);
-    let progress = ProgressBar::new(steps, opts.progress && !opts.quiet);
-    let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
-    for rep in 0..plan.repeat {
-        for (i, &size) in plan.sizes.iter().enumerate() {
-            progress.start(size, rep);
-            let r = run_size(opts, plan, ch, &mut side, measuring, size, rep)
-                .with_context(|| format!("size {size} bytes"))?;
-            progress.suspend(|| printer.row(rep, &r));
-            reps[i].push(r);
-        }
-    }
-    progress.finish();
-    ch.send(&Message::Finish)?;
-    finish(&printer, &side, params, &limits, counters, started, reps)
+    measure_run(
+        opts,
+        Role::Client,
+        plan,
+        &mut side,
+        measuring,
+        started,
+        |side, printer, _, recorder| {
+            let steps = plan.sizes.len() as u64 * u64::from(plan.repeat);
+            let progress = ProgressBar::new(steps, opts.progress && !opts.quiet);
+            for rep in 0..plan.repeat {
+                for (i, &size) in plan.sizes.iter().enumerate() {
+                    progress.start(size, rep);
+                    let r = run_size(opts, plan, ch, side, measuring, size, rep)
+                        .with_context(|| format!("size {size} bytes"))?;
+                    progress.suspend(|| printer.row(rep, &r));
+                    recorder.add(i, r)?;
+                }
+            }
+            progress.finish();
+            ch.send(&Message::Finish)
+        },
+    )
 }
 
 /// The shape of this plan's bandwidth loop for one size. Every verb keeps `tx-depth`

@@ -12,9 +12,11 @@ mod client;
 mod figures;
 pub mod limits;
 pub mod port_counters;
+mod recorder;
 mod server;
 
 pub use client::run_client;
+pub use recorder::{RecordFiles, Recorder};
 pub use server::run_server;
 
 use std::time::Duration;
@@ -30,11 +32,11 @@ use crate::output::table::{self, Header};
 use crate::placement::{self, CpuFacts, PinChoice, Placement};
 use crate::plan::{Mode, PlanRequest, Role, TestKind, TestPlan};
 use crate::report::{
-    now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, SizeResult,
-    StagingRecord, ToolRecord, SCHEMA,
+    now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, RunStatus,
+    SizeResult, StagingRecord, ToolRecord, SCHEMA,
 };
-use crate::run::limits::RunLimits;
-use crate::run::port_counters::CounterDelta;
+use crate::run::limits::{run_limits, RunLimits};
+use crate::run::port_counters::Counters;
 
 /// Round trips before a latency test starts measuring.
 pub const LAT_WARMUP: u64 = 16;
@@ -60,6 +62,8 @@ pub struct RunOptions {
     pub clock: ClockChoice,
     /// `--cpus` or `--no-pin`.
     pub pin: PinChoice,
+    /// Where this side's record goes, rewritten as each size completes.
+    pub files: RecordFiles,
 }
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.
@@ -392,13 +396,12 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
     }
 }
 
-fn record(
+/// This side's record of the run, without results: the run's facts and parameters.
+fn record_template(
     side: &Connected,
     params: ParamsRecord,
     limits: &RunLimits,
-    counters: CounterDelta,
     started_at: String,
-    results: Vec<SizeResult>,
 ) -> RunRecord {
     let facts = side.device.facts();
     RunRecord {
@@ -421,7 +424,7 @@ fn record(
         pcie: limits.pcie.clone(),
         params,
         ceilings: limits.ceilings.clone(),
-        counters: counters.into_map(),
+        counters: None,
         gpu: side.gpu_device.as_ref().map(|g| GpuRecord {
             name: g.name().to_string(),
             bus_id: g.pci_bus_id().to_string(),
@@ -434,31 +437,40 @@ fn record(
                 }
             }),
         }),
-        results,
+        status: RunStatus::Incomplete,
+        error: None,
+        results: Vec::new(),
     }
 }
 
-/// Ends a run on either side: folds each size's repetitions (sizes never run are left out),
-/// prints the summary and builds the record.
-#[allow(clippy::too_many_arguments)] // each is one part of the run the record describes
-fn finish(
-    printer: &Printer,
-    side: &Connected,
-    params: ParamsRecord,
-    limits: &RunLimits,
-    counters: crate::run::port_counters::Counters,
+/// What both sides do once connected: print the header, start the record (written at once
+/// and after every size), measure every size and repetition through `measure`, and end the
+/// run: the summary printed and the complete record written. When `measure` fails, what it
+/// measured is written with the error.
+fn measure_run(
+    opts: &RunOptions,
+    role: Role,
+    plan: &TestPlan,
+    side: &mut Connected,
+    measuring: &Measuring,
     started_at: String,
-    reps: Vec<Vec<SizeResult>>,
+    measure: impl FnOnce(&mut Connected, &Printer, &RunLimits, &mut Recorder) -> anyhow::Result<()>,
 ) -> anyhow::Result<Outcome> {
-    let results = reps
-        .into_iter()
-        .filter(|r| !r.is_empty())
-        .map(figures::aggregate)
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    printer.summary(&results);
-    let counters = counters.finish(side);
+    let printer = Printer::new(opts, plan);
+    let limits = run_limits(side);
+    let params = params_record(plan, side, measuring);
+    printer.header(role, side, &params, &limits, measuring);
+    let counters = Counters::start(side);
+    let template = record_template(side, params, &limits, started_at);
+    let mut recorder = Recorder::start(template, plan.sizes.len(), &opts.files)?;
+    if let Err(e) = measure(side, &printer, &limits, &mut recorder) {
+        recorder.fail(&e);
+        return Err(e);
+    }
+    printer.summary(&recorder.results()?);
+    let counters = counters.finish(side).into_map();
     Ok(Outcome {
-        record: record(side, params, limits, counters, started_at, results),
+        record: recorder.finish(counters)?,
     })
 }
 

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 
 use super::client::{bw_shape, lat_shape, pinned};
 use super::figures::{combine, ServerPart};
-use super::{finish, params_record, started_at, Measuring, Outcome, Printer, RunOptions};
+use super::{measure_run, started_at, Measuring, Outcome, Printer, Recorder, RunOptions};
 use crate::control::{Channel, Listen, Listener, Message};
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
@@ -17,8 +17,6 @@ use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::plan::{Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
-use crate::run::limits::run_limits;
-use crate::run::port_counters::Counters;
 
 /// Opens this side's device, then waits for one client on `listener` and serves its run.
 pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
@@ -66,39 +64,52 @@ fn serve(
     ch.expect("Ready")?;
     ch.send(&Message::Ready)?;
 
-    let printer = Printer::new(opts, &plan);
-    let limits = run_limits(&side);
-    let params = params_record(&plan, &side, measuring);
-    printer.header(Role::Server, &side, &params, &limits, measuring);
-    let counters = Counters::start(&side);
-    let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
+    measure_run(
+        opts,
+        Role::Server,
+        &plan,
+        &mut side,
+        measuring,
+        started,
+        |side, printer, limits, recorder| {
+            let limit_gbps = limits.limit_gbps();
+            serve_sizes(
+                opts, &plan, ch, side, measuring, printer, limit_gbps, recorder,
+            )
+        },
+    )
+}
+
+/// Serves each size the client starts until it says it is done.
+#[allow(clippy::too_many_arguments)] // the run's parts, each used here
+fn serve_sizes(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    ch: &mut Channel,
+    side: &mut Connected,
+    measuring: &Measuring,
+    printer: &Printer,
+    limit_gbps: Option<f64>,
+    recorder: &mut Recorder,
+) -> Result<()> {
     loop {
         match ch.recv("the client's next step")? {
             Message::StartSize { size, rep } => {
                 let Some(i) = plan.sizes.iter().position(|&s| s == size) else {
                     bail!("the client started size {size}, which is not in the plan");
                 };
-                let r = serve_size(
-                    opts,
-                    &plan,
-                    ch,
-                    &mut side,
-                    measuring,
-                    size,
-                    limits.limit_gbps(),
-                )?;
+                let r = serve_size(opts, plan, ch, side, measuring, size, limit_gbps)?;
                 printer.row(rep, &r);
-                reps[i].push(r);
+                recorder.add(i, r)?;
             }
             Message::Heartbeat => {}
-            Message::Finish => break,
+            Message::Finish => return Ok(()),
             other => bail!(
                 "protocol error: unexpected {} from the client",
                 other.name()
             ),
         }
     }
-    finish(&printer, &side, params, &limits, counters, started, reps)
 }
 
 /// Waits for the peer's operations to end (a passive target). It looks every 10 ms: waking

@@ -1,0 +1,201 @@
+//! The record of a run while it runs: rewritten to the `--json` and `--csv` files after every
+//! size and repetition, so a run that fails or is killed leaves a valid record of what it
+//! measured, with `status` and `error` saying how it ended (`results/schema.md`).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+
+use super::figures;
+use crate::report::{export, CsvExporter, JsonExporter, RunRecord, RunStatus, SizeResult};
+
+/// The files this side's record goes to (`--json`, `--csv`); both may be absent.
+#[derive(Debug, Clone, Default)]
+pub struct RecordFiles {
+    /// The JSON record.
+    pub json: Option<PathBuf>,
+    /// The CSV.
+    pub csv: Option<PathBuf>,
+}
+
+impl RecordFiles {
+    /// Writes `record` to every file, each atomically.
+    pub fn write(&self, record: &RunRecord) -> Result<()> {
+        if let Some(path) = &self.json {
+            export(&JsonExporter, record, path)
+                .with_context(|| format!("writing the JSON record to '{}'", path.display()))?;
+        }
+        if let Some(path) = &self.csv {
+            export(&CsvExporter, record, path)
+                .with_context(|| format!("writing the CSV to '{}'", path.display()))?;
+        }
+        Ok(())
+    }
+}
+
+/// What one side measured so far, and the rest of its record.
+#[derive(Debug)]
+pub struct Recorder {
+    /// Everything but `status`, `error`, `results` and `counters`.
+    template: RunRecord,
+    /// Each planned size's repetitions measured so far.
+    reps: Vec<Vec<SizeResult>>,
+    files: RecordFiles,
+}
+
+impl Recorder {
+    /// Starts the record of a run of `sizes` sizes and writes it at once (incomplete, no
+    /// results), so a file that cannot be written fails the run before it measures.
+    pub fn start(template: RunRecord, sizes: usize, files: &RecordFiles) -> Result<Self> {
+        let r = Recorder {
+            template,
+            reps: vec![Vec::new(); sizes],
+            files: files.clone(),
+        };
+        r.files.write(&r.record(RunStatus::Incomplete, None)?)?;
+        Ok(r)
+    }
+
+    /// Planned size `i` was measured once more: kept, and the files rewritten.
+    pub fn add(&mut self, i: usize, r: SizeResult) -> Result<()> {
+        let Some(slot) = self.reps.get_mut(i) else {
+            anyhow::bail!("internal error: size index {i} is not in the plan");
+        };
+        slot.push(r);
+        self.files.write(&self.record(RunStatus::Incomplete, None)?)
+    }
+
+    /// The run failed with `e`: what was measured is written with the error. A file that
+    /// cannot be written is said on stderr; the run's own error is the one that counts.
+    pub fn fail(&self, e: &anyhow::Error) {
+        let written = self
+            .record(RunStatus::Failed, Some(format!("{e:#}")))
+            .and_then(|r| self.files.write(&r));
+        if let Err(w) = written {
+            eprintln!("rdmabench: the partial record was not written: {w:#}");
+        }
+    }
+
+    /// Each size's figures so far, repetitions folded (sizes not measured are left out).
+    pub fn results(&self) -> Result<Vec<SizeResult>> {
+        self.reps
+            .iter()
+            .filter(|r| !r.is_empty())
+            .map(|r| figures::aggregate(r.clone()))
+            .collect()
+    }
+
+    /// The whole run was measured: the complete record, with the port counters' deltas,
+    /// written and returned.
+    pub fn finish(self, counters: Option<BTreeMap<String, u64>>) -> Result<RunRecord> {
+        let record = RunRecord {
+            counters,
+            ..self.record(RunStatus::Complete, None)?
+        };
+        self.files.write(&record)?;
+        Ok(record)
+    }
+
+    fn record(&self, status: RunStatus, error: Option<String>) -> Result<RunRecord> {
+        Ok(RunRecord {
+            status,
+            error,
+            results: self.results()?,
+            ..self.template.clone()
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample_record;
+
+    fn files(name: &str) -> (PathBuf, RecordFiles) {
+        let dir = std::env::temp_dir().join(format!("rdmabench-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let files = RecordFiles {
+            json: Some(dir.join("run.json")),
+            csv: Some(dir.join("run.csv")),
+        };
+        (dir, files)
+    }
+
+    fn read(files: &RecordFiles) -> (RunRecord, String) {
+        let json = std::fs::read_to_string(files.json.as_ref().unwrap()).unwrap();
+        let csv = std::fs::read_to_string(files.csv.as_ref().unwrap()).unwrap();
+        (serde_json::from_str(&json).unwrap(), csv)
+    }
+
+    #[test]
+    fn the_files_hold_what_was_measured_at_every_step_and_the_error_at_the_end() {
+        let (dir, files) = files("recorder-fail");
+        let mut template = sample_record();
+        let sizes: Vec<SizeResult> = template.results.drain(..).collect();
+        let mut rec = Recorder::start(template, 3, &files).unwrap();
+        let (r, csv) = read(&files);
+        assert_eq!((r.status, r.results.len()), (RunStatus::Incomplete, 0));
+        assert_eq!(csv.lines().count(), 1, "the header alone: {csv}");
+
+        rec.add(0, sizes[0].clone()).unwrap();
+        rec.add(1, sizes[1].clone()).unwrap();
+        let (r, csv) = read(&files);
+        assert_eq!((r.status, r.results.len()), (RunStatus::Incomplete, 2));
+        assert_eq!(csv.lines().count(), 3, "{csv}");
+
+        rec.fail(&anyhow::anyhow!(
+            "size 1048576 bytes: the peer closed the connection"
+        ));
+        let (r, csv) = read(&files);
+        assert_eq!(r.status, RunStatus::Failed);
+        assert_eq!(r.results, sizes);
+        assert!(
+            r.error.as_deref().unwrap().contains("1048576"),
+            "{:?}",
+            r.error
+        );
+        assert_eq!(csv.lines().count(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_finished_run_is_complete_with_its_counters_and_repetitions_folded() {
+        let (dir, files) = files("recorder-done");
+        let mut template = sample_record();
+        let sizes: Vec<SizeResult> = template.results.drain(..).collect();
+        let mut rec = Recorder::start(template, 1, &files).unwrap();
+        rec.add(0, sizes[0].clone()).unwrap();
+        rec.add(0, sizes[0].clone()).unwrap();
+        let counters = Some([("counters/port_xmit_data".to_string(), 7)].into());
+        let done = rec.finish(counters.clone()).unwrap();
+        let (r, _) = read(&files);
+        assert_eq!(r, done);
+        assert_eq!((r.status, r.error.as_deref()), (RunStatus::Complete, None));
+        assert_eq!(r.counters, counters);
+        assert_eq!(r.results.len(), 1);
+        assert_eq!(r.results[0].repetitions.len(), 2);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_file_that_cannot_be_written_fails_the_start_naming_it() {
+        let files = RecordFiles {
+            json: Some(PathBuf::from("/nonexistent-rdmabench-dir/run.json")),
+            csv: None,
+        };
+        let e = Recorder::start(sample_record(), 1, &files).unwrap_err();
+        assert!(
+            format!("{e:#}").contains("'/nonexistent-rdmabench-dir/run.json'"),
+            "{e:#}"
+        );
+    }
+
+    #[test]
+    fn records_written_before_the_status_field_read_as_complete() {
+        let mut v = serde_json::to_value(sample_record()).unwrap();
+        v.as_object_mut().unwrap().remove("status");
+        let r: RunRecord = serde_json::from_value(v).unwrap();
+        assert_eq!(r.status, RunStatus::Complete);
+    }
+}
