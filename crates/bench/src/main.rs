@@ -16,6 +16,11 @@ use rdmabench::run::{run_client, run_server, Outcome, RecordFiles, RunOptions};
 use rdmabench::thresholds;
 
 fn main() -> ExitCode {
+    // As a C tool: output into a closed pipe (`rdmabench ... | head`) ends the process
+    // quietly instead of panicking. Sockets are unaffected (the standard library sends with
+    // MSG_NOSIGNAL), so a vanished peer is still an error the run reports.
+    // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     match dispatch(&cli.command) {
         Ok(()) => Exit::Success.into(),
