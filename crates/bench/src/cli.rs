@@ -13,6 +13,7 @@ use crate::engine::SideConfig;
 use crate::memory::MemMode;
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, TestKind, Verb};
+use crate::run::{RecordFiles, RunOptions};
 use crate::units::parse_size;
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
@@ -250,6 +251,25 @@ impl TestArgs {
         };
         cuda::StagingConfig::new(chunk, self.staging_depth.unwrap_or(default.depth))
             .map_err(|e| PlanError(format!("--staging-chunk/--staging-depth: {e}")))
+    }
+
+    /// What these arguments mean for one side of test `kind`: its options for the run.
+    pub fn run_options(&self, kind: TestKind) -> Result<RunOptions, PlanError> {
+        Ok(RunOptions {
+            test: kind,
+            side: self.side()?,
+            request: self.plan.clone(),
+            timeout: self.timeout(),
+            report_gbits: self.report_gbits,
+            quiet: false,
+            progress: true,
+            clock: self.clock.unwrap_or_default(),
+            pin: self.pin(),
+            files: RecordFiles {
+                json: self.json.clone(),
+                csv: self.csv.clone(),
+            },
+        })
     }
 
     /// The `--timeout` as a duration.

@@ -49,24 +49,9 @@ fn dispatch(command: &Command) -> Result<()> {
 }
 
 fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
-    let request = args.plan.clone();
     // Every flag is checked together before anything opens, on the server too.
-    let plan = request.resolve(kind)?;
-    let opts = RunOptions {
-        test: kind,
-        side: args.side()?,
-        request,
-        timeout: args.timeout(),
-        report_gbits: args.report_gbits,
-        quiet: false,
-        progress: true,
-        clock: args.clock.unwrap_or_default(),
-        pin: args.pin(),
-        files: RecordFiles {
-            json: args.json.clone(),
-            csv: args.csv.clone(),
-        },
-    };
+    let plan = args.plan.resolve(kind)?;
+    let opts = args.run_options(kind)?;
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?
     } else if let Some(host) = &args.server {

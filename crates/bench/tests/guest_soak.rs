@@ -1,0 +1,164 @@
+//! A `--persistent` server under a long series of runs in the soft-RoCE guest: mixed
+//! parameters, clients killed in the middle, strangers that connect and say nothing. Its
+//! open file descriptors, registered memory regions and resident memory must stay flat.
+//!
+//! `RDMABENCH_SOAK_RUNS` sets the number of runs (default 200).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::TcpStream;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use common::{bin, rdma_ready, Server, SERVER_ADDR};
+use rdmabench::cli::Cli;
+use rdmabench::run::run_client;
+
+const PORT: &str = "19500";
+
+/// What the server holds: open descriptors, registered MRs, resident KiB.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Footprint {
+    fds: usize,
+    mrs: usize,
+    rss_kib: u64,
+}
+
+fn footprint(pid: u32) -> Footprint {
+    let fds = std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count();
+    let out = std::process::Command::new("rdma")
+        .args(["resource", "show", "mr"])
+        .output()
+        .unwrap();
+    let mine = format!("pid {pid} ");
+    let mrs = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(&mine))
+        .count();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let rss_kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap();
+    Footprint { fds, mrs, rss_kib }
+}
+
+/// Run `i`'s parameters: sizes, QPs, -b and --validate in turn.
+fn args(i: usize) -> Vec<String> {
+    let size = ["64", "4K", "64K"][i % 3];
+    let qps = ["1", "2"][i % 2];
+    let mut a: Vec<String> = ["write-bw", SERVER_ADDR, "-d", "rxe1", "-x", "1", "-p", PORT]
+        .iter()
+        .chain(&["--timeout", "10", "-s", size, "-q", qps, "-n", "20"])
+        .map(|s| s.to_string())
+        .collect();
+    if i % 3 == 2 {
+        a.push("-b".into());
+    }
+    if i % 4 == 3 {
+        a.push("--validate".into());
+    }
+    a
+}
+
+/// Runs client `i` in this process (no process start per run: hundreds fit in CI's budget).
+fn run_in_process(i: usize) -> anyhow::Result<()> {
+    let cli = Cli::try_parse_from(std::iter::once("rdmabench".to_string()).chain(args(i)))?;
+    let (kind, test_args) = cli.command.test().expect("a test command");
+    let plan = test_args.plan.resolve(kind)?;
+    let mut opts = test_args.run_options(kind)?;
+    opts.quiet = true;
+    opts.progress = false;
+    run_client(&opts, &plan, SERVER_ADDR, PORT.parse()?)?;
+    Ok(())
+}
+
+/// A client killed a moment after it started (at set-up or while measuring).
+fn kill_a_client(i: usize) {
+    let mut c = bin()
+        .args(args(i))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(200 + 100 * (i as u64 % 5)));
+    c.kill().unwrap();
+    c.wait().unwrap();
+}
+
+#[test]
+fn a_persistent_server_stays_flat_over_hundreds_of_runs() {
+    if !rdma_ready("a_persistent_server_stays_flat_over_hundreds_of_runs") {
+        return;
+    }
+    let runs: usize = std::env::var("RDMABENCH_SOAK_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(200);
+    let mut server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        PORT,
+        "--persistent",
+        "--timeout",
+        "3",
+    ]);
+    let pid = server.child.id();
+    let start = Instant::now();
+    let mut before = None;
+    let (mut passed, mut killed, mut strangers) = (0, 0, 0);
+    for i in 0..runs {
+        if i == 10 {
+            before = Some(footprint(pid));
+        }
+        if i % 10 == 5 {
+            // A stranger that connects and says nothing, held open during the next run.
+            let silent = TcpStream::connect((SERVER_ADDR, 19500)).unwrap();
+            strangers += 1;
+            let run = run_in_process(i);
+            assert!(run.is_ok(), "run {i} beside a silent stranger: {run:?}");
+            drop(silent);
+            passed += 1;
+        } else if i % 25 == 24 {
+            kill_a_client(i);
+            killed += 1;
+        } else {
+            let run = run_in_process(i);
+            assert!(run.is_ok(), "run {i}: {run:?}");
+            passed += 1;
+        }
+        assert!(
+            server.child.try_wait().unwrap().is_none(),
+            "the server exited at run {i}"
+        );
+    }
+    // Let a run killed last be noticed and released.
+    std::thread::sleep(Duration::from_secs(4));
+    let after = footprint(pid);
+    let before = before.unwrap();
+    eprintln!(
+        "soak: {runs} runs ({passed} passed, {killed} clients killed, {strangers} strangers) in {:.0} s; \
+         server before {before:?}, after {after:?}",
+        start.elapsed().as_secs_f64()
+    );
+    assert!(after.fds <= before.fds, "open descriptors grew");
+    assert_eq!(after.mrs, before.mrs, "registered MRs grew");
+    assert!(
+        after.rss_kib <= before.rss_kib + 4096,
+        "resident memory grew by {} KiB",
+        after.rss_kib - before.rss_kib
+    );
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+}
