@@ -8,6 +8,7 @@
 
 pub mod cli;
 pub mod clock;
+pub mod cluster;
 pub mod compare;
 pub mod control;
 pub mod devices;

@@ -1,0 +1,228 @@
+//! Which ranks test against which, round by round. In a round no rank is in two pairs, so
+//! no NIC carries two tests at once; the sweep's time is rounds × the time of one test.
+//!
+//! - `pairs`: a round-robin tournament (the circle method): every pair of ranks exactly once,
+//!   in n - 1 rounds of n/2 pairs (n rounds, one rank resting in each, for odd n).
+//! - `ring`: rank i with rank i + 1 (mod n), in two rounds (three for odd n).
+//! - `one-to-all`: the root with every other rank, one pair per round.
+//! - pairs from a file: packed greedily into rounds in the order given.
+
+use thiserror::Error;
+
+/// Two ranks that test against each other; `a` serves, `b` is the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Pair {
+    /// The rank that serves.
+    pub a: usize,
+    /// The rank that connects.
+    pub b: usize,
+}
+
+/// Rounds of disjoint pairs.
+pub type Rounds = Vec<Vec<Pair>>;
+
+/// A schedule that cannot be built.
+#[derive(Debug, Clone, PartialEq, Eq, Error)]
+pub enum ScheduleError {
+    /// Fewer than two ranks.
+    #[error("a sweep needs at least 2 ranks, not {0}")]
+    TooFew(usize),
+    /// A rank outside the world.
+    #[error("rank {rank} is not in a world of {size} ranks (0..={})", size - 1)]
+    NoSuchRank {
+        /// The rank named.
+        rank: usize,
+        /// The world's size.
+        size: usize,
+    },
+    /// A rank paired with itself.
+    #[error("rank {0} cannot test against itself")]
+    SelfPair(usize),
+}
+
+fn check_size(n: usize) -> Result<(), ScheduleError> {
+    if n < 2 {
+        return Err(ScheduleError::TooFew(n));
+    }
+    Ok(())
+}
+
+/// Every pair once: the circle method (rank 0 fixed, the others rotate).
+pub fn round_robin(n: usize) -> Result<Rounds, ScheduleError> {
+    check_size(n)?;
+    // With an odd count a phantom rank m - 1 = n joins; whoever meets it rests that round.
+    let m = n + n % 2;
+    let mut rounds = Vec::with_capacity(m - 1);
+    for r in 0..m - 1 {
+        // Position 0 holds rank 0; position p > 0 holds rank 1 + (p - 1 + r) mod (m - 1).
+        let at = |p: usize| if p == 0 { 0 } else { 1 + (p - 1 + r) % (m - 1) };
+        let round = (0..m / 2)
+            .map(|i| (at(i), at(m - 1 - i)))
+            .filter(|&(x, y)| x < n && y < n)
+            .map(|(x, y)| Pair {
+                a: x.min(y),
+                b: x.max(y),
+            })
+            .collect();
+        rounds.push(round);
+    }
+    Ok(rounds)
+}
+
+/// Each rank with the next, the last with the first.
+pub fn ring(n: usize) -> Result<Rounds, ScheduleError> {
+    check_size(n)?;
+    if n == 2 {
+        return Ok(vec![vec![Pair { a: 0, b: 1 }]]);
+    }
+    let edge = |i: usize| Pair {
+        a: i,
+        b: (i + 1) % n,
+    };
+    let mut rounds = vec![
+        (0..n - n % 2).step_by(2).map(edge).collect::<Vec<_>>(),
+        (1..n - n % 2).step_by(2).map(edge).collect(),
+    ];
+    if n % 2 == 1 {
+        rounds.push(vec![edge(n - 1)]);
+    }
+    Ok(rounds)
+}
+
+/// The root with every other rank, one at a time (the root's NIC is in every test).
+pub fn one_to_all(n: usize, root: usize) -> Result<Rounds, ScheduleError> {
+    check_size(n)?;
+    if root >= n {
+        return Err(ScheduleError::NoSuchRank {
+            rank: root,
+            size: n,
+        });
+    }
+    Ok((0..n)
+        .filter(|&r| r != root)
+        .map(|r| vec![Pair { a: root, b: r }])
+        .collect())
+}
+
+/// Pairs as given (e.g. from a file), each in the first round where neither rank is busy.
+pub fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleError> {
+    check_size(n)?;
+    let mut rounds: Rounds = Vec::new();
+    let mut busy: Vec<Vec<bool>> = Vec::new();
+    for &(a, b) in pairs {
+        for rank in [a, b] {
+            if rank >= n {
+                return Err(ScheduleError::NoSuchRank { rank, size: n });
+            }
+        }
+        if a == b {
+            return Err(ScheduleError::SelfPair(a));
+        }
+        let k = match busy.iter().position(|used| !used[a] && !used[b]) {
+            Some(k) => k,
+            None => {
+                rounds.push(Vec::new());
+                busy.push(vec![false; n]);
+                rounds.len() - 1
+            }
+        };
+        busy[k][a] = true;
+        busy[k][b] = true;
+        rounds[k].push(Pair { a, b });
+    }
+    Ok(rounds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// No rank twice in a round; returns how often each unordered pair appears.
+    fn check_rounds(n: usize, rounds: &Rounds) -> Vec<u8> {
+        let mut seen = vec![0u8; n * n];
+        let mut in_round = vec![usize::MAX; n];
+        for (k, round) in rounds.iter().enumerate() {
+            for p in round {
+                assert!(p.a < n && p.b < n && p.a != p.b, "n={n} {p:?}");
+                for r in [p.a, p.b] {
+                    assert_ne!(in_round[r], k, "n={n}: rank {r} twice in round {k}");
+                    in_round[r] = k;
+                }
+                let (x, y) = (p.a.min(p.b), p.a.max(p.b));
+                seen[x * n + y] += 1;
+            }
+        }
+        seen
+    }
+
+    /// The sizes checked: every one to 300, then around every power of two to 2048.
+    fn sizes() -> Vec<usize> {
+        let mut v: Vec<usize> = (2..=300).collect();
+        for k in 9..=11 {
+            v.extend(
+                [(1 << k) - 1, 1 << k, (1 << k) + 1]
+                    .into_iter()
+                    .filter(|&s| s <= 2048),
+            );
+        }
+        v.extend([1000, 1001]);
+        v
+    }
+
+    #[test]
+    fn round_robin_meets_every_pair_exactly_once_in_the_fewest_rounds() {
+        for n in sizes() {
+            let rounds = round_robin(n).unwrap();
+            assert_eq!(rounds.len(), if n % 2 == 0 { n - 1 } else { n }, "n={n}");
+            assert!(rounds.iter().all(|r| r.len() == n / 2), "n={n}");
+            let seen = check_rounds(n, &rounds);
+            for x in 0..n {
+                for y in x + 1..n {
+                    assert_eq!(seen[x * n + y], 1, "n={n}: pair {x}-{y}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_ring_links_each_rank_to_the_next_without_overlap() {
+        for n in sizes() {
+            let rounds = ring(n).unwrap();
+            let seen = check_rounds(n, &rounds);
+            let pairs: usize = rounds.iter().map(Vec::len).sum();
+            assert_eq!(pairs, if n == 2 { 1 } else { n }, "n={n}");
+            for i in 0..n {
+                let (x, y) = (i.min((i + 1) % n), i.max((i + 1) % n));
+                assert_eq!(seen[x * n + y], 1, "n={n}: edge {i}");
+            }
+            assert!(rounds.len() <= 3);
+        }
+    }
+
+    #[test]
+    fn one_to_all_and_packed_pairs_never_share_a_rank_in_a_round() {
+        let r = one_to_all(5, 2).unwrap();
+        assert_eq!(r.len(), 4);
+        check_rounds(5, &r);
+        let r = packed(4, &[(0, 1), (1, 2), (2, 3), (3, 0), (0, 2)]).unwrap();
+        assert_eq!(
+            r,
+            vec![
+                vec![Pair { a: 0, b: 1 }, Pair { a: 2, b: 3 }],
+                vec![Pair { a: 1, b: 2 }, Pair { a: 3, b: 0 }],
+                vec![Pair { a: 0, b: 2 }],
+            ]
+        );
+        check_rounds(4, &r);
+    }
+
+    #[test]
+    fn impossible_schedules_say_why() {
+        assert_eq!(round_robin(1), Err(ScheduleError::TooFew(1)));
+        assert!(one_to_all(4, 4)
+            .unwrap_err()
+            .to_string()
+            .contains("rank 4 is not in a world of 4"));
+        assert_eq!(packed(4, &[(1, 1)]), Err(ScheduleError::SelfPair(1)));
+    }
+}
