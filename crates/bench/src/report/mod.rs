@@ -6,6 +6,8 @@ mod csv;
 mod json;
 pub mod params;
 mod record;
+#[cfg(test)]
+pub(crate) mod samples;
 
 pub use self::csv::CsvExporter;
 pub use json::JsonExporter;

@@ -4,7 +4,8 @@ use anyhow::{bail, Context, Result};
 
 use super::figures::{from_latency, from_window};
 use super::{
-    finish, params_record, started_at, stop_of, Measuring, Outcome, Printer, RunOptions, LAT_WARMUP,
+    finish, params_record, record, started_at, stop_of, Measuring, Outcome, Printer, RunOptions,
+    LAT_WARMUP,
 };
 use crate::clock::Clock;
 use crate::control::{Channel, Listen, Message};
@@ -62,10 +63,11 @@ fn drive(
     ch.send(&Message::Ready)?;
     ch.expect("Ready")?;
 
-    let printer = Printer::new(opts, plan);
     let limits = run_limits(&side);
     let params = params_record(plan, &side, measuring);
-    printer.header(Role::Client, &side, &params, &limits, measuring);
+    let printer = Printer::new(opts, &params);
+    let record = record(Role::Client, &side, params, &limits, started);
+    printer.header(&record);
     let counters = Counters::start(&side);
     let steps = plan.sizes.len() as u64 * u64::from(plan.repeat);
     let progress = ProgressBar::new(steps, opts.progress && !opts.quiet);
@@ -81,7 +83,7 @@ fn drive(
     }
     progress.finish();
     ch.send(&Message::Finish)?;
-    finish(&printer, &side, params, &limits, counters, started, reps)
+    finish(&printer, &side, record, counters, reps)
 }
 
 /// The shape of this plan's bandwidth loop for one size. Every verb keeps `tx-depth`

@@ -8,7 +8,7 @@ use anyhow::{bail, Result};
 
 use super::client::{bw_shape, lat_shape, pinned};
 use super::figures::{combine, ServerPart};
-use super::{finish, params_record, started_at, Measuring, Outcome, Printer, RunOptions};
+use super::{finish, params_record, record, started_at, Measuring, Outcome, Printer, RunOptions};
 use crate::control::{Channel, Listen, Listener, Message};
 use crate::engine::bw::{measure_bw, PeerState};
 use crate::engine::lat::respond;
@@ -66,10 +66,11 @@ fn serve(
     ch.expect("Ready")?;
     ch.send(&Message::Ready)?;
 
-    let printer = Printer::new(opts, &plan);
     let limits = run_limits(&side);
     let params = params_record(&plan, &side, measuring);
-    printer.header(Role::Server, &side, &params, &limits, measuring);
+    let printer = Printer::new(opts, &params);
+    let record = record(Role::Server, &side, params, &limits, started);
+    printer.header(&record);
     let counters = Counters::start(&side);
     let mut reps: Vec<Vec<SizeResult>> = vec![Vec::new(); plan.sizes.len()];
     loop {
@@ -98,7 +99,7 @@ fn serve(
             ),
         }
     }
-    finish(&printer, &side, params, &limits, counters, started, reps)
+    finish(&printer, &side, record, counters, reps)
 }
 
 /// Waits for the peer's operations to end (a passive target). It looks every 10 ms: waking
