@@ -176,10 +176,16 @@ impl Clock {
 
     /// "tsc (2445.41 MHz, calibrated)" or "monotonic".
     pub fn describe(&self) -> String {
-        match self.kind {
-            ClockKind::Tsc => format!("tsc ({:.2} MHz, calibrated)", self.hz() / 1e6),
-            ClockKind::Monotonic => "monotonic".to_string(),
-        }
+        describe(self.kind.name(), Some(self.hz()))
+    }
+}
+
+/// The header's text of a clock as the record names it (`params.clock`, `params.clock_hz`):
+/// "tsc (2445.41 MHz, calibrated)" or "monotonic".
+pub fn describe(name: &str, hz: Option<f64>) -> String {
+    match (name, hz) {
+        ("tsc", Some(hz)) => format!("tsc ({:.2} MHz, calibrated)", hz / 1e6),
+        _ => name.to_string(),
     }
 }
 

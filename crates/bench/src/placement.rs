@@ -144,10 +144,8 @@ fn auto_set(facts: &CpuFacts) -> (Vec<u32>, String) {
 impl Placement {
     /// "CPU 3 (of the NIC's node 0 0-15)", or "not pinned (--no-pin)".
     pub fn describe(&self) -> String {
-        match self.cpu {
-            Some(cpu) => format!("CPU {cpu} ({})", self.source),
-            None => self.source.clone(),
-        }
+        let cpu = self.cpu.map(|c| c.to_string());
+        describe(cpu.as_deref(), Some(&self.source))
     }
 
     /// Pins the calling thread to this placement's CPU until the guard drops (which puts
@@ -165,6 +163,17 @@ impl Placement {
         Ok(PinGuard {
             before: Some(before),
         })
+    }
+}
+
+/// The header's text of a placement as the record holds it (`params.cpus`,
+/// `params.placement`): "CPU 3 (of the NIC's node 0 0-15)", or "not pinned (--no-pin)".
+pub fn describe(cpu: Option<&str>, source: Option<&str>) -> String {
+    match (cpu, source) {
+        (Some(cpu), Some(source)) => format!("CPU {cpu} ({source})"),
+        (Some(cpu), None) => format!("CPU {cpu}"),
+        (None, Some(source)) => source.to_string(),
+        (None, None) => "not pinned".to_string(),
     }
 }
 

@@ -1,6 +1,8 @@
 //! `rdmabench compare` and `rdmabench plot` from the command line, on records built here:
 //! exit codes (0 same, 3 regression, 1 unreadable record, 2 usage), the Markdown and JSON
 //! outputs, the incomparability warnings, and the plot formats. No RDMA device needed.
+//! What `compare` prints is snapshot-tested (`tests/snapshots/compare_cli__*.snap`), on the
+//! records built here and on the stored ones under `results/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +10,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 
-use common::{bin, scratch, text};
+use common::{bin, scratch, text, transcript, workspace_root};
 use serde_json::{json, Value};
 
 /// A write-bw record: per size, the repetitions' GB/s (the top level is their median).
@@ -132,14 +134,12 @@ fn the_same_figures_exit_0() {
 #[test]
 fn a_ten_percent_drop_exits_3_and_shows_the_firmware() {
     let f = files("cmp-drop");
-    let out = compare(&[&f.base, &f.drop], &[]);
-    let t = text(&out);
-    assert_eq!(out.status.code(), Some(3), "{t}");
-    assert!(t.contains("slower") && t.contains("REGRESSION"), "{t}");
-    assert!(t.contains("-10.0%"), "{t}");
-    // The firmware changed: information, not a warning.
-    assert!(t.contains("28.39.1002 -> 28.40.1000"), "{t}");
-    assert!(!t.contains("WARNING"), "{t}");
+    // Exit 3, "slower", -10.0% and the firmware change shown as information (not a
+    // warning): the snapshot `compare_regression_terminal`.
+    insta::assert_snapshot!(
+        "compare_regression_terminal",
+        transcript(&f.dir, &["compare", "base.json", "drop.json"])
+    );
     // A looser threshold (15%) lets it pass.
     let out = compare(&[&f.base, &f.drop], &["--threshold", "15"]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
@@ -200,19 +200,14 @@ fn every_candidate_is_compared_to_the_baseline() {
 #[test]
 fn markdown_output_is_a_table() {
     let f = files("cmp-md");
-    let out = compare(&[&f.base, &f.drop], &["--markdown"]);
-    let t = String::from_utf8(out.stdout).unwrap();
-    assert_eq!(out.status.code(), Some(3), "{t}");
-    assert!(t.starts_with("### rdmabench compare"), "{t}");
-    assert!(
-        t.contains("| size | metric | baseline | candidate | change |"),
-        "{t}"
+    insta::assert_snapshot!(
+        "compare_regression_markdown",
+        transcript(&f.dir, &["compare", "base.json", "drop.json", "--markdown"])
     );
-    assert!(t.contains("|:--|"), "{t}");
-    assert!(t.contains("| 64 KiB | BW [GB/s] |"), "{t}");
-    assert!(t.contains("**slower**"), "{t}");
-    assert!(t.contains("**Summary**"), "{t}");
-    assert!(t.contains("Mann-Whitney"), "{t}");
+    insta::assert_snapshot!(
+        "compare_regression_json",
+        transcript(&f.dir, &["compare", "base.json", "drop.json", "--json"])
+    );
     std::fs::remove_dir_all(f.dir).ok();
 }
 
@@ -392,4 +387,34 @@ fn plot_writes_svg_and_png_and_refuses_other_extensions() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     std::fs::remove_dir_all(f.dir).ok();
+}
+
+/// The stored soft-RoCE records the README compares, at the README's five sizes.
+const STORED: [&str; 12] = [
+    "compare",
+    "results/baselines/soft-roce-emulated/write-bw.json",
+    "results/soft-roce-emulated/2026-11-30T040953Z-write-bw.json",
+    "-s",
+    "64",
+    "-s",
+    "4K",
+    "-s",
+    "64K",
+    "-s",
+    "1M",
+    "-s",
+];
+
+#[test]
+fn snapshot_compare_of_stored_records() {
+    let root = workspace_root();
+    let args = [&STORED[..], &["8M"]].concat();
+    insta::assert_snapshot!("compare_stored_terminal", transcript(&root, &args));
+    let md = [&args[..], &["--markdown"]].concat();
+    insta::assert_snapshot!("compare_stored_markdown", transcript(&root, &md));
+    let json = [&args[..], &["--json"]].concat();
+    insta::assert_snapshot!("compare_stored_json", transcript(&root, &json));
+    let lat = "results/soft-roce-emulated/2026-11-30T041448Z-write-lat.json";
+    let args = ["compare", lat, lat, "-s", "2", "-s", "64K"];
+    insta::assert_snapshot!("compare_stored_latency", transcript(&root, &args));
 }

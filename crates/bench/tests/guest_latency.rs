@@ -7,20 +7,14 @@
 
 mod common;
 
-use common::{bin, client, pair, rdma_ready, scratch, text, LOOPBACK};
+use common::{bin, client, header_value, pair, rdma_ready, scratch, text, LOOPBACK};
 use serde_json::Value;
 
 const LAT_TESTS: [&str; 3] = ["write-lat", "send-lat", "read-lat"];
 
-/// What follows the header field `name` and its colon, to the end of the line (the header
-/// has two fields a line).
+/// The header's value of the field `name`.
 fn header_line<'a>(out: &'a str, name: &str) -> &'a str {
-    out.lines()
-        .find_map(|l| {
-            let rest = l.split_once(&format!(" {name} "))?.1;
-            Some(rest.trim_start().strip_prefix(':')?.trim_start())
-        })
-        .unwrap_or_else(|| panic!("no '{name}' field in:\n{out}"))
+    header_value(out, name).unwrap_or_else(|| panic!("no '{name}' field in:\n{out}"))
 }
 
 /// The CPUs this machine has online, as the guest sees them.

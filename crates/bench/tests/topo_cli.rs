@@ -1,6 +1,8 @@
 //! `rdmabench topo`, `ceiling` and `doctor` through the binary, against the sysfs fixture
 //! trees of crates/topo/tests/fixtures (see their README.md for the machines they model),
-//! and in the soft-RoCE guest against the live /sys.
+//! and in the soft-RoCE guest against the live /sys. What they print on each fixture is
+//! snapshot-tested (`tests/snapshots/topo_cli__*.snap`), run from the workspace root with
+//! relative paths as the README runs them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,7 +10,7 @@ mod common;
 
 use std::process::Output;
 
-use common::{bin, doctor_check as check, text};
+use common::{bin, doctor_check as check, text, transcript, workspace_root};
 use serde_json::Value;
 
 fn fixture(name: &str) -> String {
@@ -64,32 +66,6 @@ fn doctor(name: &str, extra: &[&str]) -> (Option<i32>, String, String) {
         stdout(&out),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
-}
-
-#[test]
-fn topo_dgx_shows_the_switch_tree_pix_and_the_numbers() {
-    let text = topo("dgx-h100");
-    for needle in [
-        "pci0000:15 (host bridge, NUMA 0)",
-        "0000:16:00.0 switch upstream port",
-        "0000:18:00.0 NIC mlx5_0 (ibp24s0)",
-        "400 Gb/sec (4X NDR) InfiniBand ACTIVE",
-        "Gen5 x16 (max Gen5 x16) MPS 256",
-        "0000:19:00.0 GPU 10de:2330",
-        "PIX  = at most one PCIe switch",
-        "SYS  = across the interconnect",
-        "domain identity",
-    ] {
-        assert!(text.contains(needle), "missing {needle:?} in\n{text}");
-    }
-    let pix = text
-        .lines()
-        .find(|l| l.contains("mlx5_0") && l.contains("0000:19:00.0"))
-        .unwrap();
-    assert!(
-        pix.contains("PIX") && pix.contains("via 0000:16:00.0, 1 switch"),
-        "{pix}"
-    );
 }
 
 #[test]
@@ -196,19 +172,7 @@ fn ceiling_json(args: &[&str]) -> Value {
 
 #[test]
 fn ceiling_400g_behind_gen4_is_pcie_bound_and_behind_gen5_wire_bound() {
-    let out = run(&["ceiling", "--nic-rate", "400", "--pcie", "gen4x16"]);
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
-    let shown = stdout(&out);
-    for needle in [
-        "efficiency 4096 / 4122 = 0.9937",
-        "16 lanes x 16 GT/s x 128b/130b = 31.51 GB/s",
-        "TLP efficiency at MPS 256: 256 / (256 + 24) = 0.9143",
-        "binding: pcie at 25.99 GB/s",
-        "is PCIe-bound",
-        "Gen5 x16 would make it wire-bound",
-    ] {
-        assert!(shown.contains(needle), "missing {needle:?} in\n{shown}");
-    }
+    // The arithmetic as printed is the snapshot `ceiling_400g_gen4x16`.
     let gen4 = ceiling_json(&["--nic-rate", "400", "--pcie", "gen4x16"]);
     assert_eq!(gen4["limit"], "pcie");
     let pcie = gen4["pcie_gbps"].as_f64().unwrap();
@@ -464,4 +428,71 @@ fn doctor_unknown_device_names_the_present_ones() {
     let (code, _, stderr) = doctor("dgx-h100", &["-d", "mlx5_9"]);
     assert_eq!(code, Some(1));
     assert!(stderr.contains("present: mlx5_0, mlx5_1"), "{stderr}");
+}
+
+/// Every fixture tree, by name.
+const FIXTURES: [&str; 5] = [
+    "dgx-h100",
+    "two-socket",
+    "downtrained",
+    "old-kernel",
+    "rxe-vm",
+];
+
+/// `rdmabench ARGS` from the workspace root, as a terminal shows it.
+fn shown(args: &[&str]) -> String {
+    transcript(&workspace_root(), args)
+}
+
+#[test]
+fn snapshot_topo_of_every_fixture() {
+    for name in FIXTURES {
+        let root = format!("crates/topo/tests/fixtures/{name}");
+        insta::assert_snapshot!(
+            format!("topo_{name}"),
+            shown(&["topo", "--sysfs-root", &root])
+        );
+    }
+    let root = "crates/topo/tests/fixtures/dgx-h100";
+    insta::assert_snapshot!(
+        "topo_dgx-h100_json",
+        shown(&["topo", "--sysfs-root", root, "--json"])
+    );
+}
+
+#[test]
+fn snapshot_doctor_of_every_fixture() {
+    for name in FIXTURES {
+        let root = format!("crates/topo/tests/fixtures/{name}");
+        let args = ["doctor", "--sysfs-root", &root, "--sample-secs", "0"];
+        insta::assert_snapshot!(format!("doctor_{name}"), shown(&args));
+    }
+}
+
+#[test]
+fn snapshot_ceiling() {
+    let gen4 = ["ceiling", "--nic-rate", "400", "--pcie", "gen4x16"];
+    insta::assert_snapshot!("ceiling_400g_gen4x16", shown(&gen4));
+    insta::assert_snapshot!(
+        "ceiling_400g_gen4x16_json",
+        shown(&[&gen4[..], &["--json"]].concat())
+    );
+    let staged = [
+        "ceiling",
+        "--nic-rate",
+        "200",
+        "--pcie",
+        "gen5x16",
+        "--link-layer",
+        "roce",
+        "--mtu",
+        "1024",
+        "--mps",
+        "512",
+        "--gpu-pcie",
+        "gen4x16",
+    ];
+    insta::assert_snapshot!("ceiling_200g_roce_staged", shown(&staged));
+    let bad = ["ceiling", "--nic-rate", "400", "--pcie", "gen9x16"];
+    insta::assert_snapshot!("ceiling_bad_pcie", shown(&bad));
 }

@@ -244,11 +244,13 @@ mod tests {
         a.params.outs = Some(16);
         a.params.atomic = Some("FETCH_AND_ADD".to_string());
         a.params.duration = Some(2.0);
+        a.params.warmup = Some(16);
         a.params.latency = Some("one_way".to_string());
         a.params.clock = Some("tsc".to_string());
         a.params.clock_hz = Some(2.4e9);
         a.params.cpus = Some("3".to_string());
         a.params.numa_node = Some(0);
+        a.params.placement = Some("of the NIC's node 0 0-15".to_string());
         let base = serde_json::to_value(&a).unwrap();
         for param in PARAMS {
             let mut changed = base.clone();

@@ -518,6 +518,7 @@ pub(crate) mod tests {
                 git: None,
             },
             started_at: "2026-11-30T03:05:35Z".to_string(),
+            role: None,
             host: HostRecord {
                 hostname: Some("node1".to_string()),
                 kernel: Some("6.1.0-40-amd64".to_string()),
@@ -532,6 +533,7 @@ pub(crate) mod tests {
                 active_mtu: 4096,
                 active_speed: Some("400 Gb/sec (4X NDR)".to_string()),
                 gid_index: Some(0),
+                gid_kind: None,
                 gid: None,
             },
             pcie: PcieRecord::default(),
@@ -551,6 +553,7 @@ pub(crate) mod tests {
                 validate: false,
                 iters: Some(5000),
                 duration: None,
+                warmup: None,
                 bidirectional: false,
                 latency: None,
                 repeat: 1,
@@ -559,6 +562,7 @@ pub(crate) mod tests {
                 clock_hz: None,
                 cpus: None,
                 numa_node: None,
+                placement: None,
             },
             ceilings: CeilingsRecord {
                 wire_gbps: Some(48.5),
@@ -569,6 +573,8 @@ pub(crate) mod tests {
             },
             counters: None,
             gpu: None,
+            warnings: Vec::new(),
+            notes: Vec::new(),
             status: RunStatus::Complete,
             error: None,
             results: sizes

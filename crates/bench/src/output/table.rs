@@ -1,41 +1,147 @@
-//! The terminal output: a perftest-like header and one row per size.
+//! The terminal output of a run: the header block's layout, the column titles and one row
+//! per size ([`Table`]). What the header says is `header.rs`'s.
 
 use std::fmt::Write as _;
 
-use crate::report::SizeResult;
+use crate::report::{ParamsRecord, SizeResult};
+
+/// The rule's width, which every header line of pairs keeps to.
+pub const WIDTH: usize = 87;
+
+/// The width of one of the header's two columns: a one-space margin, two columns and two
+/// spaces between them make [`WIDTH`].
+const COLUMN: usize = (WIDTH - 3) / 2;
 
 const RULE: &str =
     "---------------------------------------------------------------------------------------";
 
-/// The facts the header shows.
-#[derive(Debug, Clone)]
-pub struct Header {
-    /// Test title, e.g. "RDMA_Write BW Test".
-    pub title: String,
-    /// "server" or "client".
-    pub role: &'static str,
-    /// Label/value pairs in display order.
-    pub fields: Vec<(&'static str, String)>,
-}
-
-/// Renders the header block.
-pub fn header(h: &Header) -> String {
+/// Renders the header block: the rule, `title` centred, the label/value pairs, the rule.
+///
+/// The layout adapts to what it shows. Every label is padded to the longest label, then
+/// ": " and the value, so the values start in one column. A pair whose text fits one of
+/// two columns of 42 characters (half of the rule's 87, less the margins) is *short*; two
+/// short pairs in a row share a line, the second starting at character 46 on every line. A
+/// pair too long for a column gets a line of its own (as does a short pair left alone just
+/// before it), so pairs keep their display order, a line of two pairs never passes the
+/// rule, and no value is cut or pushes its neighbour out of its column.
+pub fn header(title: &str, fields: &[(&str, String)]) -> String {
+    let width = fields
+        .iter()
+        .map(|(label, _)| label.chars().count())
+        .max()
+        .unwrap_or(0);
     let mut out = String::new();
     let _ = writeln!(out, "{RULE}");
-    let _ = writeln!(out, "{:^87}", format!("{} ({})", h.title, h.role));
-    for pair in h.fields.chunks(2) {
-        let mut line = String::new();
-        for (label, value) in pair {
-            let _ = write!(line, " {label:<15}: {value:<26}");
+    let _ = writeln!(out, "{title:^WIDTH$}");
+    let mut pending: Option<String> = None;
+    for (label, value) in fields {
+        let cell = format!("{label:<width$}: {value}");
+        let short = cell.chars().count() <= COLUMN;
+        match (pending.take(), short) {
+            (Some(left), true) => {
+                let _ = writeln!(out, " {left:<COLUMN$}  {cell}");
+            }
+            (Some(left), false) => {
+                let _ = writeln!(out, " {left}");
+                let _ = writeln!(out, " {cell}");
+            }
+            (None, true) => pending = Some(cell),
+            (None, false) => {
+                let _ = writeln!(out, " {cell}");
+            }
         }
-        let _ = writeln!(out, "{}", line.trim_end());
+    }
+    if let Some(left) = pending {
+        let _ = writeln!(out, " {left}");
     }
     let _ = writeln!(out, "{RULE}");
     out
 }
 
-/// The column titles.
-pub fn columns(gbits: bool) -> String {
+/// How a run's table looks: bandwidth or latency columns, the bandwidth unit, and whether
+/// rows carry their repetition (`--repeat`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Table {
+    /// Bandwidth in Gb/s instead of GB/s (`--report-gbits`).
+    pub gbits: bool,
+    /// A latency test.
+    pub lat: bool,
+    /// How many times the plan runs.
+    pub repeat: u32,
+}
+
+impl Table {
+    /// The table of a run with these parameters.
+    pub fn of(params: &ParamsRecord, gbits: bool) -> Self {
+        Table {
+            gbits,
+            lat: params.latency.is_some(),
+            repeat: params.repeat,
+        }
+    }
+
+    fn plain_columns(&self) -> String {
+        if self.lat {
+            lat_columns()
+        } else {
+            columns(self.gbits)
+        }
+    }
+
+    fn plain_row(&self, r: &SizeResult) -> String {
+        if self.lat {
+            lat_row(r)
+        } else {
+            row(r, self.gbits)
+        }
+    }
+
+    /// The column titles printed under the header (with a repetition column under
+    /// `--repeat`).
+    pub fn columns(&self) -> String {
+        let prefix = if self.repeat > 1 { " rep " } else { "" };
+        format!("{prefix}{}", self.plain_columns())
+    }
+
+    /// The lines of one size as it finishes, each ending in a newline: its row, and under
+    /// `-b` each direction's.
+    pub fn rows(&self, rep: u32, r: &SizeResult) -> String {
+        let prefix = if self.repeat > 1 {
+            format!(" {:<3} ", rep + 1)
+        } else {
+            String::new()
+        };
+        let mut out = format!("{prefix}{}\n", self.plain_row(r));
+        if let Some(d) = &r.directions {
+            for (label, figures) in [
+                ("client->server", &d.client_to_server),
+                ("server->client", &d.server_to_client),
+            ] {
+                let line = direction_row(label, figures, self.gbits);
+                let _ = writeln!(out, "{prefix}{line}");
+            }
+        }
+        out
+    }
+
+    /// The end of the table: under `--repeat`, the medians of every size; then the rule.
+    pub fn summary(&self, results: &[SizeResult]) -> String {
+        let mut out = String::new();
+        if self.repeat > 1 {
+            let _ = writeln!(out, "{RULE}");
+            let _ = writeln!(out, " medians of {} repetitions:", self.repeat);
+            let _ = writeln!(out, "{}", self.plain_columns());
+            for r in results {
+                let _ = writeln!(out, "{}", self.plain_row(r));
+            }
+        }
+        let _ = writeln!(out, "{RULE}");
+        out
+    }
+}
+
+/// The column titles of a bandwidth test.
+fn columns(gbits: bool) -> String {
     let unit = if gbits {
         "BW average[Gb/s]"
     } else {
@@ -47,8 +153,8 @@ pub fn columns(gbits: bool) -> String {
     )
 }
 
-/// One row.
-pub fn row(r: &SizeResult, gbits: bool) -> String {
+/// One row of a bandwidth test.
+fn row(r: &SizeResult, gbits: bool) -> String {
     let bw = if gbits { r.gbits } else { r.bw_gbps };
     let pct = r
         .pct_of_ceiling
@@ -61,7 +167,7 @@ pub fn row(r: &SizeResult, gbits: bool) -> String {
 }
 
 /// The column titles of a latency test.
-pub fn lat_columns() -> String {
+fn lat_columns() -> String {
     format!(
         " {:<10} {:<12} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9}",
         "#bytes",
@@ -78,7 +184,7 @@ pub fn lat_columns() -> String {
 }
 
 /// One row of a latency test (microseconds with three decimals: no truncation to whole us).
-pub fn lat_row(r: &SizeResult) -> String {
+fn lat_row(r: &SizeResult) -> String {
     match &r.lat_us {
         Some(l) => format!(
             " {:<10} {:<12} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
@@ -89,14 +195,9 @@ pub fn lat_row(r: &SizeResult) -> String {
 }
 
 /// One direction of a bidirectional row, indented under it.
-pub fn direction_row(label: &str, d: &crate::report::DirectionFigures, gbits: bool) -> String {
+fn direction_row(label: &str, d: &crate::report::DirectionFigures, gbits: bool) -> String {
     let bw = if gbits { d.bw_gbps * 8.0 } else { d.bw_gbps };
     format!("   {label:<21} {bw:<18.6} {:<15.6}", d.msg_rate_mpps)
-}
-
-/// The closing rule.
-pub fn footer() -> &'static str {
-    RULE
 }
 
 #[cfg(test)]
@@ -132,17 +233,35 @@ mod tests {
     }
 
     #[test]
-    fn the_header_shows_every_field() {
-        let h = Header {
-            title: "RDMA_Write BW Test".to_string(),
-            role: "client",
-            fields: vec![
-                ("Device", "rxe1".to_string()),
-                ("GID index", "1".to_string()),
-            ],
-        };
-        let text = header(&h);
-        assert!(text.contains("RDMA_Write BW Test (client)"));
-        assert!(text.contains("Device") && text.contains("rxe1") && text.contains("GID index"));
+    fn short_pairs_share_a_line_and_long_ones_take_their_own() {
+        let fields = [
+            ("Device", "rxe1".to_string()),
+            ("GID index", "1 (RoCE v2)".to_string()),
+            (
+                "Run",
+                "5000 iterations per QP and size, 5 repetitions".to_string(),
+            ),
+            ("QPs", "1".to_string()),
+            ("Relaxed order", "true".to_string()),
+            ("Path MTU", "1024".to_string()),
+        ];
+        let text = header("RDMA_Write BW Test (client)", &fields);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], RULE);
+        assert!(lines[1].contains("RDMA_Write BW Test (client)"));
+        // The labels are padded to the longest, "Relaxed order".
+        assert_eq!(
+            lines[2],
+            format!(" {:<42}  GID index    : 1 (RoCE v2)", "Device       : rxe1")
+        );
+        assert_eq!(
+            lines[3],
+            " Run          : 5000 iterations per QP and size, 5 repetitions"
+        );
+        assert_eq!(lines[4].find("Relaxed order"), Some(45), "{text}");
+        assert!(lines[4].starts_with(" QPs          : 1 "), "{text}");
+        assert_eq!(lines[5], " Path MTU     : 1024");
+        assert_eq!(lines[6], RULE);
+        assert!(lines.iter().all(|l| l.chars().count() <= WIDTH), "{text}");
     }
 }

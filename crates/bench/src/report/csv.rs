@@ -88,7 +88,10 @@ impl Exporter for CsvExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::json::tests::sample_record;
+
+    fn sample_record() -> RunRecord {
+        crate::report::samples::write_bw().record
+    }
 
     #[test]
     fn one_row_per_size_and_the_header_once() {
@@ -107,5 +110,19 @@ mod tests {
         let bw: f64 = rows[1][bw_col].parse().unwrap();
         assert!(bw.is_finite() && bw > 0.0);
         assert_eq!(rows[1].len(), headers.len());
+    }
+
+    fn rendered(record: &RunRecord) -> String {
+        String::from_utf8(CsvExporter.render(record).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_csv_of_a_bandwidth_run() {
+        insta::assert_snapshot!(rendered(&crate::report::samples::write_bw().record));
+    }
+
+    #[test]
+    fn the_csv_of_a_latency_run() {
+        insta::assert_snapshot!(rendered(&crate::report::samples::write_lat().record));
     }
 }

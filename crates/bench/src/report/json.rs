@@ -17,67 +17,13 @@ impl Exporter for JsonExporter {
 }
 
 #[cfg(test)]
-pub(crate) mod tests {
+mod tests {
     use super::*;
-    use crate::report::*;
 
-    pub(crate) fn sample_record() -> RunRecord {
-        RunRecord {
-            schema: SCHEMA.to_string(),
-            tool: ToolRecord::current(),
-            started_at: "2026-11-30T03:05:35Z".to_string(),
-            host: HostRecord {
-                hostname: Some("node1".to_string()),
-                kernel: Some("6.1.0-40-amd64".to_string()),
-            },
-            device: DeviceRecord {
-                name: "rxe0".to_string(),
-                fw_ver: "0.0.0".to_string(),
-                vendor_id: 0xffffff,
-                part_id: 0,
-                port: 1,
-                link_layer: "Ethernet".to_string(),
-                active_mtu: 1024,
-                active_speed: Some("10 Gb/sec (1X QDR)".to_string()),
-                gid_index: Some(1),
-                gid: Some("0000:0000:0000:0000:0000:ffff:0afb:0001".to_string()),
-            },
-            pcie: PcieRecord::default(),
-            params: ParamsRecord {
-                test: "write-bw".to_string(),
-                mem: "host".to_string(),
-                connection: "RC".to_string(),
-                qps: 1,
-                tx_depth: Some(128),
-                rx_depth: None,
-                outs: None,
-                atomic: None,
-                inline: 0,
-                post_list: Some(1),
-                cq_mod: Some(100),
-                path_mtu: Some(1024),
-                validate: false,
-                iters: Some(5000),
-                duration: None,
-                bidirectional: false,
-                latency: None,
-                repeat: 1,
-                relaxed_ordering: true,
-                clock: None,
-                clock_hz: None,
-                cpus: None,
-                numa_node: None,
-            },
-            ceilings: CeilingsRecord::default(),
-            counters: Some([("counters/port_xmit_packets".to_string(), 5000)].into()),
-            gpu: None,
-            status: RunStatus::Complete,
-            error: None,
-            results: vec![
-                SizeResult::from_window(2, 5000, 0.5).unwrap(),
-                SizeResult::from_window(65536, 5000, 12.5).unwrap(),
-            ],
-        }
+    use crate::report::samples;
+
+    fn sample_record() -> RunRecord {
+        samples::write_bw().record
     }
 
     #[test]
@@ -127,5 +73,34 @@ pub(crate) mod tests {
             assert!(row.get(key).is_some(), "missing results[].{key}");
         }
         assert_eq!(row["size"], 65536);
+    }
+
+    fn rendered(record: &RunRecord) -> String {
+        String::from_utf8(JsonExporter.render(record).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn the_record_of_a_bandwidth_run() {
+        insta::assert_snapshot!(rendered(&samples::write_bw().record));
+    }
+
+    #[test]
+    fn the_record_of_a_latency_run() {
+        insta::assert_snapshot!(rendered(&samples::write_lat().record));
+    }
+
+    #[test]
+    fn the_record_of_a_bidirectional_run() {
+        insta::assert_snapshot!(rendered(&samples::send_bw_bidirectional().record));
+    }
+
+    #[test]
+    fn the_record_of_a_repeated_run() {
+        insta::assert_snapshot!(rendered(&samples::read_bw_repeated().record));
+    }
+
+    #[test]
+    fn the_record_of_a_staged_gpu_run() {
+        insta::assert_snapshot!(rendered(&samples::write_bw_staged().record));
     }
 }

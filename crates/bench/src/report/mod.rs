@@ -6,10 +6,10 @@ mod csv;
 mod json;
 pub mod params;
 mod record;
+#[cfg(test)]
+pub(crate) mod samples;
 
 pub use self::csv::CsvExporter;
-#[cfg(test)]
-pub(crate) use json::tests::sample_record;
 pub use json::JsonExporter;
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,

@@ -12,7 +12,8 @@ pub enum Compared {
     Warn,
     /// Information: how long or how often a run ran.
     Info,
-    /// Nothing: it differs from run to run by nature (a calibrated clock rate).
+    /// Nothing: it differs from run to run by nature (a calibrated clock rate), or only says
+    /// why another parameter has its value (the CPU's placement).
     Skip,
 }
 
@@ -170,11 +171,25 @@ pub const PARAMS: &[Param] = &[
         value: |p| opt(p.numa_node),
     },
     Param {
+        key: "placement",
+        label: "Placement",
+        in_header: false,
+        compare: Compared::Skip,
+        value: |p| opt(p.placement.as_ref()),
+    },
+    Param {
         key: "iters",
         label: "Iterations",
         in_header: false,
         compare: Compared::Info,
         value: |p| opt(p.iters),
+    },
+    Param {
+        key: "warmup",
+        label: "Warm-up",
+        in_header: false,
+        compare: Compared::Info,
+        value: |p| opt(p.warmup),
     },
     Param {
         key: "duration",
@@ -222,16 +237,18 @@ mod tests {
     #[test]
     fn every_record_field_has_one_row() {
         // Every optional field present, so that each is seen.
-        let mut p = crate::report::json::tests::sample_record().params;
+        let mut p = crate::report::samples::write_bw().record.params;
         p.rx_depth = Some(512);
         p.outs = Some(16);
         p.atomic = Some("FETCH_AND_ADD".into());
         p.duration = Some(2.0);
+        p.warmup = Some(16);
         p.latency = Some("one_way".into());
         p.clock = Some("tsc".into());
         p.clock_hz = Some(2.4e9);
         p.cpus = Some("3".into());
         p.numa_node = Some(1);
+        p.placement = Some("of the NIC's node 1 8-11".into());
         let json = serde_json::to_value(&p).unwrap();
         let fields = json.as_object().unwrap();
         let mut keys: Vec<&str> = PARAMS.iter().map(|p| p.key).collect();

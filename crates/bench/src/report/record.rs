@@ -17,6 +17,9 @@ pub struct RunRecord {
     pub tool: ToolRecord,
     /// When the run started, RFC 3339 in UTC.
     pub started_at: String,
+    /// The side that wrote this record: "client" or "server" (absent in older records).
+    #[serde(default)]
+    pub role: Option<String>,
     /// The host.
     pub host: HostRecord,
     /// The RDMA device and port.
@@ -34,6 +37,12 @@ pub struct RunRecord {
     /// The GPU of a GPU memory mode (null for host memory).
     #[serde(default)]
     pub gpu: Option<GpuRecord>,
+    /// What the run header warned about: a PCIe link trained below its maximum.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+    /// What the run header noted: why a ceiling or a PCIe fact is missing.
+    #[serde(default)]
+    pub notes: Vec<String>,
     /// Whether the run measured everything it planned. Records written before this field
     /// existed were written only at the end of a run that succeeded: complete.
     #[serde(default)]
@@ -159,6 +168,9 @@ pub struct DeviceRecord {
     pub active_speed: Option<String>,
     /// GID index used.
     pub gid_index: Option<u32>,
+    /// The kind of that GID: "IB", "RoCE v1" or "RoCE v2" (absent in older records).
+    #[serde(default)]
+    pub gid_kind: Option<String>,
     /// GID used.
     pub gid: Option<String>,
 }
@@ -233,6 +245,9 @@ pub struct ParamsRecord {
     pub iters: Option<u64>,
     /// Seconds per size (duration runs).
     pub duration: Option<f64>,
+    /// Latency tests: round trips before each size's measured ones (absent in older records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warmup: Option<u64>,
     /// Both directions at once.
     pub bidirectional: bool,
     /// Latency tests: "one_way" (RTT/2: WRITE, SEND) or "round_trip" (READ, atomics).
@@ -257,6 +272,10 @@ pub struct ParamsRecord {
     /// The NIC's NUMA node; absent where sysfs does not know it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_node: Option<u32>,
+    /// Where the measuring thread's CPU was chosen from ("of the NIC's node 0 0-15"), or
+    /// "not pinned (--no-pin)"; absent in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
 }
 
 fn one() -> u32 {

@@ -9,7 +9,7 @@
 //! `SizeReport`, so both sides print and record the same numbers.
 
 mod client;
-mod figures;
+pub(crate) mod figures;
 pub mod limits;
 pub mod port_counters;
 mod recorder;
@@ -28,7 +28,8 @@ use crate::engine::bw::Stop;
 use crate::engine::effective::Effective;
 use crate::engine::{Connected, SideConfig};
 use crate::memory::MemMode;
-use crate::output::table::{self, Header};
+use crate::output::header;
+use crate::output::table::Table;
 use crate::placement::{self, CpuFacts, PinChoice, Placement};
 use crate::plan::{Mode, PlanRequest, Role, TestKind, TestPlan};
 use crate::report::{
@@ -107,253 +108,37 @@ pub fn stop_of(plan: &TestPlan) -> Stop {
 #[derive(Debug, Clone, Copy)]
 struct Printer {
     quiet: bool,
-    gbits: bool,
-    lat: bool,
-    repeat: u32,
+    table: Table,
 }
 
 impl Printer {
-    fn new(opts: &RunOptions, plan: &TestPlan) -> Self {
+    fn new(opts: &RunOptions, params: &ParamsRecord) -> Self {
         Printer {
             quiet: opts.quiet,
-            gbits: opts.report_gbits,
-            lat: plan.test.mode == Mode::Lat,
-            repeat: plan.repeat,
+            table: Table::of(params, opts.report_gbits),
         }
     }
 
-    fn header(
-        &self,
-        role: Role,
-        side: &Connected,
-        params: &ParamsRecord,
-        limits: &RunLimits,
-        measuring: &Measuring,
-    ) {
+    /// The header of the run `record` describes, its warnings and notes, and the columns.
+    fn header(&self, record: &RunRecord) {
         if self.quiet {
             return;
         }
-        print!(
-            "{}",
-            table::header(&header(role, side, params, limits, measuring))
-        );
         let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
-        for warning in &limits.warnings {
-            if bold {
-                println!(" \x1b[1mWARNING: {warning}\x1b[0m");
-            } else {
-                println!(" WARNING: {warning}");
-            }
-        }
-        for note in &limits.notes {
-            println!(" note: {note}");
-        }
-        println!("{}", self.columns());
-    }
-
-    fn columns(&self) -> String {
-        let prefix = if self.repeat > 1 { " rep " } else { "" };
-        let cols = if self.lat {
-            table::lat_columns()
-        } else {
-            table::columns(self.gbits)
-        };
-        format!("{prefix}{cols}")
+        print!("{}", header::render(record, bold));
+        println!("{}", self.table.columns());
     }
 
     fn row(&self, rep: u32, r: &SizeResult) {
-        if self.quiet {
-            return;
-        }
-        let prefix = if self.repeat > 1 {
-            format!(" {:<3} ", rep + 1)
-        } else {
-            String::new()
-        };
-        let line = if self.lat {
-            table::lat_row(r)
-        } else {
-            table::row(r, self.gbits)
-        };
-        println!("{prefix}{line}");
-        if let Some(d) = &r.directions {
-            println!(
-                "{prefix}{}",
-                table::direction_row("client->server", &d.client_to_server, self.gbits)
-            );
-            println!(
-                "{prefix}{}",
-                table::direction_row("server->client", &d.server_to_client, self.gbits)
-            );
+        if !self.quiet {
+            print!("{}", self.table.rows(rep, r));
         }
     }
 
     fn summary(&self, results: &[SizeResult]) {
-        if self.quiet {
-            return;
+        if !self.quiet {
+            print!("{}", self.table.summary(results));
         }
-        if self.repeat > 1 {
-            println!("{}", table::footer());
-            println!(" medians of {} repetitions:", self.repeat);
-            println!(
-                "{}",
-                if self.lat {
-                    table::lat_columns()
-                } else {
-                    table::columns(self.gbits)
-                }
-            );
-            for r in results {
-                println!(
-                    "{}",
-                    if self.lat {
-                        table::lat_row(r)
-                    } else {
-                        table::row(r, self.gbits)
-                    }
-                );
-            }
-        }
-        println!("{}", table::footer());
-    }
-}
-
-fn header(
-    role: Role,
-    side: &Connected,
-    params: &ParamsRecord,
-    limits: &RunLimits,
-    measuring: &Measuring,
-) -> Header {
-    let facts = side.device.facts();
-    let gid = side
-        .gid
-        .map(|g| format!("{} ({})", g.index, g.kind))
-        .unwrap_or_else(|| "none (LID routing)".to_string());
-    let mut fields = vec![
-        ("Device", facts.name.clone()),
-        (
-            "Firmware",
-            if facts.fw_ver.is_empty() {
-                "-".to_string()
-            } else {
-                facts.fw_ver.clone()
-            },
-        ),
-        ("Port", side.port.port.to_string()),
-        ("Link layer", side.port.link_layer.to_string()),
-        (
-            "Rate",
-            side.port
-                .rate
-                .clone()
-                .unwrap_or_else(|| "unknown".to_string()),
-        ),
-        ("GID index", gid),
-    ];
-    fields.extend(crate::report::params::header_fields(params));
-    fields.push(("Run", run_text(params)));
-    fields.push(("Memory", memory_text(side)));
-    if let Some(s) = &side.staging {
-        fields.push(("Staging", format!("{} per QP", s.layout())));
-    }
-    if params.bidirectional {
-        fields.push((
-            "Direction",
-            "bidirectional: each side measures what it sends".to_string(),
-        ));
-    }
-    if let Some(kind) = &params.latency {
-        let kind = if kind == "one_way" {
-            "one-way (RTT/2)"
-        } else {
-            "round trip"
-        };
-        fields.push(("Latency", kind.to_string()));
-        fields.push(("Clock", measuring.clock.describe()));
-    }
-    fields.push(("NUMA node", numa_text(&measuring.placement)));
-    fields.push(("Measuring on", measuring.placement.describe()));
-    fields.push(("Ceiling", ceiling_text(limits)));
-    Header {
-        title: test_title(&params.test),
-        role: role.name(),
-        fields,
-    }
-}
-
-/// perftest's title for a test named in a record.
-fn test_title(test: &str) -> String {
-    crate::plan::TestKind::parse(test).map_or_else(|| test.to_string(), |t| t.title().to_string())
-}
-
-/// The NIC's NUMA node, or why it is unknown.
-fn numa_text(p: &Placement) -> String {
-    match p.numa_node {
-        Some(n) => n.to_string(),
-        None => "unknown (sysfs gives none: a virtual device, or -1)".to_string(),
-    }
-}
-
-/// "host", or "cuda:0: NVIDIA H200 at 0000:17:00.0, GPUDirect RDMA on (dma-buf)".
-fn memory_text(side: &Connected) -> String {
-    let Some(g) = &side.gpu_device else {
-        return side.mem.name();
-    };
-    let path = match side.mem {
-        MemMode::Cuda(_) => "GPUDirect RDMA on (dma-buf)",
-        MemMode::CudaPeermem(_) => "GPUDirect RDMA on (nvidia-peermem)",
-        _ => "GPUDirect RDMA off (staged through host memory)",
-    };
-    format!(
-        "{}: {} at {}, {path}",
-        side.mem.name(),
-        g.name(),
-        g.pci_bus_id()
-    )
-}
-
-/// "5000 iterations per QP and size" or "3 s per size, 2.4 s measured (0.3 s margins)".
-fn run_text(params: &ParamsRecord) -> String {
-    let reps = if params.repeat > 1 {
-        format!(", {} repetitions", params.repeat)
-    } else {
-        String::new()
-    };
-    let stop = match params.duration {
-        Some(secs) => Stop::for_duration(secs),
-        None => Stop::Iters(params.iters.unwrap_or(0)),
-    };
-    match stop {
-        Stop::Iters(n) => {
-            let warm = if params.latency.is_some() {
-                format!(" after {LAT_WARMUP} warm-up")
-            } else {
-                String::new()
-            };
-            format!("{n} iterations per QP and size{warm}{reps}")
-        }
-        Stop::Duration { total, margin } => format!(
-            "{:.1} s per size, {:.1} s measured ({:.1} s warm-up and cool-down left out){reps}",
-            total.as_secs_f64(),
-            (total - 2 * margin).as_secs_f64(),
-            margin.as_secs_f64()
-        ),
-    }
-}
-
-/// "wire 48.30 GB/s (wire 48.30, PCIe 51.98)", or "unknown".
-fn ceiling_text(limits: &RunLimits) -> String {
-    let c = &limits.ceilings;
-    match (c.limit.as_deref(), c.limit_gbps) {
-        (Some(limit), Some(gbps)) => {
-            let mut text = format!("{limit} {gbps:.2} GB/s");
-            if let (Some(w), Some(p)) = (c.wire_gbps, c.pcie_gbps) {
-                text.push_str(&format!(" (wire {w:.2}, PCIe {p:.2})"));
-            }
-            text
-        }
-        _ => "unknown".to_string(),
     }
 }
 
@@ -379,6 +164,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         relaxed_ordering: eff.relaxed_ordering,
         iters: plan.duration.is_none().then_some(plan.iters),
         duration: plan.duration,
+        warmup: (!bw).then_some(LAT_WARMUP),
         bidirectional: plan.bidirectional,
         latency: (!bw).then(|| {
             if plan.test.one_way() {
@@ -393,11 +179,14 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         clock_hz: (!bw).then(|| measuring.clock.hz()),
         cpus: measuring.placement.cpu.map(|c| c.to_string()),
         numa_node: measuring.placement.numa_node,
+        placement: Some(measuring.placement.source.clone()),
     }
 }
 
-/// This side's record of the run, without results: the run's facts and parameters.
+/// The record of this side's run before it measures: everything the header shows; the
+/// status, the counters and the figures come as it goes.
 fn record_template(
+    role: Role,
     side: &Connected,
     params: ParamsRecord,
     limits: &RunLimits,
@@ -408,6 +197,7 @@ fn record_template(
         schema: SCHEMA.to_string(),
         tool: ToolRecord::current(),
         started_at,
+        role: Some(role.name().to_string()),
         host: HostRecord::current(),
         device: DeviceRecord {
             name: facts.name.clone(),
@@ -419,6 +209,7 @@ fn record_template(
             active_mtu: side.port.active_mtu,
             active_speed: side.port.rate.clone(),
             gid_index: side.gid.map(|g| g.index),
+            gid_kind: side.gid.map(|g| g.kind.to_string()),
             gid: side.gid.map(|g| format_gid(&g.gid)),
         },
         pcie: limits.pcie.clone(),
@@ -437,6 +228,8 @@ fn record_template(
                 }
             }),
         }),
+        warnings: limits.warnings.clone(),
+        notes: limits.notes.clone(),
         status: RunStatus::Incomplete,
         error: None,
         results: Vec::new(),
@@ -456,12 +249,12 @@ fn measure_run(
     started_at: String,
     measure: impl FnOnce(&mut Connected, &Printer, &RunLimits, &mut Recorder) -> anyhow::Result<()>,
 ) -> anyhow::Result<Outcome> {
-    let printer = Printer::new(opts, plan);
     let limits = run_limits(side);
     let params = params_record(plan, side, measuring);
-    printer.header(role, side, &params, &limits, measuring);
+    let printer = Printer::new(opts, &params);
+    let template = record_template(role, side, params, &limits, started_at);
+    printer.header(&template);
     let counters = Counters::start(side);
-    let template = record_template(side, params, &limits, started_at);
     let mut recorder = Recorder::start(template, plan.sizes.len(), &opts.files)?;
     if let Err(e) = measure(side, &printer, &limits, &mut recorder) {
         recorder.fail(&e);

@@ -126,6 +126,47 @@ pub fn text(out: &Output) -> String {
     s
 }
 
+/// The value the run header shows for `label`, or `None` when it has no such line. The
+/// header pads every label to the longest, then ": " and the value; a value in the left
+/// column ends where two spaces start the right one.
+pub fn header_value<'a>(out: &'a str, label: &str) -> Option<&'a str> {
+    out.lines().find_map(|l| {
+        let rest = l.strip_prefix(' ').unwrap_or(l);
+        let rest = match rest.strip_prefix(label) {
+            Some(r) => r,
+            None => l.split_once(&format!("  {label}"))?.1,
+        };
+        let value = rest.trim_start_matches(' ').strip_prefix(": ")?;
+        Some(value.split("  ").next().unwrap_or(value).trim_end())
+    })
+}
+
+/// The workspace's root: the README's commands run here, with paths relative to it.
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// `rdmabench ARGS` run in `dir`, written as a terminal shows it (the README's form): the
+/// command, what it printed on stdout and then on stderr, and `$ echo $?` with its exit
+/// code.
+pub fn transcript(dir: &Path, args: &[&str]) -> String {
+    let out = bin()
+        .current_dir(dir)
+        .args(args)
+        .output()
+        .expect("run rdmabench");
+    let code = out
+        .status
+        .code()
+        .map_or_else(|| "killed by a signal".to_string(), |c| c.to_string());
+    format!(
+        "$ rdmabench {}\n{}{}$ echo $?\n{code}\n",
+        args.join(" "),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// Reads a whole file to a string.
 pub fn read(path: &std::path::Path) -> String {
     let mut s = String::new();

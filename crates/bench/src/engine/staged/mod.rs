@@ -132,13 +132,17 @@ pub struct BounceLayout {
 
 impl fmt::Display for BounceLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "{} x {} pinned bounce buffers",
-            self.depth,
-            crate::units::format_size(self.buffer_len)
-        )
+        f.write_str(&describe_bounce(u64::from(self.depth), self.buffer_len))
     }
+}
+
+/// "4 x 1 MiB pinned bounce buffers": `depth` buffers of `buffer_len` bytes (the header's
+/// staging line, from the record's `gpu.staging`).
+pub fn describe_bounce(depth: u64, buffer_len: u64) -> String {
+    format!(
+        "{depth} x {} pinned bounce buffers",
+        crate::units::format_size(buffer_len)
+    )
 }
 
 impl Staging {
