@@ -32,7 +32,7 @@ pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
     match serve(opts, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {
-            ch.reject(&format!("the server failed: {e:#}"));
+            ch.end_with("the server", &e);
             Err(e)
         }
     }
