@@ -115,9 +115,9 @@ pub struct TestArgs {
     #[arg(long, value_name = "N")]
     pub staging_depth: Option<usize>,
 
-    /// Accepted for perftest compatibility and ignored (rdmabench calibrates the TSC against
-    /// the monotonic clock rather than trusting cpufreq)
-    #[arg(short = 'F', hide = true)]
+    /// Accepted for perftest compatibility, ignored (rdmabench does not read cpufreq: it
+    /// calibrates the TSC against the monotonic clock)
+    #[arg(short = 'F')]
     pub cpu_freq_ignored: bool,
 
     /// Latency tests' clock: tsc (calibrated; needs an invariant TSC or a pinned thread),
@@ -346,6 +346,22 @@ mod tests {
         assert!(parse(&["write-bw", "-i", "0"]).is_err());
         assert!(parse(&["write-bw", "-a", "-s", "4K"]).is_err());
         assert!(parse(&["write-bw", "host", "--loopback"]).is_err());
+    }
+
+    #[test]
+    fn help_shows_perftests_f_as_accepted_and_ignored() {
+        use clap::CommandFactory;
+        let mut cli = Cli::command();
+        let test = cli.find_subcommand_mut("write-bw").unwrap();
+        let help = test.render_help().to_string();
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("-F"))
+            .unwrap_or_default();
+        assert!(
+            line.contains("Accepted for perftest compatibility, ignored"),
+            "{help}"
+        );
     }
 
     #[test]
