@@ -13,7 +13,7 @@ use rdmabench::control::{Listener, NoClient};
 use rdmabench::exit::Exit;
 use rdmabench::plan::{self, TestKind};
 use rdmabench::report::{export, CsvExporter, JsonExporter};
-use rdmabench::run::{run_client, run_server, Outcome, RunOptions};
+use rdmabench::run::{run_client, run_server, Outcome, RunOptions, ServerSide};
 use rdmabench::thresholds;
 
 fn main() -> ExitCode {
@@ -65,6 +65,8 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         run_client(&opts, &plan, host, args.control_port())?
     } else {
         let listener = Listener::bind(&args.bind, args.control_port())?;
+        // The device (and the GPU) first: a server that could never serve says so at once.
+        let side = ServerSide::open(&opts)?;
         println!(
             "rdmabench: {kind} server waiting on {}:{} (timeout {} s{})",
             args.bind,
@@ -73,17 +75,22 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
             if args.persistent { ", persistent" } else { "" }
         );
         if args.persistent {
-            return serve_forever(args, &opts, &listener);
+            return serve_forever(args, &opts, &listener, side);
         }
-        run_server(&opts, &listener)?
+        side.serve(&opts, &listener)?
     };
     write_outputs(args, &outcome)
 }
 
 /// `--persistent`: serve run after run; a failed run is reported and the server goes on.
-fn serve_forever(args: &TestArgs, opts: &RunOptions, listener: &Listener) -> Result<()> {
+fn serve_forever(
+    args: &TestArgs,
+    opts: &RunOptions,
+    listener: &Listener,
+    mut side: ServerSide,
+) -> Result<()> {
     loop {
-        match run_server(opts, listener) {
+        match side.serve(opts, listener) {
             Ok(outcome) => {
                 if let Err(e) = write_outputs(args, &outcome) {
                     eprintln!("rdmabench: {e:#}");
@@ -92,6 +99,8 @@ fn serve_forever(args: &TestArgs, opts: &RunOptions, listener: &Listener) -> Res
             Err(e) if e.is::<NoClient>() => {}
             Err(e) => eprintln!("rdmabench: the run failed: {e:#}; waiting for the next client"),
         }
+        // Each run prepares its own resources on a freshly opened device.
+        side = ServerSide::open(opts)?;
     }
 }
 

@@ -15,7 +15,7 @@ pub mod port_counters;
 mod server;
 
 pub use client::run_client;
-pub use server::run_server;
+pub use server::{run_server, ServerSide};
 
 use std::time::Duration;
 
