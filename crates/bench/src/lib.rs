@@ -14,6 +14,7 @@ pub mod devices;
 pub mod doctor;
 pub mod engine;
 pub mod exit;
+pub mod files;
 pub mod histogram;
 pub mod memory;
 pub mod output;

@@ -11,6 +11,7 @@ use clap::Parser;
 use rdmabench::cli::{Cli, Command, TestArgs};
 use rdmabench::control::{Listener, NoClient};
 use rdmabench::exit::Exit;
+use rdmabench::files::check_writable;
 use rdmabench::plan::{self, TestKind};
 use rdmabench::report::{export, CsvExporter, JsonExporter};
 use rdmabench::run::{run_client, run_server, Outcome, RunOptions, ServerSide};
@@ -46,8 +47,10 @@ fn dispatch(command: &Command) -> Result<()> {
 
 fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     let request = args.plan.clone();
-    // Every flag is checked together before anything opens, on the server too.
+    // Every flag is checked together before anything opens, on the server too, and so are
+    // the output files: a typo must not cost a whole run.
     let plan = request.resolve(kind)?;
+    check_outputs(args)?;
     let opts = RunOptions {
         test: kind,
         side: args.side()?,
@@ -82,6 +85,16 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     write_outputs(args, &outcome)
 }
 
+/// `--json` and `--csv`, checked before any device is opened.
+fn check_outputs(args: &TestArgs) -> Result<()> {
+    for (flag, path) in [("--json", &args.json), ("--csv", &args.csv)] {
+        if let Some(path) = path {
+            check_writable(flag, path)?;
+        }
+    }
+    Ok(())
+}
+
 /// `--persistent`: serve run after run; a failed run is reported and the server goes on.
 fn serve_forever(
     args: &TestArgs,
@@ -107,12 +120,10 @@ fn serve_forever(
 /// The record's files and the limits' verdict.
 fn write_outputs(args: &TestArgs, outcome: &Outcome) -> Result<()> {
     if let Some(path) = &args.json {
-        export(&JsonExporter, &outcome.record, path)
-            .with_context(|| format!("writing the JSON record to '{}'", path.display()))?;
+        export(&JsonExporter, &outcome.record, path).context("writing the JSON record")?;
     }
     if let Some(path) = &args.csv {
-        export(&CsvExporter, &outcome.record, path)
-            .with_context(|| format!("writing the CSV to '{}'", path.display()))?;
+        export(&CsvExporter, &outcome.record, path).context("writing the CSV")?;
     }
     thresholds::check(&outcome.record.results, args.limit_bw, args.limit_lat_p99)?;
     Ok(())

@@ -18,12 +18,13 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use image::ImageEncoder;
 use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
 use plotters::style::FontStyle;
 
 use crate::compare::load_record;
+use crate::files::{check_writable, write_atomically};
 use crate::plan::PlanError;
-use crate::report::write_atomically;
 use crate::units::parse_size;
 use spec::{default_kind, Input, Kind, Order, SpecOptions};
 
@@ -184,25 +185,26 @@ pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
     Ok(buf)
 }
 
-/// Renders a chart to a PNG file, atomically (a temporary file beside it, then a rename).
-pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32), path: &Path) -> Result<()> {
+/// Renders a chart to PNG bytes (drawn in memory, then encoded).
+pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
     register_font()?;
-    // The bitmap encoder picks the format by extension: keep .png last.
-    let tmp = crate::report::temp_beside(path, ".tmp.png")?;
-    let root = BitMapBackend::new(&tmp, size).into_drawing_area();
-    let drawn = render::draw(&root, spec);
-    drop(root);
-    if let Err(e) = drawn {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.context(format!("cannot write '{}'", path.display())));
+    let (w, h) = size;
+    let mut pixels = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+        render::draw(&root, spec)?;
     }
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("cannot rename '{}' to '{}'", tmp.display(), path.display()))
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(&pixels, w, h, image::ColorType::Rgb8)
+        .context("encoding the chart as PNG")?;
+    Ok(png)
 }
 
 /// Runs `rdmabench plot`.
 pub fn run(args: &PlotArgs) -> Result<()> {
     let format = format_of(&args.output).map_err(PlanError)?;
+    check_writable("-o", &args.output)?;
     let mut inputs = Vec::new();
     for path in &args.records {
         inputs.push(Input {
@@ -215,14 +217,11 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     }
     let (kind, spec) = build_spec(&inputs, args)?;
     let size = (args.width, args.height);
-    match format {
-        Format::Svg => {
-            let svg = render_svg(&spec, size)?;
-            write_atomically(&args.output, svg.as_bytes())
-                .with_context(|| format!("writing the chart to '{}'", args.output.display()))?;
-        }
-        Format::Png => render_png(&spec, size, &args.output)?,
-    }
+    let bytes = match format {
+        Format::Svg => render_svg(&spec, size)?.into_bytes(),
+        Format::Png => render_png(&spec, size)?,
+    };
+    write_atomically(&args.output, &bytes)?;
     let kind = match kind {
         Kind::Bw => "bandwidth",
         Kind::Lat => "latency",
@@ -339,29 +338,17 @@ mod tests {
         roxmltree::Document::parse(&svg).unwrap();
         assert!(svg.contains("p99.9"));
 
-        let dir = std::env::temp_dir().join(format!("rdmabench-plot-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let png = dir.join("lat.png");
-        render_png(&spec, (800, 500), &png).unwrap();
-        let bytes = std::fs::read(&png).unwrap();
+        let bytes = render_png(&spec, (800, 500)).unwrap();
         assert!(bytes.len() > 1000, "{} bytes", bytes.len());
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        // Nothing else is left beside it.
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
     fn bandwidth_png_is_a_png() {
         let a = args(&["r.json", "-o", "x.png"]);
         let (_, spec) = build_spec(&inputs(), &a).unwrap();
-        let dir = std::env::temp_dir().join(format!("rdmabench-plot-bw-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let png = dir.join("bw.png");
-        render_png(&spec, (1000, 620), &png).unwrap();
-        let bytes = std::fs::read(&png).unwrap();
+        let bytes = render_png(&spec, (1000, 620)).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
