@@ -6,7 +6,6 @@ use std::process::ExitCode;
 use std::thread;
 
 use anyhow::{Context, Result};
-use clap::Parser;
 
 use rdmabench::cli::{Cli, Command, TestArgs};
 use rdmabench::control::{Listener, NoClient};
@@ -18,7 +17,7 @@ use rdmabench::run::{run_client, run_server, Outcome, RunOptions, ServerSide};
 use rdmabench::thresholds;
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     match dispatch(&cli.command) {
         Ok(()) => Exit::Success.into(),
         Err(e) => {
@@ -46,6 +45,7 @@ fn dispatch(command: &Command) -> Result<()> {
 }
 
 fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
+    args.check_pairs()?;
     let request = args.plan.clone();
     // Every flag is checked together before anything opens, on the server too, and so are
     // the output files: a typo must not cost a whole run.

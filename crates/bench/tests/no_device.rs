@@ -114,6 +114,14 @@ fn bad_values_are_usage_errors_with_exit_code_2() {
         (vec!["write-bw", "-m", "1500"], "--mtu 1500"),
         (vec!["write-bw", "-c", "XX"], "'XX'"),
         (vec!["atomic-bw", "-A", "SWAP"], "'SWAP'"),
+        (
+            vec!["write-bw", "--peer-dev", "rxe1"],
+            "--peer-dev needs --loopback",
+        ),
+        (
+            vec!["write-bw", "-s", "4K", "-a", "-q", "4"],
+            "\n\nUsage: rdmabench write-bw [OPTIONS] [SERVER_HOST]\n",
+        ),
     ] {
         let out = bin().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
