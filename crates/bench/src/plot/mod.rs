@@ -6,6 +6,7 @@
 //! - `--kind trend`: one size's bandwidth (or p50/p99 latency) across records ordered by
 //!   `started_at` or by firmware version, with each run's ceiling.
 //!
+//! Bandwidth and latency records are not drawn together unless `--mixed-tests` says so.
 //! The file's extension picks the format: `.svg` or `.png`. Text is set in a bundled subset
 //! of DejaVu Sans (`assets/`), so charts look the same on machines without fonts.
 
@@ -22,9 +23,11 @@ use image::ImageEncoder;
 use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
 use plotters::style::FontStyle;
 
+use crate::compare::diff::{check_together, Together};
 use crate::compare::load_record;
 use crate::files::{check_writable, write_atomically};
 use crate::plan::PlanError;
+use crate::report::RunRecord;
 use crate::units::parse_size;
 use spec::{default_kind, Input, Kind, Order, SpecOptions};
 
@@ -74,6 +77,11 @@ pub struct PlotArgs {
     #[arg(long, default_value_t = 1000, value_name = "PX",
           value_parser = clap::value_parser!(u32).range(320..=8000))]
     pub width: u32,
+
+    /// Draw bandwidth and latency records together instead of refusing them (a latency
+    /// record then shows as the bandwidth its round trips moved)
+    #[arg(long)]
+    pub mixed_tests: bool,
 
     /// Height of the picture in pixels
     #[arg(long, default_value_t = 620, value_name = "PX",
@@ -215,6 +223,17 @@ pub fn run(args: &PlotArgs) -> Result<()> {
             record: load_record(path)?,
         });
     }
+    let names: Vec<String> = args
+        .records
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let named: Vec<(&str, &RunRecord)> = names
+        .iter()
+        .map(String::as_str)
+        .zip(inputs.iter().map(|i| &i.record))
+        .collect();
+    check_together(&named, Together::SameMeasure, args.mixed_tests)?;
     let (kind, spec) = build_spec(&inputs, args)?;
     let size = (args.width, args.height);
     let bytes = match format {
