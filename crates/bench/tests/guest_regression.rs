@@ -245,6 +245,7 @@ fn two_node_script_runs_both_sides_and_collects_both_records() {
     assert_eq!(out.status.code(), Some(1), "{t}");
     assert!(t.contains("the client on local:nosuchdev failed"), "{t}");
     assert!(t.contains("the server was stopped"), "{t}");
+    assert!(!t.contains("two-node: pid"), "the script's own plumbing shows: {t}");
     assert!(took < Duration::from_secs(15), "took {took:?}");
     assert!(!dir.join("failed").exists());
 
