@@ -7,10 +7,13 @@
 //!   `started_at` or by firmware version, with each run's ceiling.
 //!
 //! Bandwidth and latency records are not drawn together unless `--mixed-tests` says so.
-//! The file's extension picks the format: `.svg` or `.png`. Text is set in a bundled subset
-//! of DejaVu Sans (`assets/`), so charts look the same on machines without fonts.
+//! The file's extension picks the format: `.svg` or `.png`. PNG text is drawn with a bundled
+//! subset of DejaVu Sans (`assets/`, placed glyph by glyph in `png.rs`), so those charts look
+//! the same on machines without fonts; an SVG names the font ("DejaVu Sans, sans-serif") and
+//! its viewer draws the text.
 
 mod axis;
+mod png;
 mod render;
 pub mod spec;
 
@@ -29,10 +32,16 @@ use crate::files::{check_writable, write_atomically};
 use crate::plan::PlanError;
 use crate::report::RunRecord;
 use crate::units::parse_size;
+use png::Png;
 use spec::{default_kind, Input, Kind, Order, SpecOptions};
 
 /// The bundled font (see `assets/DejaVuSans-subset.LICENSE`).
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-subset.ttf");
+
+/// The font family every text names: PNG text is drawn with the bundled font registered
+/// under this name; an SVG names it, and its viewer draws the text with its own DejaVu Sans,
+/// or its sans-serif font when it has none.
+pub const FONT_FAMILY: &str = "DejaVu Sans, sans-serif";
 
 /// `rdmabench plot`'s options.
 #[derive(Debug, Args)]
@@ -122,7 +131,7 @@ fn parse_output(text: &str) -> Result<PathBuf, String> {
 fn register_font() -> Result<()> {
     static OK: OnceLock<bool> = OnceLock::new();
     let ok = *OK.get_or_init(|| {
-        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+        plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, FONT).is_ok()
     });
     if !ok {
         bail!(
@@ -199,7 +208,7 @@ pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
     let (w, h) = size;
     let mut pixels = vec![0u8; w as usize * h as usize * 3];
     {
-        let root = BitMapBackend::with_buffer(&mut pixels, size).into_drawing_area();
+        let root = Png(BitMapBackend::with_buffer(&mut pixels, size)).into_drawing_area();
         render::draw(&root, spec)?;
     }
     let mut png = Vec::new();
@@ -356,6 +365,12 @@ mod tests {
         let svg = render_svg(&spec, (800, 500)).unwrap();
         roxmltree::Document::parse(&svg).unwrap();
         assert!(svg.contains("p99.9"));
+        // The SVG names the font the PNG is drawn with, then the generic family.
+        assert!(
+            svg.contains(r#"font-family="DejaVu Sans, sans-serif""#),
+            "{svg}"
+        );
+        assert!(!svg.contains(r#"font-family="sans-serif""#));
 
         let bytes = render_png(&spec, (800, 500)).unwrap();
         assert!(bytes.len() > 1000, "{} bytes", bytes.len());
