@@ -62,7 +62,7 @@ local_run() {
         sleep 0.1
     done
     if [ -z "$port" ]; then
-        echo "rdmabench: error: the local server on $dev did not start: $(tail -n 1 "$srvlog")"
+        echo "rdmabench: error: the local server on $dev did not start: $(tail -n 1 "$srvlog" | sed 's/^rdmabench: error: //')"
         kill "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; rm -f "$srvlog"
         return 1
     fi
@@ -74,6 +74,7 @@ local_run() {
     return $rc
 }
 
+echo "gdr-compare: $test against $server; records in $results"
 status=0 ran=()
 for m in $modes; do
     mem=$m; [ "$m" = host ] || mem="$m:$gpu"
@@ -88,7 +89,7 @@ for m in $modes; do
     if [ $rc = 0 ]; then
         ran+=("$m")
     else
-        echo "gdr-compare: $m did not run: $(printf '%s\n' "$out" | grep 'rdmabench: error' | tail -n 1)" >&2
+        echo "gdr-compare: $m did not run: $(printf '%s\n' "$out" | grep 'rdmabench: error' | tail -n 1 | sed 's/^rdmabench: error: //')" >&2
         status=1
     fi
 done
@@ -116,6 +117,5 @@ python_free_table() {
     done
     rm -rf "$tmp"
 }
-echo "gdr-compare: $test against $server; records in $results"
 python_free_table
 exit $status

@@ -6,7 +6,8 @@
 #
 #   SERVER, CLIENT   an ssh destination (host or user@host), or local:DEV to run on this
 #                    machine with RDMA device DEV (e.g. in the soft-RoCE guest:
-#                    scripts/rxe-vm.sh scripts/two-node.sh local:rxe0 local:rxe1 -s 4K -n 100)
+#                    scripts/rxe-vm.sh scripts/two-node.sh --results target/two-node \
+#                        local:rxe0 local:rxe1 -s 4K -n 100)
 #   RDMABENCH OPTIONS the test's options (-s, -a, -n, -q, -t, -x, --mem, ...) as for
 #                    `rdmabench TEST`; the client gets all of them, the server those about its
 #                    own side (-x/--gid-index, -i/--ib-port, --mem) and -p, --timeout.
@@ -43,10 +44,12 @@ set -Eeuo pipefail
 PROG=two-node.sh
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 
-usage() { sed -n '2,40p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "$0"; }
 die() { echo "$PROG: error: $*" >&2; exit 1; }
 bad_usage() { echo "$PROG: $* (see --help)" >&2; exit 2; }
 log() { echo "$PROG: $*" >&2; }
+# The server's output, indented, without the pid line node_command adds for the script.
+show_server_log() { { grep -v '^two-node: pid ' "$work/server.log" || true; } | sed 's/^/  server: /' >&2; }
 
 test_name=write-bw
 server_addr=
@@ -220,11 +223,11 @@ while :; do
     if ! kill -0 "$server_bg" 2>/dev/null; then
         wait "$server_bg" && rc=0 || rc=$?
         server_bg=
-        sed 's/^/  server: /' "$work/server.log" >&2
+        show_server_log
         die "the server on $server exited (status $rc) before it listened; its output is above"
     fi
     if [ "$SECONDS" -ge "$deadline" ]; then
-        sed 's/^/  server: /' "$work/server.log" >&2
+        show_server_log
         die "the server on $server did not listen within $ready_timeout s (--ready-timeout); its output is above"
     fi
     sleep 0.2
@@ -243,7 +246,7 @@ client_rc=${PIPESTATUS[0]}
 set -e
 if [ "$client_rc" != 0 ]; then
     stop_server
-    sed 's/^/  server: /' "$work/server.log" >&2
+    show_server_log
     die "the client on $client failed (status $client_rc); the server was stopped (its output is above)"
 fi
 
@@ -259,7 +262,7 @@ done
 wait "$server_bg" && server_rc=0 || server_rc=$?
 server_bg=
 if [ "$server_rc" != 0 ]; then
-    sed 's/^/  server: /' "$work/server.log" >&2
+    show_server_log
     die "the server on $server failed (status $server_rc); its output is above"
 fi
 

@@ -1,10 +1,12 @@
 //! The command line, perftest's letters where perftest has them (ARCHITECTURE.md, README.md).
 //! Flags are parsed first and validated together afterwards, never in argument order.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
+use clap::error::{ContextKind, ContextValue, ErrorKind};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::clock::ClockChoice;
 use crate::control::DEFAULT_PORT;
@@ -105,7 +107,7 @@ pub struct TestArgs {
     pub use_cuda: Option<String>,
 
     /// perftest's alias: with --use_cuda, register through dma-buf (--mem cuda:N)
-    #[arg(long = "use_cuda_dmabuf", requires = "use_cuda")]
+    #[arg(long = "use_cuda_dmabuf")]
     pub use_cuda_dmabuf: bool,
 
     /// --mem cuda-staged: bytes per pinned bounce buffer, a multiple of 4K [default: 1M]
@@ -116,9 +118,9 @@ pub struct TestArgs {
     #[arg(long, value_name = "N")]
     pub staging_depth: Option<usize>,
 
-    /// Accepted for perftest compatibility and ignored (rdmabench calibrates the TSC against
-    /// the monotonic clock rather than trusting cpufreq)
-    #[arg(short = 'F', hide = true)]
+    /// Accepted for perftest compatibility, ignored (rdmabench does not read cpufreq: it
+    /// calibrates the TSC against the monotonic clock)
+    #[arg(short = 'F')]
     pub cpu_freq_ignored: bool,
 
     /// Latency tests' clock: tsc (calibrated; needs an invariant TSC or a pinned thread),
@@ -164,11 +166,11 @@ pub struct TestArgs {
     pub loopback: bool,
 
     /// With --loopback: the client side's device [default: the -d device]
-    #[arg(long, value_name = "DEV", requires = "loopback")]
+    #[arg(long, value_name = "DEV")]
     pub peer_dev: Option<String>,
 
     /// With --loopback: the client side's --mem [default: the --mem given]
-    #[arg(long, value_name = "MODE", value_parser = MemMode::parse, requires = "loopback")]
+    #[arg(long, value_name = "MODE", value_parser = MemMode::parse)]
     pub peer_mem: Option<MemMode>,
 
     /// Server: keep serving run after run instead of exiting after one (each run's --json
@@ -210,6 +212,32 @@ impl TestArgs {
             (Some(list), false) => PinChoice::Cpus(list.0.clone()),
             (None, false) => PinChoice::Auto,
         }
+    }
+
+    /// Options that only mean something beside another: said as such ("--peer-dev needs
+    /// --loopback"), where clap's `requires` would call the other one a missing argument.
+    pub fn check_pairs(&self) -> Result<(), PlanError> {
+        let loopback_only = [
+            ("--peer-dev", self.peer_dev.is_some()),
+            ("--peer-mem", self.peer_mem.is_some()),
+        ];
+        if let Some((flag, _)) = loopback_only
+            .iter()
+            .find(|(_, given)| *given && !self.loopback)
+        {
+            return Err(PlanError(format!(
+                "{flag} needs --loopback: it sets the client side of a run in one invocation; \
+                 add --loopback, or give the client its own -d/--mem where it runs"
+            )));
+        }
+        if self.use_cuda_dmabuf && self.use_cuda.is_none() {
+            return Err(PlanError(
+                "--use_cuda_dmabuf needs --use_cuda=N (perftest's pair for GPU N's memory \
+                 through dma-buf); or give --mem cuda:N"
+                    .to_string(),
+            ));
+        }
+        Ok(())
     }
 
     /// This side's hardware choice (`-d`, `-i`, `-x`, `--mem`).
@@ -281,6 +309,32 @@ impl TestArgs {
     pub fn control_port(&self) -> u16 {
         self.port.unwrap_or(DEFAULT_PORT)
     }
+}
+
+impl Cli {
+    /// Parses the process's arguments; a usage error is printed by clap (exit 2), with the
+    /// command's own usage line ([`plain_usage`]).
+    pub fn parse_args() -> Cli {
+        let args: Vec<OsString> = std::env::args_os().collect();
+        Cli::try_parse_from(&args).unwrap_or_else(|e| plain_usage(e, &args).exit())
+    }
+}
+
+/// Gives a conflict error (`-s` with `-a`) the usage line `--help` shows for its command:
+/// clap's own lists every flag the user gave, with their values, as if each were required.
+pub fn plain_usage(mut e: clap::Error, args: &[OsString]) -> clap::Error {
+    if e.kind() != ErrorKind::ArgumentConflict {
+        return e;
+    }
+    let mut cli = Cli::command();
+    cli.build();
+    let name = args.get(1).and_then(|a| a.to_str()).unwrap_or_default();
+    let usage = match cli.find_subcommand_mut(name) {
+        Some(sub) => sub.render_usage(),
+        None => cli.render_usage(),
+    };
+    e.insert(ContextKind::Usage, ContextValue::StyledStr(usage));
+    e
 }
 
 impl Command {
@@ -366,6 +420,69 @@ mod tests {
         assert!(parse(&["write-bw", "-i", "0"]).is_err());
         assert!(parse(&["write-bw", "-a", "-s", "4K"]).is_err());
         assert!(parse(&["write-bw", "host", "--loopback"]).is_err());
+    }
+
+    #[test]
+    fn help_shows_perftests_f_as_accepted_and_ignored() {
+        let mut cli = Cli::command();
+        let test = cli.find_subcommand_mut("write-bw").unwrap();
+        let help = test.render_help().to_string();
+        let line = help
+            .lines()
+            .find(|l| l.trim_start().starts_with("-F"))
+            .unwrap_or_default();
+        assert!(
+            line.contains("Accepted for perftest compatibility, ignored"),
+            "{help}"
+        );
+    }
+
+    #[test]
+    fn a_conflict_shows_the_commands_usage_not_the_flags_given() {
+        let args: Vec<OsString> = [
+            "rdmabench",
+            "write-bw",
+            "-s",
+            "4K",
+            "-a",
+            "-q",
+            "4",
+            "-n",
+            "100",
+        ]
+        .iter()
+        .map(OsString::from)
+        .collect();
+        let err = plain_usage(Cli::try_parse_from(&args).unwrap_err(), &args);
+        assert_eq!(err.exit_code(), 2);
+        assert_eq!(
+            err.render().to_string(),
+            "error: the argument '--size <SIZE>' cannot be used with '--all'\n\n\
+             Usage: rdmabench write-bw [OPTIONS] [SERVER_HOST]\n\n\
+             For more information, try '--help'.\n"
+        );
+    }
+
+    #[test]
+    fn a_flag_that_needs_another_says_so() {
+        let check = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            let (_, a) = cli.command.test().unwrap();
+            a.check_pairs().map_err(|e| e.0)
+        };
+        assert_eq!(
+            check(&["write-bw", "--peer-dev", "rxe1"]).unwrap_err(),
+            "--peer-dev needs --loopback: it sets the client side of a run in one invocation; \
+             add --loopback, or give the client its own -d/--mem where it runs"
+        );
+        assert!(check(&["write-bw", "--peer-mem", "host"])
+            .unwrap_err()
+            .starts_with("--peer-mem needs --loopback"));
+        assert!(check(&["write-bw", "--use_cuda_dmabuf"])
+            .unwrap_err()
+            .starts_with("--use_cuda_dmabuf needs --use_cuda=N"));
+        assert!(check(&["write-bw", "--loopback", "--peer-dev", "rxe1"]).is_ok());
+        assert!(check(&["write-bw", "--use_cuda=0", "--use_cuda_dmabuf"]).is_ok());
     }
 
     #[test]

@@ -16,9 +16,12 @@ pub struct Regressed;
 pub enum Exit {
     /// 0: everything passed.
     Success,
-    /// 1: the run failed (no device, a dead peer, a timeout, wrong bytes).
+    /// 1: the run failed (no device, no libibverbs or CUDA driver, a dead peer, a timeout,
+    /// wrong bytes).
     Failed,
-    /// 2: bad usage: a value or combination the command line or the plan rules refuse.
+    /// 2: what was asked cannot run as asked: a bad value, a bad combination, or a plan a
+    /// device's limits refuse (a UD message above the path MTU, `-I` or `-o` above the
+    /// device's limit), on this side or the peer's ([`PlanError`]).
     Usage,
     /// 3: the run completed but missed a `--limit-*` threshold, or `compare` found a
     /// regression.

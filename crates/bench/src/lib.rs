@@ -4,7 +4,8 @@
 //! The binary parses the command line ([`cli`]), validates the whole plan ([`plan`]), and
 //! runs the server, the client or both ([`run`]) over the TCP control channel ([`control`])
 //! and the verbs engine ([`engine`]); results go to the terminal and to JSON and CSV records
-//! ([`report`]). Exit codes: 0 pass, 1 run failed, 2 bad usage, 3 below a `--limit-*`.
+//! ([`report`]). Exit codes (`exit.rs`): 0 pass, 1 run failed, 2 what was asked cannot run as
+//! asked (a bad value or combination, or a limit of a device), 3 below a `--limit-*`.
 
 pub mod cli;
 pub mod clock;
@@ -15,6 +16,7 @@ pub mod devices;
 pub mod doctor;
 pub mod engine;
 pub mod exit;
+pub mod files;
 pub mod histogram;
 pub mod memory;
 pub mod output;

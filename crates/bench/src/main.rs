@@ -6,13 +6,13 @@ use std::process::ExitCode;
 use std::thread;
 
 use anyhow::Result;
-use clap::Parser;
 
 use rdmabench::cli::{Cli, Command, TestArgs};
 use rdmabench::control::{Listener, NoClient};
 use rdmabench::exit::Exit;
+use rdmabench::files::check_writable;
 use rdmabench::plan::{self, TestKind};
-use rdmabench::run::{run_client, run_server, Outcome, RecordFiles, RunOptions};
+use rdmabench::run::{run_client, run_server, Outcome, RecordFiles, RunOptions, ServerSide};
 use rdmabench::thresholds;
 
 fn main() -> ExitCode {
@@ -21,7 +21,7 @@ fn main() -> ExitCode {
     // MSG_NOSIGNAL), so a vanished peer is still an error the run reports.
     // SAFETY: restoring a signal's default disposition at start-up, before any thread exists.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let cli = Cli::parse_args();
     match dispatch(&cli.command) {
         Ok(()) => Exit::Success.into(),
         Err(e) => {
@@ -49,8 +49,11 @@ fn dispatch(command: &Command) -> Result<()> {
 }
 
 fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
-    // Every flag is checked together before anything opens, on the server too.
+    args.check_pairs()?;
+    // Every flag is checked together before anything opens, on the server too, and so are
+    // the output files: a typo must not cost a whole run.
     let plan = args.plan.resolve(kind)?;
+    check_outputs(args)?;
     let opts = args.run_options(kind)?;
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?
@@ -58,6 +61,8 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         run_client(&opts, &plan, host, args.control_port())?
     } else {
         let listener = Listener::bind(&args.bind, args.control_port())?;
+        // The device (and the GPU) first: a server that could never serve says so at once.
+        let side = ServerSide::open(&opts)?;
         println!(
             "rdmabench: {kind} server waiting on {}:{} (timeout {} s{})",
             args.bind,
@@ -66,17 +71,32 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
             if args.persistent { ", persistent" } else { "" }
         );
         if args.persistent {
-            return serve_forever(args, &opts, &listener);
+            return serve_forever(args, &opts, &listener, side);
         }
-        run_server(&opts, &listener)?
+        side.serve(&opts, &listener)?
     };
     check_limits(args, &outcome)
 }
 
+/// `--json` and `--csv`, checked before any device is opened.
+fn check_outputs(args: &TestArgs) -> Result<()> {
+    for (flag, path) in [("--json", &args.json), ("--csv", &args.csv)] {
+        if let Some(path) = path {
+            check_writable(flag, path)?;
+        }
+    }
+    Ok(())
+}
+
 /// `--persistent`: serve run after run; a failed run is reported and the server goes on.
-fn serve_forever(args: &TestArgs, opts: &RunOptions, listener: &Listener) -> Result<()> {
+fn serve_forever(
+    args: &TestArgs,
+    opts: &RunOptions,
+    listener: &Listener,
+    mut side: ServerSide,
+) -> Result<()> {
     loop {
-        match run_server(opts, listener) {
+        match side.serve(opts, listener) {
             Ok(outcome) => {
                 if let Err(e) = check_limits(args, &outcome) {
                     eprintln!("rdmabench: {e:#}");
@@ -85,6 +105,8 @@ fn serve_forever(args: &TestArgs, opts: &RunOptions, listener: &Listener) -> Res
             Err(e) if e.is::<NoClient>() => {}
             Err(e) => eprintln!("rdmabench: the run failed: {e:#}; waiting for the next client"),
         }
+        // Each run prepares its own resources on a freshly opened device.
+        side = ServerSide::open(opts)?;
     }
 }
 

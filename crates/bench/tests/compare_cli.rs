@@ -1,8 +1,9 @@
 //! `rdmabench compare` and `rdmabench plot` from the command line, on records built here:
-//! exit codes (0 same, 3 regression, 1 unreadable record, 2 usage), the Markdown and JSON
-//! outputs, the incomparability warnings, and the plot formats. No RDMA device needed.
-//! What `compare` prints is snapshot-tested (`tests/snapshots/compare_cli__*.snap`), on the
-//! records built here and on the stored ones under `results/`.
+//! exit codes (0 same, 3 regression, 1 unreadable record, 2 usage or records that cannot be
+//! used together), the Markdown and JSON outputs, the incomparability warnings, and the plot
+//! formats. No RDMA device needed. What `compare` prints is snapshot-tested
+//! (`tests/snapshots/compare_cli__*.snap`), on the records built here and on the stored ones
+//! under `results/`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -298,7 +299,12 @@ fn unreadable_records_exit_1_naming_the_file_and_the_error() {
         t.contains("wrong.json") && t.contains("expected a sequence at line 1"),
         "{t}"
     );
+    std::fs::remove_dir_all(f.dir).ok();
+}
 
+#[test]
+fn records_that_cannot_be_compared_are_refused_with_exit_2() {
+    let f = files("cmp-refused");
     // No common size.
     let other = write(
         &f.dir,
@@ -307,8 +313,85 @@ fn unreadable_records_exit_1_naming_the_file_and_the_error() {
     );
     let out = compare(&[&f.base, &other], &[]);
     let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(t.contains("share no message size"), "{t}");
+
+    // Different tests: refused naming both files and their tests, unless --mixed-tests.
+    let mut lat = record(
+        "x",
+        "2026-11-02T10:00:00Z",
+        &[(4096, &[45.0]), (65536, &[45.0])],
+    );
+    lat["params"]["test"] = json!("write-lat");
+    let lat = write(&f.dir, "lat.json", &lat);
+    let out = compare(&[&f.base, &f.same, &lat], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert_eq!(
+        t.trim(),
+        format!(
+            "rdmabench: error: '{}' is write-bw (bandwidth) and '{}' is write-lat (latency): a \
+             verdict between two different tests means nothing; give records of one test, or \
+             add --mixed-tests to use them together anyway",
+            f.base.display(),
+            lat.display()
+        )
+    );
+    let out = compare(&[&f.base, &lat], &["--mixed-tests"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(
+        t.contains("Test (params.test): write-bw -> write-lat"),
+        "{t}"
+    );
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn plot_refuses_bandwidth_and_latency_records_together_unless_asked() {
+    let f = files("plot-mixed");
+    let mut lat = record("x", "2026-11-02T10:00:00Z", &[(4096, &[45.0])]);
+    lat["params"]["test"] = json!("send-lat");
+    let lat = write(&f.dir, "lat.json", &lat);
+    let svg = f.dir.join("mixed.svg");
+    let plot = |extra: &[&str]| {
+        bin()
+            .args(["plot", "-o"])
+            .arg(&svg)
+            .arg(&f.base)
+            .arg(&lat)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = plot(&[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!(
+            "'{}' is write-bw (bandwidth) and '{}' is send-lat (latency): one chart cannot show \
+             bandwidth and latency on one axis",
+            f.base.display(),
+            lat.display()
+        )) && t.contains("--mixed-tests"),
+        "{t}"
+    );
+    assert!(!svg.exists());
+    let out = plot(&["--mixed-tests"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(svg.exists());
+    // Different bandwidth tests on one chart are what a legend is for: no flag needed.
+    let mut read = record("x", "2026-11-02T10:00:00Z", &[(4096, &[30.0])]);
+    read["params"]["test"] = json!("read-bw");
+    let read = write(&f.dir, "read.json", &read);
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&f.base)
+        .arg(&read)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
     std::fs::remove_dir_all(f.dir).ok();
 }
 

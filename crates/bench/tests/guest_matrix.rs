@@ -416,22 +416,55 @@ fn plans_the_device_cannot_run_are_refused_naming_the_limit() {
     if !rdma_ready("plans_the_device_cannot_run_are_refused_naming_the_limit") {
         return;
     }
+    // A value no device allows: refused by the plan's rules, before any device opens.
     let out = common::client(&["write-bw", common::SERVER_ADDR, "-I", "100000", "-s", "64"]);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
-    let run = pair("write-bw", 19391, &[], &["-I", "4096", "-s", "64"]);
-    assert_eq!(run.client.status.code(), Some(1), "{}", text(&run.client));
     assert!(
-        text(&run.client).contains("inline limit of"),
+        text(&out).contains("--inline-size 100000"),
         "{}",
-        text(&run.client)
+        text(&out)
     );
-    let run = pair("send-bw", 19392, &[], &["-c", "UD", "-s", "4096"]);
-    assert_eq!(run.client.status.code(), Some(1), "{}", text(&run.client));
-    assert!(
-        text(&run.client).contains("UD messages must fit one packet"),
-        "{}",
-        text(&run.client)
-    );
+    // Limits of the device (rxe: inline up to a few hundred bytes, path MTU 1024) are usage
+    // errors too (exit 2) on both sides, naming the value and what would be valid.
+    for (test, port, args, needles) in [
+        (
+            "write-bw",
+            19391,
+            &["-I", "4096", "-s", "64"][..],
+            &["--inline-size 4096 exceeds", "give -I "][..],
+        ),
+        (
+            "send-bw",
+            19392,
+            &["-c", "UD", "-s", "4096"][..],
+            &[
+                "-s 4096 exceeds the path MTU of 1024 bytes",
+                "give -s 1024 or less",
+            ][..],
+        ),
+    ] {
+        let run = pair(test, port, &[], args);
+        assert_eq!(run.client.status.code(), Some(2), "{}", text(&run.client));
+        assert!(!run.server_ok, "{}", run.server_text);
+        for needle in needles {
+            assert!(
+                text(&run.client).contains(needle),
+                "{needle}: {}",
+                text(&run.client)
+            );
+            assert!(
+                run.server_text.contains(needle),
+                "{needle}: {}",
+                run.server_text
+            );
+        }
+    }
+    // In one invocation, too.
+    let mut args = vec!["send-bw", "-c", "UD", "-s", "4096", "--timeout", "20"];
+    args.extend(common::LOOPBACK);
+    let out = common::client(&args);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains("path MTU of 1024"), "{}", text(&out));
 }
 
 #[test]

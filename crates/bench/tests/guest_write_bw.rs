@@ -102,7 +102,8 @@ fn a_differing_plan_is_refused_on_both_sides_naming_both_values() {
     ]);
     let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
     let client_text = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{client_text}");
+    // A plan the server refuses is a usage error on both sides.
+    assert_eq!(out.status.code(), Some(2), "{client_text}");
     assert!(!server_ok);
     for t in [&client_text, &server_text] {
         assert!(

@@ -43,6 +43,39 @@ fn write_bw_without_a_device_fails_fast_with_one_line() {
             stderr.contains("no RDMA device") || stderr.contains("libibverbs.so.1"),
             "{args:?}: {stderr}"
         );
+        assert!(out.stdout.is_empty(), "{args:?}: {}", text(&out));
+    }
+}
+
+/// A server opens its device (and, for GPU memory, its GPU) before it says that it waits: one
+/// that could never serve fails at once, without the "waiting" line. Runs with or without
+/// devices: no machine has a device called nosuch0 or a GPU 99.
+#[test]
+fn a_server_that_cannot_open_its_device_or_gpu_never_says_it_waits() {
+    for (args, needle) in [
+        (vec!["write-bw", "-d", "nosuch0", "-p", "19201"], "nosuch0"),
+        (
+            vec!["write-bw", "--mem", "cuda:99", "-p", "19202"],
+            "cuda:99",
+        ),
+        (
+            vec!["send-lat", "--mem", "cuda-staged:99", "-p", "19203"],
+            "cuda-staged:99",
+        ),
+    ] {
+        let start = Instant::now();
+        let out = bin()
+            .args(&args)
+            .args(["--timeout", "20"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        assert!(start.elapsed() < Duration::from_secs(10), "{args:?}");
+        assert!(!text(&out).contains("waiting"), "{args:?}: {}", text(&out));
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
+        let named = stderr.contains(needle) || stderr.contains("no RDMA device");
+        assert!(named, "{args:?}: {stderr}");
     }
 }
 
@@ -73,10 +106,22 @@ fn bad_values_are_usage_errors_with_exit_code_2() {
         (vec!["atomic-bw", "-c", "UC"], "not possible over UC"),
         (vec!["atomic-bw", "-s", "64"], "8 bytes"),
         (vec!["write-lat", "-q", "4"], "--qps 4"),
+        (vec!["send-lat", "-b"], "-b applies to bandwidth tests"),
+        (vec!["read-lat", "-c", "UD"], "not possible over UD"),
+        (vec!["write-bw", "-I", "100000"], "--inline-size 100000"),
+        (vec!["write-bw", "-o", "4"], "--outs 4 does not apply"),
         (vec!["send-bw", "-b", "-c", "UD"], "-c RC for bidirectional"),
         (vec!["write-bw", "-m", "1500"], "--mtu 1500"),
         (vec!["write-bw", "-c", "XX"], "'XX'"),
         (vec!["atomic-bw", "-A", "SWAP"], "'SWAP'"),
+        (
+            vec!["write-bw", "--peer-dev", "rxe1"],
+            "--peer-dev needs --loopback",
+        ),
+        (
+            vec!["write-bw", "-s", "4K", "-a", "-q", "4"],
+            "\n\nUsage: rdmabench write-bw [OPTIONS] [SERVER_HOST]\n",
+        ),
     ] {
         let out = bin().args(&args).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

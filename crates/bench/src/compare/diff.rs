@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::plan::{Mode, PlanError, TestKind};
 use crate::report::params::{Compared, PARAMS};
 use crate::report::{PcieLinkRecord, RunRecord};
 use crate::units::format_size;
@@ -80,6 +81,67 @@ pub fn describe_sizes(sizes: &BTreeSet<u64>) -> String {
 /// The message sizes of a record.
 pub fn sizes(r: &RunRecord) -> BTreeSet<u64> {
     r.results.iter().map(|s| s.size).collect()
+}
+
+/// What a record measures: "latency" for the latency tests (or, for a test this rdmabench
+/// does not know, when every size has latency figures), else "bandwidth".
+pub fn measure(r: &RunRecord) -> &'static str {
+    let lat = match TestKind::parse(&r.params.test) {
+        Some(t) => t.mode == Mode::Lat,
+        None => !r.results.is_empty() && r.results.iter().all(|s| s.lat_us.is_some()),
+    };
+    if lat {
+        "latency"
+    } else {
+        "bandwidth"
+    }
+}
+
+/// What records must share to be used together: `compare` needs one test (a verdict between
+/// write-bw and read-bw means nothing), `plot` one measure (bandwidth or latency: one axis).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Together {
+    /// The same `params.test`.
+    SameTest,
+    /// All bandwidth or all latency records.
+    SameMeasure,
+}
+
+/// Refuses records that differ in what `together` needs, naming the first two files that
+/// differ and their tests; `--mixed-tests` (`mixed`) lets them through.
+pub fn check_together(
+    records: &[(&str, &RunRecord)],
+    together: Together,
+    mixed: bool,
+) -> Result<(), PlanError> {
+    let key = |r: &RunRecord| match together {
+        Together::SameTest => r.params.test.clone(),
+        Together::SameMeasure => measure(r).to_string(),
+    };
+    let Some(((first, a), rest)) = records.split_first() else {
+        return Ok(());
+    };
+    let Some((other, b)) = rest.iter().find(|(_, b)| key(b) != key(a)) else {
+        return Ok(());
+    };
+    if mixed {
+        return Ok(());
+    }
+    let why = match together {
+        Together::SameTest => {
+            "a verdict between two different tests means nothing; give records of one test"
+        }
+        Together::SameMeasure => {
+            "one chart cannot show bandwidth and latency on one axis; plot them separately"
+        }
+    };
+    let shown = |r: &RunRecord| format!("{} ({})", r.params.test, measure(r));
+    Err(PlanError(format!(
+        "'{first}' is {} and '{other}' is {}: {why}, or add --mixed-tests to use them together \
+         anyway",
+        shown(a),
+        shown(b)
+    )))
 }
 
 /// Compares everything but the figures.
@@ -208,7 +270,32 @@ fn ceiling(r: &RunRecord) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::compare::tests::record;
+    use crate::compare::tests::{lat_record, record};
+
+    #[test]
+    fn records_of_different_tests_are_refused_unless_mixed() {
+        let bw = record("write-bw", &[(65536, 1.0)]);
+        let read = record("read-bw", &[(65536, 1.0)]);
+        let lat = lat_record(&[2], &[(1.0, 2.0)]);
+        let (same, two) = (Together::SameTest, Together::SameMeasure);
+        assert!(check_together(&[("a", &bw), ("b", &bw.clone())], same, false).is_ok());
+        let err = check_together(&[("a", &bw), ("b", &bw), ("c", &read)], same, false);
+        assert!(err
+            .unwrap_err()
+            .0
+            .starts_with("'a' is write-bw (bandwidth) and 'c' is read-bw (bandwidth): a verdict"));
+        assert!(check_together(&[("a", &bw), ("c", &read)], same, true).is_ok());
+        // A chart takes several bandwidth tests, but not bandwidth with latency.
+        assert!(check_together(&[("a", &bw), ("c", &read)], two, false).is_ok());
+        let err = check_together(&[("a", &bw), ("l", &lat)], two, false).unwrap_err();
+        assert!(err.0.contains("'l' is write-lat (latency)"), "{err}");
+        assert!(check_together(&[("a", &bw), ("l", &lat)], two, true).is_ok());
+        // A test this version does not know is judged by its figures.
+        let mut odd = lat.clone();
+        odd.params.test = "future-test".to_string();
+        assert_eq!(measure(&odd), "latency");
+        assert_eq!(measure(&bw), "bandwidth");
+    }
 
     #[test]
     fn identical_records_differ_in_nothing() {

@@ -8,8 +8,10 @@
 //! memory mode, test, parameters, sizes) are warned about and named; firmware, kernel and
 //! host differences, usually the point of the comparison, are shown as information.
 //!
-//! Exit codes: 0 nothing regressed; 3 something did; 1 a record could not be read or the
-//! records share no size; 2 bad usage.
+//! Records of different tests are refused unless `--mixed-tests` says the user means it.
+//!
+//! Exit codes: 0 nothing regressed; 3 something did; 1 a record could not be read; 2 what
+//! was asked cannot be compared (records of different tests, no shared size) or bad usage.
 //!
 //! Long because of its tests (about 300 lines of fixtures and end-to-end comparisons); the code
 //! above them is the comparison's one flow.
@@ -28,7 +30,7 @@ use serde::Serialize;
 
 use crate::plan::PlanError;
 use crate::report::{RunRecord, RunStatus, SizeResult, SCHEMA};
-use diff::{describe_sizes, differences, sizes, Differences};
+use diff::{check_together, describe_sizes, differences, sizes, Differences, Together};
 use stats::{judge, median, Judgement, Settings, Verdict};
 
 /// The schema of `compare --json`.
@@ -73,6 +75,11 @@ pub struct CompareArgs {
     /// Print the comparison as JSON (schema rdmabench.compare/1)
     #[arg(long)]
     pub json: bool,
+
+    /// Compare records of different tests (write-bw against read-bw or write-lat) instead of
+    /// refusing them; the difference is still warned about
+    #[arg(long)]
+    pub mixed_tests: bool,
 }
 
 fn parse_pct(text: &str) -> Result<f64, String> {
@@ -430,6 +437,10 @@ pub fn build_report(args: &CompareArgs) -> Result<Report> {
     for path in &args.candidates {
         candidates.push((path.display().to_string(), load_record(path)?));
     }
+    let all: Vec<(&str, &RunRecord)> = std::iter::once((bname.as_str(), &baseline))
+        .chain(candidates.iter().map(|(n, r)| (n.as_str(), r)))
+        .collect();
+    check_together(&all, Together::SameTest, args.mixed_tests)?;
     let mut comparisons = Vec::new();
     for (cname, c) in &candidates {
         let mut comp = compare_records(
@@ -458,11 +469,11 @@ pub fn build_report(args: &CompareArgs) -> Result<Report> {
             comp.adjust_across_sizes(args.alpha);
         }
         if comp.rows.is_empty() {
-            bail!(
+            bail!(PlanError(format!(
                 "nothing to compare: '{bname}' ({}) and '{cname}' ({}) share no message size; run both with the same -s or -a",
                 describe_sizes(&sizes(&baseline)),
                 describe_sizes(&sizes(c))
-            );
+            )));
         }
         comparisons.push(comp);
     }

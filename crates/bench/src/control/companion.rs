@@ -136,8 +136,8 @@ fn listen_for(
                 peer.set_done();
                 return Ok(msg);
             }
-            Ok(Message::Reject { reason }) => {
-                return failed(anyhow!("the peer ended the run: {reason}"))
+            Ok(Message::Reject { reason, refused }) => {
+                return failed(super::rejected(reason, refused))
             }
             Ok(other) => {
                 return failed(anyhow!(

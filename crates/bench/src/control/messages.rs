@@ -18,7 +18,7 @@ use crate::report::SizeResult;
 /// Identifies an rdmabench peer in the first message.
 pub const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -41,6 +41,11 @@ pub enum Message {
     Reject {
         /// Why.
         reason: String,
+        /// True when the sender refused the plan as asked (a bad value or combination, or a
+        /// limit of its device), which both sides report as a usage error (exit 2); false
+        /// when the run failed.
+        #[serde(default)]
+        refused: bool,
     },
     /// One endpoint per QP.
     Endpoints {

@@ -16,8 +16,20 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
+use crate::plan::PlanError;
+
 /// The default TCP port, perftest's.
 pub const DEFAULT_PORT: u16 = 18515;
+
+/// The error a peer's `Reject` means here: its refusal of the plan stays a refusal, so both
+/// sides exit the same way.
+fn rejected(reason: String, refused: bool) -> anyhow::Error {
+    if refused {
+        PlanError(reason).into()
+    } else {
+        anyhow!("the peer ended the run: {reason}")
+    }
+}
 
 /// A connected control channel to the peer.
 #[derive(Debug)]
@@ -121,8 +133,8 @@ impl Channel {
             WireError::Closed => anyhow!("the peer {} closed the connection while we waited for {what}", self.peer),
             other => anyhow!("bad message from {} while waiting for {what}: {other}", self.peer),
         })?;
-        if let Message::Reject { reason } = msg {
-            bail!("the peer ended the run: {reason}");
+        if let Message::Reject { reason, refused } = msg {
+            return Err(rejected(reason, refused));
         }
         Ok(msg)
     }
@@ -156,6 +168,18 @@ impl Channel {
     pub fn reject(&mut self, reason: &str) {
         let _ = self.send(&Message::Reject {
             reason: reason.to_string(),
+            refused: false,
+        });
+    }
+
+    /// Tells the peer why this side (`who`: "the server", "the client") ended the run: a
+    /// refused plan ([`PlanError`]) reaches the peer as one too, so both exit the same way.
+    pub fn end_with(&mut self, who: &str, e: &anyhow::Error) {
+        let refused = e.is::<PlanError>();
+        let what = if refused { "refused the run" } else { "failed" };
+        let _ = self.send(&Message::Reject {
+            reason: format!("{who} {what}: {e:#}"),
+            refused,
         });
     }
 }
@@ -336,8 +360,20 @@ mod tests {
             std::thread::spawn(move || Channel::connect("127.0.0.1", port, Duration::from_secs(5)));
         let mut server = l.accept_client(Duration::from_secs(5)).unwrap();
         let mut client = t.join().unwrap().unwrap();
-        server.reject("plan mismatch (size: server 64 KiB, client 4 KiB)");
+        server.reject("protocol mismatch");
         let err = client.recv("the plan verdict").unwrap_err();
-        assert!(err.to_string().contains("server 64 KiB"), "{err}");
+        assert!(err.to_string().contains("protocol mismatch"), "{err}");
+        assert!(!err.is::<PlanError>(), "a failure, not a refusal: {err}");
+        let refusal = PlanError("plan mismatch (size: server 64 KiB, client 4 KiB)".into());
+        server.end_with("the server", &refusal.into());
+        let err = client.recv("the plan verdict").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the server refused the run: plan mismatch (size: server 64 KiB, client 4 KiB)"
+        );
+        assert!(
+            err.is::<PlanError>(),
+            "the peer's refusal is a refusal here too"
+        );
     }
 }

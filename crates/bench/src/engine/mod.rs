@@ -22,7 +22,7 @@ use verbs::{
 };
 
 use crate::memory::{slot_len, MemMode};
-use crate::plan::{Connection, Mode, Role, TestPlan, Verb};
+use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
 
 /// What one side was told about its own hardware.
 #[derive(Debug, Clone, Default)]
@@ -152,21 +152,24 @@ pub fn recv_len(transport: Transport, size: u64) -> u64 {
 }
 
 /// Checks the plan against what this device and port can do, before anything is created.
-fn check_device_limits(device: &Device, port: &PortInfo, plan: &TestPlan, slot: u64) -> Result<()> {
+fn check_device_limits(
+    device: &Device,
+    port: &PortInfo,
+    plan: &TestPlan,
+    slot: u64,
+) -> Result<(), PlanError> {
     let f = device.facts();
     let depth = plan.tx_depth.max(plan.rx_depth);
     if depth > f.max_qp_wr {
-        bail!(
-            "--tx-depth {} / --rx-depth {} exceed {}'s limit of {} work requests per queue",
-            plan.tx_depth,
-            plan.rx_depth,
-            f.name,
-            f.max_qp_wr
-        );
+        return Err(PlanError(format!(
+            "--tx-depth {} / --rx-depth {} exceed {}'s limit of {} work requests per queue: give \
+             both {} or less",
+            plan.tx_depth, plan.rx_depth, f.name, f.max_qp_wr, f.max_qp_wr
+        )));
     }
     let cqe = u64::from(plan.qps) * u64::from(plan.tx_depth + plan.rx_depth);
     if cqe > u64::from(f.max_cqe) {
-        bail!(
+        return Err(PlanError(format!(
             "--qps {} x (--tx-depth {} + --rx-depth {}) needs a CQ of {cqe} entries; {} allows {}: \
              lower one of them",
             plan.qps,
@@ -174,45 +177,59 @@ fn check_device_limits(device: &Device, port: &PortInfo, plan: &TestPlan, slot: 
             plan.rx_depth,
             f.name,
             f.max_cqe
-        );
+        )));
     }
     let total = slot * u64::from(plan.qps);
     if f.max_mr_size > 0 && total > f.max_mr_size {
-        bail!(
+        return Err(PlanError(format!(
             "{} QPs x {slot} bytes = {total} bytes exceeds {}'s largest memory region ({} bytes)",
-            plan.qps,
-            f.name,
-            f.max_mr_size
-        );
+            plan.qps, f.name, f.max_mr_size
+        )));
     }
     if plan.connection == Connection::Ud {
         let mtu = plan.mtu.unwrap_or(port.active_mtu).min(port.active_mtu);
-        if plan.max_size() > u64::from(mtu) {
-            bail!(
-                "UD messages must fit one packet: -s {} exceeds the path MTU of {mtu} bytes on {} \
-                 (lower -s, or raise the MTU)",
-                plan.max_size(),
-                f.name
-            );
-        }
+        let whose = if mtu < port.active_mtu {
+            format!("-m {mtu}")
+        } else {
+            format!("{}'s port {}", f.name, port.port)
+        };
+        check_ud_size(plan, mtu, &whose)?;
     }
     if matches!(plan.test.verb, Verb::Read | Verb::Atomic) && f.max_qp_rd_atom == 0 {
-        bail!(
+        return Err(PlanError(format!(
             "{} does not support RDMA READ or atomics (max_qp_rd_atom is 0)",
             f.name
-        );
+        )));
     }
     if let Some(o) = plan.outs {
         let most = f.max_qp_init_rd_atom.min(f.max_qp_rd_atom);
         if o > most {
-            bail!(
+            return Err(PlanError(format!(
                 "--outs {o} exceeds {}'s limit of {most} outstanding READs/atomics per QP: give \
                  --outs 1..={most}, or leave it out",
                 f.name
-            );
+            )));
         }
     }
     Ok(())
+}
+
+/// UD carries one packet per message: every size of the plan must fit the path MTU that
+/// `whose` (a port, or the peer's) allows.
+fn check_ud_size(plan: &TestPlan, mtu: u32, whose: &str) -> Result<(), PlanError> {
+    let largest = plan.max_size();
+    if largest <= u64::from(mtu) {
+        return Ok(());
+    }
+    let asked = if plan.sizes.len() > 1 {
+        format!("the sweep's {largest}-byte messages")
+    } else {
+        format!("-s {largest}")
+    };
+    Err(PlanError(format!(
+        "-c UD sends one packet per message: {asked} exceeds the path MTU of {mtu} bytes \
+         ({whose}); give -s {mtu} or less, or -c RC"
+    )))
 }
 
 impl Local {
@@ -282,26 +299,7 @@ impl Local {
             gpu: gpu_device,
         } = self;
         let staged = matches!(mem, MemMode::CudaStaged(_));
-        if gpu_device.is_some() && !staged && plan.inline > 0 {
-            bail!(
-                "--mem {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
-                 which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
-                 --mem cuda-staged (which posts from host bounce buffers)",
-                mem.name(),
-                plan.inline
-            );
-        }
-        if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
-            bail!("--mem {}: {why}", mem.name());
-        }
-        let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
-        if gpu_device.is_some() && !staged && lat_write {
-            bail!(
-                "--mem {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
-                 use send-lat, --mem cuda-staged (it polls the bounce buffer), or --mem host",
-                mem.name()
-            );
-        }
+        check_memory_mode(&mem, gpu_device.is_some(), plan, role)?;
         let transport = plan.connection.transport();
         let mut half = slot_len(recv_len(transport, plan.max_size()));
         // What the peer's buffer must hold: a message in each half.
@@ -355,11 +353,7 @@ impl Local {
                     // Verbs cannot be asked for the inline limit: find it, and name it.
                     return Err(
                         match max_inline(|n| builder().max_inline_data(n).build().is_ok()) {
-                            Some(max) => anyhow::anyhow!(
-                                "--inline-size {} exceeds {}'s inline limit of {max} bytes",
-                                plan.inline,
-                                device.name()
-                            ),
+                            Some(max) => inline_refusal(plan, &device, max).into(),
                             None => anyhow::Error::new(e).context(what()),
                         },
                     );
@@ -367,12 +361,7 @@ impl Local {
                 Err(e) => return Err(anyhow::Error::new(e).context(what())),
             };
             if qp.caps().max_inline_data < plan.inline {
-                bail!(
-                    "--inline-size {} exceeds {}'s inline limit of {} bytes",
-                    plan.inline,
-                    device.name(),
-                    qp.caps().max_inline_data
-                );
+                return Err(inline_refusal(plan, &device, qp.caps().max_inline_data).into());
             }
             qps.push(qp);
         }
@@ -401,6 +390,49 @@ impl Local {
             role,
         })
     }
+}
+
+/// `-I` above what the device creates QPs with.
+fn inline_refusal(plan: &TestPlan, device: &Device, max: u32) -> PlanError {
+    PlanError(format!(
+        "--inline-size {} exceeds {}'s inline limit of {max} bytes for a {} QP: give -I {max} or \
+         less",
+        plan.inline,
+        device.name(),
+        plan.connection.name()
+    ))
+}
+
+/// What a memory mode cannot do with this plan: inline data or write-lat's CPU polling on GPU
+/// memory, and what the staged path refuses (`staged::refusal`).
+fn check_memory_mode(
+    mem: &MemMode,
+    on_gpu: bool,
+    plan: &TestPlan,
+    role: Role,
+) -> Result<(), PlanError> {
+    let staged = matches!(mem, MemMode::CudaStaged(_));
+    if on_gpu && !staged && plan.inline > 0 {
+        return Err(PlanError(format!(
+            "--mem {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
+             which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
+             --mem cuda-staged (which posts from host bounce buffers)",
+            mem.name(),
+            plan.inline
+        )));
+    }
+    if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
+        return Err(PlanError(format!("--mem {}: {why}", mem.name())));
+    }
+    let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
+    if on_gpu && !staged && lat_write {
+        return Err(PlanError(format!(
+            "--mem {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
+             use send-lat, --mem cuda-staged (it polls the bounce buffer), or --mem host",
+            mem.name()
+        )));
+    }
+    Ok(())
 }
 
 /// The READs/atomics a QP accepts outstanding as a responder: what the device allows, or
@@ -617,6 +649,9 @@ impl Prepared {
             .unwrap_or(self.port.active_mtu)
             .min(self.port.active_mtu);
         let path_mtu = remote.iter().map(|e| e.mtu).fold(local_mtu, u32::min);
+        if self.transport == Transport::Ud {
+            check_ud_size(plan, path_mtu, "what the peer's port allows")?;
+        }
         let peer_rd = remote
             .iter()
             .map(|e| u32::from(e.rd_atomic))
@@ -790,5 +825,32 @@ mod tests {
         assert_eq!(max_inline(|n| n <= 220), Some(220));
         assert_eq!(max_inline(|_| false), None);
         assert_eq!(max_inline(|n| n == 0), Some(0));
+    }
+
+    #[test]
+    fn a_ud_message_above_the_path_mtu_is_refused_naming_what_fits() {
+        use crate::plan::{PlanRequest, TestKind};
+        let plan = |size: Option<u64>, all: bool| {
+            PlanRequest {
+                size,
+                all,
+                connection: Some(Connection::Ud),
+                ..Default::default()
+            }
+            .resolve(TestKind::new(Verb::Send, Mode::Bw))
+            .unwrap()
+        };
+        assert!(check_ud_size(&plan(Some(1024), false), 1024, "rxe0's port 1").is_ok());
+        let err = check_ud_size(&plan(Some(4096), false), 1024, "rxe0's port 1").unwrap_err();
+        assert_eq!(
+            err.0,
+            "-c UD sends one packet per message: -s 4096 exceeds the path MTU of 1024 bytes \
+             (rxe0's port 1); give -s 1024 or less, or -c RC"
+        );
+        let err = check_ud_size(&plan(None, true), 4096, "-m 4096").unwrap_err();
+        assert!(err.0.contains("the sweep's 8388608-byte messages"), "{err}");
+        // A refusal, so the process exits 2 (usage), not 1 (a failed run).
+        let exit = crate::exit::Exit::of(&err.into());
+        assert_eq!(exit, crate::exit::Exit::Usage);
     }
 }

@@ -6,10 +6,14 @@
 //! - `--kind trend`: one size's bandwidth (or p50/p99 latency) across records ordered by
 //!   `started_at` or by firmware version, with each run's ceiling.
 //!
-//! The file's extension picks the format: `.svg` or `.png`. Text is set in a bundled subset
-//! of DejaVu Sans (`assets/`), so charts look the same on machines without fonts.
+//! Bandwidth and latency records are not drawn together unless `--mixed-tests` says so.
+//! The file's extension picks the format: `.svg` or `.png`. PNG text is drawn with a bundled
+//! subset of DejaVu Sans (`assets/`, placed glyph by glyph in `png.rs`), so those charts look
+//! the same on machines without fonts; an SVG names the font ("DejaVu Sans, sans-serif") and
+//! its viewer draws the text.
 
 mod axis;
+mod png;
 mod render;
 pub mod spec;
 
@@ -18,17 +22,26 @@ use std::sync::OnceLock;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use image::ImageEncoder;
 use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
 use plotters::style::FontStyle;
 
+use crate::compare::diff::{check_together, Together};
 use crate::compare::load_record;
+use crate::files::{check_writable, write_atomically};
 use crate::plan::PlanError;
-use crate::report::write_atomically;
+use crate::report::RunRecord;
 use crate::units::parse_size;
+use png::Png;
 use spec::{default_kind, Input, Kind, Order, SpecOptions};
 
 /// The bundled font (see `assets/DejaVuSans-subset.LICENSE`).
 static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-subset.ttf");
+
+/// The font family every text names: PNG text is drawn with the bundled font registered
+/// under this name; an SVG names it, and its viewer draws the text with its own DejaVu Sans,
+/// or its sans-serif font when it has none.
+pub const FONT_FAMILY: &str = "DejaVu Sans, sans-serif";
 
 /// `rdmabench plot`'s options.
 #[derive(Debug, Args)]
@@ -74,6 +87,11 @@ pub struct PlotArgs {
           value_parser = clap::value_parser!(u32).range(320..=8000))]
     pub width: u32,
 
+    /// Draw bandwidth and latency records together instead of refusing them (a latency
+    /// record then shows as the bandwidth its round trips moved)
+    #[arg(long)]
+    pub mixed_tests: bool,
+
     /// Height of the picture in pixels
     #[arg(long, default_value_t = 620, value_name = "PX",
           value_parser = clap::value_parser!(u32).range(240..=8000))]
@@ -113,7 +131,7 @@ fn parse_output(text: &str) -> Result<PathBuf, String> {
 fn register_font() -> Result<()> {
     static OK: OnceLock<bool> = OnceLock::new();
     let ok = *OK.get_or_init(|| {
-        plotters::style::register_font("sans-serif", FontStyle::Normal, FONT).is_ok()
+        plotters::style::register_font(FONT_FAMILY, FontStyle::Normal, FONT).is_ok()
     });
     if !ok {
         bail!(
@@ -184,25 +202,26 @@ pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
     Ok(buf)
 }
 
-/// Renders a chart to a PNG file, atomically (a temporary file beside it, then a rename).
-pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32), path: &Path) -> Result<()> {
+/// Renders a chart to PNG bytes (drawn in memory, then encoded).
+pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
     register_font()?;
-    // The bitmap encoder picks the format by extension: keep .png last.
-    let tmp = crate::report::temp_beside(path, ".tmp.png")?;
-    let root = BitMapBackend::new(&tmp, size).into_drawing_area();
-    let drawn = render::draw(&root, spec);
-    drop(root);
-    if let Err(e) = drawn {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.context(format!("cannot write '{}'", path.display())));
+    let (w, h) = size;
+    let mut pixels = vec![0u8; w as usize * h as usize * 3];
+    {
+        let root = Png(BitMapBackend::with_buffer(&mut pixels, size)).into_drawing_area();
+        render::draw(&root, spec)?;
     }
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("cannot rename '{}' to '{}'", tmp.display(), path.display()))
+    let mut png = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut png)
+        .write_image(&pixels, w, h, image::ColorType::Rgb8)
+        .context("encoding the chart as PNG")?;
+    Ok(png)
 }
 
 /// Runs `rdmabench plot`.
 pub fn run(args: &PlotArgs) -> Result<()> {
     let format = format_of(&args.output).map_err(PlanError)?;
+    check_writable("-o", &args.output)?;
     let mut inputs = Vec::new();
     for path in &args.records {
         let record = load_record(path)?;
@@ -223,16 +242,24 @@ pub fn run(args: &PlotArgs) -> Result<()> {
             record,
         });
     }
+    let names: Vec<String> = args
+        .records
+        .iter()
+        .map(|p| p.display().to_string())
+        .collect();
+    let named: Vec<(&str, &RunRecord)> = names
+        .iter()
+        .map(String::as_str)
+        .zip(inputs.iter().map(|i| &i.record))
+        .collect();
+    check_together(&named, Together::SameMeasure, args.mixed_tests)?;
     let (kind, spec) = build_spec(&inputs, args)?;
     let size = (args.width, args.height);
-    match format {
-        Format::Svg => {
-            let svg = render_svg(&spec, size)?;
-            write_atomically(&args.output, svg.as_bytes())
-                .with_context(|| format!("writing the chart to '{}'", args.output.display()))?;
-        }
-        Format::Png => render_png(&spec, size, &args.output)?,
-    }
+    let bytes = match format {
+        Format::Svg => render_svg(&spec, size)?.into_bytes(),
+        Format::Png => render_png(&spec, size)?,
+    };
+    write_atomically(&args.output, &bytes)?;
     let kind = match kind {
         Kind::Bw => "bandwidth",
         Kind::Lat => "latency",
@@ -348,30 +375,24 @@ mod tests {
         let svg = render_svg(&spec, (800, 500)).unwrap();
         roxmltree::Document::parse(&svg).unwrap();
         assert!(svg.contains("p99.9"));
+        // The SVG names the font the PNG is drawn with, then the generic family.
+        assert!(
+            svg.contains(r#"font-family="DejaVu Sans, sans-serif""#),
+            "{svg}"
+        );
+        assert!(!svg.contains(r#"font-family="sans-serif""#));
 
-        let dir = std::env::temp_dir().join(format!("rdmabench-plot-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let png = dir.join("lat.png");
-        render_png(&spec, (800, 500), &png).unwrap();
-        let bytes = std::fs::read(&png).unwrap();
+        let bytes = render_png(&spec, (800, 500)).unwrap();
         assert!(bytes.len() > 1000, "{} bytes", bytes.len());
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        // Nothing else is left beside it.
-        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1);
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
     fn bandwidth_png_is_a_png() {
         let a = args(&["r.json", "-o", "x.png"]);
         let (_, spec) = build_spec(&inputs(), &a).unwrap();
-        let dir = std::env::temp_dir().join(format!("rdmabench-plot-bw-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let png = dir.join("bw.png");
-        render_png(&spec, (1000, 620), &png).unwrap();
-        let bytes = std::fs::read(&png).unwrap();
+        let bytes = render_png(&spec, (1000, 620)).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]

@@ -67,7 +67,7 @@ const PALETTE: [RGBColor; 10] = [
     RGBColor(23, 190, 207),
 ];
 const GREY: RGBColor = RGBColor(80, 80, 80);
-const FONT: &str = "sans-serif";
+use super::FONT_FAMILY as FONT;
 
 fn color(s: &Series) -> RGBColor {
     s.color.map_or(GREY, |i| PALETTE[i % PALETTE.len()])

@@ -18,7 +18,7 @@ pub use record::{
 
 use std::path::Path;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use serde::{Deserialize, Serialize};
 
 use crate::units::{gbits_from_gbytes, gbytes_per_sec};
@@ -163,36 +163,10 @@ pub trait Exporter {
     fn render(&self, record: &RunRecord) -> Result<Vec<u8>>;
 }
 
-/// A temporary file name beside `path` (the same directory, so that renaming it over `path`
-/// is atomic), ending in `suffix`.
-pub fn temp_beside(path: &Path, suffix: &str) -> Result<std::path::PathBuf> {
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path
-        .file_name()
-        .with_context(|| format!("'{}' is not a file path", path.display()))?;
-    Ok(dir.join(format!(
-        ".{}.{}{suffix}",
-        name.to_string_lossy(),
-        std::process::id()
-    )))
-}
-
-/// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename, so a
-/// reader never sees half a record.
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_beside(path, ".tmp")?;
-    std::fs::write(&tmp, bytes).with_context(|| format!("cannot write '{}'", tmp.display()))?;
-    std::fs::rename(&tmp, path)
-        .with_context(|| format!("cannot rename '{}' to '{}'", tmp.display(), path.display()))
-}
-
 /// Renders `record` with `exporter` and writes it to `path` atomically.
 pub fn export(exporter: &dyn Exporter, record: &RunRecord, path: &Path) -> Result<()> {
     let bytes = exporter.render(record)?;
-    write_atomically(path, &bytes)
+    crate::files::write_atomically(path, &bytes)
 }
 
 #[cfg(test)]
@@ -214,20 +188,5 @@ mod tests {
     fn a_zero_length_window_is_an_error_not_infinity() {
         assert!(SizeResult::from_window(64, 10, 0.0).is_err());
         assert!(SizeResult::from_window(64, 10, f64::NAN).is_err());
-    }
-
-    #[test]
-    fn atomic_write_leaves_only_the_final_file() {
-        let dir = std::env::temp_dir().join(format!("rdmabench-atomic-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("run.json");
-        write_atomically(&path, b"{}").unwrap();
-        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
-        let names: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name())
-            .collect();
-        assert_eq!(names.len(), 1, "{names:?}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

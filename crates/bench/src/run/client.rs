@@ -26,7 +26,7 @@ pub fn run_client(opts: &RunOptions, plan: &TestPlan, host: &str, port: u16) -> 
     match drive(opts, plan, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {
-            ch.reject(&format!("the client failed: {e:#}"));
+            ch.end_with("the client", &e);
             Err(e)
         }
     }

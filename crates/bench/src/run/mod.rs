@@ -17,7 +17,7 @@ mod server;
 
 pub use client::run_client;
 pub use recorder::{RecordFiles, Recorder};
-pub use server::run_server;
+pub use server::{run_server, ServerSide};
 
 use std::time::Duration;
 

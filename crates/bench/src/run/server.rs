@@ -20,18 +20,44 @@ use crate::report::SizeResult;
 
 /// Opens this side's device, then waits for one client on `listener` and serves its run.
 pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
-    let started = started_at();
-    let local = Local::open(&opts.side)?;
-    let measuring = Measuring::resolve(opts, local.device_name(), Role::Server)?;
-    let mut ch = listener.accept_client(opts.timeout)?;
-    if !opts.quiet {
-        println!("rdmabench: client {} connected", ch.peer());
+    ServerSide::open(opts)?.serve(opts, listener)
+}
+
+/// A server's own side, opened and checked before it says that it waits: the GPU of a GPU
+/// memory mode, the device, its port and GID, the measuring CPU and the clock. A server that
+/// could never serve fails at once instead of waiting for a client.
+#[derive(Debug)]
+pub struct ServerSide {
+    local: Local,
+    measuring: Measuring,
+    started: String,
+}
+
+impl ServerSide {
+    /// Opens the device (and the GPU) and chooses the CPU and clock.
+    pub fn open(opts: &RunOptions) -> Result<Self> {
+        let started = started_at();
+        let local = Local::open(&opts.side)?;
+        let measuring = Measuring::resolve(opts, local.device_name(), Role::Server)?;
+        Ok(ServerSide {
+            local,
+            measuring,
+            started,
+        })
     }
-    match serve(opts, &mut ch, local, &measuring, started) {
-        Ok(outcome) => Ok(outcome),
-        Err(e) => {
-            ch.reject(&format!("the server failed: {e:#}"));
-            Err(e)
+
+    /// Waits for one client on `listener` and serves its run.
+    pub fn serve(self, opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
+        let mut ch = listener.accept_client(opts.timeout)?;
+        if !opts.quiet {
+            println!("rdmabench: client {} connected", ch.peer());
+        }
+        match serve(opts, &mut ch, self.local, &self.measuring, self.started) {
+            Ok(outcome) => Ok(outcome),
+            Err(e) => {
+                ch.end_with("the server", &e);
+                Err(e)
+            }
         }
     }
 }

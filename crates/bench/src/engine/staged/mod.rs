@@ -35,12 +35,12 @@ pub use pipeline::measure_staged;
 
 use std::fmt;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use cuda::staging::{Chunk, StagingConfig, StagingPlan};
 
 use super::Connected;
 use crate::memory::slot_len;
-use crate::plan::{Connection, Mode, Role, TestPlan, Verb};
+use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
 
 /// The staged side's own resources: pinned bounce buffers (the registered region), the copy
 /// stream and one event per bounce buffer.
@@ -163,7 +163,7 @@ pub fn check_peer(
     role: Role,
     mine: Option<BounceLayout>,
     peer: Option<BounceLayout>,
-) -> Result<()> {
+) -> Result<(), PlanError> {
     let verb = plan.test.verb;
     if !matches!(verb, Verb::Write | Verb::Read) || plan.test.mode != Mode::Bw || plan.bidirectional
     {
@@ -183,7 +183,7 @@ pub fn check_peer(
     let source = source.map_or("host or GPU memory, not staged".to_string(), |s| {
         s.to_string()
     });
-    bail!(
+    Err(PlanError(format!(
         "the server stages what is {} (--mem cuda-staged, {target}), which needs a staged \
          client with the same bounce buffers: the client has {source}; give the client --mem \
          cuda-staged --staging-chunk {} --staging-depth {}, or the server --mem host",
@@ -194,7 +194,7 @@ pub fn check_peer(
         },
         target.buffer_len,
         target.depth
-    )
+    )))
 }
 
 /// Bytes of one bounce buffer for `verb` up to `max_size`: the chunk, or for SEND (never

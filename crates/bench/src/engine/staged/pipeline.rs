@@ -20,7 +20,7 @@ use crate::engine::bw::{
     drive, is_signaled, Counts, LoopBody, LoopShape, Measured, PeerState, Stop, WrId, WrKind,
 };
 use crate::engine::Connected;
-use crate::plan::Verb;
+use crate::plan::{PlanError, Verb};
 
 /// What this side does with the payload.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -200,7 +200,10 @@ impl Protocol {
         };
         if (p.expects_notices() || p.sends_notices()) && matches!(shape.stop, Stop::Duration { .. })
         {
-            bail!("staged at both ends, a bandwidth test needs -n (a message count), not -D");
+            return Err(PlanError(
+                "staged at both ends, a bandwidth test needs -n (a message count), not -D".into(),
+            )
+            .into());
         }
         Ok(p)
     }

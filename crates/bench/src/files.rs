@@ -1,0 +1,187 @@
+//! The files rdmabench writes (`--json`, `--csv`, `plot -o`): each path is checked before any
+//! work starts, so a typo costs nothing, and written atomically (a temporary file beside it,
+//! then a rename), so a reader never sees half a file. Every message names the path as the
+//! user gave it.
+
+use std::fs::OpenOptions;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+use crate::plan::PlanError;
+
+/// The folder a file path lives in ("." for a bare name).
+fn folder_of(path: &Path) -> &Path {
+    path.parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// A temporary file name beside `path` (the same folder, so that renaming it over `path` is
+/// atomic), ending in `suffix`.
+pub fn temp_beside(path: &Path, suffix: &str) -> Result<PathBuf, PlanError> {
+    let name = path
+        .file_name()
+        .ok_or_else(|| PlanError(format!("'{}' is not a file path", path.display())))?;
+    Ok(folder_of(path).join(format!(
+        ".{}.{}{suffix}",
+        name.to_string_lossy(),
+        std::process::id()
+    )))
+}
+
+/// Checks that `path`, given to `flag`, can be written: it is not a folder, its folder exists
+/// and a file can be created there (tried with the temporary file the write will use, then
+/// removed). A refusal is a usage error naming the flag, the path and what would do.
+pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(PlanError(format!(
+            "{flag} '{shown}' is a folder; give the path of a file (in it, or elsewhere)"
+        )));
+    }
+    let tmp = temp_beside(path, ".check").map_err(|_| {
+        PlanError(format!(
+            "{flag} '{shown}' is not a file path; give a file name"
+        ))
+    })?;
+    let folder = folder_of(path);
+    if !folder.is_dir() {
+        let what = if folder.exists() {
+            "is not a folder"
+        } else {
+            "does not exist"
+        };
+        return Err(PlanError(format!(
+            "{flag} '{shown}': the folder '{}' {what}; create it first, or give a path in an \
+             existing folder",
+            folder.display()
+        )));
+    }
+    match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+        Ok(_) => {
+            let _ = std::fs::remove_file(&tmp);
+            Ok(())
+        }
+        Err(e) => Err(PlanError(format!(
+            "{flag} '{shown}': cannot create a file in the folder '{}' ({e}); give a path in a \
+             folder you can write to",
+            folder.display()
+        ))),
+    }
+}
+
+/// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let tmp = temp_beside(path, ".tmp")?;
+    std::fs::write(&tmp, bytes)
+        .map_err(anyhow::Error::from)
+        .and_then(|()| replace_with(&tmp, path))
+        .with_context(|| format!("cannot write '{}'", path.display()))
+}
+
+/// Renames the finished temporary file `tmp` over `path`; on failure the temporary file is
+/// removed and the error names `path` (the caller adds what was being written).
+pub fn replace_with(tmp: &Path, path: &Path) -> Result<()> {
+    std::fs::rename(tmp, path).map_err(|e| {
+        let _ = std::fs::remove_file(tmp);
+        anyhow::anyhow!(
+            "cannot move the finished file into place as '{}': {e}",
+            path.display()
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("rdmabench-files-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn names(dir: &Path) -> Vec<String> {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn a_writable_path_passes_and_leaves_nothing_behind() {
+        let dir = scratch("ok");
+        check_writable("--json", &dir.join("run.json")).unwrap();
+        assert!(names(&dir).is_empty(), "{:?}", names(&dir));
+        write_atomically(&dir.join("run.json"), b"{}").unwrap();
+        assert_eq!(std::fs::read(dir.join("run.json")).unwrap(), b"{}");
+        assert_eq!(names(&dir), vec!["run.json"]);
+        // An existing file is replaced.
+        check_writable("--json", &dir.join("run.json")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_folder_is_refused_naming_the_path_given() {
+        let dir = scratch("missing");
+        let path = dir.join("nope").join("run.json");
+        let err = check_writable("--json", &path).unwrap_err();
+        assert_eq!(
+            err.0,
+            format!(
+                "--json '{}': the folder '{}' does not exist; create it first, or give a path in \
+                 an existing folder",
+                path.display(),
+                dir.join("nope").display()
+            )
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_folder_or_a_file_as_folder_is_refused() {
+        let dir = scratch("folder");
+        let err = check_writable("--csv", &dir).unwrap_err();
+        assert!(
+            err.0.contains("is a folder; give the path of a file"),
+            "{err}"
+        );
+        std::fs::write(dir.join("file"), b"").unwrap();
+        let err = check_writable("-o", &dir.join("file").join("x.svg")).unwrap_err();
+        assert!(err.0.contains("is not a folder"), "{err}");
+        let err = check_writable("--json", Path::new("..")).unwrap_err();
+        assert!(err.0.contains("'..'"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_failed_write_names_the_path_not_the_temporary_file() {
+        let dir = scratch("fail");
+        let path = dir.join("gone").join("run.json");
+        let err = format!("{:#}", write_atomically(&path, b"{}").unwrap_err());
+        assert!(
+            err.starts_with(&format!("cannot write '{}'", path.display())),
+            "{err}"
+        );
+        assert!(!err.contains(".tmp"), "{err}");
+        // The rename's failure too: a folder stands where the file should go.
+        std::fs::create_dir_all(dir.join("run.json").join("inside")).unwrap();
+        let err = format!(
+            "{:#}",
+            write_atomically(&dir.join("run.json"), b"{}").unwrap_err()
+        );
+        assert!(
+            err.contains(&format!("as '{}'", dir.join("run.json").display())),
+            "{err}"
+        );
+        assert!(!err.contains(".tmp"), "{err}");
+        assert_eq!(
+            names(&dir),
+            vec!["run.json"],
+            "the temporary file was removed"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

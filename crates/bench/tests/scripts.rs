@@ -1,0 +1,97 @@
+//! The helper scripts' output where no device is needed: a server that cannot start makes
+//! `two-node.sh` show the server's own output (and nothing of the script's plumbing), and
+//! `gdr-compare.sh` prints its header before what did not run. With or without devices: no
+//! machine has a device called nosuch0.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use common::{scratch, text};
+
+/// Runs a script from scripts/ with stdout and stderr merged in the order they were written.
+fn script(name: &str, args: &[&str]) -> Output {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../scripts")
+        .join(name);
+    Command::new("bash")
+        .arg("-c")
+        .arg(r#"script=$1; shift; exec bash "$script" "$@" 2>&1"#)
+        .arg("bash")
+        .arg(path)
+        .args(args)
+        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn two_node_shows_a_failed_servers_output_without_its_pid_line() {
+    let dir = scratch("two-node-fails");
+    let results = dir.join("results");
+    let out = script(
+        "two-node.sh",
+        &[
+            "--results",
+            results.to_str().unwrap(),
+            "local:nosuch0",
+            "local:nosuch1",
+            "-p",
+            "19230",
+            "--timeout",
+            "5",
+        ],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("  server: rdmabench: error:"), "{t}");
+    assert!(t.contains("exited (status 1) before it listened"), "{t}");
+    assert!(!t.contains("two-node: pid"), "{t}");
+    assert!(!results.exists());
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn gdr_compare_prints_its_header_before_what_did_not_run() {
+    let dir = scratch("gdr-compare-order");
+    let results = dir.join("records");
+    let out = script(
+        "gdr-compare.sh",
+        &[
+            "--results",
+            results.to_str().unwrap(),
+            "--modes",
+            "host cuda",
+            "local:nosuch0",
+            "-s",
+            "4K",
+        ],
+    );
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    let lines: Vec<&str> = t.lines().collect();
+    assert!(
+        lines[0].starts_with("gdr-compare: write-bw against local:nosuch0; records in"),
+        "{t}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "gdr-compare: host did not run: the local server on nosuch0 did not start: "
+        ),
+        "{t}"
+    );
+    assert_eq!(
+        t.matches("rdmabench: error").count(),
+        0,
+        "one reason, said once: {t}"
+    );
+    assert!(
+        lines[2].starts_with("gdr-compare: cuda did not run: "),
+        "{t}"
+    );
+    assert_eq!(lines.last(), Some(&"gdr-compare: no mode ran"), "{t}");
+    std::fs::remove_dir_all(dir).ok();
+}
