@@ -25,6 +25,10 @@ esac
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# A snapshot that differs fails the test and writes nothing (insta's review files are for a
+# person accepting a change: INSTA_UPDATE=always cargo test -p rdmabench, then git diff).
+export INSTA_UPDATE=no
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
