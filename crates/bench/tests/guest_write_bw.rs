@@ -159,7 +159,9 @@ fn a_silent_server_port_fails_the_client_within_its_timeout() {
     ]);
     let took = start.elapsed();
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
-    assert!(took < Duration::from_secs(5), "took {took:?}");
+    // Its 3 s, plus the process's start and device opening, which take seconds in an
+    // emulated guest on a busy host; far below the default 30 s it would otherwise wait.
+    assert!(took < Duration::from_secs(9), "took {took:?}");
     assert!(
         text(&out).contains("cannot connect") || text(&out).contains("no answer"),
         "{}",
