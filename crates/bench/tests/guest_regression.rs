@@ -265,7 +265,7 @@ fn fw_regression(dir: &Path, args: &[&str]) -> Output {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fw-regression.sh");
     Command::new("bash")
         .arg(script)
-        .args(["--quick", "--repeat", "3", "--results", path(dir)])
+        .args(["--quick", "--repeat", "2", "--results", path(dir)])
         .args(args)
         .args(["local:rxe0", "local:rxe1"])
         .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
