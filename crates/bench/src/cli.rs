@@ -7,7 +7,7 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::clock::ClockChoice;
-use crate::control::DEFAULT_PORT;
+use crate::control::{Token, DEFAULT_PORT};
 use crate::doctor::host::{parse_cpus_arg, CpuList};
 use crate::engine::SideConfig;
 use crate::memory::MemMode;
@@ -179,6 +179,12 @@ pub struct TestArgs {
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
     pub bind: String,
 
+    /// Both sides: the file holding the shared secret; the server takes only clients that
+    /// prove they hold it (it never crosses the network). RDMABENCH_TOKEN=SECRET gives the
+    /// secret itself; --token wins when both are set
+    #[arg(long, value_name = "FILE")]
+    pub token: Option<PathBuf>,
+
     /// Register memory without PCIe relaxed ordering (on by default, as in perftest, where the
     /// device allows it); perftest's --disable_pcie_relaxed is accepted too
     #[arg(long, alias = "disable_pcie_relaxed")]
@@ -255,6 +261,11 @@ impl TestArgs {
     /// The `--timeout` as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout)
+    }
+
+    /// This side's token: `--token FILE`, else `RDMABENCH_TOKEN`, else none.
+    pub fn token(&self) -> Result<Option<Token>, PlanError> {
+        Token::resolve(self.token.as_deref())
     }
 
     /// The control port.

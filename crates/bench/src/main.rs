@@ -9,7 +9,7 @@ use anyhow::{Context, Result};
 use clap::Parser;
 
 use rdmabench::cli::{Cli, Command, TestArgs};
-use rdmabench::control::{Listener, NoClient};
+use rdmabench::control::{anyone_may_connect, Greeting, Listener, NoClient, Token};
 use rdmabench::exit::Exit;
 use rdmabench::plan::{self, TestKind};
 use rdmabench::report::{export, CsvExporter, JsonExporter};
@@ -58,13 +58,15 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         progress: true,
         clock: args.clock.unwrap_or_default(),
         pin: args.pin(),
+        token: args.token()?,
     };
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?
     } else if let Some(host) = &args.server {
         run_client(&opts, &plan, host, args.control_port())?
     } else {
-        let listener = Listener::bind(&args.bind, args.control_port())?;
+        let greeting = Greeting::new(opts.token.clone(), opts.timeout);
+        let listener = Listener::bind(&args.bind, args.control_port(), greeting)?;
         println!(
             "rdmabench: {kind} server waiting on {}:{} (timeout {} s{})",
             args.bind,
@@ -72,6 +74,9 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
             args.timeout,
             if args.persistent { ", persistent" } else { "" }
         );
+        if opts.token.is_none() {
+            println!("{}", anyone_may_connect(&args.bind, listener.port()?));
+        }
         if args.persistent {
             return serve_forever(args, &opts, &listener);
         }
@@ -111,7 +116,14 @@ fn write_outputs(args: &TestArgs, outcome: &Outcome) -> Result<()> {
 
 /// Server (quiet, on `-d`) and client (on `--peer-dev`, default the same) in two threads.
 fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Result<Outcome> {
-    let listener = Listener::bind("127.0.0.1", args.port.unwrap_or(0))?;
+    // Without a token of the user's, one only this process knows: no one else on this host
+    // can take the run's place.
+    let token = match &opts.token {
+        Some(t) => t.clone(),
+        None => Token::random().context("no random token for --loopback")?,
+    };
+    let greeting = Greeting::new(Some(token.clone()), opts.timeout);
+    let listener = Listener::bind("127.0.0.1", args.port.unwrap_or(0), greeting)?;
     let port = listener.port()?;
     let server_opts = RunOptions {
         quiet: true,
@@ -119,6 +131,7 @@ fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Res
         ..opts.clone()
     };
     let mut client_opts = opts;
+    client_opts.token = Some(token);
     if let Some(dev) = &args.peer_dev {
         client_opts.side.device = Some(dev.clone());
     }

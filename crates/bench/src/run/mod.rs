@@ -22,6 +22,7 @@ use std::time::Duration;
 use verbs::format_gid;
 
 use crate::clock::{self, Clock, ClockChoice, TscFacts};
+use crate::control::Token;
 use crate::engine::bw::Stop;
 use crate::engine::effective::Effective;
 use crate::engine::{Connected, SideConfig};
@@ -60,6 +61,8 @@ pub struct RunOptions {
     pub clock: ClockChoice,
     /// `--cpus` or `--no-pin`.
     pub pin: PinChoice,
+    /// `--token` or `RDMABENCH_TOKEN`: the secret both sides prove they hold.
+    pub token: Option<Token>,
 }
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.
