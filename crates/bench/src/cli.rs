@@ -13,6 +13,7 @@ use crate::engine::SideConfig;
 use crate::memory::MemMode;
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, TestKind, Verb};
+use crate::run::admission::Admission;
 use crate::units::parse_size;
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
@@ -184,6 +185,10 @@ pub struct TestArgs {
     /// secret itself; --token wins when both are set
     #[arg(long, value_name = "FILE")]
     pub token: Option<PathBuf>,
+
+    /// The server's limits on a client's plan.
+    #[command(flatten)]
+    pub admission: Admission,
 
     /// Register memory without PCIe relaxed ordering (on by default, as in perftest, where the
     /// device allows it); perftest's --disable_pcie_relaxed is accepted too
@@ -357,6 +362,36 @@ mod tests {
         assert!(parse(&["write-bw", "-i", "0"]).is_err());
         assert!(parse(&["write-bw", "-a", "-s", "4K"]).is_err());
         assert!(parse(&["write-bw", "host", "--loopback"]).is_err());
+    }
+
+    #[test]
+    fn server_limits_parse_on_the_server_only() {
+        let cli = parse(&[
+            "write-bw",
+            "--max-mem",
+            "2G",
+            "--max-qps",
+            "8",
+            "--max-duration",
+            "60",
+        ])
+        .unwrap();
+        let (_, a) = cli.command.test().unwrap();
+        assert_eq!(
+            (
+                a.admission.max_mem,
+                a.admission.max_qps,
+                a.admission.max_duration
+            ),
+            (Some(2 << 30), 8, 60.0)
+        );
+        let cli = parse(&["write-bw"]).unwrap();
+        let (_, defaults) = cli.command.test().unwrap();
+        assert_eq!(defaults.admission, Admission::default());
+        assert!(parse(&["write-bw", "host", "--max-mem", "1G"]).is_err());
+        let err = parse(&["write-bw", "--max-qps", "0"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(parse(&["write-bw", "--max-duration", "-5"]).is_err());
     }
 
     #[test]

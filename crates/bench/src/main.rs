@@ -59,6 +59,7 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         clock: args.clock.unwrap_or_default(),
         pin: args.pin(),
         token: args.token()?,
+        admission: args.admission.clone(),
     };
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?

@@ -8,6 +8,7 @@
 //! the figures (a SEND receiver counts what arrived; `-b` adds both directions) and answers
 //! `SizeReport`, so both sides print and record the same numbers.
 
+pub mod admission;
 mod client;
 mod figures;
 pub mod limits;
@@ -34,6 +35,7 @@ use crate::report::{
     now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, SizeResult,
     StagingRecord, ToolRecord, SCHEMA,
 };
+use crate::run::admission::Admission;
 use crate::run::limits::RunLimits;
 use crate::run::port_counters::CounterDelta;
 
@@ -63,6 +65,8 @@ pub struct RunOptions {
     pub pin: PinChoice,
     /// `--token` or `RDMABENCH_TOKEN`: the secret both sides prove they hold.
     pub token: Option<Token>,
+    /// The server's limits on a client's plan.
+    pub admission: Admission,
 }
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.

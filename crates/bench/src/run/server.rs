@@ -2,7 +2,7 @@
 //! SEND receiver, the other direction of `-b`, the latency responder), checks the payload
 //! when asked, and reports the figures both sides print.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
@@ -17,6 +17,7 @@ use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
 use crate::plan::{Mode, Role, TestPlan, Verb};
 use crate::report::SizeResult;
+use crate::run::admission::{admit_plan, Refused};
 use crate::run::limits::run_limits;
 use crate::run::port_counters::Counters;
 
@@ -31,6 +32,10 @@ pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
     }
     match serve(opts, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
+        Err(e) if e.is::<Refused>() => {
+            ch.reject(&e.to_string());
+            Err(e)
+        }
         Err(e) => {
             ch.reject(&format!("the server failed: {e:#}"));
             Err(e)
@@ -49,6 +54,8 @@ fn serve(
         bail!("protocol error: expected the client's plan");
     };
     let plan = TestPlan::adopt(*asked, opts.test, &opts.request)?;
+    admit_plan(&opts.admission, &plan, &local)?;
+    let admitted = Instant::now();
     ch.send(&Message::PlanAccepted)?;
     let prepared = local.prepare(&plan, Role::Server)?;
     let Message::Endpoints {
@@ -75,6 +82,7 @@ fn serve(
     loop {
         match ch.recv("the client's next step")? {
             Message::StartSize { size, rep } => {
+                opts.admission.check_elapsed(admitted.elapsed())?;
                 let Some(i) = plan.sizes.iter().position(|&s| s == size) else {
                     bail!("the client started size {size}, which is not in the plan");
                 };
