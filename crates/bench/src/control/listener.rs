@@ -470,8 +470,9 @@ mod tests {
             "{:?}",
             start.elapsed()
         );
-        // Once the run is over, the next client is served.
-        drop(run);
+        // Once the run's messages are over, the next client is served.
+        let mut run = run;
+        run.run_over();
         let next = connect(port, None);
         assert!(l.accept_client(Duration::from_secs(5)).is_ok());
         assert!(next.join().unwrap().is_ok());

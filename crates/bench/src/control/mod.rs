@@ -97,6 +97,12 @@ impl Channel {
         }
     }
 
+    /// The server's side: the run's messages are over (the client said `Finish`), so a client
+    /// that comes now waits for the server to be free instead of being told it is busy.
+    pub fn run_over(&mut self) {
+        self.seat = None;
+    }
+
     /// The peer's address.
     pub fn peer(&self) -> SocketAddr {
         self.peer

@@ -99,7 +99,10 @@ fn serve(
                 reps[i].push(r);
             }
             Message::Heartbeat => {}
-            Message::Finish => break,
+            Message::Finish => {
+                ch.run_over();
+                break;
+            }
             other => bail!(
                 "protocol error: unexpected {} from the client",
                 other.name()
