@@ -127,13 +127,12 @@ impl Admission {
                 )));
             }
         }
-        let payload = format!("{} QPs x {}", need.qps, format_size_approx(need.slot));
+        let qps = format!("{} QP{}", need.qps, if need.qps == 1 { "" } else { "s" });
+        let payload = format!("{qps} x {}", format_size_approx(need.slot));
         let host_detail = match need.bounce {
-            Some(b) if need.on_gpu => format!(
-                "{} QPs x {} of bounce buffers",
-                need.qps,
-                format_size_approx(b.stride)
-            ),
+            Some(b) if need.on_gpu => {
+                format!("{qps} x {} of bounce buffers", format_size_approx(b.stride))
+            }
             _ => payload.clone(),
         };
         check_mem(
