@@ -9,12 +9,13 @@ use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{Args, CommandFactory, Parser, Subcommand};
 
 use crate::clock::ClockChoice;
-use crate::control::DEFAULT_PORT;
+use crate::control::{Token, DEFAULT_PORT};
 use crate::doctor::host::{parse_cpus_arg, CpuList};
 use crate::engine::SideConfig;
 use crate::memory::MemMode;
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, TestKind, Verb};
+use crate::run::admission::Admission;
 use crate::run::{RecordFiles, RunOptions};
 use crate::units::parse_size;
 
@@ -182,6 +183,16 @@ pub struct TestArgs {
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
     pub bind: String,
 
+    /// Both sides: the file holding the shared secret; the server takes only clients that
+    /// prove they hold it (it never crosses the network). RDMABENCH_TOKEN=SECRET gives the
+    /// secret itself; --token wins when both are set
+    #[arg(long, value_name = "FILE")]
+    pub token: Option<PathBuf>,
+
+    /// The server's limits on a client's plan.
+    #[command(flatten)]
+    pub admission: Admission,
+
     /// Register memory without PCIe relaxed ordering (on by default, as in perftest, where the
     /// device allows it); perftest's --disable_pcie_relaxed is accepted too
     #[arg(long, alias = "disable_pcie_relaxed")]
@@ -297,12 +308,19 @@ impl TestArgs {
                 json: self.json.clone(),
                 csv: self.csv.clone(),
             },
+            token: self.token()?,
+            admission: self.admission.clone(),
         })
     }
 
     /// The `--timeout` as a duration.
     pub fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout)
+    }
+
+    /// This side's token: `--token FILE`, else `RDMABENCH_TOKEN`, else none.
+    pub fn token(&self) -> Result<Option<Token>, PlanError> {
+        Token::resolve(self.token.as_deref())
     }
 
     /// The control port.
@@ -483,6 +501,36 @@ mod tests {
             .starts_with("--use_cuda_dmabuf needs --use_cuda=N"));
         assert!(check(&["write-bw", "--loopback", "--peer-dev", "rxe1"]).is_ok());
         assert!(check(&["write-bw", "--use_cuda=0", "--use_cuda_dmabuf"]).is_ok());
+    }
+
+    #[test]
+    fn server_limits_parse_on_the_server_only() {
+        let cli = parse(&[
+            "write-bw",
+            "--max-mem",
+            "2G",
+            "--max-qps",
+            "8",
+            "--max-duration",
+            "60",
+        ])
+        .unwrap();
+        let (_, a) = cli.command.test().unwrap();
+        assert_eq!(
+            (
+                a.admission.max_mem,
+                a.admission.max_qps,
+                a.admission.max_duration
+            ),
+            (Some(2 << 30), 8, 60.0)
+        );
+        let cli = parse(&["write-bw"]).unwrap();
+        let (_, defaults) = cli.command.test().unwrap();
+        assert_eq!(defaults.admission, Admission::default());
+        assert!(parse(&["write-bw", "host", "--max-mem", "1G"]).is_err());
+        let err = parse(&["write-bw", "--max-qps", "0"]).unwrap_err();
+        assert_eq!(err.exit_code(), 2);
+        assert!(parse(&["write-bw", "--max-duration", "-5"]).is_err());
     }
 
     #[test]

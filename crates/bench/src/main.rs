@@ -5,10 +5,10 @@
 use std::process::ExitCode;
 use std::thread;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 
 use rdmabench::cli::{Cli, Command, TestArgs};
-use rdmabench::control::{Listener, NoClient};
+use rdmabench::control::{anyone_may_connect, Greeting, Listener, NoClient, Token};
 use rdmabench::exit::Exit;
 use rdmabench::files::check_writable;
 use rdmabench::plan::{self, TestKind};
@@ -60,9 +60,10 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     } else if let Some(host) = &args.server {
         run_client(&opts, &plan, host, args.control_port())?
     } else {
-        let listener = Listener::bind(&args.bind, args.control_port())?;
         // The device (and the GPU) first: a server that could never serve says so at once.
         let side = ServerSide::open(&opts)?;
+        let greeting = Greeting::new(opts.token.clone(), opts.timeout);
+        let listener = Listener::bind(&args.bind, args.control_port(), greeting)?;
         println!(
             "rdmabench: {kind} server waiting on {}:{} (timeout {} s{})",
             args.bind,
@@ -70,6 +71,9 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
             args.timeout,
             if args.persistent { ", persistent" } else { "" }
         );
+        if opts.token.is_none() {
+            println!("{}", anyone_may_connect(&args.bind, listener.port()?));
+        }
         if args.persistent {
             return serve_forever(args, &opts, &listener, side);
         }
@@ -118,7 +122,14 @@ fn check_limits(args: &TestArgs, outcome: &Outcome) -> Result<()> {
 
 /// Server (quiet, on `-d`) and client (on `--peer-dev`, default the same) in two threads.
 fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Result<Outcome> {
-    let listener = Listener::bind("127.0.0.1", args.port.unwrap_or(0))?;
+    // Without a token of the user's, one only this process knows: no one else on this host
+    // can take the run's place.
+    let token = match &opts.token {
+        Some(t) => t.clone(),
+        None => Token::random().context("no random token for --loopback")?,
+    };
+    let greeting = Greeting::new(Some(token.clone()), opts.timeout);
+    let listener = Listener::bind("127.0.0.1", args.port.unwrap_or(0), greeting)?;
     let port = listener.port()?;
     let server_opts = RunOptions {
         quiet: true,
@@ -127,6 +138,7 @@ fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Res
         ..opts.clone()
     };
     let mut client_opts = opts;
+    client_opts.token = Some(token);
     if let Some(dev) = &args.peer_dev {
         client_opts.side.device = Some(dev.clone());
     }

@@ -34,6 +34,22 @@ pub fn format_size(bytes: u64) -> String {
     format!("{bytes} B")
 }
 
+/// Prints a byte count in its largest binary unit, to a tenth when it does not divide evenly
+/// (16_400_000_000 -> "15.3 GiB", 3 << 30 -> "3 GiB").
+pub fn format_size_approx(bytes: u64) -> String {
+    let (unit, shift) = match bytes {
+        b if b >= 1 << 30 => ("GiB", 30),
+        b if b >= 1 << 20 => ("MiB", 20),
+        b if b >= 1 << 10 => ("KiB", 10),
+        _ => return format!("{bytes} B"),
+    };
+    if bytes.is_multiple_of(1 << shift) {
+        format!("{} {unit}", bytes >> shift)
+    } else {
+        format!("{:.1} {unit}", bytes as f64 / (1u64 << shift) as f64)
+    }
+}
+
 /// Decimal gigabytes per second of payload.
 pub fn gbytes_per_sec(bytes: f64, seconds: f64) -> f64 {
     bytes / seconds / 1e9
@@ -79,6 +95,10 @@ mod tests {
         assert_eq!(format_size(65536), "64 KiB");
         assert_eq!(format_size(8 << 20), "8 MiB");
         assert_eq!(format_size(1000), "1000 B");
+        assert_eq!(format_size_approx(16_400_000_000), "15.3 GiB");
+        assert_eq!(format_size_approx(3 << 30), "3 GiB");
+        assert_eq!(format_size_approx(1000), "1000 B");
+        assert_eq!(format_size_approx(1500), "1.5 KiB");
     }
 
     #[test]

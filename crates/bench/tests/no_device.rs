@@ -167,3 +167,29 @@ fn without_libibverbs_the_binary_starts_and_says_what_to_install() {
         "{stderr}"
     );
 }
+
+#[test]
+fn a_bad_token_is_a_usage_error_naming_where_it_came_from_not_the_secret() {
+    let out = bin()
+        .args(["write-bw", "--token", "/nonexistent/rdmabench.token"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("--token /nonexistent/rdmabench.token: cannot read the token file"),
+        "{}",
+        text(&out)
+    );
+    let out = bin()
+        .args(["write-bw", "127.0.0.1"])
+        .env("RDMABENCH_TOKEN", "hunter2")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("RDMABENCH_TOKEN: the token has 7 bytes, fewer than the 16"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("hunter2"), "{}", text(&out));
+}

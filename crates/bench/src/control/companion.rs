@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 
-use super::{read_message, write_message, Channel, Message, WireError};
+use super::{read_message, write_message, Channel, Message, WireError, MAX_MESSAGE};
 use crate::engine::bw::PeerState;
 
 /// What the reader waits for while a loop measures.
@@ -124,7 +124,7 @@ fn listen_for(
         Err(e)
     };
     loop {
-        match read_message::<Message>(from) {
+        match read_message::<Message>(from, Instant::now() + timeout, MAX_MESSAGE) {
             Ok(Message::Heartbeat) => continue,
             Ok(Message::SendsOver) => {
                 peer.set_done();

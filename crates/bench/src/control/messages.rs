@@ -1,9 +1,12 @@
 //! The messages of the control protocol, in the order a run uses them.
 //!
-//! Client -> server: `Hello`, `Plan`, `Endpoints`, `Ready`, then per size and repetition
+//! The handshake (`handshake.rs`): client `Hello` (with its nonce), server `Hello` (with its
+//! nonce), client `Auth` (its proof of the token, if it has one), server `Welcome` (its own
+//! proof), `Busy` (another run is going on) or `Reject`.
+//! Then client -> server: `Plan`, `Endpoints`, `Ready`, then per size and repetition
 //! `StartSize`, `Heartbeat`s while the measured loop runs, `SendsOver` once its bandwidth
 //! loop's operations all completed, `SizeDone`; finally `Finish`.
-//! Server -> client: `Hello`, `PlanAccepted` (or `Reject`), `Endpoints`, `Ready`, per size
+//! Server -> client: `PlanAccepted` (or `Reject`), `Endpoints`, `Ready`, per size
 //! `Ready`, `Heartbeat`s while it measures, `SendsOver` once its own operations completed
 //! (`-b`), and `SizeReport`. Either side may send `Reject` to end the run with a reason.
 //! A side that waits for a particular message passes over heartbeats.
@@ -32,7 +35,23 @@ pub enum Message {
         protocol: u32,
         /// The sender's rdmabench version.
         tool_version: String,
+        /// 32 random bytes from the OS, base64: what the other side's proof must cover.
+        /// (Absent before protocol 3, so that an older peer still gets the version check.)
+        #[serde(default)]
+        nonce: String,
     },
+    /// The client's answer to the server's hello: its proof of the token, or none.
+    Auth {
+        /// Base64 of HMAC-SHA256(token, client label, server nonce, client nonce).
+        proof: Option<String>,
+    },
+    /// The server took the client for a run, with its own proof of the token, or none.
+    Welcome {
+        /// Base64 of HMAC-SHA256(token, server label, client nonce, server nonce).
+        proof: Option<String>,
+    },
+    /// The server is serving another run.
+    Busy,
     /// The client's plan.
     Plan(Box<TestPlan>),
     /// The server adopted the plan.
@@ -94,12 +113,13 @@ pub enum Message {
 }
 
 impl Message {
-    /// The first message of this side.
-    pub fn hello() -> Self {
+    /// The first message of this side, with its nonce.
+    pub fn hello(nonce: String) -> Self {
         Message::Hello {
             magic: MAGIC.to_string(),
             protocol: PROTOCOL_VERSION,
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
+            nonce,
         }
     }
 
@@ -107,6 +127,9 @@ impl Message {
     pub fn name(&self) -> &'static str {
         match self {
             Message::Hello { .. } => "Hello",
+            Message::Auth { .. } => "Auth",
+            Message::Welcome { .. } => "Welcome",
+            Message::Busy => "Busy",
             Message::Plan(_) => "Plan",
             Message::PlanAccepted => "PlanAccepted",
             Message::Reject { .. } => "Reject",

@@ -1,17 +1,31 @@
-//! The TCP control channel: the hello, the plan, the endpoints, barriers and results.
-//! Every connect and read has a timeout, so a dead or silent peer ends the run with a clear
-//! message instead of a hang.
+//! The TCP control channel: the handshake (hellos, the token's proofs), the plan, the
+//! endpoints, barriers and results. Every connect has a timeout and every message a deadline
+//! for the whole of it, so a dead, silent or trickling peer ends the run with a clear message
+//! instead of a hang; the server greets connections in threads of their own (`listener.rs`),
+//! so strangers never stand in a client's way.
 
 mod companion;
+mod handshake;
+mod listener;
 mod messages;
+mod token;
 mod wire;
 
 pub use companion::Listen;
+pub use handshake::{admit, greet_server, printable, welcome, Admitted, Stranger, HANDSHAKE_MAX};
+pub use listener::{
+    anyone_may_connect, Greeting, Listener, NoClient, HELLO_DEADLINE, MAX_GREETINGS,
+    MAX_GREETINGS_PER_HOST,
+};
 pub use messages::{Message, MAGIC, PROTOCOL_VERSION};
-pub use wire::{read_message, write_message, WireError};
+pub use token::{Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};
+pub use wire::{
+    decode, frame, read_frame, read_message, write_message, MemoryPeer, TimedRead, WireError,
+    MAX_MESSAGE,
+};
 
 use std::io::ErrorKind;
-use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
@@ -24,6 +38,8 @@ pub const DEFAULT_PORT: u16 = 18515;
 /// The error a peer's `Reject` means here: its refusal of the plan stays a refusal, so both
 /// sides exit the same way.
 fn rejected(reason: String, refused: bool) -> anyhow::Error {
+    // The peer's words are shown as text, never as terminal control sequences.
+    let reason = handshake::printable(&reason);
     if refused {
         PlanError(reason).into()
     } else {
@@ -37,22 +53,30 @@ pub struct Channel {
     stream: TcpStream,
     peer: SocketAddr,
     timeout: Duration,
+    /// The server's side of a run: while the channel lives, other clients are told `Busy`.
+    seat: Option<listener::Seat>,
 }
 
 impl Channel {
     fn new(stream: TcpStream, peer: SocketAddr, timeout: Duration) -> Result<Self> {
-        stream.set_read_timeout(Some(timeout))?;
         stream.set_write_timeout(Some(timeout))?;
         stream.set_nodelay(true)?;
         Ok(Channel {
             stream,
             peer,
             timeout,
+            seat: None,
         })
     }
 
-    /// Connects to the server at `host`:`port` within `timeout` and exchanges hellos.
-    pub fn connect(host: &str, port: u16, timeout: Duration) -> Result<Self> {
+    /// Connects to the server at `host`:`port` within `timeout` and shakes hands (proving
+    /// `token` when given, and checking the server's proof of it).
+    pub fn connect(
+        host: &str,
+        port: u16,
+        timeout: Duration,
+        token: Option<&Token>,
+    ) -> Result<Self> {
         let addrs: Vec<SocketAddr> = (host, port)
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve server address '{host}'"))?
@@ -67,8 +91,7 @@ impl Channel {
             match TcpStream::connect_timeout(addr, left) {
                 Ok(stream) => {
                     let mut ch = Channel::new(stream, *addr, timeout)?;
-                    ch.send(&Message::hello())?;
-                    ch.expect_hello()?;
+                    greet_server(&mut ch.stream, token, Instant::now() + timeout, *addr)?;
                     return Ok(ch);
                 }
                 Err(e) => last_err = Some((addr, e)),
@@ -88,26 +111,10 @@ impl Channel {
         }
     }
 
-    fn expect_hello(&mut self) -> Result<()> {
-        match self.recv("the hello")? {
-            Message::Hello {
-                magic,
-                protocol,
-                tool_version,
-            } => {
-                if magic != MAGIC {
-                    bail!("{} is not an rdmabench peer", self.peer);
-                }
-                if protocol != PROTOCOL_VERSION {
-                    bail!(
-                        "protocol mismatch: this rdmabench speaks version {PROTOCOL_VERSION}, the peer \
-                         ({tool_version}) speaks {protocol}; run the same rdmabench on both hosts"
-                    );
-                }
-                Ok(())
-            }
-            other => bail!("expected a hello from {}, got {}", self.peer, other.name()),
-        }
+    /// The server's side: the run's messages are over (the client said `Finish`), so a client
+    /// that comes now waits for the server to be free instead of being told it is busy.
+    pub fn run_over(&mut self) {
+        self.seat = None;
     }
 
     /// The peer's address.
@@ -121,10 +128,11 @@ impl Channel {
             .map_err(|e| anyhow!("sending {} to {} failed: {e}", msg.name(), self.peer))
     }
 
-    /// Receives one message; `what` names it in errors. A `Reject` becomes an error with the
-    /// peer's reason.
+    /// Receives one message, all of it within `--timeout`; `what` names it in errors. A
+    /// `Reject` becomes an error with the peer's reason.
     pub fn recv(&mut self, what: &str) -> Result<Message> {
-        let msg = read_message::<Message>(&mut self.stream).map_err(|e| match e {
+        let deadline = Instant::now() + self.timeout;
+        let msg = read_message::<Message>(&mut self.stream, deadline, MAX_MESSAGE).map_err(|e| match e {
             WireError::TimedOut => anyhow!(
                 "timed out after {} s waiting for {what} from {}; is the peer still alive? (--timeout)",
                 self.timeout.as_secs_f64(),
@@ -184,132 +192,41 @@ impl Channel {
     }
 }
 
-/// No client came within the timeout (a `--persistent` server just waits again).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "no client connected within {} s (--timeout); start the client with this host's address",
-    .0.as_secs()
-)]
-pub struct NoClient(pub Duration);
-
-/// The server's listening socket.
-#[derive(Debug)]
-pub struct Listener {
-    listener: TcpListener,
-}
-
-impl Listener {
-    /// Binds `addr`:`port` (port 0 picks a free one).
-    pub fn bind(addr: &str, port: u16) -> Result<Self> {
-        let listener = TcpListener::bind((addr, port)).with_context(|| {
-            format!("cannot listen on {addr}:{port}; is another server running there? (-p, --bind)")
-        })?;
-        listener.set_nonblocking(true)?;
-        Ok(Listener { listener })
-    }
-
-    /// The port it listens on.
-    pub fn port(&self) -> Result<u16> {
-        Ok(self.listener.local_addr()?.port())
-    }
-
-    /// Waits up to `timeout` for a real rdmabench client and exchanges hellos. Connections that
-    /// do not speak the protocol are logged and dropped, and the wait goes on.
-    pub fn accept_client(&self, timeout: Duration) -> Result<Channel> {
-        let deadline = Instant::now() + timeout;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return Err(NoClient(timeout).into());
-            }
-            match self.listener.accept() {
-                Ok((stream, peer)) => {
-                    stream.set_nonblocking(false)?;
-                    match Self::greet(stream, peer, timeout, left) {
-                        Ok(Some(ch)) => return Ok(ch),
-                        Ok(None) => continue,
-                        Err(e) => return Err(e),
-                    }
-                }
-                Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                    std::thread::sleep(Duration::from_millis(20));
-                }
-                Err(e) => return Err(e).context("accept on the control port failed"),
-            }
-        }
-    }
-
-    /// Reads the client's hello. `Ok(None)`: not an rdmabench client, dropped.
-    fn greet(
-        stream: TcpStream,
-        peer: SocketAddr,
-        timeout: Duration,
-        left: Duration,
-    ) -> Result<Option<Channel>> {
-        let mut ch = Channel::new(stream, peer, timeout)?;
-        ch.stream.set_read_timeout(Some(left.min(timeout)))?;
-        let hello = read_message::<Message>(&mut ch.stream);
-        ch.stream.set_read_timeout(Some(timeout))?;
-        match hello {
-            Ok(Message::Hello {
-                magic,
-                protocol,
-                tool_version,
-            }) if magic == MAGIC => {
-                ch.send(&Message::hello())?;
-                if protocol != PROTOCOL_VERSION {
-                    let reason = format!(
-                        "protocol mismatch: the server speaks version {PROTOCOL_VERSION}, the client \
-                         ({tool_version}) speaks {protocol}; run the same rdmabench on both hosts"
-                    );
-                    ch.reject(&reason);
-                    bail!("{reason}");
-                }
-                Ok(Some(ch))
-            }
-            Ok(other) => {
-                eprintln!(
-                    "rdmabench: dropped a connection from {peer}: it sent {} instead of a hello",
-                    other.name()
-                );
-                Ok(None)
-            }
-            Err(e) => {
-                eprintln!(
-                    "rdmabench: dropped a connection from {peer}: not an rdmabench client ({e})"
-                );
-                Ok(None)
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
 
+    fn listen() -> Listener {
+        Listener::bind("127.0.0.1", 0, Greeting::new(None, Duration::from_secs(5))).unwrap()
+    }
+
+    /// A server channel and a client channel, connected; the client's `--timeout` is `timeout`.
+    fn pair(timeout: Duration) -> (Listener, Channel, Channel) {
+        let l = listen();
+        let port = l.port().unwrap();
+        let t = std::thread::spawn(move || Channel::connect("127.0.0.1", port, timeout, None));
+        let server = l.accept_client(Duration::from_secs(5)).unwrap();
+        let client = t.join().unwrap().unwrap();
+        (l, server, client)
+    }
+
     #[test]
     fn a_client_and_server_greet_each_other() {
-        let l = Listener::bind("127.0.0.1", 0).unwrap();
-        let port = l.port().unwrap();
-        let t =
-            std::thread::spawn(move || Channel::connect("127.0.0.1", port, Duration::from_secs(5)));
-        let mut server = l.accept_client(Duration::from_secs(5)).unwrap();
-        let mut client = t.join().unwrap().unwrap();
+        let (_l, mut server, mut client) = pair(Duration::from_secs(5));
         client.send(&Message::Ready).unwrap();
         assert_eq!(server.expect("Ready").unwrap().name(), "Ready");
     }
 
     #[test]
     fn a_stranger_is_dropped_and_the_server_keeps_waiting() {
-        let l = Listener::bind("127.0.0.1", 0).unwrap();
+        let l = listen();
         let port = l.port().unwrap();
         let t = std::thread::spawn(move || {
             let mut junk = TcpStream::connect(("127.0.0.1", port)).unwrap();
             junk.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
             drop(junk);
-            Channel::connect("127.0.0.1", port, Duration::from_secs(5))
+            Channel::connect("127.0.0.1", port, Duration::from_secs(5), None)
         });
         assert!(l.accept_client(Duration::from_secs(5)).is_ok());
         assert!(t.join().unwrap().is_ok());
@@ -317,19 +234,16 @@ mod tests {
 
     #[test]
     fn nobody_listening_fails_within_the_timeout() {
-        let port = {
-            let l = Listener::bind("127.0.0.1", 0).unwrap();
-            l.port().unwrap()
-        };
+        let port = listen().port().unwrap();
         let start = Instant::now();
-        let err = Channel::connect("127.0.0.1", port, Duration::from_secs(2)).unwrap_err();
+        let err = Channel::connect("127.0.0.1", port, Duration::from_secs(2), None).unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(3));
         assert!(err.to_string().contains("cannot connect"), "{err}");
     }
 
     #[test]
     fn no_client_fails_the_server_within_the_timeout() {
-        let l = Listener::bind("127.0.0.1", 0).unwrap();
+        let l = listen();
         let start = Instant::now();
         let err = l.accept_client(Duration::from_millis(300)).unwrap_err();
         assert!(start.elapsed() < Duration::from_secs(2));
@@ -338,13 +252,7 @@ mod tests {
 
     #[test]
     fn a_silent_peer_times_out_naming_what_was_awaited() {
-        let l = Listener::bind("127.0.0.1", 0).unwrap();
-        let port = l.port().unwrap();
-        let t = std::thread::spawn(move || {
-            Channel::connect("127.0.0.1", port, Duration::from_millis(500))
-        });
-        let _server = l.accept_client(Duration::from_secs(5)).unwrap();
-        let mut client = t.join().unwrap().unwrap();
+        let (_l, _server, mut client) = pair(Duration::from_millis(500));
         let err = client.recv("the endpoints").unwrap_err();
         assert!(
             err.to_string().contains("timed out") && err.to_string().contains("the endpoints"),
@@ -353,13 +261,35 @@ mod tests {
     }
 
     #[test]
+    fn a_trickling_peer_is_cut_off_when_the_messages_time_is_up() {
+        let (_l, mut server, mut client) = pair(Duration::from_secs(5));
+        server.timeout = Duration::from_millis(600);
+        let frame = frame(br#"{"type":"ready"}"#);
+        let t = std::thread::spawn(move || {
+            // One byte every 100 ms: every read() gets something well within any per-read
+            // timeout, but the message takes 2 s.
+            for b in frame {
+                if client.stream.write_all(&[b]).is_err() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        });
+        let start = Instant::now();
+        let err = server.recv("the client's next step").unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_millis(1200),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(err.to_string().contains("timed out after 0.6 s"), "{err}");
+        drop(server);
+        let _ = t.join();
+    }
+
+    #[test]
     fn a_reject_carries_the_peers_reason() {
-        let l = Listener::bind("127.0.0.1", 0).unwrap();
-        let port = l.port().unwrap();
-        let t =
-            std::thread::spawn(move || Channel::connect("127.0.0.1", port, Duration::from_secs(5)));
-        let mut server = l.accept_client(Duration::from_secs(5)).unwrap();
-        let mut client = t.join().unwrap().unwrap();
+        let (_l, mut server, mut client) = pair(Duration::from_secs(5));
         server.reject("protocol mismatch");
         let err = client.recv("the plan verdict").unwrap_err();
         assert!(err.to_string().contains("protocol mismatch"), "{err}");

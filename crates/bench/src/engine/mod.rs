@@ -8,6 +8,7 @@
 //! this side WRITEs, SENDs, or lets the peer READ. Data always flows from one side's send
 //! half to the other side's receive half.
 
+pub mod buffer;
 pub mod bw;
 pub mod effective;
 pub mod lat;
@@ -21,8 +22,9 @@ use verbs::{
     ReadyToSend, Transport, UD_GRH_BYTES,
 };
 
-use crate::memory::{slot_len, MemMode};
+use crate::memory::MemMode;
 use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
+use buffer::{remote_access, Footprint};
 
 /// What one side was told about its own hardware.
 #[derive(Debug, Clone, Default)]
@@ -238,6 +240,16 @@ impl Local {
         self.device.name()
     }
 
+    /// What `plan`'s buffers take on this side (what [`Local::prepare`] would allocate).
+    pub fn footprint(&self, plan: &TestPlan) -> Result<Footprint> {
+        Footprint::new(plan, &self.mem, self.staging)
+    }
+
+    /// The GPU's memory in bytes, for the GPU memory modes.
+    pub fn gpu_memory(&self) -> Option<u64> {
+        self.gpu.as_ref().map(|g| g.total_memory() as u64)
+    }
+
     /// The largest inline size up to `want` that this device creates `plan`'s QPs with (verbs
     /// has no query for it: QPs are created until one fits).
     pub fn inline_limit(&self, plan: &TestPlan, want: u32) -> Result<u32> {
@@ -301,19 +313,12 @@ impl Local {
         let staged = matches!(mem, MemMode::CudaStaged(_));
         check_memory_mode(&mem, gpu_device.is_some(), plan, role)?;
         let transport = plan.connection.transport();
-        let mut half = slot_len(recv_len(transport, plan.max_size()));
-        // What the peer's buffer must hold: a message in each half.
-        let peer_slot = 2 * half;
-        if staged {
-            // The GPU halves hold a whole bounce buffer's batch of messages.
-            let bounce = staged::bounce_len(staging, plan.test.verb, plan.max_size())?;
-            half = half.max(slot_len(bounce as u64));
-        }
-        let slot = 2 * half;
+        let footprint = Footprint::new(plan, &mem, staging)?;
+        let (slot, peer_slot) = (footprint.slot, footprint.peer_slot);
         check_device_limits(&device, &port, plan, slot)?;
 
         let pd = device.alloc_pd()?;
-        let access = Access::ALL.with_relaxed_ordering(relaxed_ordering);
+        let access = remote_access(plan, role).with_relaxed_ordering(relaxed_ordering);
         let target = Target {
             pd: &pd,
             device: &device,
@@ -321,7 +326,7 @@ impl Local {
         };
         // Dropped in any order (an error below drops these bindings last to first) the region goes
         // first: it holds guards of the memory under it, and Staging quiesces its copies itself.
-        let (mr, gpu, staging) = register(&target, &mem, gpu_device.as_ref(), plan, slot, staging)?;
+        let (mr, gpu, staging) = register(&target, &mem, gpu_device.as_ref(), &footprint, staging)?;
         let stride = staging.as_ref().map_or(slot, |s| s.stride);
         let posts_receives = plan.receives(role);
         let rx_depth = match (posts_receives, &staging) {
@@ -472,21 +477,20 @@ struct Target<'a> {
     access: Access,
 }
 
-/// Allocates one `slot` per QP of `plan` where `mem` says and registers it with the NIC; a
-/// staged side registers its pinned bounce buffers instead, the slots living on the GPU.
+/// Allocates the `footprint` (one slot per QP) where `mem` says and registers it with the NIC;
+/// a staged side registers its pinned bounce buffers instead, the slots living on the GPU.
 /// Every region holds what keeps this side's memory allocated (the host buffer, or guards of the
 /// GPU and pinned allocations), so it is always deregistered before any of it is freed.
 fn register(
     target: &Target,
     mem: &MemMode,
     gpu: Option<&cuda::Device>,
-    plan: &TestPlan,
-    slot: u64,
+    footprint: &Footprint,
     staging: cuda::StagingConfig,
 ) -> Result<Registered> {
     let Target { pd, device, access } = *target;
     let len =
-        usize::try_from(slot * u64::from(plan.qps)).context("buffer too large for this machine")?;
+        usize::try_from(footprint.payload_bytes()).context("buffer too large for this machine")?;
     let what = || {
         format!(
             "registering {len} bytes of {} memory on {}",
@@ -530,15 +534,7 @@ fn register(
         }
         (MemMode::CudaStaged(_), Some(gpu)) => {
             let buf = cuda::DeviceBuffer::new(gpu, len)?;
-            let s = staged::Staging::new(
-                gpu,
-                staging,
-                plan.test.verb,
-                plan.max_size(),
-                plan.qps,
-                slot,
-                &buf,
-            )?;
+            let s = staged::Staging::new(gpu, staging, footprint, &buf)?;
             // SAFETY: the region holds a guard of the pinned memory (and of the GPU payload, so
             // that no memory of this side is freed while it is registered); the pipeline posts a
             // bounce buffer (inline or not) only after its copy completed, and copies into it

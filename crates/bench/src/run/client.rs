@@ -22,7 +22,7 @@ pub fn run_client(opts: &RunOptions, plan: &TestPlan, host: &str, port: u16) -> 
     let local = Local::open(&opts.side)?;
     let measuring = Measuring::resolve(opts, local.device_name(), Role::Client)?;
     let plan = &with_default_inline(plan, opts, &local)?;
-    let mut ch = Channel::connect(host, port, opts.timeout)?;
+    let mut ch = Channel::connect(host, port, opts.timeout, opts.token.as_ref())?;
     match drive(opts, plan, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {

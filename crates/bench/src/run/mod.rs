@@ -8,6 +8,7 @@
 //! the figures (a SEND receiver counts what arrived; `-b` adds both directions) and answers
 //! `SizeReport`, so both sides print and record the same numbers.
 
+pub mod admission;
 mod client;
 pub(crate) mod figures;
 pub mod limits;
@@ -24,6 +25,7 @@ use std::time::Duration;
 use verbs::format_gid;
 
 use crate::clock::{self, Clock, ClockChoice, TscFacts};
+use crate::control::Token;
 use crate::engine::bw::Stop;
 use crate::engine::effective::Effective;
 use crate::engine::{Connected, SideConfig};
@@ -36,6 +38,7 @@ use crate::report::{
     now_rfc3339, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, RunRecord, RunStatus,
     SizeResult, StagingRecord, ToolRecord, SCHEMA,
 };
+use crate::run::admission::Admission;
 use crate::run::limits::{run_limits, RunLimits};
 use crate::run::port_counters::Counters;
 
@@ -65,6 +68,10 @@ pub struct RunOptions {
     pub pin: PinChoice,
     /// Where this side's record goes, rewritten as each size completes.
     pub files: RecordFiles,
+    /// `--token` or `RDMABENCH_TOKEN`: the secret both sides prove they hold.
+    pub token: Option<Token>,
+    /// The server's limits on a client's plan.
+    pub admission: Admission,
 }
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.

@@ -2,7 +2,7 @@
 //! SEND receiver, the other direction of `-b`, the latency responder), checks the payload
 //! when asked, and reports the figures both sides print.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
@@ -15,8 +15,9 @@ use crate::engine::lat::respond;
 use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
 use crate::engine::{Connected, Local};
-use crate::plan::{Mode, Role, TestPlan, Verb};
+use crate::plan::{Mode, PlanError, Role, TestPlan, Verb};
 use crate::report::SizeResult;
+use crate::run::admission::admit_plan;
 
 /// Opens this side's device, then waits for one client on `listener` and serves its run.
 pub fn run_server(opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
@@ -73,6 +74,10 @@ fn serve(
         bail!("protocol error: expected the client's plan");
     };
     let plan = TestPlan::adopt(*asked, opts.test, &opts.request)?;
+    // Above this server's limits is a plan that cannot run as asked: a refusal (exit 2 on
+    // both sides), said before anything is allocated.
+    admit_plan(&opts.admission, &plan, &local).map_err(|r| PlanError(r.0))?;
+    let admitted = Instant::now();
     ch.send(&Message::PlanAccepted)?;
     let prepared = local.prepare(&plan, Role::Server)?;
     let Message::Endpoints {
@@ -100,7 +105,7 @@ fn serve(
         |side, printer, limits, recorder| {
             let limit_gbps = limits.limit_gbps();
             serve_sizes(
-                opts, &plan, ch, side, measuring, printer, limit_gbps, recorder,
+                opts, &plan, ch, side, measuring, printer, limit_gbps, admitted, recorder,
             )
         },
     )
@@ -116,11 +121,15 @@ fn serve_sizes(
     measuring: &Measuring,
     printer: &Printer,
     limit_gbps: Option<f64>,
+    admitted: Instant,
     recorder: &mut Recorder,
 ) -> Result<()> {
     loop {
         match ch.recv("the client's next step")? {
             Message::StartSize { size, rep } => {
+                opts.admission
+                    .check_elapsed(admitted.elapsed())
+                    .map_err(|r| PlanError(r.0))?;
                 let Some(i) = plan.sizes.iter().position(|&s| s == size) else {
                     bail!("the client started size {size}, which is not in the plan");
                 };
@@ -129,7 +138,10 @@ fn serve_sizes(
                 recorder.add(i, r)?;
             }
             Message::Heartbeat => {}
-            Message::Finish => return Ok(()),
+            Message::Finish => {
+                ch.run_over();
+                return Ok(());
+            }
             other => bail!(
                 "protocol error: unexpected {} from the client",
                 other.name()

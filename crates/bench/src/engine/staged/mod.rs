@@ -35,9 +35,10 @@ pub use pipeline::measure_staged;
 
 use std::fmt;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use cuda::staging::{Chunk, StagingConfig, StagingPlan};
 
+use super::buffer::Footprint;
 use super::Connected;
 use crate::memory::slot_len;
 use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
@@ -75,31 +76,29 @@ impl Drop for Staging {
 }
 
 impl Staging {
-    /// Pinned memory and events for `qps` QPs, each with `config.depth` buffers, the region
-    /// the NIC sees laid out in strides of at least `slot` bytes; `payload` is the GPU memory
-    /// the copies move to and from.
+    /// Pinned memory and events for the footprint's bounce buffers (`config.depth` per QP),
+    /// the region the NIC sees laid out in strides of at least a slot; `payload` is the GPU
+    /// memory the copies move to and from.
     pub fn new(
         gpu: &cuda::Device,
         config: StagingConfig,
-        verb: Verb,
-        max_size: u64,
-        qps: u32,
-        slot: u64,
+        footprint: &Footprint,
         payload: &cuda::DeviceBuffer,
     ) -> Result<Staging> {
-        let buffer_len = bounce_len(config, verb, max_size)?;
-        let stride = slot_len((buffer_len * config.depth) as u64).max(slot);
-        let total = usize::try_from(stride * u64::from(qps))
+        let Some(bounce) = footprint.bounce else {
+            bail!("internal error: a staged side's footprint has no bounce buffers");
+        };
+        let total = usize::try_from(footprint.bounce_bytes())
             .context("bounce buffers too large for this machine")?;
         let pinned = cuda::PinnedBuffer::new(gpu, total)?;
         let stream = cuda::Stream::new(gpu)?;
-        let events = (0..qps as usize * config.depth)
+        let events = (0..footprint.qps as usize * config.depth)
             .map(|_| cuda::Event::new(gpu))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Staging {
             config,
-            buffer_len,
-            stride,
+            buffer_len: bounce.buffer_len,
+            stride: bounce.stride,
             stream,
             events,
             pinned,

@@ -1,0 +1,553 @@
+//! The server's listening socket. A thread accepts every connection and greets each in a thread
+//! of its own ([`super::handshake::admit`], within the hello deadline), so a silent or slow
+//! stranger delays no one; strangers are logged in one line each and dropped.
+//!
+//! The lobby decides what an admitted client gets: while the server waits for a client
+//! ([`Listener::accept_client`]) the first one is welcomed and handed over; while a run is going
+//! on (its [`Channel`] is open) it is told `Busy`; in between (the server opening its device,
+//! writing its record) it waits, up to `--timeout`, for the server to ask again.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::{mpsc, Arc, Condvar, Mutex, MutexGuard};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use super::handshake::{admit, printable, welcome, Admitted};
+use super::token::Token;
+use super::wire::write_message;
+use super::{Channel, Message};
+
+/// How long a new connection has to say hello and prove the token, whatever `--timeout` is.
+pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+
+/// Greetings in progress at once, in all: a flood of connections costs at most this many
+/// threads, each for at most the hello deadline.
+pub const MAX_GREETINGS: usize = 256;
+
+/// Greetings in progress at once from one address, so that one host cannot take them all.
+pub const MAX_GREETINGS_PER_HOST: usize = 32;
+
+/// No client came within the timeout (a `--persistent` server just waits again).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "no client connected within {} s (--timeout); start the client with this host's address",
+    .0.as_secs()
+)]
+pub struct NoClient(pub Duration);
+
+/// The server's one line when it runs without a token.
+pub fn anyone_may_connect(bind: &str, port: u16) -> String {
+    format!(
+        "rdmabench: no token (--token FILE or RDMABENCH_TOKEN): anyone who can reach {bind}:{port} \
+         can run tests through this server"
+    )
+}
+
+/// How the server greets connections.
+#[derive(Debug, Clone)]
+pub struct Greeting {
+    /// The shared secret clients must prove; `None`: anyone may run tests.
+    pub token: Option<Token>,
+    /// `--timeout`: each message's deadline once a client is admitted, and how long an admitted
+    /// client waits for the server to be free.
+    pub timeout: Duration,
+    /// How long a new connection has for its hello and its proof.
+    pub hello_deadline: Duration,
+}
+
+impl Greeting {
+    /// A server's greeting: `token`, `--timeout`, the usual hello deadline.
+    pub fn new(token: Option<Token>, timeout: Duration) -> Self {
+        Greeting {
+            token,
+            timeout,
+            hello_deadline: HELLO_DEADLINE,
+        }
+    }
+}
+
+/// The server's listening socket and its greeters.
+#[derive(Debug)]
+pub struct Listener {
+    local: SocketAddr,
+    lobby: Arc<Lobby>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+/// What the greeters and the server share.
+#[derive(Debug)]
+struct Lobby {
+    state: Mutex<LobbyState>,
+    changed: Condvar,
+    greeting: Greeting,
+}
+
+#[derive(Debug, Default)]
+struct LobbyState {
+    /// The server waits for a client: where to hand it.
+    waiting: Option<mpsc::Sender<Channel>>,
+    /// A run is going on.
+    running: bool,
+    /// The listener is closing.
+    closing: bool,
+    /// Greetings in progress, per peer address.
+    greeting: HashMap<IpAddr, usize>,
+}
+
+/// Held by the channel of a run: while it lives, admitted clients are told the server is busy.
+#[derive(Debug)]
+pub(super) struct Seat(Arc<Lobby>);
+
+impl Drop for Seat {
+    fn drop(&mut self) {
+        self.0.lock().running = false;
+        self.0.changed.notify_all();
+    }
+}
+
+impl Listener {
+    /// Binds `addr`:`port` (port 0 picks a free one) and starts greeting connections.
+    pub fn bind(addr: &str, port: u16, greeting: Greeting) -> Result<Self> {
+        let listener = TcpListener::bind((addr, port)).with_context(|| {
+            format!("cannot listen on {addr}:{port}; is another server running there? (-p, --bind)")
+        })?;
+        let local = listener.local_addr()?;
+        let lobby = Arc::new(Lobby {
+            state: Mutex::new(LobbyState::default()),
+            changed: Condvar::new(),
+            greeting,
+        });
+        let shared = Arc::clone(&lobby);
+        let acceptor = thread::Builder::new()
+            .name("rdmabench-accept".into())
+            .spawn(move || accept_loop(&listener, &shared))
+            .context("cannot start the control port's accept thread")?;
+        Ok(Listener {
+            local,
+            lobby,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The port it listens on.
+    pub fn port(&self) -> Result<u16> {
+        Ok(self.local.port())
+    }
+
+    /// Waits up to `timeout` for an admitted client and takes it for a run.
+    pub fn accept_client(&self, timeout: Duration) -> Result<Channel> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let (tx, rx) = mpsc::channel();
+            self.lobby.lock().waiting = Some(tx);
+            self.lobby.changed.notify_all();
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(ch) => return Ok(ch),
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if self.lobby.lock().waiting.take().is_some() {
+                        return Err(NoClient(timeout).into());
+                    }
+                    // A greeter took the place just now: its channel comes at once, unless its
+                    // client went away.
+                    if let Ok(ch) = rx.recv() {
+                        return Ok(ch);
+                    }
+                }
+                // A greeter took the place and lost its client: wait on.
+                Err(mpsc::RecvTimeoutError::Disconnected) => {}
+            }
+            if Instant::now() >= deadline {
+                return Err(NoClient(timeout).into());
+            }
+        }
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        self.lobby.lock().closing = true;
+        self.lobby.changed.notify_all();
+        // The accept thread blocks in accept(): a connection of our own wakes it to see
+        // `closing`. Without one it ends with the process.
+        let wake = match self.local.ip() {
+            IpAddr::V4(ip) if ip.is_unspecified() => {
+                SocketAddr::from((Ipv4Addr::LOCALHOST, self.local.port()))
+            }
+            IpAddr::V6(ip) if ip.is_unspecified() => {
+                SocketAddr::from((Ipv6Addr::LOCALHOST, self.local.port()))
+            }
+            _ => self.local,
+        };
+        if TcpStream::connect_timeout(&wake, Duration::from_secs(1)).is_ok() {
+            if let Some(acceptor) = self.acceptor.take() {
+                let _ = acceptor.join();
+            }
+        }
+    }
+}
+
+impl Lobby {
+    fn lock(&self) -> MutexGuard<'_, LobbyState> {
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Counts a greeting in, unless too many are in progress (in all or from `ip`).
+    fn enter(&self, ip: IpAddr) -> Result<(), String> {
+        let mut state = self.lock();
+        let total: usize = state.greeting.values().sum();
+        if total >= MAX_GREETINGS {
+            return Err(format!("{total} greetings are already in progress"));
+        }
+        let mine = state.greeting.entry(ip).or_insert(0);
+        if *mine >= MAX_GREETINGS_PER_HOST {
+            return Err(format!(
+                "{mine} of its connections are already being greeted"
+            ));
+        }
+        *mine += 1;
+        Ok(())
+    }
+
+    fn leave(&self, ip: IpAddr) {
+        let mut state = self.lock();
+        if let Some(n) = state.greeting.get_mut(&ip) {
+            *n -= 1;
+            if *n == 0 {
+                state.greeting.remove(&ip);
+            }
+        }
+    }
+}
+
+/// One greeting counted in; counted out when dropped (also when its thread never started).
+struct Entry {
+    lobby: Arc<Lobby>,
+    ip: IpAddr,
+}
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.lobby.leave(self.ip);
+    }
+}
+
+fn dropped(peer: SocketAddr, why: &str) {
+    eprintln!(
+        "rdmabench: dropped a connection from {peer}: {}",
+        printable(why)
+    );
+}
+
+/// Accepts connections until the listener closes, each greeted in a thread of its own.
+fn accept_loop(listener: &TcpListener, lobby: &Arc<Lobby>) {
+    for conn in listener.incoming() {
+        if lobby.lock().closing {
+            return;
+        }
+        let stream = match conn {
+            Ok(stream) => stream,
+            Err(e) => {
+                // Out of file descriptors, say: the connection waits in the backlog.
+                eprintln!("rdmabench: accept on the control port failed: {e}");
+                thread::sleep(Duration::from_millis(100));
+                continue;
+            }
+        };
+        let Ok(peer) = stream.peer_addr() else {
+            continue;
+        };
+        if let Err(why) = lobby.enter(peer.ip()) {
+            dropped(peer, &why);
+            continue;
+        }
+        let entry = Entry {
+            lobby: Arc::clone(lobby),
+            ip: peer.ip(),
+        };
+        let spawned = thread::Builder::new()
+            .name("rdmabench-greet".into())
+            .spawn(move || greet(stream, peer, &entry.lobby));
+        if let Err(e) = spawned {
+            dropped(peer, &format!("no thread to greet it: {e}"));
+        }
+    }
+}
+
+/// Greets one connection: a stranger is dropped; an admitted client is seated.
+fn greet(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>) {
+    let g = &lobby.greeting;
+    let _ = stream.set_nodelay(true);
+    let _ = stream.set_write_timeout(Some(g.hello_deadline));
+    let deadline = Instant::now() + g.hello_deadline;
+    match admit(&mut stream, g.token.as_ref(), deadline) {
+        Ok(admitted) => seat(stream, peer, lobby, &admitted),
+        Err(why) => dropped(peer, &why.0),
+    }
+}
+
+/// What an admitted client gets: the server's place when it waits, `Busy` during a run, a
+/// wait (up to `--timeout`) in between.
+fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &Admitted) {
+    let g = &lobby.greeting;
+    let until = Instant::now() + g.timeout;
+    let mut state = lobby.lock();
+    let hand = loop {
+        if state.closing {
+            let reason = "the server is shutting down".to_string();
+            let _ = write_message(
+                &mut stream,
+                &Message::Reject {
+                    reason,
+                    refused: false,
+                },
+            );
+            return;
+        }
+        if state.running {
+            drop(state);
+            let _ = write_message(&mut stream, &Message::Busy);
+            eprintln!("rdmabench: told {peer} that the server is busy with another run");
+            return;
+        }
+        if let Some(tx) = state.waiting.take() {
+            state.running = true;
+            break tx;
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            drop(state);
+            let reason = format!(
+                "the server did not become free within {} s",
+                g.timeout.as_secs_f64()
+            );
+            let _ = write_message(
+                &mut stream,
+                &Message::Reject {
+                    reason,
+                    refused: false,
+                },
+            );
+            return;
+        }
+        state = match lobby.changed.wait_timeout(state, left) {
+            Ok((s, _)) => s,
+            Err(poisoned) => poisoned.into_inner().0,
+        };
+    };
+    drop(state);
+    // From here the seat is taken: dropping the channel (a failed welcome, or the run's end)
+    // frees it.
+    let seat = Seat(Arc::clone(lobby));
+    if let Err(e) = welcome(&mut stream, g.token.as_ref(), admitted) {
+        drop(seat);
+        dropped(peer, &format!("the welcome could not be sent: {e}"));
+        return;
+    }
+    match Channel::new(stream, peer, g.timeout) {
+        Ok(mut ch) => {
+            ch.seat = Some(seat);
+            let _ = hand.send(ch);
+        }
+        Err(e) => {
+            drop(seat);
+            dropped(peer, &format!("{e:#}"));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    fn token(text: &str) -> Token {
+        Token::new(text.as_bytes(), "test").unwrap()
+    }
+
+    fn listen(token: Option<Token>, hello_deadline: Duration) -> Listener {
+        let greeting = Greeting {
+            token,
+            timeout: Duration::from_secs(5),
+            hello_deadline,
+        };
+        Listener::bind("127.0.0.1", 0, greeting).unwrap()
+    }
+
+    fn connect(port: u16, token: Option<Token>) -> std::thread::JoinHandle<Result<Channel>> {
+        std::thread::spawn(move || {
+            Channel::connect("127.0.0.1", port, Duration::from_secs(5), token.as_ref())
+        })
+    }
+
+    /// Whether the server closed `stream` within `within` (reads until EOF or reset).
+    fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+        stream.set_read_timeout(Some(within)).unwrap();
+        let mut buf = [0u8; 256];
+        loop {
+            match stream.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) => return e.kind() == std::io::ErrorKind::ConnectionReset,
+            }
+        }
+    }
+
+    #[test]
+    fn a_silent_stranger_delays_no_client() {
+        // The hello deadline is the real one: the client must not wait for it.
+        let l = listen(None, HELLO_DEADLINE);
+        let port = l.port().unwrap();
+        let silent = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        std::thread::sleep(Duration::from_millis(100));
+        let start = Instant::now();
+        let client = connect(port, None);
+        let server = l.accept_client(Duration::from_secs(5));
+        assert!(server.is_ok(), "{server:?}");
+        assert!(client.join().unwrap().is_ok());
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        drop(silent);
+    }
+
+    #[test]
+    fn a_trickling_stranger_is_dropped_when_its_hello_deadline_passes() {
+        let l = listen(None, Duration::from_millis(400));
+        let port = l.port().unwrap();
+        let mut slow = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let hello = crate::control::frame(br#"{"type":"hello","magic":"rdmabench"}"#);
+        let start = Instant::now();
+        // A byte every 100 ms: each read gets one, the message never completes in time.
+        for b in &hello[..8] {
+            if slow.write_all(&[*b]).is_err() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        assert!(closed_within(&mut slow, Duration::from_secs(2)));
+        assert!(
+            start.elapsed() < Duration::from_millis(1500),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_server_keeps_serving_after_any_number_of_strangers() {
+        let l = listen(None, Duration::from_millis(100));
+        let port = l.port().unwrap();
+        for i in 0..40 {
+            let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let junk: &[u8] = match i % 4 {
+                0 => b"",
+                1 => b"SSH-2.0-OpenSSH_9.2\r\n",
+                2 => &[0xff, 0xff, 0xff, 0xff, b'x'],
+                _ => b"\0\0\0\x02{}",
+            };
+            let _ = s.write_all(junk);
+            // Silent ones wait out the hello deadline, the others are dropped at once.
+            assert!(
+                closed_within(&mut s, Duration::from_secs(2)),
+                "stranger {i}"
+            );
+        }
+        let client = connect(port, None);
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(client.join().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_second_client_during_a_run_is_told_the_server_is_busy() {
+        let l = listen(None, Duration::from_secs(1));
+        let port = l.port().unwrap();
+        let first = connect(port, None);
+        let run = l.accept_client(Duration::from_secs(5)).unwrap();
+        let _first = first.join().unwrap().unwrap();
+        let start = Instant::now();
+        let err = connect(port, None).join().unwrap().unwrap_err().to_string();
+        assert!(
+            err.contains("the server at 127.0.0.1:") && err.contains("is busy with another run"),
+            "{err}"
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        // Once the run's messages are over, the next client is served.
+        let mut run = run;
+        run.run_over();
+        let next = connect(port, None);
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(next.join().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_client_that_comes_between_runs_waits_for_the_server() {
+        let l = listen(None, Duration::from_secs(1));
+        let port = l.port().unwrap();
+        let client = connect(port, None);
+        std::thread::sleep(Duration::from_millis(500));
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(client.join().unwrap().is_ok());
+    }
+
+    #[test]
+    fn the_same_token_on_both_sides_is_a_run() {
+        let l = listen(Some(token("the cluster's shared secret")), HELLO_DEADLINE);
+        let port = l.port().unwrap();
+        let client = connect(port, Some(token("the cluster's shared secret")));
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(client.join().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_wrong_or_missing_token_fails_the_client_and_the_server_takes_no_one() {
+        let l = listen(Some(token("the cluster's shared secret")), HELLO_DEADLINE);
+        let port = l.port().unwrap();
+        let cases = [
+            (
+                Some(token("somebody else's long secret")),
+                "token is not the server's",
+            ),
+            (None, "this server requires a token"),
+        ];
+        for (given, expected) in cases {
+            let err = connect(port, given)
+                .join()
+                .unwrap()
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("the server at 127.0.0.1:") && err.contains(expected),
+                "{err}"
+            );
+            assert!(!err.contains("secret"), "a secret shown: {err}");
+        }
+        let err = l.accept_client(Duration::from_millis(300)).unwrap_err();
+        assert!(err.is::<NoClient>(), "{err}");
+    }
+
+    #[test]
+    fn a_client_with_a_token_refuses_a_server_without_one() {
+        let l = listen(None, HELLO_DEADLINE);
+        let port = l.port().unwrap();
+        let err = connect(port, Some(token("the cluster's shared secret")))
+            .join()
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("this server has no token, but the client gave one"),
+            "{err}"
+        );
+    }
+}

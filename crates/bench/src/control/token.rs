@@ -1,0 +1,231 @@
+//! The shared secret (`--token FILE`, or `RDMABENCH_TOKEN` holding the secret itself) and the
+//! proofs of it that the handshake exchanges: HMAC-SHA256 over both sides' nonces, each side's
+//! proof under its own label, so the secret never crosses the wire, a proof is good for one
+//! connection only, and a client's proof cannot be sent back as the server's.
+
+use std::fmt;
+use std::path::Path;
+
+use base64::engine::general_purpose::STANDARD as BASE64;
+use base64::Engine;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+
+use crate::plan::PlanError;
+
+/// The environment variable that holds the secret itself (`--token FILE` wins over it).
+pub const TOKEN_ENV: &str = "RDMABENCH_TOKEN";
+
+/// The shortest secret accepted, in bytes.
+pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// Bytes of a nonce.
+const NONCE_BYTES: usize = 32;
+
+/// The shared secret. Its `Debug` shows no byte of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Token {
+    secret: Vec<u8>,
+}
+
+impl fmt::Debug for Token {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Token({} bytes)", self.secret.len())
+    }
+}
+
+impl Token {
+    /// A token from its text (surrounding whitespace, such as a file's last newline, left
+    /// out); `origin` names where it came from in errors.
+    pub fn new(text: &[u8], origin: &str) -> Result<Token, PlanError> {
+        let secret = text.trim_ascii();
+        if secret.len() < MIN_TOKEN_BYTES {
+            return Err(PlanError(format!(
+                "{origin}: the token has {} bytes, fewer than the {MIN_TOKEN_BYTES} required; \
+                 make one with `head -c 32 /dev/urandom | base64`",
+                secret.len()
+            )));
+        }
+        Ok(Token {
+            secret: secret.to_vec(),
+        })
+    }
+
+    /// The token in `path`.
+    pub fn from_file(path: &Path) -> Result<Token, PlanError> {
+        let origin = format!("--token {}", path.display());
+        let text = std::fs::read(path)
+            .map_err(|e| PlanError(format!("{origin}: cannot read the token file: {e}")))?;
+        Token::new(&text, &origin)
+    }
+
+    /// This side's token: `--token FILE` when given, else `RDMABENCH_TOKEN` when set, else none.
+    pub fn resolve(file: Option<&Path>) -> Result<Option<Token>, PlanError> {
+        Token::resolve_from(file, std::env::var_os(TOKEN_ENV).as_deref())
+    }
+
+    /// [`Token::resolve`] with the environment variable's value given.
+    pub fn resolve_from(
+        file: Option<&Path>,
+        env: Option<&std::ffi::OsStr>,
+    ) -> Result<Option<Token>, PlanError> {
+        match (file, env) {
+            (Some(path), _) => Token::from_file(path).map(Some),
+            (None, Some(value)) => Token::new(value.as_encoded_bytes(), TOKEN_ENV).map(Some),
+            (None, None) => Ok(None),
+        }
+    }
+
+    /// A fresh random token (`--loopback` without one: only this process knows it).
+    pub fn random() -> Result<Token, getrandom::Error> {
+        Ok(Token {
+            secret: Nonce::new()?.0.to_vec(),
+        })
+    }
+
+    fn mac(&self, prover: Prover, first: &Nonce, second: &Nonce) -> Hmac<Sha256> {
+        // HMAC takes a key of any length: this cannot fail.
+        let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+        mac.update(prover.label());
+        mac.update(&first.0);
+        mac.update(&second.0);
+        mac
+    }
+
+    /// `prover`'s proof for the connection whose nonces these are, base64.
+    pub fn prove(&self, prover: Prover, server: &Nonce, client: &Nonce) -> String {
+        let (first, second) = prover.order(server, client);
+        BASE64.encode(self.mac(prover, first, second).finalize().into_bytes())
+    }
+
+    /// Whether `proof` is `prover`'s proof for these nonces (compared in constant time).
+    pub fn verify(&self, prover: Prover, server: &Nonce, client: &Nonce, proof: &str) -> bool {
+        let Ok(bytes) = BASE64.decode(proof) else {
+            return false;
+        };
+        let (first, second) = prover.order(server, client);
+        self.mac(prover, first, second).verify_slice(&bytes).is_ok()
+    }
+}
+
+/// Which side a proof is from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Prover {
+    /// The client, over the server's nonce then its own.
+    Client,
+    /// The server, over the client's nonce then its own.
+    Server,
+}
+
+impl Prover {
+    fn label(self) -> &'static [u8] {
+        match self {
+            Prover::Client => b"rdmabench protocol 3 client proof",
+            Prover::Server => b"rdmabench protocol 3 server proof",
+        }
+    }
+
+    /// The other side's nonce first: each proof answers the other side's challenge.
+    fn order<'a>(self, server: &'a Nonce, client: &'a Nonce) -> (&'a Nonce, &'a Nonce) {
+        match self {
+            Prover::Client => (server, client),
+            Prover::Server => (client, server),
+        }
+    }
+}
+
+/// 32 bytes from the OS's random number generator, one per side and connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Nonce([u8; NONCE_BYTES]);
+
+impl Nonce {
+    /// A fresh nonce.
+    pub fn new() -> Result<Nonce, getrandom::Error> {
+        let mut bytes = [0u8; NONCE_BYTES];
+        getrandom::fill(&mut bytes)?;
+        Ok(Nonce(bytes))
+    }
+
+    /// As the hello carries it.
+    pub fn to_base64(&self) -> String {
+        BASE64.encode(self.0)
+    }
+
+    /// A nonce from a peer's hello; `None` unless it is base64 of exactly 32 bytes.
+    pub fn from_base64(text: &str) -> Option<Nonce> {
+        if text.len() > 64 {
+            return None;
+        }
+        let bytes = BASE64.decode(text).ok()?;
+        Some(Nonce(bytes.try_into().ok()?))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsStr;
+
+    fn token(text: &str) -> Token {
+        Token::new(text.as_bytes(), "test").unwrap()
+    }
+
+    #[test]
+    fn a_proof_checks_only_with_the_same_token_nonces_and_side() {
+        let (s, c) = (Nonce::new().unwrap(), Nonce::new().unwrap());
+        let t = token("correct horse battery staple");
+        let proof = t.prove(Prover::Client, &s, &c);
+        assert!(t.verify(Prover::Client, &s, &c, &proof));
+        assert!(!token("another secret of enough length").verify(Prover::Client, &s, &c, &proof));
+        assert!(
+            !t.verify(Prover::Server, &s, &c, &proof),
+            "reflected as the server's"
+        );
+        let other = Nonce::new().unwrap();
+        assert!(
+            !t.verify(Prover::Client, &other, &c, &proof),
+            "replayed on a new connection"
+        );
+        assert!(!t.verify(Prover::Client, &s, &c, "not base64!"));
+        assert!(!t.verify(Prover::Client, &s, &c, ""));
+    }
+
+    #[test]
+    fn nonces_are_random_and_parse_only_at_their_length() {
+        let n = Nonce::new().unwrap();
+        assert_ne!(n, Nonce::new().unwrap());
+        assert_eq!(Nonce::from_base64(&n.to_base64()), Some(n));
+        assert_eq!(Nonce::from_base64("AAAA"), None);
+        assert_eq!(Nonce::from_base64(&"A".repeat(10_000)), None);
+    }
+
+    #[test]
+    fn the_file_wins_over_the_environment() {
+        let dir = std::env::temp_dir().join(format!("rdmabench-token-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, "from the file, long enough\n").unwrap();
+        let env = OsStr::new("from the environment, long enough");
+        let got = Token::resolve_from(Some(&file), Some(env)).unwrap();
+        assert_eq!(got, Some(token("from the file, long enough")));
+        let got = Token::resolve_from(None, Some(env)).unwrap();
+        assert_eq!(got, Some(token("from the environment, long enough")));
+        assert_eq!(Token::resolve_from(None, None).unwrap(), None);
+    }
+
+    #[test]
+    fn bad_tokens_are_usage_errors_that_show_no_secret() {
+        let err = Token::resolve_from(None, Some(OsStr::new("short"))).unwrap_err();
+        assert!(
+            err.0.contains("RDMABENCH_TOKEN") && err.0.contains("5 bytes"),
+            "{err}"
+        );
+        assert!(!err.0.contains("short"), "{err}");
+        let missing = Path::new("/nonexistent/rdmabench-token");
+        let err = Token::resolve_from(Some(missing), None).unwrap_err();
+        assert!(err.0.contains("/nonexistent/rdmabench-token"), "{err}");
+        let t = token("a secret nobody may print");
+        assert!(!format!("{t:?}").contains("secret"));
+    }
+}

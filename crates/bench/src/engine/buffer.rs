@@ -1,0 +1,223 @@
+//! What one side's registered buffer is for a plan: how much memory it takes, and where
+//! ([`Footprint`], the one computation that sizes the engine's allocation and that a server
+//! checks against `--max-mem` before allocating anything), and what the peer may do with it
+//! ([`remote_access`]: only what the test needs).
+
+use anyhow::Result;
+use verbs::Access;
+
+use super::{recv_len, staged};
+use crate::memory::{slot_len, MemMode};
+use crate::plan::{Mode, Role, TestPlan, Verb};
+
+/// The memory one side's buffers take for a plan.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Footprint {
+    /// Bytes per QP where `--mem` says (a send and a receive half; a staged side's halves
+    /// hold a whole bounce buffer's batch).
+    pub slot: u64,
+    /// What the peer's slot must hold: one message in each half.
+    pub peer_slot: u64,
+    /// QPs.
+    pub qps: u32,
+    /// `--mem cuda-staged`: the pinned host bounce buffers.
+    pub bounce: Option<Bounce>,
+    /// The payload lives in GPU memory.
+    pub on_gpu: bool,
+}
+
+/// A staged side's bounce buffers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Bounce {
+    /// Bytes of one bounce buffer.
+    pub buffer_len: usize,
+    /// Bytes of pinned memory per QP: its bounce buffers, at least a slot.
+    pub stride: u64,
+}
+
+impl Footprint {
+    /// The buffers of `plan` on a side whose memory is `mem` (staged with `staging`).
+    pub fn new(plan: &TestPlan, mem: &MemMode, staging: cuda::StagingConfig) -> Result<Self> {
+        let half = slot_len(recv_len(plan.connection.transport(), plan.max_size()));
+        let peer_slot = 2 * half;
+        let (slot, bounce) = if matches!(mem, MemMode::CudaStaged(_)) {
+            let buffer_len = staged::bounce_len(staging, plan.test.verb, plan.max_size())?;
+            let slot = 2 * half.max(slot_len(buffer_len as u64));
+            let stride =
+                slot_len((buffer_len as u64).saturating_mul(staging.depth as u64)).max(slot);
+            (slot, Some(Bounce { buffer_len, stride }))
+        } else {
+            (peer_slot, None)
+        };
+        Ok(Footprint {
+            slot,
+            peer_slot,
+            qps: plan.qps,
+            bounce,
+            on_gpu: !matches!(mem, MemMode::Host),
+        })
+    }
+
+    /// Bytes of the payload memory: a slot per QP.
+    pub fn payload_bytes(&self) -> u64 {
+        self.slot.saturating_mul(u64::from(self.qps))
+    }
+
+    /// Bytes of pinned bounce buffers (staged), else 0.
+    pub fn bounce_bytes(&self) -> u64 {
+        self.bounce
+            .map_or(0, |b| b.stride.saturating_mul(u64::from(self.qps)))
+    }
+
+    /// Bytes of host memory the buffers pin.
+    pub fn host_bytes(&self) -> u64 {
+        let payload = if self.on_gpu { 0 } else { self.payload_bytes() };
+        payload.saturating_add(self.bounce_bytes())
+    }
+
+    /// Bytes of GPU memory the buffers take.
+    pub fn gpu_bytes(&self) -> u64 {
+        if self.on_gpu {
+            self.payload_bytes()
+        } else {
+            0
+        }
+    }
+}
+
+/// What the peer may do with this side's buffer: WRITE into it in WRITE tests, READ it in READ
+/// tests, atomics on it in atomic tests, nothing in SEND tests; and only where the peer's
+/// operations land: on the server, on both sides with `-b`, and on both in write-lat's
+/// ping-pong. (A staged write-bw server is written into with immediate data, a staged read-bw
+/// server is read; their notices and credits are SENDs.)
+pub fn remote_access(plan: &TestPlan, role: Role) -> Access {
+    let verb = plan.test.verb;
+    let target = role == Role::Server
+        || plan.bidirectional
+        || (plan.test.mode == Mode::Lat && verb == Verb::Write);
+    Access {
+        remote_write: target && verb == Verb::Write,
+        remote_read: target && verb == Verb::Read,
+        remote_atomic: target && verb == Verb::Atomic,
+        relaxed_ordering: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Connection, PlanRequest, TestKind};
+
+    fn plan(verb: Verb, mode: Mode, request: PlanRequest) -> TestPlan {
+        request.resolve(TestKind::new(verb, mode)).unwrap()
+    }
+
+    fn rights(a: Access) -> (bool, bool, bool) {
+        (a.remote_write, a.remote_read, a.remote_atomic)
+    }
+
+    #[test]
+    fn each_test_grants_the_peer_only_what_it_does() {
+        let none = (false, false, false);
+        let bw = |verb| plan(verb, Mode::Bw, PlanRequest::default());
+        let bidir = |verb| {
+            let request = PlanRequest {
+                bidirectional: true,
+                ..Default::default()
+            };
+            plan(verb, Mode::Bw, request)
+        };
+        let lat = |verb| plan(verb, Mode::Lat, PlanRequest::default());
+        let cases = [
+            (bw(Verb::Write), (true, false, false), none),
+            (bw(Verb::Read), (false, true, false), none),
+            (bw(Verb::Send), none, none),
+            (bw(Verb::Atomic), (false, false, true), none),
+            (
+                bidir(Verb::Write),
+                (true, false, false),
+                (true, false, false),
+            ),
+            (
+                bidir(Verb::Read),
+                (false, true, false),
+                (false, true, false),
+            ),
+            (bidir(Verb::Send), none, none),
+            (
+                bidir(Verb::Atomic),
+                (false, false, true),
+                (false, false, true),
+            ),
+            (lat(Verb::Write), (true, false, false), (true, false, false)),
+            (lat(Verb::Read), (false, true, false), none),
+            (lat(Verb::Send), none, none),
+            (lat(Verb::Atomic), (false, false, true), none),
+        ];
+        for (p, server, client) in cases {
+            let what = format!("{} -b {}", p.test, p.bidirectional);
+            assert_eq!(
+                rights(remote_access(&p, Role::Server)),
+                server,
+                "server of {what}"
+            );
+            assert_eq!(
+                rights(remote_access(&p, Role::Client)),
+                client,
+                "client of {what}"
+            );
+        }
+    }
+
+    #[test]
+    fn the_footprint_is_a_slot_per_qp_where_the_memory_lives() {
+        let request = PlanRequest {
+            size: Some(1 << 20),
+            qps: Some(4),
+            ..Default::default()
+        };
+        let p = plan(Verb::Write, Mode::Bw, request);
+        let host = Footprint::new(&p, &MemMode::Host, cuda::StagingConfig::default()).unwrap();
+        assert_eq!((host.slot, host.peer_slot), (2 << 20, 2 << 20));
+        assert_eq!((host.host_bytes(), host.gpu_bytes()), (8 << 20, 0));
+        let gpu = MemMode::parse("cuda:0").unwrap();
+        let on_gpu = Footprint::new(&p, &gpu, cuda::StagingConfig::default()).unwrap();
+        assert_eq!((on_gpu.host_bytes(), on_gpu.gpu_bytes()), (0, 8 << 20));
+    }
+
+    #[test]
+    fn a_staged_footprint_adds_the_pinned_bounce_buffers() {
+        let request = PlanRequest {
+            size: Some(64 << 10),
+            qps: Some(2),
+            ..Default::default()
+        };
+        let p = plan(Verb::Write, Mode::Bw, request);
+        let staged = MemMode::parse("cuda-staged").unwrap();
+        let cfg = cuda::StagingConfig::new(1 << 20, 4).unwrap();
+        let f = Footprint::new(&p, &staged, cfg).unwrap();
+        // The GPU halves hold a bounce buffer's batch: 1 MiB each.
+        assert_eq!(f.slot, 2 << 20);
+        assert_eq!(f.peer_slot, 128 << 10);
+        assert_eq!(
+            f.bounce,
+            Some(Bounce {
+                buffer_len: 1 << 20,
+                stride: 4 << 20
+            })
+        );
+        assert_eq!((f.gpu_bytes(), f.host_bytes()), (4 << 20, 8 << 20));
+    }
+
+    #[test]
+    fn ud_receives_make_room_for_the_grh() {
+        let request = PlanRequest {
+            size: Some(4096),
+            connection: Some(Connection::Ud),
+            ..Default::default()
+        };
+        let p = plan(Verb::Send, Mode::Bw, request);
+        let f = Footprint::new(&p, &MemMode::Host, cuda::StagingConfig::default()).unwrap();
+        assert_eq!(f.slot, 2 * 8192);
+    }
+}

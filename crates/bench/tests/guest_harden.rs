@@ -1,0 +1,208 @@
+//! A server nobody can block or exhaust, end to end between rxe0 and rxe1: a silent connection
+//! does not spoil a run, a wrong token fails both sides clearly, and a plan above the server's
+//! memory limit is refused before anything is allocated.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::net::TcpStream;
+use std::time::{Duration, Instant};
+
+use common::{bin, client, rdma_ready, scratch, text, Server, SERVER_ADDR};
+
+/// A write-bw client of the server on port `port`: `args` after the device's, by default a
+/// short run.
+fn short_client(port: &str, args: &[&str]) -> Vec<String> {
+    let args = if args.is_empty() {
+        &["-s", "4K", "-n", "100", "--timeout", "10"][..]
+    } else {
+        args
+    };
+    ["write-bw", SERVER_ADDR, "-d", "rxe1", "-x", "1", "-p", port]
+        .iter()
+        .chain(args)
+        .map(|s| s.to_string())
+        .collect()
+}
+
+fn run(args: &[String]) -> std::process::Output {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    client(&args)
+}
+
+#[test]
+fn a_silent_connection_just_before_a_client_does_not_affect_the_run() {
+    if !rdma_ready("a_silent_connection_just_before_a_client_does_not_affect_the_run") {
+        return;
+    }
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        "19430",
+        "--timeout",
+        "10",
+    ]);
+    // A port scanner or health check: connects, says nothing, stays. (Greeted first and for
+    // the whole --timeout, it used to make the client's hello time out, and then the server.)
+    let silent = TcpStream::connect((SERVER_ADDR, 19430)).unwrap();
+    let out = run(&short_client(
+        "19430",
+        &["-s", "4K", "-n", "100", "--timeout", "5"],
+    ));
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "client:\n{}\nserver:\n{server_text}",
+        text(&out)
+    );
+    assert!(server_ok, "server:\n{server_text}");
+    drop(silent);
+}
+
+#[test]
+fn a_wrong_token_fails_both_sides_and_the_right_one_runs() {
+    if !rdma_ready("a_wrong_token_fails_both_sides_and_the_right_one_runs") {
+        return;
+    }
+    let dir = scratch("token");
+    let server_token = dir.join("server.token");
+    std::fs::write(&server_token, "server-secret-0123456789abcdef\n").unwrap();
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        "19431",
+        "--timeout",
+        "4",
+        "--token",
+        server_token.to_str().unwrap(),
+    ]);
+    let wrong = bin()
+        .args(short_client("19431", &[]))
+        .env("RDMABENCH_TOKEN", "client-secret-0123456789abcdef")
+        .output()
+        .unwrap();
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(20));
+    let client_text = text(&wrong);
+    assert_eq!(wrong.status.code(), Some(1), "{client_text}");
+    assert!(
+        client_text.contains(&format!(
+            "the server at {SERVER_ADDR}:19431 refused this client"
+        )) && client_text.contains("token is not the server's"),
+        "{client_text}"
+    );
+    assert!(!server_ok, "{server_text}");
+    assert!(
+        server_text.contains("dropped a connection from 10.251.0.")
+            && server_text.contains("wrong token"),
+        "{server_text}"
+    );
+    for t in [&client_text, &server_text] {
+        assert!(!t.contains("secret-0123"), "a secret was shown: {t}");
+    }
+
+    // The same secret, from the environment on one side and a file on the other, runs.
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        "19432",
+        "--timeout",
+        "10",
+        "--token",
+        server_token.to_str().unwrap(),
+    ]);
+    let right = bin()
+        .args(short_client("19432", &[]))
+        .env("RDMABENCH_TOKEN", "server-secret-0123456789abcdef")
+        .output()
+        .unwrap();
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
+    assert!(
+        right.status.success(),
+        "client:\n{}\nserver:\n{server_text}",
+        text(&right)
+    );
+    assert!(server_ok, "{server_text}");
+    assert!(!server_text.contains("no token"), "{server_text}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
+    if !rdma_ready("a_plan_above_the_servers_memory_limit_is_refused_before_allocation") {
+        return;
+    }
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        "19433",
+        "--timeout",
+        "10",
+        "--max-mem",
+        "1M",
+    ]);
+    let out = run(&short_client(
+        "19433",
+        &["-s", "1M", "-n", "10", "--timeout", "10"],
+    ));
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(20));
+    let client_text = text(&out);
+    // A plan the server's limits refuse cannot run as asked: exit 2, as any refusal.
+    assert_eq!(out.status.code(), Some(2), "{client_text}");
+    assert!(!server_ok, "{server_text}");
+    assert!(client_text.contains("the server refused the run:"), "{client_text}");
+    let reason = "its buffers need 2 MiB of host memory (1 QP x 2 MiB), above this server's \
+                  --max-mem 1 MiB";
+    for t in [&client_text, &server_text] {
+        assert!(t.contains(reason), "{t}");
+    }
+
+    // Without --max-mem, half of the guest's memory: 1024 QPs x 2 GiB is refused at once, not
+    // found out by an allocation that fails.
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        "19434",
+        "--timeout",
+        "10",
+    ]);
+    let start = Instant::now();
+    let out = run(&short_client(
+        "19434",
+        &["-s", "1G", "-q", "1024", "-n", "1"],
+    ));
+    let (_, server_text, _) = server.finish(Duration::from_secs(20));
+    let client_text = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{client_text}");
+    assert!(
+        client_text.contains("its buffers need 2048 GiB of host memory (1024 QPs x 2 GiB)")
+            && client_text.contains("(half of its memory,"),
+        "{client_text}\nserver:\n{server_text}"
+    );
+    assert!(!server_text.contains("registering"), "{server_text}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "took {:?}",
+        start.elapsed()
+    );
+}
