@@ -166,7 +166,10 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
     // A plan the server's limits refuse cannot run as asked: exit 2, as any refusal.
     assert_eq!(out.status.code(), Some(2), "{client_text}");
     assert!(!server_ok, "{server_text}");
-    assert!(client_text.contains("the server refused the run:"), "{client_text}");
+    assert!(
+        client_text.contains("the server refused the run:"),
+        "{client_text}"
+    );
     let reason = "its buffers need 2 MiB of host memory (1 QP x 2 MiB), above this server's \
                   --max-mem 1 MiB";
     for t in [&client_text, &server_text] {
@@ -204,5 +207,56 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
         start.elapsed() < Duration::from_secs(5),
         "took {:?}",
         start.elapsed()
+    );
+}
+
+#[test]
+fn a_trickling_connection_is_dropped_within_its_deadline_and_delays_no_one() {
+    if !rdma_ready("a_trickling_connection_is_dropped_within_its_deadline_and_delays_no_one") {
+        return;
+    }
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0",
+        "-x",
+        "1",
+        "-p",
+        "19436",
+        "--timeout",
+        "20",
+    ]);
+    // A frame of 100 bytes announced, then one byte every 300 ms: each read gets something,
+    // the hello never ends.
+    let trickler = std::thread::spawn(|| {
+        let mut s = TcpStream::connect((SERVER_ADDR, 19436)).unwrap();
+        std::io::Write::write_all(&mut s, &100u32.to_be_bytes()).unwrap();
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(15) {
+            if std::io::Write::write_all(&mut s, b"{").is_err() {
+                return Some(start.elapsed());
+            }
+            std::thread::sleep(Duration::from_millis(300));
+        }
+        None
+    });
+    let out = run(&short_client(
+        "19436",
+        &["-s", "4K", "-n", "100", "--timeout", "10"],
+    ));
+    let cut = trickler.join().unwrap();
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "client:\n{}\nserver:\n{server_text}",
+        text(&out)
+    );
+    assert!(server_ok, "server:\n{server_text}");
+    // Dropped after its 5 s for the hello (the write that fails comes a beat later).
+    let cut = cut.expect("the trickling connection was never dropped");
+    assert!(cut < Duration::from_secs(9), "dropped after {cut:?}");
+    assert!(
+        server_text.contains("dropped a connection from"),
+        "{server_text}"
     );
 }
