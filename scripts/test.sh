@@ -39,7 +39,7 @@ step "unit, doc and host-side integration tests"
 cargo test --workspace --locked
 
 step "benches: each runs once in test mode"
-cargo test --workspace --locked --benches
+cargo test --locked -p rdmabench-benches --benches
 
 [ "$guest" = 1 ] || exit 0
 
