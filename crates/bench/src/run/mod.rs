@@ -267,7 +267,7 @@ fn measure_run(
         recorder.fail(&e);
         return Err(e);
     }
-    printer.summary(&recorder.results()?);
+    printer.summary(&recorder.results());
     let counters = counters.finish(side).into_map();
     Ok(Outcome {
         record: recorder.finish(counters)?,

@@ -41,6 +41,9 @@ pub struct Recorder {
     template: RunRecord,
     /// Each planned size's repetitions measured so far.
     reps: Vec<Vec<SizeResult>>,
+    /// Each planned size's repetitions folded (`None` until one is measured); a size is
+    /// folded again only when it gains a repetition.
+    folded: Vec<Option<SizeResult>>,
     files: RecordFiles,
 }
 
@@ -51,39 +54,34 @@ impl Recorder {
         let r = Recorder {
             template,
             reps: vec![Vec::new(); sizes],
+            folded: vec![None; sizes],
             files: files.clone(),
         };
-        r.files.write(&r.record(RunStatus::Incomplete, None)?)?;
+        r.save(RunStatus::Incomplete, None)?;
         Ok(r)
     }
 
     /// Planned size `i` was measured once more: kept, and the files rewritten.
     pub fn add(&mut self, i: usize, r: SizeResult) -> Result<()> {
-        let Some(slot) = self.reps.get_mut(i) else {
+        let (Some(reps), Some(folded)) = (self.reps.get_mut(i), self.folded.get_mut(i)) else {
             anyhow::bail!("internal error: size index {i} is not in the plan");
         };
-        slot.push(r);
-        self.files.write(&self.record(RunStatus::Incomplete, None)?)
+        reps.push(r);
+        *folded = Some(figures::aggregate(reps.clone())?);
+        self.save(RunStatus::Incomplete, None)
     }
 
     /// The run failed with `e`: what was measured is written with the error. A file that
     /// cannot be written is said on stderr; the run's own error is the one that counts.
     pub fn fail(&self, e: &anyhow::Error) {
-        let written = self
-            .record(RunStatus::Failed, Some(format!("{e:#}")))
-            .and_then(|r| self.files.write(&r));
-        if let Err(w) = written {
+        if let Err(w) = self.save(RunStatus::Failed, Some(format!("{e:#}"))) {
             eprintln!("rdmabench: the partial record was not written: {w:#}");
         }
     }
 
     /// Each size's figures so far, repetitions folded (sizes not measured are left out).
-    pub fn results(&self) -> Result<Vec<SizeResult>> {
-        self.reps
-            .iter()
-            .filter(|r| !r.is_empty())
-            .map(|r| figures::aggregate(r.clone()))
-            .collect()
+    pub fn results(&self) -> Vec<SizeResult> {
+        self.folded.iter().flatten().cloned().collect()
     }
 
     /// The whole run was measured: the complete record, with the port counters' deltas,
@@ -91,19 +89,27 @@ impl Recorder {
     pub fn finish(self, counters: Option<BTreeMap<String, u64>>) -> Result<RunRecord> {
         let record = RunRecord {
             counters,
-            ..self.record(RunStatus::Complete, None)?
+            ..self.record(RunStatus::Complete, None)
         };
         self.files.write(&record)?;
         Ok(record)
     }
 
-    fn record(&self, status: RunStatus, error: Option<String>) -> Result<RunRecord> {
-        Ok(RunRecord {
+    /// Writes the record as it stands, when this side has files to write.
+    fn save(&self, status: RunStatus, error: Option<String>) -> Result<()> {
+        if self.files.json.is_none() && self.files.csv.is_none() {
+            return Ok(());
+        }
+        self.files.write(&self.record(status, error))
+    }
+
+    fn record(&self, status: RunStatus, error: Option<String>) -> RunRecord {
+        RunRecord {
             status,
             error,
-            results: self.results()?,
+            results: self.results(),
             ..self.template.clone()
-        })
+        }
     }
 }
 
