@@ -68,6 +68,8 @@ pub enum Command {
     Compare(crate::compare::CompareArgs),
     /// Plot result records to SVG or PNG: bandwidth or latency vs size, or a trend across runs
     Plot(crate::plot::PlotArgs),
+    /// Measure every pair of ranks of an srun/mpirun/torchrun launch and name the slow NICs
+    Cluster(crate::cluster::args::ClusterArgs),
 }
 
 /// The options of every test.
@@ -372,7 +374,8 @@ impl Command {
             | Command::Ceiling(_)
             | Command::Doctor(_)
             | Command::Compare(_)
-            | Command::Plot(_) => return None,
+            | Command::Plot(_)
+            | Command::Cluster(_) => return None,
         };
         Some((TestKind::new(verb, mode), args))
     }

@@ -11,6 +11,11 @@ use crate::thresholds::BelowLimit;
 #[error("a candidate regressed against its baseline")]
 pub struct Regressed;
 
+/// A cluster sweep named slow NICs (after printing its summary).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SlowNics(pub String);
+
 /// The kinds of ending and their codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -23,8 +28,8 @@ pub enum Exit {
     /// device's limits refuse (a UD message above the path MTU, `-I` or `-o` above the
     /// device's limit), on this side or the peer's ([`PlanError`]).
     Usage,
-    /// 3: the run completed but missed a `--limit-*` threshold, or `compare` found a
-    /// regression.
+    /// 3: the run completed but missed a `--limit-*` threshold, `compare` found a
+    /// regression, or a cluster sweep named a NIC slow.
     BelowLimit,
 }
 
@@ -33,7 +38,7 @@ impl Exit {
     pub fn of(e: &anyhow::Error) -> Exit {
         if e.is::<PlanError>() {
             Exit::Usage
-        } else if e.is::<BelowLimit>() || e.is::<Regressed>() {
+        } else if e.is::<BelowLimit>() || e.is::<Regressed>() || e.is::<SlowNics>() {
             Exit::BelowLimit
         } else {
             Exit::Failed
@@ -71,6 +76,7 @@ mod tests {
         assert_eq!(Exit::of(&PlanError("bad".into()).into()).code(), 2);
         assert_eq!(Exit::of(&BelowLimit(vec!["x".into()]).into()).code(), 3);
         assert_eq!(Exit::of(&Regressed.into()).code(), 3);
+        assert_eq!(Exit::of(&SlowNics("rxe2".into()).into()).code(), 3);
         assert_eq!(Exit::of(&anyhow::anyhow!("peer gone")).code(), 1);
         assert_eq!(Exit::Success.code(), 0);
     }

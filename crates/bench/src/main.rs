@@ -44,6 +44,7 @@ fn dispatch(command: &Command) -> Result<()> {
         Command::Doctor(args) => rdmabench::doctor::run(args),
         Command::Compare(args) => rdmabench::compare::run(args),
         Command::Plot(args) => rdmabench::plot::run(args),
+        Command::Cluster(args) => rdmabench::cluster::run(args),
         _ => anyhow::bail!("internal error: a test command was not dispatched as a test"),
     }
 }

@@ -1,8 +1,163 @@
-//! Cluster sweeps (work in progress toward `rdmabench cluster`): where a launched process
-//! stands in its job (`launcher.rs`, Slurm's node lists in `hostlist.rs`) and which ranks
-//! test against which, round by round (`schedule.rs`). Pure functions; nothing here opens a
-//! device or a socket.
+//! `rdmabench cluster`: every rank of a launch (srun, mpirun, torchrun) measures against the
+//! others, pair by pair, round by round, and rank 0 names the slow NICs.
+//!
+//! - `launcher.rs`, `hostlist.rs`: where this process stands (rank, size, local rank) and
+//!   where rank 0 listens, from the launcher's environment;
+//! - `args.rs`: the command line and the sweep it means (the same on every rank);
+//! - `schedule.rs`: which ranks meet in which round (no rank in two pairs of a round);
+//! - `worker.rs`: every rank's part (serve, measure, rest); `coordinator.rs`: rank 0's;
+//! - `verdict.rs`: suspects, re-runs and named NICs; `summary.rs`: what rank 0 prints.
+//!
+//! The sweep runs over the control protocol (`control/`): ranks join rank 0 with the same
+//! handshake, token and deadlines as a two-node run, and each pair's test is an ordinary
+//! run between the two ranks' measuring servers and clients.
 
+pub mod args;
+mod coordinator;
 pub mod hostlist;
 pub mod launcher;
 pub mod schedule;
+mod summary;
+pub mod verdict;
+mod worker;
+
+use std::thread;
+
+use anyhow::{anyhow, Result};
+
+use self::args::{ClusterArgs, SweepSpec, COORDINATOR_PORT};
+use self::launcher::{Coordinator, Place};
+use self::worker::{SweepEnd, Worker};
+use crate::control::{Greeting, Listener};
+use crate::exit::SlowNics;
+use crate::files::check_writable;
+use crate::plan::PlanError;
+
+/// Runs this rank's part of the sweep; rank 0 also coordinates it.
+pub fn run(args: &ClusterArgs) -> Result<()> {
+    let mut spec = args.resolve()?;
+    let env = |k: &str| std::env::var(k).ok();
+    let place = launcher::place(&env).map_err(|e| PlanError(e.to_string()))?;
+    let coordinator = launcher::coordinator(args.coordinator.as_deref(), &env, COORDINATOR_PORT)
+        .map_err(|e| PlanError(e.to_string()))?;
+    let device = rank_device(args, &place)?;
+    for t in &mut spec.tests {
+        t.opts.side.device = device.clone();
+    }
+    if args.dry_run {
+        print!(
+            "{}",
+            dry_run(&spec, &place, &coordinator, device.as_deref())
+        );
+        return Ok(());
+    }
+    if let (0, Some(path)) = (place.rank, &spec.json) {
+        check_writable("--json", path)?;
+    }
+    let bind = &args.test.bind;
+    let worker = Worker::start(&spec, &place, bind, args.test.port.unwrap_or(0))?;
+    let end = if place.rank == 0 {
+        coordinate_and_work(&spec, &place, &coordinator, bind, worker)?
+    } else {
+        worker.run(&coordinator)?
+    };
+    match end.exit {
+        0 => Ok(()),
+        3 => Err(SlowNics(end.reason).into()),
+        _ => Err(anyhow!("the sweep failed: {}", end.reason)),
+    }
+}
+
+/// Rank 0: the coordinator in a thread of its own, this rank's measuring beside it.
+fn coordinate_and_work(
+    spec: &SweepSpec,
+    place: &Place,
+    coordinator: &Coordinator,
+    bind: &str,
+    worker: Worker<'_>,
+) -> Result<SweepEnd> {
+    let token = spec.tests[0].opts.token.clone();
+    let listener = Listener::bind(
+        bind,
+        coordinator.port,
+        Greeting::coordinator(token, spec.timeout),
+    )?;
+    let local = Coordinator {
+        host: if bind == "0.0.0.0" {
+            "127.0.0.1".into()
+        } else {
+            bind.to_string()
+        },
+        port: listener.port()?,
+        source: "this rank",
+    };
+    thread::scope(|s| {
+        let coordinating = s.spawn(|| coordinator::coordinate(spec, place, &listener));
+        let mine = worker.run(&local);
+        let theirs = coordinating
+            .join()
+            .map_err(|_| anyhow!("the coordinator's thread panicked"))?;
+        // The coordinator's verdict is the sweep's; this rank's own failure comes second.
+        let end = theirs?;
+        mine.map(|_| end)
+    })
+}
+
+/// This rank's device: `-d`, or with `--per-rail` the entry of `-d`'s list at its local
+/// rank.
+fn rank_device(args: &ClusterArgs, place: &Place) -> Result<Option<String>, PlanError> {
+    let given = args.test.ib_dev.as_deref();
+    if !args.per_rail {
+        if given.is_some_and(|d| d.contains(',')) {
+            return Err(PlanError(
+                "-d lists several devices: add --per-rail (one rank per rail, each taking the \
+                 device at its local rank)"
+                    .into(),
+            ));
+        }
+        return Ok(given.map(str::to_string));
+    }
+    let rails: Vec<&str> = given
+        .unwrap_or("")
+        .split(',')
+        .filter(|d| !d.is_empty())
+        .collect();
+    match rails.get(place.local_rank) {
+        Some(dev) => Ok(Some(dev.to_string())),
+        None => Err(PlanError(format!(
+            "--per-rail: local rank {} has no device in -d '{}' ({} listed); list one device per \
+             rank of a node, e.g. -d mlx5_0,mlx5_1",
+            place.local_rank,
+            given.unwrap_or(""),
+            rails.len()
+        ))),
+    }
+}
+
+/// `--dry-run`: this rank's view, contacting nobody.
+fn dry_run(spec: &SweepSpec, place: &Place, c: &Coordinator, device: Option<&str>) -> String {
+    let nodes = place.size;
+    let rounds = spec.rounds(nodes).map(|r| r.len());
+    let rounds_text = match &rounds {
+        Ok(n) => format!("{n} rounds"),
+        Err(e) => format!("cannot be built: {e}"),
+    };
+    let per_round = spec.round_secs();
+    format!(
+        "launcher     {}\nrank         {} of {} (local rank {})\ndevice       {}\n\
+         coordinator  {}:{} (from {})\npattern      {}: {rounds_text}\ntests        {}\n\
+         estimate     about {:.0} s ({:.1} s per round, plus re-runs of suspects)\n",
+        place.launcher.name(),
+        place.rank,
+        place.size,
+        place.local_rank,
+        device.unwrap_or("the first with an ACTIVE port"),
+        c.host,
+        c.port,
+        c.source,
+        spec.pattern.name(),
+        spec.test_names().join(", "),
+        rounds.as_ref().map_or(0, |&n| n) as f64 * per_round,
+        per_round,
+    )
+}

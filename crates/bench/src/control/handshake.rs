@@ -333,12 +333,14 @@ mod tests {
         let mut peer = MemoryPeer::sending(crate::control::frame(old_hello));
         let why = admit(&mut peer, None, soon()).unwrap_err().0;
         assert!(
-            why.contains("the server speaks version 3, the client (0.0.9) speaks 2"),
+            why.contains(&format!(
+                "the server speaks version {PROTOCOL_VERSION}, the client (0.0.9) speaks 2"
+            )),
             "{why}"
         );
         let msgs = written(&peer);
         assert!(
-            matches!(&msgs[0], Message::Hello { protocol: 3, .. }),
+            matches!(&msgs[0], Message::Hello { protocol, .. } if *protocol == PROTOCOL_VERSION),
             "{msgs:?}"
         );
         assert!(
@@ -357,8 +359,9 @@ mod tests {
         let mut peer = MemoryPeer::sending(frames(&[old]));
         let err = greet_server(&mut peer, None, soon(), addr()).unwrap_err();
         assert!(
-            err.to_string()
-                .contains("this rdmabench speaks version 3, the peer (0.0.9) speaks 2"),
+            err.to_string().contains(&format!(
+                "this rdmabench speaks version {PROTOCOL_VERSION}, the peer (0.0.9) speaks 2"
+            )),
             "{err}"
         );
     }

@@ -56,6 +56,9 @@ pub struct Greeting {
     pub timeout: Duration,
     /// How long a new connection has for its hello and its proof.
     pub hello_deadline: Duration,
+    /// A server serves one run at a time (others are told `Busy`); a cluster sweep's
+    /// coordinator takes every rank in turn (they wait for it).
+    pub one_at_a_time: bool,
 }
 
 impl Greeting {
@@ -65,6 +68,15 @@ impl Greeting {
             token,
             timeout,
             hello_deadline: HELLO_DEADLINE,
+            one_at_a_time: true,
+        }
+    }
+
+    /// A sweep coordinator's greeting: every admitted rank waits its turn, none is busy.
+    pub fn coordinator(token: Option<Token>, timeout: Duration) -> Self {
+        Greeting {
+            one_at_a_time: false,
+            ..Greeting::new(token, timeout)
         }
     }
 }
@@ -309,14 +321,14 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
             );
             return;
         }
-        if state.running {
+        if state.running && g.one_at_a_time {
             drop(state);
             let _ = write_message(&mut stream, &Message::Busy);
             eprintln!("rdmabench: told {peer} that the server is busy with another run");
             return;
         }
         if let Some(tx) = state.waiting.take() {
-            state.running = true;
+            state.running = g.one_at_a_time;
             break tx;
         }
         let left = until.saturating_duration_since(Instant::now());
@@ -375,6 +387,7 @@ mod tests {
             token,
             timeout: Duration::from_secs(5),
             hello_deadline,
+            one_at_a_time: true,
         };
         Listener::bind("127.0.0.1", 0, greeting).unwrap()
     }

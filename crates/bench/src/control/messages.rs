@@ -16,12 +16,12 @@ use verbs::Endpoint;
 
 use crate::engine::staged::BounceLayout;
 use crate::plan::TestPlan;
-use crate::report::SizeResult;
+use crate::report::{RunRecord, SizeResult};
 
 /// Identifies an rdmabench peer in the first message.
 pub const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 3;
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -110,6 +110,76 @@ pub enum Message {
     },
     /// The run is over.
     Finish,
+    /// A cluster sweep: a rank tells the coordinator (rank 0) who it is and where its
+    /// measuring server listens.
+    Join(Box<Joining>),
+    /// A cluster sweep: the coordinator's next step for one rank.
+    Assign {
+        /// The round (planned rounds first, then re-runs).
+        round: u32,
+        /// Which of the sweep's tests.
+        test: u32,
+        /// What this rank does.
+        work: Work,
+    },
+    /// A cluster sweep: a rank's part of an assignment is over.
+    PairDone {
+        /// The run's record (the client's figures; the server's counters), when it ran.
+        record: Option<Box<RunRecord>>,
+        /// Why it failed.
+        error: Option<String>,
+    },
+    /// A cluster sweep is over (or ends early): the exit status every rank takes, and why.
+    SweepEnd {
+        /// 0 all well, 1 a rank failed, 3 a NIC was named slow.
+        exit: u8,
+        /// One line for the rank's terminal.
+        reason: String,
+    },
+}
+
+/// What a rank says when it joins a sweep.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Joining {
+    /// Its rank.
+    pub rank: u32,
+    /// The world's size as its launcher said.
+    pub size: u32,
+    /// Its rank on its node (with `--per-rail`, its rail).
+    pub local_rank: u32,
+    /// A digest of its sweep options (tests, pattern, parameters): every rank must run the
+    /// same sweep.
+    pub sweep: String,
+    /// Its host name.
+    pub host: String,
+    /// Its RDMA device.
+    pub device: String,
+    /// The device's firmware version.
+    pub fw_ver: Option<String>,
+    /// The TCP port its measuring server listens on.
+    pub port: u16,
+}
+
+/// A rank's part in one test of a round.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Work {
+    /// Serve one run to rank `client`.
+    Serve {
+        /// The rank that will connect.
+        client: u32,
+    },
+    /// Run the client side against rank `server` at `host`:`port`.
+    Measure {
+        /// The rank that serves.
+        server: u32,
+        /// Its address.
+        host: String,
+        /// Its measuring server's port.
+        port: u16,
+    },
+    /// Nothing this time: answer at once.
+    Rest,
 }
 
 impl Message {
@@ -141,6 +211,10 @@ impl Message {
             Message::SizeDone { .. } => "SizeDone",
             Message::SizeReport { .. } => "SizeReport",
             Message::Finish => "Finish",
+            Message::Join(_) => "Join",
+            Message::Assign { .. } => "Assign",
+            Message::PairDone { .. } => "PairDone",
+            Message::SweepEnd { .. } => "SweepEnd",
         }
     }
 }

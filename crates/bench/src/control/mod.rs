@@ -17,7 +17,7 @@ pub use listener::{
     anyone_may_connect, Greeting, Listener, NoClient, HELLO_DEADLINE, MAX_GREETINGS,
     MAX_GREETINGS_PER_HOST,
 };
-pub use messages::{Message, MAGIC, PROTOCOL_VERSION};
+pub use messages::{Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
 pub use token::{Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};
 pub use wire::{
     decode, frame, read_frame, read_message, write_message, MemoryPeer, TimedRead, WireError,
@@ -122,6 +122,11 @@ impl Channel {
         self.peer
     }
 
+    /// This side's address of the connection (the address the peer reached it at).
+    pub fn local(&self) -> Option<SocketAddr> {
+        self.stream.local_addr().ok()
+    }
+
     /// Sends one message.
     pub fn send(&mut self, msg: &Message) -> Result<()> {
         write_message(&mut self.stream, msg)
@@ -131,11 +136,17 @@ impl Channel {
     /// Receives one message, all of it within `--timeout`; `what` names it in errors. A
     /// `Reject` becomes an error with the peer's reason.
     pub fn recv(&mut self, what: &str) -> Result<Message> {
-        let deadline = Instant::now() + self.timeout;
+        self.recv_within(what, self.timeout)
+    }
+
+    /// Receives one message, all of it within `within` (a step known to take longer than
+    /// `--timeout`, such as a cluster sweep's round); otherwise as [`Channel::recv`].
+    pub fn recv_within(&mut self, what: &str, within: Duration) -> Result<Message> {
+        let deadline = Instant::now() + within;
         let msg = read_message::<Message>(&mut self.stream, deadline, MAX_MESSAGE).map_err(|e| match e {
             WireError::TimedOut => anyhow!(
                 "timed out after {} s waiting for {what} from {}; is the peer still alive? (--timeout)",
-                self.timeout.as_secs_f64(),
+                within.as_secs_f64(),
                 self.peer
             ),
             WireError::Closed => anyhow!("the peer {} closed the connection while we waited for {what}", self.peer),

@@ -1,0 +1,409 @@
+//! `rdmabench cluster`'s command line (what was typed) and the sweep it means (`SweepSpec`):
+//! the tests each pair runs with their resolved plans, the schedule's pattern and the
+//! verdict's thresholds. Every rank resolves the same spec from the same arguments; its
+//! digest travels in `Join` so that a rank started with other options is refused.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use super::schedule::{self, Rounds, ScheduleError};
+use crate::cli::TestArgs;
+use crate::plan::{Mode, PlanError, TestKind, TestPlan};
+use crate::run::{RecordFiles, RunOptions};
+
+/// The coordinator's default TCP port when only Slurm's node list names it.
+pub const COORDINATOR_PORT: u16 = 18516;
+
+/// Seconds a run's set-up takes besides its measured loop (device, QPs, handshakes): the
+/// estimate's allowance per test.
+const SETUP_SECS: f64 = 1.0;
+
+/// `rdmabench cluster`: one process per node (or per rail), started by srun, mpirun or
+/// torchrun; rank 0 coordinates, every rank measures.
+#[derive(Debug, Args)]
+pub struct ClusterArgs {
+    /// The tests each pair runs, in order (bandwidth and latency tests)
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "write-bw,write-lat",
+        value_name = "LIST"
+    )]
+    pub tests: Vec<String>,
+
+    /// Which ranks meet: pairs (every pair once, n-1 rounds), ring, one-to-all (from --root),
+    /// file (--pairs-file)
+    #[arg(long, value_enum, default_value_t = Pattern::Pairs)]
+    pub pattern: Pattern,
+
+    /// --pattern one-to-all: the rank every other rank meets
+    #[arg(long, default_value_t = 0, value_name = "RANK")]
+    pub root: usize,
+
+    /// --pattern file: one pair per line, "SERVER_RANK CLIENT_RANK" ('#' starts a comment)
+    #[arg(long, value_name = "FILE")]
+    pub pairs_file: Option<PathBuf>,
+
+    /// Where rank 0 listens [default: MASTER_ADDR:MASTER_PORT, else the first host of
+    /// SLURM_JOB_NODELIST on port 18516]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub coordinator: Option<String>,
+
+    /// One process per rail: -d lists the node's rails and each rank takes the one at its
+    /// local rank; rail k meets rail k of the other nodes
+    #[arg(long)]
+    pub per_rail: bool,
+
+    /// A pair below this percentage of the fleet's median bandwidth is a suspect
+    #[arg(long, default_value_t = 90.0, value_name = "PCT", value_parser = parse_pct)]
+    pub min_pct: f64,
+
+    /// A pair above this multiple of the fleet's median latency is a suspect
+    #[arg(long, default_value_t = 2.0, value_name = "FACTOR", value_parser = parse_factor)]
+    pub max_lat_factor: f64,
+
+    /// Print this rank's view (launcher, rank, coordinator, rounds, estimated time) and
+    /// contact nobody
+    #[arg(long)]
+    pub dry_run: bool,
+
+    /// Each test's options (-s, -n/-D, -q, --mem, -d, --timeout, --token, ...); --json FILE
+    /// is where rank 0 writes the sweep record
+    #[command(flatten)]
+    pub test: TestArgs,
+}
+
+/// The schedule's pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Pattern {
+    /// A round-robin tournament: every pair of ranks once.
+    Pairs,
+    /// Each rank with the next.
+    Ring,
+    /// --root with every other rank.
+    OneToAll,
+    /// The pairs of --pairs-file.
+    File,
+}
+
+impl Pattern {
+    /// As the record names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Pattern::Pairs => "pairs",
+            Pattern::Ring => "ring",
+            Pattern::OneToAll => "one-to-all",
+            Pattern::File => "file",
+        }
+    }
+}
+
+fn parse_pct(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
+        _ => Err(format!(
+            "'{text}' is not a percentage: give a number above 0, at most 100"
+        )),
+    }
+}
+
+fn parse_factor(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 1.0 => Ok(v),
+        _ => Err(format!(
+            "'{text}' is not a factor: give a number above 1 (e.g. 2)"
+        )),
+    }
+}
+
+/// One test of the sweep: its plan and this rank's options for it.
+#[derive(Debug, Clone)]
+pub struct SweepTest {
+    /// The test.
+    pub kind: TestKind,
+    /// Its plan, every default filled.
+    pub plan: TestPlan,
+    /// This rank's options for one run of it (quiet, no files).
+    pub opts: RunOptions,
+}
+
+impl SweepTest {
+    /// The unit of the pair's figure: bandwidth or latency.
+    pub fn unit(&self) -> &'static str {
+        match self.kind.mode {
+            Mode::Bw => "GB/s",
+            Mode::Lat => "us",
+        }
+    }
+
+    /// About how long one run takes: set-up plus the measured loop.
+    pub fn estimate_secs(&self) -> f64 {
+        let loop_secs = match self.plan.duration {
+            Some(d) => d,
+            // A guess for an iteration count: 10 us per operation, a slow link's figure.
+            None => self.plan.iters as f64 * 10e-6,
+        };
+        SETUP_SECS + loop_secs * f64::from(self.plan.repeat) * self.plan.sizes.len() as f64
+    }
+}
+
+/// What the arguments mean, the same on every rank.
+#[derive(Debug, Clone)]
+pub struct SweepSpec {
+    /// The tests, in order.
+    pub tests: Vec<SweepTest>,
+    /// The pattern.
+    pub pattern: Pattern,
+    /// --root.
+    pub root: usize,
+    /// --pattern file's pairs.
+    pub file_pairs: Vec<(usize, usize)>,
+    /// --per-rail.
+    pub per_rail: bool,
+    /// --min-pct.
+    pub min_pct: f64,
+    /// --max-lat-factor.
+    pub max_lat_factor: f64,
+    /// Where rank 0 writes the sweep record.
+    pub json: Option<PathBuf>,
+    /// --timeout.
+    pub timeout: Duration,
+    /// A digest of everything above that every rank must share.
+    pub digest: String,
+}
+
+impl ClusterArgs {
+    /// Resolves the sweep; a bad value or an option that has no meaning in a sweep is a
+    /// usage error.
+    pub fn resolve(&self) -> Result<SweepSpec, PlanError> {
+        self.refuse_two_node_options()?;
+        self.test.check_pairs()?;
+        let tests = self
+            .tests
+            .iter()
+            .map(|name| self.sweep_test(name))
+            .collect::<Result<Vec<_>, _>>()?;
+        if tests.is_empty() {
+            return Err(PlanError("--tests is empty: name at least one test".into()));
+        }
+        let file_pairs = match (self.pattern, &self.pairs_file) {
+            (Pattern::File, Some(path)) => read_pairs(path)?,
+            (Pattern::File, None) => {
+                return Err(PlanError("--pattern file needs --pairs-file FILE".into()))
+            }
+            (_, Some(_)) => {
+                return Err(PlanError(
+                    "--pairs-file needs --pattern file (it gives the pairs)".into(),
+                ))
+            }
+            (_, None) => Vec::new(),
+        };
+        let mut spec = SweepSpec {
+            tests,
+            pattern: self.pattern,
+            root: self.root,
+            file_pairs,
+            per_rail: self.per_rail,
+            min_pct: self.min_pct,
+            max_lat_factor: self.max_lat_factor,
+            json: self.test.json.clone(),
+            timeout: self.test.timeout(),
+            digest: String::new(),
+        };
+        spec.digest = spec.compute_digest();
+        Ok(spec)
+    }
+
+    fn refuse_two_node_options(&self) -> Result<(), PlanError> {
+        let t = &self.test;
+        let given = [
+            ("SERVER_HOST", t.server.is_some()),
+            ("--loopback", t.loopback),
+            ("--persistent", t.persistent),
+            ("--csv", t.csv.is_some()),
+            ("--limit-bw", t.limit_bw.is_some()),
+            ("--limit-lat-p99", t.limit_lat_p99.is_some()),
+            ("-a", t.plan.all),
+        ];
+        match given.iter().find(|(_, g)| *g) {
+            Some((flag, _)) => Err(PlanError(format!(
+                "{flag} has no meaning in a cluster sweep (rank 0 pairs the ranks; --json FILE \
+                 holds every pair's record; the verdict uses --min-pct and --max-lat-factor)"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// One test with the sweep's short defaults: 64 KiB for 1 s (bandwidth), 2 bytes
+    /// (latency), unless -s, -n or -D say otherwise.
+    fn sweep_test(&self, name: &str) -> Result<SweepTest, PlanError> {
+        let kind = TestKind::parse(name).ok_or_else(|| {
+            let all: Vec<String> = TestKind::ALL.iter().map(|t| t.to_string()).collect();
+            PlanError(format!(
+                "--tests: '{name}' is not a test; valid tests are {}",
+                all.join(", ")
+            ))
+        })?;
+        let mut request = self.test.plan.clone();
+        if kind.mode == Mode::Bw && request.iters.is_none() && request.duration.is_none() {
+            request.duration = Some(1.0);
+        }
+        let plan = request.resolve(kind)?;
+        let mut opts = self.test.run_options(kind)?;
+        opts.request = request;
+        opts.quiet = true;
+        opts.progress = false;
+        opts.files = RecordFiles::default();
+        Ok(SweepTest { kind, plan, opts })
+    }
+}
+
+impl SweepSpec {
+    /// The planned rounds for `size` ranks.
+    pub fn rounds(&self, size: usize) -> Result<Rounds, ScheduleError> {
+        match self.pattern {
+            Pattern::Pairs => schedule::round_robin(size),
+            Pattern::Ring => schedule::ring(size),
+            Pattern::OneToAll => schedule::one_to_all(size, self.root),
+            Pattern::File => schedule::packed(size, &self.file_pairs),
+        }
+    }
+
+    /// About how long one round takes: every test once.
+    pub fn round_secs(&self) -> f64 {
+        self.tests.iter().map(SweepTest::estimate_secs).sum()
+    }
+
+    /// The tests' names, in order.
+    pub fn test_names(&self) -> Vec<String> {
+        self.tests.iter().map(|t| t.kind.to_string()).collect()
+    }
+
+    fn compute_digest(&self) -> String {
+        use sha2::{Digest, Sha256};
+        let mut text = String::new();
+        for t in &self.tests {
+            let _ = write!(text, "{:?};", t.plan);
+        }
+        let _ = write!(
+            text,
+            "{}|{}|{:?}|{}|{}|{}|{}",
+            self.pattern.name(),
+            self.root,
+            self.file_pairs,
+            self.per_rail,
+            self.min_pct,
+            self.max_lat_factor,
+            self.timeout.as_secs_f64()
+        );
+        let hash = Sha256::digest(text.as_bytes());
+        hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+    }
+}
+
+/// --pairs-file: "SERVER CLIENT" per line.
+fn read_pairs(path: &Path) -> Result<Vec<(usize, usize)>, PlanError> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| PlanError(format!("--pairs-file {}: {e}", path.display())))?;
+    parse_pairs(&text).map_err(|e| PlanError(format!("--pairs-file {}: {e}", path.display())))
+}
+
+/// Pairs of ranks, one per line, '#' comments and blank lines skipped.
+pub fn parse_pairs(text: &str) -> Result<Vec<(usize, usize)>, String> {
+    let mut pairs = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let ranks: Vec<&str> = line.split_whitespace().collect();
+        let parsed: Option<Vec<usize>> = ranks.iter().map(|r| r.parse().ok()).collect();
+        match parsed.as_deref() {
+            Some(&[a, b]) => pairs.push((a, b)),
+            _ => {
+                return Err(format!(
+                    "line {}: '{line}' is not a pair: give two ranks, e.g. \"0 5\"",
+                    n + 1
+                ))
+            }
+        }
+    }
+    if pairs.is_empty() {
+        return Err("no pairs in the file".into());
+    }
+    Ok(pairs)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: ClusterArgs,
+    }
+
+    fn spec(args: &[&str]) -> Result<SweepSpec, PlanError> {
+        let mut argv = vec!["cluster"];
+        argv.extend_from_slice(args);
+        Wrap::try_parse_from(argv).unwrap().args.resolve()
+    }
+
+    #[test]
+    fn defaults_are_a_short_bandwidth_and_latency_test() {
+        let s = spec(&[]).unwrap();
+        assert_eq!(s.test_names(), ["write-bw", "write-lat"]);
+        assert_eq!(s.tests[0].plan.sizes, [65536]);
+        assert_eq!(s.tests[0].plan.duration, Some(1.0));
+        assert_eq!(s.tests[1].plan.sizes, [2]);
+        assert_eq!(s.tests[1].plan.duration, None);
+        assert_eq!(s.rounds(4).unwrap().len(), 3);
+        assert!(s
+            .tests
+            .iter()
+            .all(|t| t.opts.quiet && t.opts.files.json.is_none()));
+    }
+
+    #[test]
+    fn every_rank_with_the_same_options_has_the_same_digest() {
+        assert_eq!(
+            spec(&["-s", "4096"]).unwrap().digest,
+            spec(&["-s", "4096"]).unwrap().digest
+        );
+        assert_ne!(
+            spec(&["-s", "4096"]).unwrap().digest,
+            spec(&["-s", "8192"]).unwrap().digest
+        );
+    }
+
+    #[test]
+    fn bad_values_and_two_node_options_are_refused_by_name() {
+        let e = spec(&["--tests", "write-bw,fast-bw"]).unwrap_err().0;
+        assert!(
+            e.contains("'fast-bw' is not a test") && e.contains("read-lat"),
+            "{e}"
+        );
+        let e = spec(&["somehost"]).unwrap_err().0;
+        assert!(e.contains("SERVER_HOST has no meaning"), "{e}");
+        let e = spec(&["--pattern", "file"]).unwrap_err().0;
+        assert!(e.contains("--pairs-file"), "{e}");
+        assert!(Wrap::try_parse_from(["c", "--min-pct", "120"]).is_err());
+        assert!(Wrap::try_parse_from(["c", "--max-lat-factor", "0.5"]).is_err());
+    }
+
+    #[test]
+    fn pairs_files_take_two_ranks_per_line() {
+        assert_eq!(
+            parse_pairs("# pairs\n0 1\n\n2 3  # spine 2\n").unwrap(),
+            [(0, 1), (2, 3)]
+        );
+        assert!(parse_pairs("0 1 2\n").unwrap_err().contains("line 1"));
+        assert!(parse_pairs("0 x\n").is_err());
+        assert!(parse_pairs("# none\n").is_err());
+    }
+}

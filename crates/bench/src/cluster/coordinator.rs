@@ -1,0 +1,377 @@
+//! Rank 0's part of a sweep: wait for every rank to join, run the schedule round by round
+//! (every rank hears from it each round: serve, measure or rest, and answers), re-run the
+//! suspects, and end the sweep on every rank with one exit status. The record is written
+//! after every round, so a sweep that fails keeps every pair measured before.
+
+use std::net::IpAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Result};
+
+use super::args::{SweepSpec, SweepTest};
+use super::launcher::Place;
+use super::schedule::{self, Pair};
+use super::summary;
+use super::verdict::{judge, label, reruns};
+use super::worker::SweepEnd;
+use crate::control::{Channel, Joining, Listener, Message, Work};
+use crate::files::write_atomically;
+use crate::plan::PlanError;
+use crate::report::{
+    now_rfc3339, PairRecord, RankRecord, RunRecord, RunStatus, SweepRecord, ToolRecord,
+    SWEEP_SCHEMA,
+};
+
+/// A rank that joined: its channel and where its measuring server listens.
+struct Member {
+    ch: Channel,
+    joining: Joining,
+    addr: IpAddr,
+}
+
+/// Coordinates the sweep on `listener`; returns how it ended (already told to every rank).
+pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Result<SweepEnd> {
+    let mut members = accept_joins(spec, place.size, listener)?;
+    let mut rec = new_record(spec, place, &members)?;
+    let rounds = planned_rounds(spec, &members)?;
+    rec.schedule = rounds
+        .iter()
+        .map(|r| r.iter().map(|p| [p.b as u32, p.a as u32]).collect())
+        .collect();
+    println!("{}", summary::plan_line(spec, place, rounds.len()));
+    let end = match sweep(spec, &mut members, &mut rec, &rounds) {
+        Ok(()) => {
+            rec.status = RunStatus::Complete;
+            print!("{}", summary::render(&rec));
+            let slow = rec.named.iter().filter(|n| n.kind == "slow").count();
+            let failed = rec.pairs.iter().filter(|p| p.error.is_some()).count();
+            match (failed, slow) {
+                (0, 0) => SweepEnd {
+                    exit: 0,
+                    reason: "no NIC named slow".into(),
+                },
+                (0, n) => SweepEnd {
+                    exit: 3,
+                    reason: format!("{n} NIC(s) named slow"),
+                },
+                (n, _) => SweepEnd {
+                    exit: 1,
+                    reason: format!("{n} test(s) failed"),
+                },
+            }
+        }
+        Err(e) => {
+            rec.status = RunStatus::Failed;
+            rec.error = Some(format!("{e:#}"));
+            print!("{}", summary::render(&rec));
+            SweepEnd {
+                exit: 1,
+                reason: format!("{e:#}"),
+            }
+        }
+    };
+    write_record(spec, &rec)?;
+    for m in &mut members {
+        let _ = m.ch.send(&Message::SweepEnd {
+            exit: end.exit,
+            reason: end.reason.clone(),
+        });
+    }
+    Ok(end)
+}
+
+/// Every rank's `Join`, within `--timeout`; a rank with other options is refused.
+fn accept_joins(spec: &SweepSpec, size: usize, listener: &Listener) -> Result<Vec<Member>> {
+    let deadline = Instant::now() + spec.timeout;
+    let mut joined: Vec<Option<Member>> = (0..size).map(|_| None).collect();
+    while joined.iter().any(Option::is_none) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let mut ch = match listener.accept_client(left) {
+            Ok(ch) => ch,
+            Err(_) => {
+                let missing: Vec<String> = (0..size)
+                    .filter(|&r| joined[r].is_none())
+                    .map(|r| r.to_string())
+                    .collect();
+                let end = SweepEnd {
+                    exit: 1,
+                    reason: format!(
+                        "rank(s) {} did not join within {} s (--timeout)",
+                        missing.join(", "),
+                        spec.timeout.as_secs_f64()
+                    ),
+                };
+                for m in joined.iter_mut().flatten() {
+                    let _ = m.ch.send(&Message::SweepEnd {
+                        exit: 1,
+                        reason: end.reason.clone(),
+                    });
+                }
+                bail!("{}", end.reason);
+            }
+        };
+        let Message::Join(joining) = ch.expect("Join")? else {
+            bail!("protocol error: expected Join from {}", ch.peer());
+        };
+        let rank = joining.rank as usize;
+        let refusal = if joining.sweep != spec.digest {
+            Some(format!(
+                "rank {rank} was started with other sweep options than rank 0 (give every rank \
+                 the same command line)"
+            ))
+        } else if joining.size as usize != size || rank >= size {
+            Some(format!(
+                "rank {rank} of {} joined a sweep of {size} ranks",
+                joining.size
+            ))
+        } else if joined[rank].is_some() {
+            Some(format!("rank {rank} joined twice"))
+        } else {
+            None
+        };
+        if let Some(why) = refusal {
+            ch.reject(&why);
+            return Err(PlanError(why).into());
+        }
+        let addr = ch.peer().ip();
+        joined[rank] = Some(Member {
+            ch,
+            joining: *joining,
+            addr,
+        });
+    }
+    let mut members: Vec<Member> = joined.into_iter().flatten().collect();
+    reachable_addresses(&mut members);
+    Ok(members)
+}
+
+/// A rank on rank 0's host may have joined over loopback: the others reach it at the
+/// address they reached rank 0 at.
+fn reachable_addresses(members: &mut [Member]) {
+    let outside = members
+        .iter()
+        .find(|m| !m.addr.is_loopback())
+        .and_then(|m| m.ch.local())
+        .map(|a| a.ip());
+    if let Some(ip) = outside {
+        for m in members.iter_mut().filter(|m| m.addr.is_loopback()) {
+            m.addr = ip;
+        }
+    }
+}
+
+/// The schedule: over all ranks, or with `--per-rail` within each rail (ranks of the same
+/// local rank), the rails' rounds run side by side.
+fn planned_rounds(spec: &SweepSpec, members: &[Member]) -> Result<Vec<Vec<Pair>>> {
+    if !spec.per_rail {
+        return spec
+            .rounds(members.len())
+            .map_err(|e| PlanError(e.to_string()).into());
+    }
+    let mut rails: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+    for (r, m) in members.iter().enumerate() {
+        rails.entry(m.joining.local_rank).or_default().push(r);
+    }
+    let mut merged: Vec<Vec<Pair>> = Vec::new();
+    for (rail, ranks) in rails {
+        let rounds = spec
+            .rounds(ranks.len())
+            .map_err(|e| PlanError(format!("rail {rail} ({} rank(s)): {e}", ranks.len())))?;
+        for (k, round) in rounds.into_iter().enumerate() {
+            if merged.len() <= k {
+                merged.push(Vec::new());
+            }
+            merged[k].extend(round.into_iter().map(|p| Pair {
+                a: ranks[p.a],
+                b: ranks[p.b],
+            }));
+        }
+    }
+    Ok(merged)
+}
+
+fn new_record(spec: &SweepSpec, place: &Place, members: &[Member]) -> Result<SweepRecord> {
+    Ok(SweepRecord {
+        schema: SWEEP_SCHEMA.to_string(),
+        tool: ToolRecord::current(),
+        started_at: now_rfc3339(),
+        launcher: place.launcher.name().to_string(),
+        pattern: spec.pattern.name().to_string(),
+        tests: spec.test_names(),
+        min_pct: spec.min_pct,
+        max_lat_factor: spec.max_lat_factor,
+        ranks: members
+            .iter()
+            .map(|m| RankRecord {
+                rank: m.joining.rank,
+                host: m.joining.host.clone(),
+                device: m.joining.device.clone(),
+                fw_ver: m.joining.fw_ver.clone(),
+                label: format!("{} of {}", m.joining.device, m.joining.host),
+            })
+            .collect(),
+        schedule: Vec::new(),
+        pairs: Vec::new(),
+        fleet: Vec::new(),
+        named: Vec::new(),
+        status: RunStatus::Incomplete,
+        error: None,
+    })
+}
+
+/// The planned rounds, then the re-runs; the record is judged and written after each.
+fn sweep(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    rounds: &[Vec<Pair>],
+) -> Result<()> {
+    let total = rounds.len();
+    for (r, round) in rounds.iter().enumerate() {
+        let started = Instant::now();
+        run_round(spec, members, rec, r as u32, round, false)?;
+        judge(rec);
+        write_record(spec, rec)?;
+        println!(
+            "round {}/{total}: {} pair(s) in {:.1} s",
+            r + 1,
+            round.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    let again: Vec<(usize, usize)> = reruns(rec)
+        .into_iter()
+        .map(|(s, c)| (s as usize, c as usize))
+        .collect();
+    if !again.is_empty() {
+        let extra = schedule::packed(members.len(), &again).map_err(|e| anyhow!("{e}"))?;
+        println!(
+            "re-running {} suspect rank(s) against known-good partners",
+            again.len()
+        );
+        for (k, round) in extra.iter().enumerate() {
+            run_round(spec, members, rec, (total + k) as u32, round, true)?;
+            judge(rec);
+            write_record(spec, rec)?;
+        }
+    }
+    Ok(())
+}
+
+/// One round: each test in turn on every pair at once; every rank answers every test.
+fn run_round(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    round: u32,
+    pairs: &[Pair],
+    rerun: bool,
+) -> Result<()> {
+    for (t, test) in spec.tests.iter().enumerate() {
+        assign(members, rec, round, t as u32, pairs)?;
+        let within = Duration::from_secs_f64(test.estimate_secs() * 2.0) + spec.timeout * 3;
+        let mut answers: Vec<(Option<Box<RunRecord>>, Option<String>)> = Vec::new();
+        for m in members.iter_mut() {
+            let rank = m.joining.rank;
+            let msg = m
+                .ch
+                .recv_within("its part of the round", within)
+                .map_err(|e| anyhow!("rank {rank} ({}) left the sweep: {e:#}", label(rec, rank)))?;
+            let Message::PairDone { record, error } = msg else {
+                bail!(
+                    "protocol error: rank {rank} answered {} to an assignment",
+                    msg.name()
+                );
+            };
+            answers.push((record, error));
+        }
+        note_firmware(rec, &answers);
+        for p in pairs {
+            rec.pairs
+                .push(pair_record(rec, test, round, rerun, p, &mut answers));
+        }
+    }
+    Ok(())
+}
+
+/// Each rank's firmware, from the first record of its device.
+fn note_firmware(rec: &mut SweepRecord, answers: &[(Option<Box<RunRecord>>, Option<String>)]) {
+    for (rank, (record, _)) in rec.ranks.iter_mut().zip(answers) {
+        if let (None, Some(r)) = (&rank.fw_ver, record) {
+            rank.fw_ver = Some(r.device.fw_ver.clone()).filter(|f| !f.is_empty());
+        }
+    }
+}
+
+/// Tells every rank its part in test `test` of this round.
+fn assign(
+    members: &mut [Member],
+    rec: &SweepRecord,
+    round: u32,
+    test: u32,
+    pairs: &[Pair],
+) -> Result<()> {
+    let works: Vec<Work> = (0..members.len())
+        .map(|r| match pairs.iter().find(|p| p.a == r || p.b == r) {
+            Some(p) if p.a == r => Work::Serve { client: p.b as u32 },
+            Some(p) => Work::Measure {
+                server: p.a as u32,
+                host: members[p.a].addr.to_string(),
+                port: members[p.a].joining.port,
+            },
+            None => Work::Rest,
+        })
+        .collect();
+    for (m, work) in members.iter_mut().zip(works) {
+        let rank = m.joining.rank;
+        m.ch.send(&Message::Assign { round, test, work })
+            .map_err(|e| anyhow!("rank {rank} ({}) left the sweep: {e:#}", label(rec, rank)))?;
+    }
+    Ok(())
+}
+
+/// The pair's result from both ranks' answers.
+fn pair_record(
+    rec: &SweepRecord,
+    test: &SweepTest,
+    round: u32,
+    rerun: bool,
+    p: &Pair,
+    answers: &mut [(Option<Box<RunRecord>>, Option<String>)],
+) -> PairRecord {
+    let (client_record, client_error) = std::mem::take(&mut answers[p.b]);
+    let (server_record, server_error) = std::mem::take(&mut answers[p.a]);
+    let error = match (client_error, server_error) {
+        (Some(e), _) => Some(format!("rank {} ({}): {e}", p.b, label(rec, p.b as u32))),
+        (None, Some(e)) => Some(format!("rank {} ({}): {e}", p.a, label(rec, p.a as u32))),
+        (None, None) => None,
+    };
+    let first = client_record.as_ref().and_then(|r| r.results.first());
+    let value = first.and_then(|r| match test.unit() {
+        "us" => r.lat_us.map(|l| l.p50),
+        _ => Some(r.bw_gbps),
+    });
+    PairRecord {
+        round,
+        client: p.b as u32,
+        server: p.a as u32,
+        test: test.kind.to_string(),
+        rerun,
+        value: if error.is_some() { None } else { value },
+        unit: test.unit().to_string(),
+        pct_of_median: None,
+        pct_of_ceiling: first.and_then(|r| r.pct_of_ceiling),
+        suspect: false,
+        error,
+        record: client_record,
+        server_counters: server_record.and_then(|r| r.counters),
+    }
+}
+
+fn write_record(spec: &SweepSpec, rec: &SweepRecord) -> Result<()> {
+    if let Some(path) = &spec.json {
+        let bytes = serde_json::to_vec_pretty(rec)?;
+        write_atomically(path, &bytes)?;
+    }
+    Ok(())
+}

@@ -1,0 +1,190 @@
+//! What rank 0 prints: the plan before the sweep, and the summary after it (the fleet's
+//! figures per test, the worst pairs, failed tests, the NICs named). Pure functions of the
+//! spec and the sweep record.
+
+use std::fmt::Write as _;
+
+use super::args::SweepSpec;
+use super::launcher::Place;
+use super::verdict::label;
+use crate::report::{PairRecord, SweepRecord};
+use crate::units::format_size;
+
+/// Worst pairs shown per test.
+const WORST_SHOWN: usize = 5;
+
+/// "rdmabench cluster: 4 ranks under Open MPI (mpirun), pattern pairs: 3 rounds of ...".
+pub fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
+    let tests: Vec<String> = spec
+        .tests
+        .iter()
+        .map(|t| {
+            let size = t.plan.sizes.first().map_or(0, |&s| s);
+            let stop = match t.plan.duration {
+                Some(d) => format!("{d} s"),
+                None => format!("{} iterations", t.plan.iters),
+            };
+            format!("{} ({}, {stop})", t.kind, format_size(size))
+        })
+        .collect();
+    format!(
+        "rdmabench cluster: {} ranks under {}, pattern {}: {rounds} rounds of {}; about {:.0} s \
+         plus re-runs",
+        place.size,
+        place.launcher.name(),
+        spec.pattern.name(),
+        tests.join(", "),
+        rounds as f64 * spec.round_secs()
+    )
+}
+
+/// The summary after the sweep.
+pub fn render(rec: &SweepRecord) -> String {
+    let mut out = String::new();
+    let width = rec.tests.iter().map(String::len).max().unwrap_or(0);
+    for f in &rec.fleet {
+        let ceiling = f
+            .ceiling_gbps
+            .map(|c| format!("; ceiling {} GB/s", number(c)))
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "{:width$}  fleet median {} {} over {} pairs (min {}, max {}{ceiling})",
+            f.test,
+            number(f.median),
+            f.unit,
+            f.pairs,
+            number(f.min),
+            number(f.max),
+        );
+    }
+    worst_pairs(&mut out, rec, width);
+    failed(&mut out, rec);
+    if rec.named.is_empty() {
+        let _ = writeln!(out, "no NIC named");
+    } else {
+        let _ = writeln!(out, "named NICs:");
+        for n in &rec.named {
+            let _ = writeln!(
+                out,
+                "  {} (rank {})  {:8}  {}",
+                n.label, n.rank, n.kind, n.why
+            );
+        }
+    }
+    if let Some(e) = &rec.error {
+        let _ = writeln!(out, "the sweep stopped early: {e}");
+    }
+    out
+}
+
+/// The pairs furthest from the median on the bad side, suspects marked.
+fn worst_pairs(out: &mut String, rec: &SweepRecord, width: usize) {
+    let mut shown = Vec::new();
+    for test in &rec.tests {
+        let mut pairs: Vec<&PairRecord> = rec
+            .pairs
+            .iter()
+            .filter(|p| &p.test == test && p.pct_of_median.is_some())
+            .collect();
+        // Worst first: lowest bandwidth, highest latency.
+        pairs.sort_by(|a, b| badness(b).total_cmp(&badness(a)));
+        shown.extend(pairs.into_iter().take(WORST_SHOWN));
+    }
+    if shown.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "worst pairs (server <- client):");
+    for p in shown {
+        let _ = writeln!(
+            out,
+            "  {:width$}  {} <- {}  {} {}  {:.0}% of median{}{}",
+            p.test,
+            label(rec, p.server),
+            label(rec, p.client),
+            p.value.map(number).unwrap_or_default(),
+            p.unit,
+            p.pct_of_median.unwrap_or(0.0),
+            if p.rerun { "  re-run" } else { "" },
+            if p.suspect { "  SUSPECT" } else { "" },
+        );
+    }
+}
+
+/// How far a pair is from the median on the bad side (higher is worse).
+fn badness(p: &PairRecord) -> f64 {
+    let pct = p.pct_of_median.unwrap_or(100.0);
+    if p.unit == "us" {
+        pct
+    } else {
+        -pct
+    }
+}
+
+fn failed(out: &mut String, rec: &SweepRecord) {
+    let failed: Vec<&PairRecord> = rec.pairs.iter().filter(|p| p.error.is_some()).collect();
+    if failed.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "failed tests:");
+    for p in failed {
+        let _ = writeln!(
+            out,
+            "  round {} {} {} <- {}: {}",
+            p.round + 1,
+            p.test,
+            label(rec, p.server),
+            label(rec, p.client),
+            p.error.as_deref().unwrap_or_default()
+        );
+    }
+}
+
+/// Four significant digits.
+fn number(v: f64) -> String {
+    let digits = if v == 0.0 {
+        0
+    } else {
+        v.abs().log10().floor() as i32
+    };
+    let decimals = (3 - digits).clamp(0, 6) as usize;
+    format!("{v:.decimals$}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::verdict::judge;
+    use super::super::verdict::tests::{pair, sweep};
+    use super::*;
+
+    fn sample() -> SweepRecord {
+        let mut pairs = Vec::new();
+        for a in 0..4u32 {
+            for b in a + 1..4 {
+                let slow = a == 2 || b == 2;
+                pairs.push(pair(a, b, if slow { 0.002_1 } else { 0.015_3 }));
+            }
+        }
+        let mut rec = sweep(4, pairs);
+        for r in &mut rec.ranks {
+            r.label = format!("rxe{} of rxe-vm", r.rank);
+        }
+        rec
+    }
+
+    #[test]
+    fn the_summary_names_the_slow_nic_and_its_worst_pairs() {
+        let mut rec = sample();
+        judge(&mut rec);
+        insta::assert_snapshot!(render(&rec));
+    }
+
+    #[test]
+    fn numbers_keep_four_significant_digits() {
+        assert_eq!(number(0.015_34), "0.01534");
+        assert_eq!(number(12.345), "12.35");
+        assert_eq!(number(45.1), "45.10");
+        assert_eq!(number(1234.5), "1234");
+        assert_eq!(number(0.0), "0.000");
+    }
+}

@@ -1,0 +1,412 @@
+//! The sweep's verdict, a pure function of its record: each pair against the fleet's median
+//! (a suspect below `min_pct` of it for bandwidth, above `max_lat_factor` times it for
+//! latency), then the NICs named.
+//!
+//! A pair is between two NICs, so a suspect pair alone does not say which one is slow. A
+//! rank is named slow when most of its pairs (at least two partners) are suspects; a suspect
+//! pair that no named rank explains is re-run, each of its ranks against a known-good partner
+//! (a rank in no suspect pair), and a rank that is still a suspect there is named. A rank
+//! whose error or congestion counters climbed in most of its pairs (at least two) is named
+//! for its counters.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use crate::doctor::congestion::classify;
+use crate::report::{FleetFigures, NamedNic, PairRecord, SweepRecord};
+
+/// Fills every pair's place against the median, the fleet's figures and the named NICs.
+pub fn judge(rec: &mut SweepRecord) {
+    rec.fleet = rec
+        .tests
+        .iter()
+        .filter_map(|t| fleet(&rec.pairs, t))
+        .collect();
+    for p in &mut rec.pairs {
+        let Some(f) = rec.fleet.iter().find(|f| f.test == p.test) else {
+            continue;
+        };
+        p.pct_of_median = p.value.map(|v| 100.0 * v / f.median);
+        p.suspect = match (p.value, p.unit.as_str()) {
+            (Some(v), "us") => v > rec.max_lat_factor * f.median,
+            (Some(v), _) => v < rec.min_pct / 100.0 * f.median,
+            (None, _) => false,
+        };
+    }
+    let mut named = name_slow(rec);
+    named.extend(name_counters(rec));
+    rec.named = named;
+}
+
+/// The median of some values (the mean of the middle two for an even count).
+fn median(mut values: Vec<f64>) -> Option<f64> {
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => Some(values[n / 2]),
+        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
+    }
+}
+
+/// The fleet's figures of one test over its planned pairs (not re-runs). The median is the
+/// median over ranks of each rank's median pair: a slow rank is in n - 1 of the n(n-1)/2
+/// pairs (half of them for 4 ranks), which would drag a median over pairs toward it, but it
+/// is one rank among n.
+fn fleet(pairs: &[PairRecord], test: &str) -> Option<FleetFigures> {
+    let of_test = || pairs.iter().filter(|p| p.test == test && !p.rerun);
+    let values: Vec<f64> = of_test().filter_map(|p| p.value).collect();
+    let mut per_rank: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
+    for p in of_test() {
+        if let Some(v) = p.value {
+            per_rank.entry(p.client).or_default().push(v);
+            per_rank.entry(p.server).or_default().push(v);
+        }
+    }
+    let median = median(per_rank.into_values().filter_map(median).collect())?;
+    let ceiling_gbps = of_test()
+        .filter_map(|p| p.record.as_ref().and_then(|r| r.ceilings.limit_gbps))
+        .min_by(f64::total_cmp);
+    Some(FleetFigures {
+        test: test.to_string(),
+        unit: of_test().next().map(|p| p.unit.clone()).unwrap_or_default(),
+        pairs: values.len() as u32,
+        median,
+        min: values.iter().copied().fold(f64::INFINITY, f64::min),
+        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        ceiling_gbps,
+    })
+}
+
+/// Per rank: the partners of its planned pairs, and those of them in a suspect pair.
+fn partners(pairs: &[PairRecord]) -> BTreeMap<u32, (BTreeSet<u32>, BTreeSet<u32>)> {
+    let mut out: BTreeMap<u32, (BTreeSet<u32>, BTreeSet<u32>)> = BTreeMap::new();
+    for p in pairs.iter().filter(|p| !p.rerun && p.value.is_some()) {
+        for (me, other) in [(p.client, p.server), (p.server, p.client)] {
+            let entry = out.entry(me).or_default();
+            entry.0.insert(other);
+            if p.suspect {
+                entry.1.insert(other);
+            }
+        }
+    }
+    out
+}
+
+/// Ranks most of whose pairs are suspects, with at least two partners.
+fn slow_by_majority(pairs: &[PairRecord]) -> BTreeSet<u32> {
+    partners(pairs)
+        .into_iter()
+        .filter(|(_, (all, bad))| bad.len() >= 2 && 2 * bad.len() > all.len())
+        .map(|(rank, _)| rank)
+        .collect()
+}
+
+/// The re-runs the verdict needs, as (server, client): each rank of a suspect pair that no
+/// slow rank explains, against a known-good partner; empty when nothing is unexplained or
+/// no rank is known to be good.
+pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
+    let slow = slow_by_majority(&rec.pairs);
+    let partners = partners(&rec.pairs);
+    let good: Vec<u32> = partners
+        .iter()
+        .filter(|(_, (_, bad))| bad.is_empty())
+        .map(|(&r, _)| r)
+        .collect();
+    let mut doubtful = BTreeSet::new();
+    for p in rec.pairs.iter().filter(|p| p.suspect && !p.rerun) {
+        if !slow.contains(&p.client) && !slow.contains(&p.server) {
+            doubtful.insert(p.client);
+            doubtful.insert(p.server);
+        }
+    }
+    let mut out = Vec::new();
+    for (i, &rank) in doubtful.iter().enumerate() {
+        if good.is_empty() {
+            break;
+        }
+        // Spread the re-runs over the good ranks.
+        let partner = good[i % good.len()];
+        out.push((partner, rank));
+    }
+    out
+}
+
+fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
+    let majority = slow_by_majority(&rec.pairs);
+    let partners = partners(&rec.pairs);
+    let mut out = Vec::new();
+    for (&rank, (all, bad)) in &partners {
+        if majority.contains(&rank) {
+            let worst = worst_pct(rec, rank, false);
+            out.push(named(
+                rec,
+                rank,
+                "slow",
+                format!("{worst} in {} of {} pairs", bad.len(), all.len()),
+            ));
+        }
+    }
+    // A suspect again against a known-good partner.
+    for p in rec.pairs.iter().filter(|p| p.rerun && p.suspect) {
+        if !out.iter().any(|n| n.rank == p.client && n.kind == "slow") {
+            let worst = worst_pct(rec, p.client, true);
+            out.push(named(
+                rec,
+                p.client,
+                "slow",
+                format!("{worst}, also against known-good rank {}", p.server),
+            ));
+        }
+    }
+    out
+}
+
+/// "write-bw 14% of the fleet median" for a rank's worst suspect pair.
+fn worst_pct(rec: &SweepRecord, rank: u32, rerun: bool) -> String {
+    rec.pairs
+        .iter()
+        .filter(|p| p.suspect && p.rerun == rerun && (p.client == rank || p.server == rank))
+        .filter_map(|p| p.pct_of_median.map(|pct| (p, pct)))
+        .min_by(|a, b| {
+            let badness = |(p, pct): &(&PairRecord, f64)| if p.unit == "us" { -pct } else { *pct };
+            badness(a).total_cmp(&badness(b))
+        })
+        .map(|(p, pct)| format!("{} {pct:.0}% of the fleet median", p.test))
+        .unwrap_or_else(|| "suspect".to_string())
+}
+
+fn named(rec: &SweepRecord, rank: u32, kind: &str, why: String) -> NamedNic {
+    NamedNic {
+        rank,
+        label: label(rec, rank),
+        kind: kind.to_string(),
+        why,
+    }
+}
+
+/// The rank's label, or "rank N" for a rank the record does not list.
+pub fn label(rec: &SweepRecord, rank: u32) -> String {
+    rec.ranks
+        .iter()
+        .find(|r| r.rank == rank)
+        .map(|r| r.label.clone())
+        .unwrap_or_else(|| format!("rank {rank}"))
+}
+
+/// The error and congestion counters that climbed on each side of one pair's test.
+fn climbing(p: &PairRecord) -> [(u32, BTreeMap<String, u64>); 2] {
+    let pick = |counters: Option<&BTreeMap<String, u64>>| {
+        counters
+            .into_iter()
+            .flatten()
+            .filter(|(name, &delta)| delta > 0 && classify(name).is_some())
+            .map(|(n, &d)| (n.clone(), d))
+            .collect()
+    };
+    [
+        (
+            p.client,
+            pick(p.record.as_ref().and_then(|r| r.counters.as_ref())),
+        ),
+        (p.server, pick(p.server_counters.as_ref())),
+    ]
+}
+
+fn name_counters(rec: &SweepRecord) -> Vec<NamedNic> {
+    // Per rank: pairs measured, pairs with climbing counters, and the sums.
+    let mut per_rank: BTreeMap<u32, (u32, u32, BTreeMap<String, u64>)> = BTreeMap::new();
+    for p in rec.pairs.iter().filter(|p| p.value.is_some()) {
+        for (rank, climbed) in climbing(p) {
+            let entry = per_rank.entry(rank).or_default();
+            entry.0 += 1;
+            if !climbed.is_empty() {
+                entry.1 += 1;
+            }
+            for (name, delta) in climbed {
+                *entry.2.entry(name).or_default() += delta;
+            }
+        }
+    }
+    per_rank
+        .into_iter()
+        .filter(|(_, (tests, climbed, _))| *climbed >= 2 && 2 * climbed > *tests)
+        .map(|(rank, (tests, climbed, sums))| {
+            let list: Vec<String> = sums.iter().map(|(n, d)| format!("{n} +{d}")).collect();
+            named(
+                rec,
+                rank,
+                "counters",
+                format!(
+                    "climbing in {climbed} of its {tests} tests: {}",
+                    list.join(", ")
+                ),
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::report::{RankRecord, RunStatus, ToolRecord, SWEEP_SCHEMA};
+
+    pub(crate) fn sweep(n: u32, pairs: Vec<PairRecord>) -> SweepRecord {
+        SweepRecord {
+            schema: SWEEP_SCHEMA.to_string(),
+            tool: ToolRecord::current(),
+            started_at: "2026-12-01T00:00:00Z".into(),
+            launcher: "Open MPI (mpirun)".into(),
+            pattern: "pairs".into(),
+            tests: vec!["write-bw".into()],
+            min_pct: 90.0,
+            max_lat_factor: 2.0,
+            ranks: (0..n)
+                .map(|r| RankRecord {
+                    rank: r,
+                    host: "node".into(),
+                    device: format!("rxe{r}"),
+                    fw_ver: None,
+                    label: format!("rxe{r} of node"),
+                })
+                .collect(),
+            schedule: Vec::new(),
+            pairs,
+            fleet: Vec::new(),
+            named: Vec::new(),
+            status: RunStatus::Complete,
+            error: None,
+        }
+    }
+
+    pub(crate) fn pair(server: u32, client: u32, gbps: f64) -> PairRecord {
+        PairRecord {
+            round: 0,
+            client,
+            server,
+            test: "write-bw".into(),
+            rerun: false,
+            value: Some(gbps),
+            unit: "GB/s".into(),
+            pct_of_median: None,
+            pct_of_ceiling: None,
+            suspect: false,
+            error: None,
+            record: None,
+            server_counters: None,
+        }
+    }
+
+    /// Every pair of `n` ranks, rank `slow`'s at a tenth of the others' bandwidth.
+    fn all_pairs(n: u32, slow: Option<u32>) -> Vec<PairRecord> {
+        let mut out = Vec::new();
+        for a in 0..n {
+            for b in a + 1..n {
+                let v = if slow == Some(a) || slow == Some(b) {
+                    1.5
+                } else {
+                    15.0
+                };
+                out.push(pair(a, b, v));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn the_rank_in_every_slow_pair_is_named_and_its_partners_are_not() {
+        let mut rec = sweep(4, all_pairs(4, Some(2)));
+        judge(&mut rec);
+        assert_eq!(rec.pairs.iter().filter(|p| p.suspect).count(), 3);
+        let slow: Vec<_> = rec.named.iter().filter(|n| n.kind == "slow").collect();
+        assert_eq!(slow.len(), 1, "{:?}", rec.named);
+        assert_eq!(slow[0].rank, 2);
+        assert_eq!(slow[0].label, "rxe2 of node");
+        assert!(slow[0].why.contains("in 3 of 3 pairs"), "{}", slow[0].why);
+        assert!(
+            reruns(&rec).is_empty(),
+            "the slow rank explains every suspect"
+        );
+        let f = &rec.fleet[0];
+        assert_eq!((f.pairs, f.min, f.max), (6, 1.5, 15.0));
+    }
+
+    #[test]
+    fn a_healthy_fleet_names_nobody() {
+        let mut rec = sweep(8, all_pairs(8, None));
+        judge(&mut rec);
+        assert!(rec.named.is_empty() && rec.pairs.iter().all(|p| !p.suspect));
+    }
+
+    #[test]
+    fn a_lone_suspect_pair_is_rerun_against_good_partners_and_the_culprit_named() {
+        // Only the pair 0-1 is slow (a cable, or one of the two NICs).
+        let mut pairs = all_pairs(6, None);
+        pairs
+            .iter_mut()
+            .find(|p| (p.server, p.client) == (0, 1))
+            .unwrap()
+            .value = Some(3.0);
+        let mut rec = sweep(6, pairs);
+        judge(&mut rec);
+        assert!(rec.named.is_empty(), "one pair cannot name a NIC");
+        let again = reruns(&rec);
+        assert_eq!(again.len(), 2);
+        assert!(again.iter().all(|&(good, _)| good >= 2), "{again:?}");
+        // Rank 1 is slow against a good partner too; rank 0 is not.
+        for &(good, rank) in &again {
+            let mut p = pair(good, rank, if rank == 1 { 3.0 } else { 15.0 });
+            p.rerun = true;
+            rec.pairs.push(p);
+        }
+        judge(&mut rec);
+        assert_eq!(rec.named.len(), 1, "{:?}", rec.named);
+        assert_eq!(rec.named[0].rank, 1);
+        assert!(
+            rec.named[0].why.contains("against known-good rank"),
+            "{}",
+            rec.named[0].why
+        );
+    }
+
+    #[test]
+    fn latency_suspects_are_the_slow_ones() {
+        let mut pairs = all_pairs(4, Some(3));
+        for p in &mut pairs {
+            p.test = "write-lat".into();
+            p.unit = "us".into();
+            // 1.5 "GB/s" pairs become 30 us, the others 3 us.
+            p.value = p.value.map(|v| 45.0 / v);
+        }
+        let mut rec = sweep(4, pairs);
+        rec.tests = vec!["write-lat".into()];
+        judge(&mut rec);
+        assert_eq!(rec.named.len(), 1);
+        assert_eq!(rec.named[0].rank, 3);
+    }
+
+    #[test]
+    fn counters_that_climb_in_most_of_a_ranks_tests_name_it() {
+        let mut pairs = all_pairs(4, None);
+        for p in &mut pairs {
+            if p.server == 0 {
+                let mut c = BTreeMap::new();
+                c.insert("hw_counters/np_cnp_sent".to_string(), 40);
+                c.insert("counters/port_xmit_data".to_string(), 1 << 20);
+                p.server_counters = Some(c);
+            }
+        }
+        let mut rec = sweep(4, pairs);
+        judge(&mut rec);
+        assert_eq!(rec.named.len(), 1, "{:?}", rec.named);
+        assert_eq!(
+            (rec.named[0].rank, rec.named[0].kind.as_str()),
+            (0, "counters")
+        );
+        assert!(
+            rec.named[0].why.contains("np_cnp_sent +120"),
+            "{}",
+            rec.named[0].why
+        );
+        assert!(!rec.named[0].why.contains("port_xmit_data"));
+    }
+}
