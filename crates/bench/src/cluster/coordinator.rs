@@ -12,15 +12,18 @@ use super::args::{SweepSpec, SweepTest};
 use super::launcher::Place;
 use super::schedule::{self, Pair};
 use super::summary;
-use super::verdict::{judge, label, reruns};
+use super::verdict::{alarming, judge, label, reruns};
 use super::worker::SweepEnd;
 use crate::control::{Channel, Joining, Listener, Message, Work};
 use crate::files::write_atomically;
 use crate::plan::PlanError;
 use crate::report::{
     now_rfc3339, PairRecord, RankRecord, RunRecord, RunStatus, SweepRecord, ToolRecord,
-    SWEEP_SCHEMA,
+    FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
 };
+
+/// How often a sweep's record is rewritten while the sweep goes on.
+const WRITE_EVERY: Duration = Duration::from_secs(30);
 
 /// A rank that joined: its channel and where its measuring server listens.
 struct Member {
@@ -31,6 +34,7 @@ struct Member {
 
 /// Coordinates the sweep on `listener`; returns how it ended (already told to every rank).
 pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Result<SweepEnd> {
+    raise_file_limit(place.size);
     let mut members = accept_joins(spec, place.size, listener)?;
     let mut rec = new_record(spec, place, &members)?;
     let rounds = planned_rounds(spec, &members)?;
@@ -78,6 +82,29 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
         });
     }
     Ok(end)
+}
+
+/// Rank 0 holds a connection per rank: lift the soft limit on open files to the hard one
+/// when the default (often 1024) would not do.
+fn raise_file_limit(ranks: usize) {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0
+            && lim.rlim_cur < (ranks as libc::rlim_t) * 2 + 64
+        {
+            lim.rlim_cur = lim.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) != 0 {
+                eprintln!(
+                    "rdmabench: cannot raise the open-files limit for {ranks} ranks; raise \
+                     `ulimit -n` if rank 0 runs out of file descriptors"
+                );
+            }
+        }
+    }
 }
 
 /// Every rank's `Join`, within `--timeout`; a rank with other options is refused.
@@ -160,34 +187,19 @@ fn reachable_addresses(members: &mut [Member]) {
     }
 }
 
-/// The schedule: over all ranks, or with `--per-rail` within each rail (ranks of the same
-/// local rank), the rails' rounds run side by side.
+/// The schedule: over all ranks, or with `--per-rail` within each rail (the ranks of one
+/// local rank), the rails' rounds side by side.
 fn planned_rounds(spec: &SweepSpec, members: &[Member]) -> Result<Vec<Vec<Pair>>> {
-    if !spec.per_rail {
-        return spec
-            .rounds(members.len())
-            .map_err(|e| PlanError(e.to_string()).into());
-    }
-    let mut rails: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
-    for (r, m) in members.iter().enumerate() {
-        rails.entry(m.joining.local_rank).or_default().push(r);
-    }
-    let mut merged: Vec<Vec<Pair>> = Vec::new();
-    for (rail, ranks) in rails {
-        let rounds = spec
-            .rounds(ranks.len())
-            .map_err(|e| PlanError(format!("rail {rail} ({} rank(s)): {e}", ranks.len())))?;
-        for (k, round) in rounds.into_iter().enumerate() {
-            if merged.len() <= k {
-                merged.push(Vec::new());
-            }
-            merged[k].extend(round.into_iter().map(|p| Pair {
-                a: ranks[p.a],
-                b: ranks[p.b],
-            }));
-        }
-    }
-    Ok(merged)
+    let rounds = if spec.per_rail {
+        let rails: Vec<usize> = members
+            .iter()
+            .map(|m| m.joining.local_rank as usize)
+            .collect();
+        schedule::rail_aligned(&rails, |n| spec.rounds(n))
+    } else {
+        spec.rounds(members.len())
+    };
+    rounds.map_err(|e| PlanError(e.to_string()).into())
 }
 
 fn new_record(spec: &SweepSpec, place: &Place, members: &[Member]) -> Result<SweepRecord> {
@@ -227,11 +239,17 @@ fn sweep(
     rounds: &[Vec<Pair>],
 ) -> Result<()> {
     let total = rounds.len();
+    let mut written: Option<Instant> = None;
     for (r, round) in rounds.iter().enumerate() {
         let started = Instant::now();
         run_round(spec, members, rec, r as u32, round, false)?;
         judge(rec);
-        write_record(spec, rec)?;
+        // A large sweep's record is large: rewritten at most every WRITE_EVERY (and always
+        // at the end, also when the sweep fails).
+        if written.is_none_or(|w| w.elapsed() >= WRITE_EVERY) {
+            write_record(spec, rec)?;
+            written = Some(Instant::now());
+        }
         println!(
             "round {}/{total}: {} pair(s) in {:.1} s",
             r + 1,
@@ -252,7 +270,6 @@ fn sweep(
         for (k, round) in extra.iter().enumerate() {
             run_round(spec, members, rec, (total + k) as u32, round, true)?;
             judge(rec);
-            write_record(spec, rec)?;
         }
     }
     Ok(())
@@ -363,8 +380,9 @@ fn pair_record(
         pct_of_ceiling: first.and_then(|r| r.pct_of_ceiling),
         suspect: false,
         error,
-        record: client_record,
-        server_counters: server_record.and_then(|r| r.counters),
+        client_counters: alarming(client_record.as_ref().and_then(|r| r.counters.as_ref())),
+        server_counters: alarming(server_record.as_ref().and_then(|r| r.counters.as_ref())),
+        record: client_record.filter(|_| rec.ranks.len() <= FULL_RECORDS_UP_TO),
     }
 }
 

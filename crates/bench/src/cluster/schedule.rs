@@ -133,6 +133,31 @@ pub fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleErro
     Ok(rounds)
 }
 
+/// Rail-aligned rounds (`--per-rail`): ranks meet only ranks of the same rail (local rank),
+/// each rail scheduled by `build` over its own ranks, the rails' rounds run side by side.
+pub fn rail_aligned(
+    rails: &[usize],
+    build: impl Fn(usize) -> Result<Rounds, ScheduleError>,
+) -> Result<Rounds, ScheduleError> {
+    let mut by_rail: std::collections::BTreeMap<usize, Vec<usize>> = Default::default();
+    for (rank, &rail) in rails.iter().enumerate() {
+        by_rail.entry(rail).or_default().push(rank);
+    }
+    let mut merged: Rounds = Vec::new();
+    for ranks in by_rail.values() {
+        for (k, round) in build(ranks.len())?.into_iter().enumerate() {
+            if merged.len() <= k {
+                merged.push(Vec::new());
+            }
+            merged[k].extend(round.into_iter().map(|p| Pair {
+                a: ranks[p.a],
+                b: ranks[p.b],
+            }));
+        }
+    }
+    Ok(merged)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +249,23 @@ mod tests {
             .to_string()
             .contains("rank 4 is not in a world of 4"));
         assert_eq!(packed(4, &[(1, 1)]), Err(ScheduleError::SelfPair(1)));
+    }
+
+    #[test]
+    fn rail_aligned_rounds_pair_rail_k_with_rail_k_only() {
+        // 4 nodes of 8 rails, ranks node-major: rank = node * 8 + rail.
+        let rails: Vec<usize> = (0..32).map(|r| r % 8).collect();
+        let rounds = rail_aligned(&rails, round_robin).unwrap();
+        assert_eq!(rounds.len(), 3, "the rails' 3 rounds run side by side");
+        let seen = check_rounds(32, &rounds);
+        assert_eq!(seen.iter().map(|&c| usize::from(c)).sum::<usize>(), 8 * 6);
+        for p in rounds.iter().flatten() {
+            assert_eq!(rails[p.a], rails[p.b], "{p:?} crosses rails");
+        }
+        // A rail with one rank has no one to meet.
+        assert_eq!(
+            rail_aligned(&[0, 1, 0], round_robin),
+            Err(ScheduleError::TooFew(1))
+        );
     }
 }

@@ -193,23 +193,23 @@ pub fn label(rec: &SweepRecord, rank: u32) -> String {
         .unwrap_or_else(|| format!("rank {rank}"))
 }
 
-/// The error and congestion counters that climbed on each side of one pair's test.
-fn climbing(p: &PairRecord) -> [(u32, BTreeMap<String, u64>); 2] {
-    let pick = |counters: Option<&BTreeMap<String, u64>>| {
-        counters
-            .into_iter()
-            .flatten()
-            .filter(|(name, &delta)| delta > 0 && classify(name).is_some())
-            .map(|(n, &d)| (n.clone(), d))
-            .collect()
-    };
+/// The counters that climbed on each side of one pair's test, by rank.
+fn climbing(p: &PairRecord) -> [(u32, &BTreeMap<String, u64>); 2] {
     [
-        (
-            p.client,
-            pick(p.record.as_ref().and_then(|r| r.counters.as_ref())),
-        ),
-        (p.server, pick(p.server_counters.as_ref())),
+        (p.client, &p.client_counters),
+        (p.server, &p.server_counters),
     ]
+}
+
+/// The deltas of a run's counters that say something went wrong (errors, loss, congestion),
+/// without the traffic totals.
+pub fn alarming(counters: Option<&BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+    counters
+        .into_iter()
+        .flatten()
+        .filter(|(name, &delta)| delta > 0 && classify(name).is_some())
+        .map(|(n, &d)| (n.clone(), d))
+        .collect()
 }
 
 fn name_counters(rec: &SweepRecord) -> Vec<NamedNic> {
@@ -223,7 +223,7 @@ fn name_counters(rec: &SweepRecord) -> Vec<NamedNic> {
                 entry.1 += 1;
             }
             for (name, delta) in climbed {
-                *entry.2.entry(name).or_default() += delta;
+                *entry.2.entry(name.clone()).or_default() += delta;
             }
         }
     }
@@ -292,7 +292,8 @@ pub(crate) mod tests {
             suspect: false,
             error: None,
             record: None,
-            server_counters: None,
+            client_counters: BTreeMap::new(),
+            server_counters: BTreeMap::new(),
         }
     }
 
@@ -392,7 +393,7 @@ pub(crate) mod tests {
                 let mut c = BTreeMap::new();
                 c.insert("hw_counters/np_cnp_sent".to_string(), 40);
                 c.insert("counters/port_xmit_data".to_string(), 1 << 20);
-                p.server_counters = Some(c);
+                p.server_counters = alarming(Some(&c));
             }
         }
         let mut rec = sweep(4, pairs);

@@ -16,7 +16,9 @@ pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
     PcieRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
 };
-pub use sweep::{FleetFigures, NamedNic, PairRecord, RankRecord, SweepRecord, SWEEP_SCHEMA};
+pub use sweep::{
+    FleetFigures, NamedNic, PairRecord, RankRecord, SweepRecord, FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
+};
 
 use std::path::Path;
 

@@ -94,13 +94,21 @@ pub struct PairRecord {
     /// Why the test failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
-    /// The client's result record.
+    /// The client's result record, in sweeps of at most [`FULL_RECORDS_UP_TO`] ranks (a
+    /// larger sweep keeps each pair's figures only, so that its record stays small).
     #[serde(default)]
     pub record: Option<Box<RunRecord>>,
-    /// The server's port counter deltas during the test.
+    /// The client NIC's error, loss and congestion counters that climbed during the test
+    /// (sysfs name to change; traffic counters left out).
     #[serde(default)]
-    pub server_counters: Option<std::collections::BTreeMap<String, u64>>,
+    pub client_counters: std::collections::BTreeMap<String, u64>,
+    /// The same for the server's NIC.
+    #[serde(default)]
+    pub server_counters: std::collections::BTreeMap<String, u64>,
 }
+
+/// Sweeps of up to this many ranks keep every pair's full result record.
+pub const FULL_RECORDS_UP_TO: usize = 64;
 
 /// The fleet's figures for one test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
