@@ -48,7 +48,7 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
             rec.status = RunStatus::Complete;
             print!("{}", summary::render(&rec));
             let slow = rec.named.iter().filter(|n| n.kind == "slow").count();
-            let failed = rec.pairs.iter().filter(|p| p.error.is_some()).count();
+            let failed = still_failed(&rec);
             match (failed, slow) {
                 (0, 0) => SweepEnd {
                     exit: 0,
@@ -239,10 +239,18 @@ fn sweep(
     rounds: &[Vec<Pair>],
 ) -> Result<()> {
     let total = rounds.len();
+    let all: Vec<usize> = (0..spec.tests.len()).collect();
     let mut written: Option<Instant> = None;
     for (r, round) in rounds.iter().enumerate() {
         let started = Instant::now();
-        run_round(spec, members, rec, r as u32, round, false)?;
+        run_round(
+            spec,
+            members,
+            rec,
+            (r as u32, Attempt::Planned),
+            round,
+            &all,
+        )?;
         judge(rec);
         // A large sweep's record is large: rewritten at most every WRITE_EVERY (and always
         // at the end, also when the sweep fails).
@@ -257,34 +265,97 @@ fn sweep(
             started.elapsed().as_secs_f64()
         );
     }
+    let mut next = total as u32;
+    retry_failed(spec, members, rec, &mut next)?;
     let again: Vec<(usize, usize)> = reruns(rec)
         .into_iter()
         .map(|(s, c)| (s as usize, c as usize))
         .collect();
     if !again.is_empty() {
-        let extra = schedule::packed(members.len(), &again).map_err(|e| anyhow!("{e}"))?;
         println!(
             "re-running {} suspect rank(s) against known-good partners",
             again.len()
         );
-        for (k, round) in extra.iter().enumerate() {
-            run_round(spec, members, rec, (total + k) as u32, round, true)?;
+        let extra = schedule::packed(members.len(), &again).map_err(|e| anyhow!("{e}"))?;
+        for round in &extra {
+            run_round(spec, members, rec, (next, Attempt::Rerun), round, &all)?;
+            next += 1;
             judge(rec);
         }
     }
     Ok(())
 }
 
-/// One round: each test in turn on every pair at once; every rank answers every test.
+/// Each test that failed in the planned rounds, once more (a transient failure is not a
+/// verdict); one that fails again stays failed.
+fn retry_failed(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    next: &mut u32,
+) -> Result<()> {
+    for (t, test) in spec.tests.iter().enumerate() {
+        let name = test.kind.to_string();
+        let failed: Vec<(usize, usize)> = rec
+            .pairs
+            .iter()
+            .filter(|p| p.error.is_some() && p.test == name)
+            .map(|p| (p.server as usize, p.client as usize))
+            .collect();
+        if failed.is_empty() {
+            continue;
+        }
+        println!("retrying {} failed {name} test(s) once", failed.len());
+        let rounds = schedule::packed(members.len(), &failed).map_err(|e| anyhow!("{e}"))?;
+        for round in &rounds {
+            run_round(spec, members, rec, (*next, Attempt::Retry), round, &[t])?;
+            *next += 1;
+        }
+    }
+    judge(rec);
+    Ok(())
+}
+
+/// Tests of a pair that failed and never passed (a retry that passed clears the failure).
+fn still_failed(rec: &SweepRecord) -> usize {
+    let key = |p: &PairRecord| (p.server, p.client, p.test.clone());
+    let passed: std::collections::BTreeSet<_> = rec
+        .pairs
+        .iter()
+        .filter(|p| p.error.is_none())
+        .map(key)
+        .collect();
+    let failed: std::collections::BTreeSet<_> = rec
+        .pairs
+        .iter()
+        .filter(|p| p.error.is_some())
+        .map(key)
+        .collect();
+    failed.difference(&passed).count()
+}
+
+/// Why a round runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// A round of the schedule.
+    Planned,
+    /// A second attempt of tests that failed.
+    Retry,
+    /// Suspects against known-good partners.
+    Rerun,
+}
+
+/// One round: each of `tests` in turn on every pair at once; every rank answers each.
 fn run_round(
     spec: &SweepSpec,
     members: &mut [Member],
     rec: &mut SweepRecord,
-    round: u32,
+    (round, attempt): (u32, Attempt),
     pairs: &[Pair],
-    rerun: bool,
+    tests: &[usize],
 ) -> Result<()> {
-    for (t, test) in spec.tests.iter().enumerate() {
+    for &t in tests {
+        let test = &spec.tests[t];
         assign(members, rec, round, t as u32, pairs)?;
         let within = Duration::from_secs_f64(test.estimate_secs() * 2.0) + spec.timeout * 3;
         let mut answers: Vec<(Option<Box<RunRecord>>, Option<String>)> = Vec::new();
@@ -304,8 +375,10 @@ fn run_round(
         }
         note_firmware(rec, &answers);
         for p in pairs {
-            rec.pairs
-                .push(pair_record(rec, test, round, rerun, p, &mut answers));
+            let mut pair = pair_record(rec, test, round, p, &mut answers);
+            pair.rerun = attempt == Attempt::Rerun;
+            pair.retry = attempt == Attempt::Retry;
+            rec.pairs.push(pair);
         }
     }
     Ok(())
@@ -352,7 +425,6 @@ fn pair_record(
     rec: &SweepRecord,
     test: &SweepTest,
     round: u32,
-    rerun: bool,
     p: &Pair,
     answers: &mut [(Option<Box<RunRecord>>, Option<String>)],
 ) -> PairRecord {
@@ -373,7 +445,8 @@ fn pair_record(
         client: p.b as u32,
         server: p.a as u32,
         test: test.kind.to_string(),
-        rerun,
+        rerun: false,
+        retry: false,
         value: if error.is_some() { None } else { value },
         unit: test.unit().to_string(),
         pct_of_median: None,

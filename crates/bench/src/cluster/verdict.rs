@@ -285,6 +285,7 @@ pub(crate) mod tests {
             server,
             test: "write-bw".into(),
             rerun: false,
+            retry: false,
             value: Some(gbps),
             unit: "GB/s".into(),
             pct_of_median: None,

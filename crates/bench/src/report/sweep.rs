@@ -76,6 +76,9 @@ pub struct PairRecord {
     /// True for a re-run of a suspect against a known-good partner.
     #[serde(default)]
     pub rerun: bool,
+    /// True for the second attempt of a test that failed in its planned round.
+    #[serde(default)]
+    pub retry: bool,
     /// The pair's figure: GB/s for a bandwidth test, the median latency in microseconds for
     /// a latency test; null when the test failed.
     pub value: Option<f64>,
