@@ -501,3 +501,128 @@ fn snapshot_compare_of_stored_records() {
     let args = ["compare", lat, lat, "-s", "2", "-s", "64K"];
     insta::assert_snapshot!("compare_stored_latency", transcript(&root, &args));
 }
+
+/// A sweep record (`rdmabench.cluster/1`) of write-bw between `ranks` (host, device), one
+/// pair per (client, server, GB/s; `None` when it failed), the fleet's median 46 GB/s.
+fn sweep(ranks: &[(&str, &str)], pairs: &[(u32, u32, Option<f64>)]) -> Value {
+    let ranks: Vec<Value> = ranks
+        .iter()
+        .enumerate()
+        .map(|(i, (host, device))| {
+            json!({"rank": i, "host": host, "device": device, "fw_ver": "28.39.1002",
+                   "label": format!("{device} of {host}")})
+        })
+        .collect();
+    let pairs: Vec<Value> = pairs
+        .iter()
+        .enumerate()
+        .map(|(round, &(client, server, value))| {
+            let mut p = json!({
+                "round": round, "client": client, "server": server, "test": "write-bw",
+                "rerun": false, "value": value, "unit": "GB/s",
+                "pct_of_median": value.map(|v| v / 46.0 * 100.0),
+                "suspect": value.is_some_and(|v| v < 0.8 * 46.0),
+            });
+            if value.is_none() {
+                p["error"] = json!("the peer closed the connection");
+            }
+            p
+        })
+        .collect();
+    json!({
+        "schema": "rdmabench.cluster/1",
+        "tool": {"version": "0.1.0", "git": null},
+        "started_at": "2026-12-01T08:00:00Z",
+        "launcher": "Slurm",
+        "pattern": "pairs",
+        "tests": ["write-bw"],
+        "min_pct": 80.0,
+        "max_lat_factor": 1.5,
+        "ranks": ranks,
+        "schedule": [],
+        "pairs": pairs,
+        "fleet": [{"test": "write-bw", "unit": "GB/s", "pairs": 6, "median": 46.0,
+                   "min": 20.0, "max": 46.0}],
+        "named": [],
+        "status": "complete",
+    })
+}
+
+const FOUR: [(&str, &str); 4] = [
+    ("node1", "mlx5_0"),
+    ("node1", "mlx5_1"),
+    ("node2", "mlx5_0"),
+    ("node2", "mlx5_1"),
+];
+
+#[test]
+fn plot_draws_a_sweep_as_a_heat_map_and_refuses_mixing_it_with_records() {
+    let f = files("plot-sweep");
+    let all: Vec<(u32, u32, Option<f64>)> = vec![
+        (0, 1, Some(46.0)),
+        (2, 3, Some(20.0)),
+        (0, 2, Some(45.5)),
+        (1, 3, None),
+        (0, 3, Some(21.0)),
+        (1, 2, Some(46.2)),
+    ];
+    let s = write(&f.dir, "sweep.json", &sweep(&FOUR, &all));
+    let svg = f.dir.join("heat.svg");
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&s)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("heat map of write-bw over 4 ranks"), "{t}");
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    roxmltree::Document::parse(&doc).unwrap();
+    assert!(doc.contains("write-bw: fleet median 46.0 GB/s"), "{doc}");
+    assert!(doc.contains("mlx5_1 of node2") && doc.contains("failed"));
+
+    // A sweep with a result record: refused, naming both.
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&f.base)
+        .arg(&s)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("'{}' is a sweep record", s.display()))
+            && t.contains(&f.base.display().to_string()),
+        "{t}"
+    );
+    // --test with a result record, or one the sweep did not run.
+    let out = bin()
+        .args(["plot", "--test", "write-bw", "-o"])
+        .arg(&svg)
+        .arg(&f.base)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = bin()
+        .args(["plot", "--test", "read-bw", "-o"])
+        .arg(&svg)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // A malformed sweep record: exit 2, naming the file.
+    let bad = f.dir.join("bad-sweep.json");
+    std::fs::write(&bad, r#"{"schema": "rdmabench.cluster/1", "ranks": 4}"#).unwrap();
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("bad-sweep.json"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
+}
