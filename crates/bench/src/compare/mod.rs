@@ -9,6 +9,8 @@
 //! host differences, usually the point of the comparison, are shown as information.
 //!
 //! Records of different tests are refused unless `--mixed-tests` says the user means it.
+//! Two sweep records (`rdmabench.cluster/1`) are compared pair by pair ([`sweep`]); a sweep
+//! with a result record is refused (exit 2).
 //!
 //! Exit codes: 0 nothing regressed; 3 something did; 1 a record could not be read; 2 what
 //! was asked cannot be compared (records of different tests, no shared size) or bad usage.
@@ -19,6 +21,8 @@
 pub mod diff;
 mod output;
 pub mod stats;
+pub mod sweep;
+mod sweep_output;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -494,6 +498,13 @@ pub fn build_report(args: &CompareArgs) -> Result<Report> {
 /// Runs `rdmabench compare`: prints the report and exits with status 3 when something
 /// regressed.
 pub fn run(args: &CompareArgs) -> Result<()> {
+    let paths: Vec<&Path> = std::iter::once(&args.baseline)
+        .chain(&args.candidates)
+        .map(PathBuf::as_path)
+        .collect();
+    if crate::report::sweep::all_sweeps(&paths)? {
+        return run_sweeps(args);
+    }
     let report = build_report(args)?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&report)?;
@@ -504,12 +515,35 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     } else {
         output::table(&report)
     };
+    print(&text)?;
+    if report.regressed {
+        return Err(crate::exit::Regressed.into());
+    }
+    Ok(())
+}
+
+fn print(text: &str) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .context("writing the comparison to stdout")?;
-    if report.regressed {
+        .context("writing the comparison to stdout")
+}
+
+/// `rdmabench compare BEFORE.json AFTER.json` on two sweep records.
+fn run_sweeps(args: &CompareArgs) -> Result<()> {
+    let comp = sweep::build(args)?;
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&comp)?;
+        s.push('\n');
+        s
+    } else if args.markdown {
+        sweep_output::markdown(&comp)
+    } else {
+        sweep_output::table(&comp)
+    };
+    print(&text)?;
+    if comp.regressed {
         return Err(crate::exit::Regressed.into());
     }
     Ok(())
