@@ -231,6 +231,8 @@ const NAMED: RGBColor = RGBColor(178, 24, 43);
 const BAR_W: i32 = 18;
 const BAR_ROOM: i32 = 120;
 const CAPTION_ROW: i32 = 20;
+/// The grid's top: under the title, the subtitle and the colour bar's heading.
+const TOP: i32 = 88;
 
 /// Where things go.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -257,7 +259,7 @@ impl Layout {
 
 fn layout(size: (u32, u32), label_w: i32, n: usize, captions: usize) -> Layout {
     let (w, h) = (size.0 as i32, size.1 as i32);
-    let top = 76;
+    let top = TOP;
     let left = MARGIN + label_w + 10;
     let bottom_room = label_w + 16 + (captions as i32 + 1) * CAPTION_ROW + MARGIN;
     let avail_w = w - left - BAR_ROOM - MARGIN;
@@ -296,7 +298,7 @@ pub fn picture_size(map: &HeatMap, asked: (u32, u32)) -> (u32, u32) {
     let n = map.labels.len() as i32;
     let grid = n * CELL_WITH_VALUE;
     let w = 2 * MARGIN + label_w + 10 + grid + BAR_ROOM;
-    let h = 76 + grid + label_w + 16 + (map.caption.len() as i32 + 1) * CAPTION_ROW + MARGIN;
+    let h = TOP + grid + label_w + 16 + (map.caption.len() as i32 + 1) * CAPTION_ROW + MARGIN;
     (asked.0.max(w as u32), asked.1.max(h as u32))
 }
 
