@@ -43,19 +43,23 @@ pub const COMPARE_SCHEMA: &str = "rdmabench.compare/1";
 /// `rdmabench compare`'s options.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline record (a JSON file written by a test's --json)
+    /// The baseline record (a JSON file written by a test's --json), or the sweep record
+    /// before (written by `rdmabench cluster`)
     #[arg(value_name = "BASELINE")]
     pub baseline: PathBuf,
 
-    /// One or more candidate records, each compared to the baseline
+    /// One or more candidate records, each compared to the baseline; or the one sweep record
+    /// after, compared to the one before pair by pair
     #[arg(value_name = "CANDIDATE", required = true, num_args = 1..)]
     pub candidates: Vec<PathBuf>,
 
-    /// Smallest bandwidth change that counts, in percent (the noise must be exceeded too)
+    /// Smallest bandwidth change that counts, in percent (the noise must be exceeded too,
+    /// where records have repetitions; a sweep's pairs have none)
     #[arg(long, default_value_t = 3.0, value_name = "PCT", value_parser = parse_pct)]
     pub threshold: f64,
 
-    /// Smallest p99 latency change that counts, in percent
+    /// Smallest p99 latency change that counts, in percent (a sweep's pairs: their median
+    /// latency)
     #[arg(long = "threshold-lat", default_value_t = 10.0, value_name = "PCT", value_parser = parse_pct)]
     pub threshold_lat: f64,
 
@@ -76,7 +80,8 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "json")]
     pub markdown: bool,
 
-    /// Print the comparison as JSON (schema rdmabench.compare/1)
+    /// Print the comparison as JSON (schema rdmabench.compare/1; of two sweeps,
+    /// rdmabench.compare.cluster/1)
     #[arg(long)]
     pub json: bool,
 
