@@ -65,8 +65,10 @@ pub enum Command {
     /// Check port, links, MTU, GIDs, counters, GPU path, IOMMU, NUMA and CPU governor
     Doctor(crate::doctor::DoctorArgs),
     /// Compare result records against a baseline: medians, change and a noise-aware verdict
+    /// (or two cluster sweeps, pair by pair)
     Compare(crate::compare::CompareArgs),
     /// Plot result records to SVG or PNG: bandwidth or latency vs size, or a trend across runs
+    /// (or a cluster sweep as a heat map)
     Plot(crate::plot::PlotArgs),
     /// Measure every pair of ranks of an srun/mpirun/torchrun launch and name the slow NICs
     Cluster(crate::cluster::args::ClusterArgs),

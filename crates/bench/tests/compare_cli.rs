@@ -1,7 +1,9 @@
 //! `rdmabench compare` and `rdmabench plot` from the command line, on records built here:
 //! exit codes (0 same, 3 regression, 1 unreadable record, 2 usage or records that cannot be
 //! used together), the Markdown and JSON outputs, the incomparability warnings, and the plot
-//! formats. No RDMA device needed. What `compare` prints is snapshot-tested
+//! formats; and both commands on sweep records (`rdmabench.cluster/1`, built here): the
+//! heat map, the pair-by-pair comparison, and the refusal to mix sweeps with result records.
+//! No RDMA device needed. What `compare` prints is snapshot-tested
 //! (`tests/snapshots/compare_cli__*.snap`), on the records built here and on the stored ones
 //! under `results/`.
 
@@ -500,4 +502,239 @@ fn snapshot_compare_of_stored_records() {
     let lat = "results/soft-roce-emulated/2026-11-30T041448Z-write-lat.json";
     let args = ["compare", lat, lat, "-s", "2", "-s", "64K"];
     insta::assert_snapshot!("compare_stored_latency", transcript(&root, &args));
+}
+
+/// A sweep record (`rdmabench.cluster/1`) of write-bw between `ranks` (host, device), one
+/// pair per (client, server, GB/s; `None` when it failed), the fleet's median 46 GB/s.
+fn sweep(ranks: &[(&str, &str)], pairs: &[(u32, u32, Option<f64>)]) -> Value {
+    let ranks: Vec<Value> = ranks
+        .iter()
+        .enumerate()
+        .map(|(i, (host, device))| {
+            json!({"rank": i, "host": host, "device": device, "fw_ver": "28.39.1002",
+                   "label": format!("{device} of {host}")})
+        })
+        .collect();
+    let pairs: Vec<Value> = pairs
+        .iter()
+        .enumerate()
+        .map(|(round, &(client, server, value))| {
+            let mut p = json!({
+                "round": round, "client": client, "server": server, "test": "write-bw",
+                "rerun": false, "value": value, "unit": "GB/s",
+                "pct_of_median": value.map(|v| v / 46.0 * 100.0),
+                "suspect": value.is_some_and(|v| v < 0.8 * 46.0),
+            });
+            if value.is_none() {
+                p["error"] = json!("the peer closed the connection");
+            }
+            p
+        })
+        .collect();
+    json!({
+        "schema": "rdmabench.cluster/1",
+        "tool": {"version": "0.1.0", "git": null},
+        "started_at": "2026-12-01T08:00:00Z",
+        "launcher": "Slurm",
+        "pattern": "pairs",
+        "tests": ["write-bw"],
+        "min_pct": 80.0,
+        "max_lat_factor": 1.5,
+        "ranks": ranks,
+        "schedule": [],
+        "pairs": pairs,
+        "fleet": [{"test": "write-bw", "unit": "GB/s", "pairs": 6, "median": 46.0,
+                   "min": 20.0, "max": 46.0}],
+        "named": [],
+        "status": "complete",
+    })
+}
+
+const FOUR: [(&str, &str); 4] = [
+    ("node1", "mlx5_0"),
+    ("node1", "mlx5_1"),
+    ("node2", "mlx5_0"),
+    ("node2", "mlx5_1"),
+];
+
+#[test]
+fn plot_draws_a_sweep_as_a_heat_map_and_refuses_mixing_it_with_records() {
+    let f = files("plot-sweep");
+    let all: Vec<(u32, u32, Option<f64>)> = vec![
+        (0, 1, Some(46.0)),
+        (2, 3, Some(20.0)),
+        (0, 2, Some(45.5)),
+        (1, 3, None),
+        (0, 3, Some(21.0)),
+        (1, 2, Some(46.2)),
+    ];
+    let s = write(&f.dir, "sweep.json", &sweep(&FOUR, &all));
+    let svg = f.dir.join("heat.svg");
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&s)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert!(out.status.success(), "{t}");
+    assert!(t.contains("heat map of write-bw over 4 ranks"), "{t}");
+    let doc = std::fs::read_to_string(&svg).unwrap();
+    roxmltree::Document::parse(&doc).unwrap();
+    assert!(doc.contains("write-bw: fleet median 46.0 GB/s"), "{doc}");
+    assert!(doc.contains("mlx5_1 of node2") && doc.contains("failed"));
+
+    // A sweep with a result record: refused, naming both.
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&f.base)
+        .arg(&s)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("'{}' is a sweep record", s.display()))
+            && t.contains(&f.base.display().to_string()),
+        "{t}"
+    );
+    // --test with a result record, or one the sweep did not run.
+    let out = bin()
+        .args(["plot", "--test", "write-bw", "-o"])
+        .arg(&svg)
+        .arg(&f.base)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let out = bin()
+        .args(["plot", "--test", "read-bw", "-o"])
+        .arg(&svg)
+        .arg(&s)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    // A malformed sweep record: exit 2, naming the file.
+    let bad = f.dir.join("bad-sweep.json");
+    std::fs::write(&bad, r#"{"schema": "rdmabench.cluster/1", "ranks": 4}"#).unwrap();
+    let out = bin()
+        .args(["plot", "-o"])
+        .arg(&svg)
+        .arg(&bad)
+        .output()
+        .unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("bad-sweep.json"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+/// Two sweeps of the four NICs: before, every pair near 46 GB/s; after a firmware roll-out
+/// that broke mlx5_1 of node2, its pairs at about 21 GB/s. The second launch numbered the
+/// ranks the other way round and did not measure the pair of node1's NICs; the first did
+/// not measure mlx5_1 of node1 with mlx5_0 of node2.
+fn sweeps(dir: &Path) -> (PathBuf, PathBuf) {
+    let before = sweep(
+        &FOUR,
+        &[
+            (0, 1, Some(46.0)),
+            (2, 3, Some(45.8)),
+            (0, 2, Some(45.5)),
+            (1, 3, Some(46.1)),
+            (0, 3, Some(45.9)),
+        ],
+    );
+    let mut reversed = FOUR;
+    reversed.reverse();
+    // Rank k after is rank 3 - k before: mlx5_1 of node2 is rank 0 now.
+    let mut after = sweep(
+        &reversed,
+        &[
+            (1, 0, Some(21.0)),
+            (3, 1, Some(45.6)),
+            (2, 0, Some(20.5)),
+            (3, 0, Some(20.8)),
+            (2, 1, Some(46.3)),
+        ],
+    );
+    for r in after["ranks"].as_array_mut().unwrap() {
+        r["fw_ver"] = json!("28.40.1000");
+    }
+    (
+        write(dir, "before.json", &before),
+        write(dir, "after.json", &after),
+    )
+}
+
+#[test]
+fn two_sweeps_are_compared_pair_by_pair_and_the_slow_nic_named() {
+    let f = files("cmp-sweeps");
+    let (before, after) = sweeps(&f.dir);
+    // Exit 3, the three pairs of mlx5_1 of node2 slower; one pair only in each sweep.
+    insta::assert_snapshot!(
+        "compare_sweeps_terminal",
+        transcript(&f.dir, &["compare", "before.json", "after.json"])
+    );
+    let out = compare(&[&before, &after], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{t}");
+    assert!(
+        t.contains("mlx5_1 of node2: slower in 3 of 3 write-bw pairs"),
+        "{t}"
+    );
+    // The other way round, it is faster: no regression.
+    let out = compare(&[&after, &before], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // --threshold is the bandwidth change that counts.
+    let out = compare(&[&before, &after], &["--threshold", "60"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    insta::assert_snapshot!(
+        "compare_sweeps_markdown",
+        transcript(
+            &f.dir,
+            &["compare", "before.json", "after.json", "--markdown"]
+        )
+    );
+    let out = compare(&[&before, &after], &["--json"]);
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["schema"], "rdmabench.compare.cluster/1");
+    assert_eq!(v["regressed"], true);
+    assert_eq!(v["slower"], 3);
+    assert_eq!(v["nics"][0]["nic"], "mlx5_1 of node2");
+    assert_eq!(v["only_in_before"].as_array().unwrap().len(), 1);
+    assert_eq!(v["only_in_after"].as_array().unwrap().len(), 1);
+    assert_eq!(v["firmware"].as_array().unwrap().len(), 4);
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn a_sweep_with_a_result_record_or_a_bad_sweep_exits_2() {
+    let f = files("cmp-sweep-mixed");
+    let (before, after) = sweeps(&f.dir);
+    let out = compare(&[&f.base, &after], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert_eq!(
+        t.trim(),
+        format!(
+            "rdmabench: error: '{}' is a sweep record (rdmabench.cluster/1) and '{}' is not: \
+             sweeps and result records cannot be used together; give sweep records only, or \
+             result records only",
+            after.display(),
+            f.base.display()
+        )
+    );
+    for extra in [&["-s", "64K"][..], &["--per-size"]] {
+        let out = compare(&[&before, &after], extra);
+        assert_eq!(out.status.code(), Some(2), "{extra:?}: {}", text(&out));
+    }
+    let out = compare(&[&before, &after, &after], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let bad = f.dir.join("bad.json");
+    std::fs::write(&bad, r#"{"schema": "rdmabench.cluster/1", "pairs": {}}"#).unwrap();
+    let out = compare(&[&before, &bad], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(t.contains("bad.json") && t.contains("not a valid"), "{t}");
+    std::fs::remove_dir_all(f.dir).ok();
 }

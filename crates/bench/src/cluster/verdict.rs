@@ -248,6 +248,7 @@ fn name_counters(rec: &SweepRecord) -> Vec<NamedNic> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::report::sweep::sample_pair;
     use crate::report::{RankRecord, RunStatus, ToolRecord, SWEEP_SCHEMA};
 
     pub(crate) fn sweep(n: u32, pairs: Vec<PairRecord>) -> SweepRecord {
@@ -279,23 +280,9 @@ pub(crate) mod tests {
     }
 
     pub(crate) fn pair(server: u32, client: u32, gbps: f64) -> PairRecord {
-        PairRecord {
-            round: 0,
-            client,
-            server,
-            test: "write-bw".into(),
-            rerun: false,
-            retry: false,
-            value: Some(gbps),
-            unit: "GB/s".into(),
-            pct_of_median: None,
-            pct_of_ceiling: None,
-            suspect: false,
-            error: None,
-            record: None,
-            client_counters: BTreeMap::new(),
-            server_counters: BTreeMap::new(),
-        }
+        let mut p = sample_pair(0, client, server, "write-bw", "GB/s", Some(gbps), gbps);
+        (p.pct_of_median, p.suspect) = (None, false);
+        p
     }
 
     /// Every pair of `n` ranks, rank `slow`'s at a tenth of the others' bandwidth.

@@ -9,6 +9,8 @@
 //! host differences, usually the point of the comparison, are shown as information.
 //!
 //! Records of different tests are refused unless `--mixed-tests` says the user means it.
+//! Two sweep records (`rdmabench.cluster/1`) are compared pair by pair ([`sweep`]); a sweep
+//! with a result record is refused (exit 2).
 //!
 //! Exit codes: 0 nothing regressed; 3 something did; 1 a record could not be read; 2 what
 //! was asked cannot be compared (records of different tests, no shared size) or bad usage.
@@ -19,6 +21,8 @@
 pub mod diff;
 mod output;
 pub mod stats;
+pub mod sweep;
+mod sweep_output;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -39,19 +43,23 @@ pub const COMPARE_SCHEMA: &str = "rdmabench.compare/1";
 /// `rdmabench compare`'s options.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
-    /// The baseline record (a JSON file written by a test's --json)
+    /// The baseline record (a JSON file written by a test's --json), or the sweep record
+    /// before (written by `rdmabench cluster`)
     #[arg(value_name = "BASELINE")]
     pub baseline: PathBuf,
 
-    /// One or more candidate records, each compared to the baseline
+    /// One or more candidate records, each compared to the baseline; or the one sweep record
+    /// after, compared to the one before pair by pair
     #[arg(value_name = "CANDIDATE", required = true, num_args = 1..)]
     pub candidates: Vec<PathBuf>,
 
-    /// Smallest bandwidth change that counts, in percent (the noise must be exceeded too)
+    /// Smallest bandwidth change that counts, in percent (the noise must be exceeded too,
+    /// where records have repetitions; a sweep's pairs have none)
     #[arg(long, default_value_t = 3.0, value_name = "PCT", value_parser = parse_pct)]
     pub threshold: f64,
 
-    /// Smallest p99 latency change that counts, in percent
+    /// Smallest p99 latency change that counts, in percent (a sweep's pairs: their median
+    /// latency)
     #[arg(long = "threshold-lat", default_value_t = 10.0, value_name = "PCT", value_parser = parse_pct)]
     pub threshold_lat: f64,
 
@@ -72,7 +80,8 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "json")]
     pub markdown: bool,
 
-    /// Print the comparison as JSON (schema rdmabench.compare/1)
+    /// Print the comparison as JSON (schema rdmabench.compare/1; of two sweeps,
+    /// rdmabench.compare.cluster/1)
     #[arg(long)]
     pub json: bool,
 
@@ -494,6 +503,13 @@ pub fn build_report(args: &CompareArgs) -> Result<Report> {
 /// Runs `rdmabench compare`: prints the report and exits with status 3 when something
 /// regressed.
 pub fn run(args: &CompareArgs) -> Result<()> {
+    let paths: Vec<&Path> = std::iter::once(&args.baseline)
+        .chain(&args.candidates)
+        .map(PathBuf::as_path)
+        .collect();
+    if crate::report::sweep::all_sweeps(&paths)? {
+        return run_sweeps(args);
+    }
     let report = build_report(args)?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&report)?;
@@ -504,12 +520,35 @@ pub fn run(args: &CompareArgs) -> Result<()> {
     } else {
         output::table(&report)
     };
+    print(&text)?;
+    if report.regressed {
+        return Err(crate::exit::Regressed.into());
+    }
+    Ok(())
+}
+
+fn print(text: &str) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
         .and_then(|()| stdout.flush())
-        .context("writing the comparison to stdout")?;
-    if report.regressed {
+        .context("writing the comparison to stdout")
+}
+
+/// `rdmabench compare BEFORE.json AFTER.json` on two sweep records.
+fn run_sweeps(args: &CompareArgs) -> Result<()> {
+    let comp = sweep::build(args)?;
+    let text = if args.json {
+        let mut s = serde_json::to_string_pretty(&comp)?;
+        s.push('\n');
+        s
+    } else if args.markdown {
+        sweep_output::markdown(&comp)
+    } else {
+        sweep_output::table(&comp)
+    };
+    print(&text)?;
+    if comp.regressed {
         return Err(crate::exit::Regressed.into());
     }
     Ok(())

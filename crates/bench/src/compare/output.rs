@@ -103,7 +103,7 @@ fn thresholds(report: &Report) -> String {
 }
 
 /// Pads columns: `right[i]` aligns column i to the right.
-fn columns(header: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
+pub(super) fn columns(header: &[&str], rows: &[Vec<String>], right: &[bool]) -> String {
     let mut width: Vec<usize> = header.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (i, cell) in row.iter().enumerate() {
@@ -255,7 +255,7 @@ fn only_in(out: &mut String, c: &Comparison, wrap: impl Fn(&str) -> String) {
 }
 
 /// Escapes what would break a Markdown table cell or inline code.
-fn md(text: &str) -> String {
+pub(super) fn md(text: &str) -> String {
     text.replace('|', "\\|").replace('`', "'")
 }
 

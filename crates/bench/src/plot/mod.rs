@@ -13,6 +13,7 @@
 //! its viewer draws the text.
 
 mod axis;
+pub mod heatmap;
 mod png;
 mod render;
 pub mod spec;
@@ -23,15 +24,18 @@ use std::sync::OnceLock;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use image::ImageEncoder;
-use plotters::prelude::{BitMapBackend, IntoDrawingArea, SVGBackend};
+use plotters::coord::Shift;
+use plotters::prelude::{BitMapBackend, DrawingArea, IntoDrawingArea, SVGBackend};
 use plotters::style::FontStyle;
 
 use crate::compare::diff::{check_together, Together};
 use crate::compare::load_record;
 use crate::files::{check_writable, write_atomically};
 use crate::plan::PlanError;
+use crate::report::sweep::{all_sweeps, load_sweep};
 use crate::report::RunRecord;
 use crate::units::parse_size;
+use heatmap::{heat_map, HeatMap};
 use png::Png;
 use spec::{default_kind, Input, Kind, Order, SpecOptions};
 
@@ -46,7 +50,8 @@ pub const FONT_FAMILY: &str = "DejaVu Sans, sans-serif";
 /// `rdmabench plot`'s options.
 #[derive(Debug, Args)]
 pub struct PlotArgs {
-    /// Result records (JSON files written by a test's --json)
+    /// Result records (JSON files written by a test's --json), or one sweep record (written
+    /// by `rdmabench cluster`), drawn as a rank x rank heat map
     #[arg(value_name = "RECORD", required = true, num_args = 1..)]
     pub records: Vec<PathBuf>,
 
@@ -91,6 +96,10 @@ pub struct PlotArgs {
     /// record then shows as the bandwidth its round trips moved)
     #[arg(long)]
     pub mixed_tests: bool,
+
+    /// With a sweep record: the test to draw [default: the sweep's first test]
+    #[arg(long, value_name = "NAME")]
+    pub test: Option<String>,
 
     /// Height of the picture in pixels
     #[arg(long, default_value_t = 620, value_name = "PX",
@@ -191,25 +200,31 @@ pub fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::Char
     Ok((kind, spec))
 }
 
-/// Renders a chart to SVG text.
-pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
+/// Draws with `draw` on an SVG backend of `size` and returns the SVG text.
+fn to_svg(
+    size: (u32, u32),
+    draw: impl for<'a> FnOnce(&DrawingArea<SVGBackend<'a>, Shift>) -> Result<()>,
+) -> Result<String> {
     register_font()?;
     let mut buf = String::new();
     {
         let root = SVGBackend::with_string(&mut buf, size).into_drawing_area();
-        render::draw(&root, spec)?;
+        draw(&root)?;
     }
     Ok(buf)
 }
 
-/// Renders a chart to PNG bytes (drawn in memory, then encoded).
-pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
+/// Draws with `draw` in memory (the PNG backend) and returns the encoded PNG.
+fn to_png(
+    size: (u32, u32),
+    draw: impl for<'a> FnOnce(&DrawingArea<Png<'a>, Shift>) -> Result<()>,
+) -> Result<Vec<u8>> {
     register_font()?;
     let (w, h) = size;
     let mut pixels = vec![0u8; w as usize * h as usize * 3];
     {
         let root = Png(BitMapBackend::with_buffer(&mut pixels, size)).into_drawing_area();
-        render::draw(&root, spec)?;
+        draw(&root)?;
     }
     let mut png = Vec::new();
     image::codecs::png::PngEncoder::new(&mut png)
@@ -218,10 +233,37 @@ pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
     Ok(png)
 }
 
+/// Renders a chart to SVG text.
+pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
+    to_svg(size, |root| render::draw(root, spec))
+}
+
+/// Renders a chart to PNG bytes (drawn in memory, then encoded).
+pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
+    to_png(size, |root| render::draw(root, spec))
+}
+
+/// Renders a heat map to SVG text or PNG bytes.
+pub fn render_heat_map(map: &HeatMap, format: Format, size: (u32, u32)) -> Result<Vec<u8>> {
+    match format {
+        Format::Svg => Ok(to_svg(size, |root| heatmap::draw(root, map))?.into_bytes()),
+        Format::Png => to_png(size, |root| heatmap::draw(root, map)),
+    }
+}
+
 /// Runs `rdmabench plot`.
 pub fn run(args: &PlotArgs) -> Result<()> {
     let format = format_of(&args.output).map_err(PlanError)?;
     check_writable("-o", &args.output)?;
+    let paths: Vec<&Path> = args.records.iter().map(PathBuf::as_path).collect();
+    if all_sweeps(&paths)? {
+        return run_sweep(args, format);
+    }
+    if args.test.is_some() {
+        bail!(PlanError(
+            "--test applies to sweep records only (a result record holds one test)".to_string()
+        ));
+    }
     let mut inputs = Vec::new();
     for path in &args.records {
         let record = load_record(path)?;
@@ -270,6 +312,86 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         args.output.display(),
         inputs.len(),
         if inputs.len() == 1 { "" } else { "s" }
+    );
+    Ok(())
+}
+
+/// The options of charts of result records that a heat map has no use for, when given.
+fn chart_options_given(args: &PlotArgs) -> Vec<&'static str> {
+    let given = [
+        (args.kind.is_some(), "--kind"),
+        (args.size.is_some(), "--size"),
+        (args.order.is_some(), "--order"),
+        (!args.labels.is_empty(), "--label"),
+        (args.gbits, "--gbits"),
+        (args.log_y, "--log-y"),
+        (args.mixed_tests, "--mixed-tests"),
+    ];
+    given.iter().filter(|g| g.0).map(|g| g.1).collect()
+}
+
+/// Works out the heat map of a sweep record for these options.
+pub fn build_heat_map(sweep: &crate::report::SweepRecord, args: &PlotArgs) -> Result<HeatMap> {
+    let given = chart_options_given(args);
+    if !given.is_empty() {
+        bail!(PlanError(format!(
+            "{} appl{} to charts of result records, not to a sweep's heat map",
+            given.join(", "),
+            if given.len() == 1 { "ies" } else { "y" }
+        )));
+    }
+    let test = match &args.test {
+        Some(t) if !sweep.tests.contains(t) => bail!(PlanError(format!(
+            "--test {t}: the sweep ran {}",
+            sweep.tests.join(", ")
+        ))),
+        Some(t) => t.clone(),
+        None => match sweep.tests.first() {
+            Some(t) => t.clone(),
+            None => bail!("the sweep record names no test (its \"tests\" is empty)"),
+        },
+    };
+    Ok(heat_map(sweep, &test, args.title.as_deref()))
+}
+
+/// `rdmabench plot SWEEP.json`: the heat map of one test of one sweep.
+fn run_sweep(args: &PlotArgs, format: Format) -> Result<()> {
+    if let [first, second, ..] = args.records.as_slice() {
+        bail!(PlanError(format!(
+            "'{}' and '{}': plot draws one sweep at a time; give one sweep record",
+            first.display(),
+            second.display()
+        )));
+    }
+    let path = &args.records[0];
+    let sweep = load_sweep(path)?;
+    let map = build_heat_map(&sweep, args)?;
+    let size = heatmap::picture_size(&map, (args.width, args.height));
+    let bytes = render_heat_map(&map, format, size)?;
+    write_atomically(&args.output, &bytes)?;
+    let test = args
+        .test
+        .as_deref()
+        .or(sweep.tests.first().map(String::as_str));
+    let others: Vec<&str> = sweep
+        .tests
+        .iter()
+        .map(String::as_str)
+        .filter(|t| Some(*t) != test)
+        .collect();
+    println!(
+        "rdmabench: wrote {} (heat map of {} over {} ranks{})",
+        args.output.display(),
+        test.unwrap_or("?"),
+        sweep.ranks.len(),
+        if others.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; the sweep also ran {}: pick one with --test",
+                others.join(", ")
+            )
+        }
     );
     Ok(())
 }
@@ -393,6 +515,44 @@ mod tests {
         let (_, spec) = build_spec(&inputs(), &a).unwrap();
         let bytes = render_png(&spec, (1000, 620)).unwrap();
         assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    }
+
+    #[test]
+    fn a_sweep_is_drawn_as_a_heat_map() {
+        let sweep = crate::report::sweep::sample_sweep();
+        let map = build_heat_map(&sweep, &args(&["s.json", "-o", "x.svg"])).unwrap();
+        assert!(map.title.starts_with("write-bw"), "{}", map.title);
+        let map = build_heat_map(
+            &sweep,
+            &args(&["s.json", "-o", "x.svg", "--test", "write-lat"]),
+        )
+        .unwrap();
+        assert!(map.lower_is_better);
+        let svg =
+            String::from_utf8(render_heat_map(&map, Format::Svg, (1000, 620)).unwrap()).unwrap();
+        roxmltree::Document::parse(&svg).unwrap();
+        let png = render_heat_map(&map, Format::Png, (1000, 620)).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let map = build_heat_map(&sweep, &args(&["s.json", "-o", "x.svg"])).unwrap();
+        let svg =
+            String::from_utf8(render_heat_map(&map, Format::Svg, (1000, 620)).unwrap()).unwrap();
+        insta::assert_snapshot!("heat_map_of_a_4_rank_sweep", svg);
+    }
+
+    #[test]
+    fn a_heat_map_refuses_the_options_of_charts_and_unknown_tests() {
+        let sweep = crate::report::sweep::sample_sweep();
+        for extra in [&["--kind", "bw"][..], &["--gbits"], &["--label", "a"]] {
+            let a = args(&[&["s.json", "-o", "x.svg"][..], extra].concat());
+            let e = build_heat_map(&sweep, &a).unwrap_err();
+            assert!(
+                e.is::<PlanError>() && e.to_string().contains(extra[0]),
+                "{e}"
+            );
+        }
+        let a = args(&["s.json", "-o", "x.svg", "--test", "read-bw"]);
+        let e = build_heat_map(&sweep, &a).unwrap_err();
+        assert!(e.to_string().contains("write-bw, write-lat"), "{e}");
     }
 
     #[test]

@@ -3,9 +3,14 @@
 //! sweep that fails keeps the pairs it measured. `plot` draws it as a heat map and `compare`
 //! diffs two of them; `results/schema.md` defines every field.
 
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use anyhow::{bail, Context, Result};
 use serde::{Deserialize, Serialize};
 
 use super::{RunRecord, RunStatus, ToolRecord};
+use crate::plan::PlanError;
 
 /// The schema name and version of the sweep record.
 pub const SWEEP_SCHEMA: &str = "rdmabench.cluster/1";
@@ -145,4 +150,339 @@ pub struct NamedNic {
     pub kind: String,
     /// What a person reads: "write-bw 42% of the fleet median in 3 of 3 pairs".
     pub why: String,
+}
+
+/// Whether a figure of this unit is better when lower: latency ("us") is, bandwidth is not.
+pub fn lower_is_better(unit: &str) -> bool {
+    unit == "us"
+}
+
+impl RankRecord {
+    /// The NIC's identity across launches, which may number the ranks differently:
+    /// "host/device", or the label when the host or the device is unknown.
+    pub fn nic_key(&self) -> String {
+        if self.host.is_empty() || self.device.is_empty() {
+            self.label.clone()
+        } else {
+            format!("{}/{}", self.host, self.device)
+        }
+    }
+
+    /// The label a person reads ("mlx5_3 of node17"), made up when the record has none.
+    pub fn shown(&self) -> String {
+        if self.label.is_empty() {
+            format!("{} of {}", self.device, self.host)
+        } else {
+            self.label.clone()
+        }
+    }
+}
+
+impl SweepRecord {
+    /// The record of rank `rank`.
+    pub fn rank(&self, rank: u32) -> Option<&RankRecord> {
+        self.ranks.iter().find(|r| r.rank == rank)
+    }
+
+    /// The fleet's figures for `test`.
+    pub fn fleet_for(&self, test: &str) -> Option<&FleetFigures> {
+        self.fleet.iter().find(|f| f.test == test)
+    }
+
+    /// The one measurement of `test` that stands for each pair of ranks, keyed by the two
+    /// ranks in increasing order (a pair is one whichever side was the client): the first
+    /// planned measurement with a figure, else the first planned one (it failed); a re-run
+    /// only where the schedule did not plan the pair.
+    pub fn measurements(&self, test: &str) -> BTreeMap<(u32, u32), &PairRecord> {
+        let priority = |p: &PairRecord| (p.rerun, p.value.is_none());
+        let mut chosen: BTreeMap<(u32, u32), &PairRecord> = BTreeMap::new();
+        for p in self.pairs.iter().filter(|p| p.test == test) {
+            if p.client == p.server {
+                continue;
+            }
+            let key = (p.client.min(p.server), p.client.max(p.server));
+            match chosen.get(&key) {
+                Some(kept) if priority(kept) <= priority(p) => {}
+                _ => {
+                    chosen.insert(key, p);
+                }
+            }
+        }
+        chosen
+    }
+}
+
+/// Whether the file at `path` is a sweep record: a JSON document whose `schema` names
+/// `rdmabench.cluster/…`. A file that cannot be read or parsed is not one (the reader of
+/// result records then says why it cannot be read).
+pub fn is_sweep_file(path: &Path) -> bool {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return false;
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    value
+        .get("schema")
+        .and_then(|s| s.as_str())
+        .is_some_and(|s| s.starts_with("rdmabench.cluster/"))
+}
+
+/// Reads and parses a sweep record. A file that cannot be read is an error (exit 1); one
+/// that is not a valid sweep record of this version is a [`PlanError`] (exit 2); both name
+/// the file.
+pub fn load_sweep(path: &Path) -> Result<SweepRecord> {
+    let shown = path.display();
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("cannot read the sweep record '{shown}'"))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|e| PlanError(format!("'{shown}' is not valid JSON: {e}")))?;
+    match value.get("schema").and_then(|s| s.as_str()) {
+        Some(SWEEP_SCHEMA) => {}
+        other => bail!(PlanError(format!(
+            "'{shown}' has schema '{}', but this rdmabench reads sweep records of '{SWEEP_SCHEMA}'",
+            other.unwrap_or("none")
+        ))),
+    }
+    // Parsed again from the text, so that an error says the line and column.
+    serde_json::from_str(&text).map_err(|e| {
+        PlanError(format!(
+            "'{shown}' is not a valid {SWEEP_SCHEMA} record ({e}); see results/schema.md"
+        ))
+        .into()
+    })
+}
+
+/// Whether `paths` are all sweep records (true) or all result records (false); a mix is
+/// refused, naming a file of each kind.
+pub fn all_sweeps(paths: &[&Path]) -> Result<bool, PlanError> {
+    let kinds: Vec<bool> = paths.iter().map(|p| is_sweep_file(p)).collect();
+    let sweep = kinds.iter().position(|&k| k);
+    let result = kinds.iter().position(|&k| !k);
+    match (sweep, result) {
+        (Some(s), Some(r)) => Err(PlanError(format!(
+            "'{}' is a sweep record ({SWEEP_SCHEMA}) and '{}' is not: sweeps and result \
+             records cannot be used together; give sweep records only, or result records only",
+            paths[s].display(),
+            paths[r].display()
+        ))),
+        (Some(_), None) => Ok(true),
+        _ => Ok(false),
+    }
+}
+
+/// A synthetic sweep for tests: four ranks on two hosts (rank 3, "mlx5_1 of node2", is
+/// slow), a round-robin schedule, write-bw (46 GB/s; 20 GB/s with rank 3) and write-lat
+/// (2.0 us; 4.5 us with rank 3), and the fleet's figures as rank 0 would write them.
+#[cfg(test)]
+pub(crate) fn sample_sweep() -> SweepRecord {
+    let hosts = [
+        ("node1", "mlx5_0"),
+        ("node1", "mlx5_1"),
+        ("node2", "mlx5_0"),
+        ("node2", "mlx5_1"),
+    ];
+    let ranks: Vec<RankRecord> = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, (host, device))| RankRecord {
+            rank: i as u32,
+            host: host.to_string(),
+            device: device.to_string(),
+            fw_ver: Some("28.39.1002".to_string()),
+            label: format!("{device} of {host}"),
+        })
+        .collect();
+    let schedule = vec![
+        vec![[0, 1], [2, 3]],
+        vec![[0, 2], [1, 3]],
+        vec![[0, 3], [1, 2]],
+    ];
+    let mut pairs = Vec::new();
+    for (test, unit, good, slow) in [
+        ("write-bw", "GB/s", 46.0, 20.0),
+        ("write-lat", "us", 2.0, 4.5),
+    ] {
+        for (round, list) in schedule.iter().enumerate() {
+            for &[client, server] in list {
+                let value = if server == 3 || client == 3 {
+                    slow
+                } else {
+                    good
+                };
+                pairs.push(sample_pair(
+                    round as u32,
+                    client,
+                    server,
+                    test,
+                    unit,
+                    Some(value),
+                    good,
+                ));
+            }
+        }
+    }
+    let fleet = vec![
+        sample_fleet("write-bw", "GB/s", &[46.0, 20.0]),
+        sample_fleet("write-lat", "us", &[2.0, 4.5]),
+    ];
+    SweepRecord {
+        schema: SWEEP_SCHEMA.to_string(),
+        tool: ToolRecord {
+            version: "0.1.0".to_string(),
+            git: None,
+        },
+        started_at: "2026-12-01T08:00:00Z".to_string(),
+        launcher: "Slurm".to_string(),
+        pattern: "pairs".to_string(),
+        tests: vec!["write-bw".to_string(), "write-lat".to_string()],
+        min_pct: 80.0,
+        max_lat_factor: 1.5,
+        ranks,
+        schedule,
+        pairs,
+        fleet,
+        named: vec![NamedNic {
+            rank: 3,
+            label: "mlx5_1 of node2".to_string(),
+            kind: "slow".to_string(),
+            why: "write-bw 43% of the fleet median in 3 of 3 pairs".to_string(),
+        }],
+        status: RunStatus::Complete,
+        error: None,
+    }
+}
+
+/// One synthetic measurement; `median` is the fleet's.
+#[cfg(test)]
+pub(crate) fn sample_pair(
+    round: u32,
+    client: u32,
+    server: u32,
+    test: &str,
+    unit: &str,
+    value: Option<f64>,
+    median: f64,
+) -> PairRecord {
+    let pct = value.map(|v| v / median * 100.0);
+    let suspect = match (pct, lower_is_better(unit)) {
+        (Some(p), false) => p < 80.0,
+        (Some(p), true) => p > 150.0,
+        (None, _) => false,
+    };
+    PairRecord {
+        round,
+        client,
+        server,
+        test: test.to_string(),
+        rerun: false,
+        retry: false,
+        value,
+        unit: unit.to_string(),
+        pct_of_median: pct,
+        pct_of_ceiling: None,
+        suspect,
+        error: value
+            .is_none()
+            .then(|| "the peer closed the connection".to_string()),
+        record: None,
+        client_counters: BTreeMap::new(),
+        server_counters: BTreeMap::new(),
+    }
+}
+
+#[cfg(test)]
+fn sample_fleet(test: &str, unit: &str, values: &[f64; 2]) -> FleetFigures {
+    FleetFigures {
+        test: test.to_string(),
+        unit: unit.to_string(),
+        pairs: 6,
+        median: values[0],
+        min: values[0].min(values[1]),
+        max: values[0].max(values[1]),
+        ceiling_gbps: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sample_round_trips_through_json() {
+        let s = sample_sweep();
+        let text = serde_json::to_string(&s).unwrap();
+        let back: SweepRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(back, s);
+    }
+
+    #[test]
+    fn a_pair_is_measured_once_whichever_side_was_the_client() {
+        let mut s = sample_sweep();
+        let bw = |p: &PairRecord| p.test == "write-bw";
+        // Both directions of 0-1 and a re-run of 0-1: the first planned one stands.
+        s.pairs
+            .push(sample_pair(3, 1, 0, "write-bw", "GB/s", Some(40.0), 46.0));
+        let mut rerun = sample_pair(4, 0, 1, "write-bw", "GB/s", Some(10.0), 46.0);
+        rerun.rerun = true;
+        s.pairs.push(rerun);
+        // 2-3 failed in the plan; a re-run does not replace it.
+        s.pairs
+            .retain(|p| !(bw(p) && p.client == 2 && p.server == 3));
+        s.pairs
+            .push(sample_pair(0, 2, 3, "write-bw", "GB/s", None, 46.0));
+        let mut rerun = sample_pair(4, 3, 2, "write-bw", "GB/s", Some(30.0), 46.0);
+        rerun.rerun = true;
+        s.pairs.push(rerun);
+        let m = s.measurements("write-bw");
+        assert_eq!(m.len(), 6);
+        assert_eq!(m[&(0, 1)].value, Some(46.0));
+        assert_eq!(m[&(2, 3)].value, None);
+        assert!(!m[&(2, 3)].rerun);
+        // A pair only re-run is shown by its re-run.
+        s.pairs
+            .retain(|p| !(bw(p) && (p.client, p.server) == (0, 3)));
+        let mut only = sample_pair(4, 3, 0, "write-bw", "GB/s", Some(21.0), 46.0);
+        only.rerun = true;
+        s.pairs.push(only);
+        assert_eq!(s.measurements("write-bw")[&(0, 3)].value, Some(21.0));
+    }
+
+    #[test]
+    fn nics_are_known_by_host_and_device_else_by_label() {
+        let mut r = sample_sweep().ranks[3].clone();
+        assert_eq!(r.nic_key(), "node2/mlx5_1");
+        r.host.clear();
+        assert_eq!(r.nic_key(), "mlx5_1 of node2");
+    }
+
+    #[test]
+    fn files_are_told_apart_by_their_schema() {
+        let dir = std::env::temp_dir().join(format!("rdmabench-sweep-load-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let sweep = dir.join("sweep.json");
+        std::fs::write(&sweep, serde_json::to_vec(&sample_sweep()).unwrap()).unwrap();
+        let result = dir.join("result.json");
+        std::fs::write(&result, br#"{"schema": "rdmabench.result/1"}"#).unwrap();
+        assert_eq!(load_sweep(&sweep).unwrap(), sample_sweep());
+        assert_eq!(all_sweeps(&[&sweep, &sweep]), Ok(true));
+        assert_eq!(all_sweeps(&[&result]), Ok(false));
+        let e = all_sweeps(&[&result, &sweep]).unwrap_err().0;
+        assert!(
+            e.contains("'") && e.contains("sweep.json") && e.contains("result.json"),
+            "{e}"
+        );
+
+        let broken = dir.join("broken.json");
+        std::fs::write(&broken, br#"{"schema": "rdmabench.cluster/1", "ranks": 3}"#).unwrap();
+        let e = load_sweep(&broken).unwrap_err();
+        assert!(e.is::<PlanError>(), "{e}");
+        assert!(e.to_string().contains("broken.json"), "{e}");
+        let e = load_sweep(&dir.join("none.json")).unwrap_err();
+        assert!(
+            !e.is::<PlanError>() && format!("{e:#}").contains("none.json"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(dir).ok();
+    }
 }

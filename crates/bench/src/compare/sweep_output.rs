@@ -1,0 +1,238 @@
+//! The outputs of `compare` on two sweeps: a terminal table and Markdown (`--json` is the
+//! serialized [`SweepComparison`]).
+
+use std::fmt::Write as _;
+
+use super::output::{columns, md, sig4};
+use super::sweep::{LonePair, PairChange, PairVerdict, SweepComparison};
+
+/// The method, in one sentence for the outputs.
+pub const SWEEP_METHOD: &str = "pairs matched by test and by the host and device of both \
+NICs (ranks may be numbered differently between launches); each pair is one measurement, so \
+a change counts when it exceeds the threshold, without a test of the noise; a pair that \
+fails after but not before counts as slower";
+
+fn figure(v: Option<f64>) -> String {
+    v.map_or_else(|| "failed".to_string(), sig4)
+}
+
+fn change(p: &PairChange) -> String {
+    p.change_pct
+        .map_or_else(|| "n/a".to_string(), |c| format!("{c:+.1}%"))
+}
+
+fn pair_name(nics: &[String; 2]) -> String {
+    format!("{} <-> {}", nics[0], nics[1])
+}
+
+fn cells(p: &PairChange) -> Vec<String> {
+    vec![
+        p.test.clone(),
+        pair_name(&p.nics),
+        p.unit.clone(),
+        figure(p.before),
+        figure(p.after),
+        change(p),
+        p.verdict.as_str().to_string(),
+    ]
+}
+
+const HEADER: [&str; 7] = [
+    "test", "pair", "unit", "before", "after", "change", "verdict",
+];
+
+fn thresholds(c: &SweepComparison) -> String {
+    format!(
+        "{}% bandwidth, {}% latency",
+        c.threshold_pct, c.threshold_lat_pct
+    )
+}
+
+fn summary(c: &SweepComparison) -> String {
+    format!(
+        "{} slower, {} faster, {} same, {} failed after: {}",
+        c.slower,
+        c.faster,
+        c.same,
+        c.failed_after,
+        if c.regressed {
+            "REGRESSION"
+        } else {
+            "no regression"
+        }
+    )
+}
+
+/// The lines after the table: the worse pairs, the NICs they share, the lone pairs.
+fn findings(c: &SweepComparison, bullet: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let worse: Vec<&PairChange> = c.pairs.iter().filter(|p| p.verdict.is_worse()).collect();
+    if !worse.is_empty() {
+        out.push(format!("Slower beyond the threshold ({}):", thresholds(c)));
+        for p in worse {
+            let what = match p.verdict {
+                PairVerdict::FailedAfter => "now fails".to_string(),
+                _ => format!("{} {} ({})", figure(p.after), p.unit, change(p)),
+            };
+            out.push(format!(
+                "{bullet}{} {}: {} {} -> {what}",
+                p.test,
+                pair_name(&p.nics),
+                figure(p.before),
+                p.unit
+            ));
+        }
+    }
+    if !c.nics.is_empty() {
+        out.push("NICs common to several slower pairs:".to_string());
+        for n in &c.nics {
+            out.push(format!(
+                "{bullet}{}: slower in {} of {} {} pairs",
+                n.nic, n.worse, n.pairs, n.test
+            ));
+        }
+    }
+    for (file, lone) in [(&c.before, &c.only_in_before), (&c.after, &c.only_in_after)] {
+        if !lone.is_empty() {
+            out.push(format!("Only in {file} (not compared):"));
+            out.extend(
+                lone.iter()
+                    .map(|p: &LonePair| format!("{bullet}{} {}", p.test, pair_name(&p.nics))),
+            );
+        }
+    }
+    out
+}
+
+/// The terminal table.
+pub fn table(c: &SweepComparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "Before: {}: {}", c.before, c.before_desc);
+    let _ = writeln!(out, "After : {}: {}", c.after, c.after_desc);
+    if !c.firmware.is_empty() {
+        let _ = writeln!(out, "Firmware changed (information):");
+        for f in &c.firmware {
+            let _ = writeln!(out, "  {}: {} -> {}", f.nic, f.before, f.after);
+        }
+    }
+    out.push('\n');
+    let rows: Vec<Vec<String>> = c.pairs.iter().map(cells).collect();
+    let right = [false, false, false, true, true, true, false];
+    out.push_str(&columns(&HEADER, &rows, &right));
+    out.push('\n');
+    for line in findings(c, "  ") {
+        let _ = writeln!(out, "{line}");
+    }
+    let _ = writeln!(out, "Summary: {}", summary(c));
+    let _ = writeln!(
+        out,
+        "Method: {SWEEP_METHOD} (thresholds {}).",
+        thresholds(c)
+    );
+    out
+}
+
+/// Markdown for a pull request or a ticket.
+pub fn markdown(c: &SweepComparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### rdmabench compare: sweep `{}` against `{}`\n",
+        md(&c.after),
+        md(&c.before)
+    );
+    let _ = writeln!(
+        out,
+        "- **Before**: `{}`: {}",
+        md(&c.before),
+        md(&c.before_desc)
+    );
+    let _ = writeln!(
+        out,
+        "- **After**: `{}`: {}",
+        md(&c.after),
+        md(&c.after_desc)
+    );
+    for f in &c.firmware {
+        let _ = writeln!(
+            out,
+            "- Firmware changed: {}: `{}` → `{}`",
+            md(&f.nic),
+            md(&f.before),
+            md(&f.after)
+        );
+    }
+    out.push('\n');
+    let _ = writeln!(out, "| {} |", HEADER.join(" | "));
+    let _ = writeln!(out, "|:--|:--|:--|--:|--:|--:|:--|");
+    for p in &c.pairs {
+        let mut row = cells(p);
+        if p.verdict != PairVerdict::Same {
+            row[6] = format!("**{}**", row[6]);
+        }
+        if row[2] == "us" {
+            row[2] = "µs".to_string();
+        }
+        let row: Vec<String> = row.iter().map(|s| md(s)).collect();
+        let _ = writeln!(out, "| {} |", row.join(" | "));
+    }
+    out.push('\n');
+    for (k, line) in findings(c, "- ").iter().enumerate() {
+        let sep = if k > 0 && !line.starts_with("- ") {
+            "\n"
+        } else {
+            ""
+        };
+        let _ = writeln!(out, "{sep}{}", md(line));
+    }
+    if out.ends_with("|\n\n") {
+        out.pop();
+    }
+    let _ = writeln!(out, "\n**Summary**: {}\n", summary(c));
+    let _ = writeln!(
+        out,
+        "*Method*: {SWEEP_METHOD} (thresholds {}).",
+        thresholds(c)
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::sweep::{compare_sweeps, Thresholds};
+    use super::*;
+    use crate::report::sweep::sample_sweep;
+
+    #[test]
+    fn the_table_names_the_slower_pairs_and_their_nic() {
+        let before = sample_sweep();
+        let mut after = sample_sweep();
+        for p in &mut after.pairs {
+            if p.test == "write-bw" && (p.client == 3 || p.server == 3) {
+                p.value = p.value.map(|v| v * 0.5);
+            }
+        }
+        let t = Thresholds { bw: 5.0, lat: 10.0 };
+        let c = compare_sweeps(("b.json", &before), ("a.json", &after), t);
+        let text = table(&c);
+        assert!(
+            text.contains("mlx5_1 of node2: slower in 3 of 3 write-bw pairs"),
+            "{text}"
+        );
+        assert!(
+            text.contains("-50.0%") && text.contains("REGRESSION"),
+            "{text}"
+        );
+        assert!(text.contains("20.00 GB/s -> 10.00 GB/s (-50.0%)"), "{text}");
+        let md = markdown(&c);
+        assert!(
+            md.contains("| write-bw | mlx5_0 of node1 <-> mlx5_1 of node2 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("**slower**") && md.contains("- mlx5_1 of node2: slower in 3 of 3"),
+            "{md}"
+        );
+        assert!(md.contains("| µs |"), "{md}");
+    }
+}
