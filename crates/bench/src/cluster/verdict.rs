@@ -6,8 +6,8 @@
 //! rank is named slow when most of its pairs (at least two partners) are suspects; a suspect
 //! pair that no named rank explains is re-run, each of its ranks against a known-good partner
 //! (a rank in no suspect pair), and a rank that is still a suspect there is named. A rank
-//! whose error or congestion counters climbed in most of its pairs (at least two) is named
-//! for its counters.
+//! whose error or congestion counters climbed in most of its pairs (at least two), and in
+//! more of them than the fleet's typical rank, is named for its counters.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -227,9 +227,15 @@ fn name_counters(rec: &SweepRecord) -> Vec<NamedNic> {
             }
         }
     }
+    // Where counters climb on every NIC (retransmissions under emulation, a fabric-wide
+    // congestion event), no NIC stands out: the fleet's share is the bar to clear.
+    let share = |tests: u32, climbed: u32| f64::from(climbed) / f64::from(tests.max(1));
+    let typical = median(per_rank.values().map(|&(t, c, _)| share(t, c)).collect()).unwrap_or(0.0);
     per_rank
         .into_iter()
-        .filter(|(_, (tests, climbed, _))| *climbed >= 2 && 2 * climbed > *tests)
+        .filter(|(_, (tests, climbed, _))| {
+            *climbed >= 2 && 2 * climbed > *tests && share(*tests, *climbed) > typical
+        })
         .map(|(rank, (tests, climbed, sums))| {
             let list: Vec<String> = sums.iter().map(|(n, d)| format!("{n} +{d}")).collect();
             named(
@@ -397,5 +403,15 @@ pub(crate) mod tests {
             rec.named[0].why
         );
         assert!(!rec.named[0].why.contains("port_xmit_data"));
+        // Counters climbing on every NIC single none out.
+        for p in &mut rec.pairs {
+            p.client_counters = p.server_counters.clone();
+            p.server_counters
+                .insert("hw_counters/duplicate_request".into(), 3);
+            p.client_counters
+                .insert("hw_counters/completer_retry_err".into(), 1);
+        }
+        judge(&mut rec);
+        assert!(rec.named.is_empty(), "{:?}", rec.named);
     }
 }
