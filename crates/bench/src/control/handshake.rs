@@ -333,12 +333,12 @@ mod tests {
         let mut peer = MemoryPeer::sending(crate::control::frame(old_hello));
         let why = admit(&mut peer, None, soon()).unwrap_err().0;
         assert!(
-            why.contains("the server speaks version 3, the client (0.0.9) speaks 2"),
+            why.contains("the server speaks version 4, the client (0.0.9) speaks 2"),
             "{why}"
         );
         let msgs = written(&peer);
         assert!(
-            matches!(&msgs[0], Message::Hello { protocol: 3, .. }),
+            matches!(&msgs[0], Message::Hello { protocol: 4, .. }),
             "{msgs:?}"
         );
         assert!(
@@ -358,7 +358,7 @@ mod tests {
         let err = greet_server(&mut peer, None, soon(), addr()).unwrap_err();
         assert!(
             err.to_string()
-                .contains("this rdmabench speaks version 3, the peer (0.0.9) speaks 2"),
+                .contains("this rdmabench speaks version 4, the peer (0.0.9) speaks 2"),
             "{err}"
         );
     }
