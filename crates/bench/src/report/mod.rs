@@ -6,19 +6,17 @@ mod csv;
 mod json;
 pub mod params;
 mod record;
-pub mod sweep;
 #[cfg(test)]
 pub(crate) mod samples;
+pub mod sweep;
 
 pub use self::csv::CsvExporter;
 pub use json::JsonExporter;
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
-    PcieRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
+    PcieRecord, RailRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
 };
-pub use sweep::{
-    FleetFigures, NamedNic, PairRecord, RankRecord, SweepRecord, SWEEP_SCHEMA,
-};
+pub use sweep::{FleetFigures, NamedNic, PairRecord, RankRecord, SweepRecord, SWEEP_SCHEMA};
 
 use std::path::Path;
 
