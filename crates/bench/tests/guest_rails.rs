@@ -6,9 +6,10 @@
 
 mod common;
 
-use std::time::Duration;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
 
-use common::{client, rdma_ready, scratch, text, Server, SERVER_ADDR};
+use common::{bin, client, rdma_ready, scratch, text, Server, SERVER_ADDR};
 use serde_json::Value;
 
 /// A two-rail run of `test` on `port` with the client's `extra` arguments: the client's
@@ -145,4 +146,48 @@ fn differing_rail_counts_and_bad_lists_are_usage_errors() {
         "{}",
         text(&out)
     );
+}
+
+#[test]
+fn a_dead_server_ends_every_rail_within_the_timeout_keeping_the_record() {
+    if !rdma_ready("a_dead_server_ends_every_rail_within_the_timeout_keeping_the_record") {
+        return;
+    }
+    let dir = scratch("rails-dead");
+    let cj = dir.join("client.json");
+    let mut server = Server::start(&["write-bw", "-d", "rxe0,rxe1", "-x", "1", "-p", "19830"]);
+    let client = bin()
+        .args([
+            "write-bw",
+            SERVER_ADDR,
+            "-d",
+            "rxe1,rxe0",
+            "-x",
+            "1",
+            "-p",
+            "19830",
+        ])
+        .args(["-s", "4K", "-D", "20", "--timeout", "5", "--json"])
+        .arg(&cj)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The record is written once the rails measure: then the server dies.
+    let start = Instant::now();
+    while !cj.exists() && start.elapsed() < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    server.child.kill().unwrap();
+    let killed = Instant::now();
+    let out = client.wait_with_output().unwrap();
+    let took = killed.elapsed();
+    let said = String::from_utf8_lossy(&out.stderr).to_string();
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(took < Duration::from_secs(12), "{took:?}: {said}");
+    assert!(said.contains("rail "), "{said}");
+    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&cj).unwrap()).unwrap();
+    assert_eq!(rec["status"], "failed", "{rec}");
+    assert_eq!(rail_devices(&rec), ["rxe1", "rxe0"]);
 }
