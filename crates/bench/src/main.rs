@@ -59,7 +59,8 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     let plan = args.plan.resolve(kind)?;
     check_outputs(args)?;
     let mut opts = args.run_options(kind)?;
-    let rails = rail_devices(args.ib_dev.as_deref(), args.rails.is_some())?;
+    let sysfs = topo::Sysfs::system();
+    let rails = rail_devices(&sysfs, args.ib_dev.as_deref(), args.rails.is_some())?;
     opts.side.device = rails.first().cloned();
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?

@@ -57,14 +57,16 @@ pub fn check_known(list: &[String], known: &[String]) -> Result<(), PlanError> {
     }
 }
 
-/// The rails `-d` and `--rails all` ask for: empty for the one device of `-d` left out (the
-/// first with an ACTIVE port), one name for one device, several for several rails.
-pub fn rail_devices(ib_dev: Option<&str>, all: bool) -> Result<Vec<String>> {
+/// The rails `-d` and `--rails all` ask for, from the devices in `sysfs` (read there, not
+/// through verbs: opening every device to list it takes seconds on a slow machine): empty
+/// for the one device of `-d` left out (the first with an ACTIVE port), one name for one
+/// device, several for several rails.
+pub fn rail_devices(sysfs: &Sysfs, ib_dev: Option<&str>, all: bool) -> Result<Vec<String>> {
     if all {
-        let mut active: Vec<String> = verbs::list_devices()?
+        let mut active: Vec<String> = topo::read_rdma_devices(sysfs)?
             .into_iter()
-            .filter(|d| d.ports.iter().any(|p| p.active))
-            .map(|d| d.facts.name)
+            .filter(|d| d.ports.iter().any(|p| p.is_active()))
+            .map(|d| d.name)
             .collect();
         active.sort();
         if active.is_empty() {
@@ -77,11 +79,7 @@ pub fn rail_devices(ib_dev: Option<&str>, all: bool) -> Result<Vec<String>> {
     };
     let list = parse_device_list(text)?;
     if list.len() > 1 {
-        let known: Vec<String> = verbs::list_devices()?
-            .into_iter()
-            .map(|d| d.facts.name)
-            .collect();
-        check_known(&list, &known)?;
+        check_known(&list, &topo::list_rdma_devices(sysfs)?)?;
     }
     Ok(list)
 }
@@ -460,6 +458,27 @@ mod tests {
         let mut ch = client.join().unwrap().pop().unwrap();
         let e = ch.expect("PlanAccepted").unwrap_err();
         assert!(e.is::<PlanError>() && e.to_string().contains(said), "{e}");
+    }
+
+    #[test]
+    fn rails_all_takes_the_devices_with_an_active_port_in_name_order() {
+        use crate::sysroot::fixture;
+        let all = |f| rail_devices(&fixture(f), None, true).unwrap();
+        assert_eq!(all("dgx-h100"), ["mlx5_0", "mlx5_1"]);
+        // mlx5_1's port is DOWN there.
+        assert_eq!(all("two-socket"), ["mlx5_0"]);
+        let list = rail_devices(&fixture("dgx-h100"), Some("mlx5_1,mlx5_0"), false).unwrap();
+        assert_eq!(list, ["mlx5_1", "mlx5_0"]);
+        let e = rail_devices(&fixture("dgx-h100"), Some("mlx5_0,rxe9"), false).unwrap_err();
+        assert!(e.is::<PlanError>());
+        assert!(
+            e.to_string()
+                .ends_with("no RDMA device named rxe9; this host has mlx5_0, mlx5_1"),
+            "{e}"
+        );
+        assert!(rail_devices(&fixture("dgx-h100"), None, false)
+            .unwrap()
+            .is_empty());
     }
 
     #[test]
