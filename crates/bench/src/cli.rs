@@ -81,9 +81,14 @@ pub struct TestArgs {
     #[arg(value_name = "SERVER_HOST")]
     pub server: Option<String>,
 
-    /// RDMA device (default: the first with an ACTIVE port)
-    #[arg(short = 'd', long = "ib-dev", value_name = "DEV")]
+    /// RDMA device (default: the first with an ACTIVE port); a comma list (mlx5_0,mlx5_1)
+    /// runs one rail per device, paired by position with the server's
+    #[arg(short = 'd', long = "ib-dev", value_name = "DEV[,DEV...]")]
     pub ib_dev: Option<String>,
+
+    /// `all`: one rail per device with an ACTIVE port, in name order (as -d with every one)
+    #[arg(long, value_name = "all", value_parser = ["all"], conflicts_with = "ib_dev")]
+    pub rails: Option<String>,
 
     /// Port of the RDMA device
     #[arg(short = 'i', long = "ib-port", default_value_t = 1, value_name = "N",
@@ -245,6 +250,14 @@ impl TestArgs {
                  add --loopback, or give the client its own -d/--mem where it runs"
             )));
         }
+        let rails = self.rails.is_some() || self.ib_dev.as_deref().is_some_and(|d| d.contains(','));
+        if rails && self.loopback {
+            return Err(PlanError(
+                "--loopback runs one rail: give -d one device (and --peer-dev the client's); \
+                 run several rails as a server and a client"
+                    .to_string(),
+            ));
+        }
         if self.use_cuda_dmabuf && self.use_cuda.is_none() {
             return Err(PlanError(
                 "--use_cuda_dmabuf needs --use_cuda=N (perftest's pair for GPU N's memory \
@@ -314,6 +327,7 @@ impl TestArgs {
             },
             token: self.token()?,
             admission: self.admission.clone(),
+            rail: None,
         })
     }
 

@@ -12,7 +12,11 @@ use rdmabench::control::{anyone_may_connect, Greeting, Listener, NoClient, Token
 use rdmabench::exit::Exit;
 use rdmabench::files::check_writable;
 use rdmabench::plan::{self, TestKind};
-use rdmabench::run::{run_client, run_server, Outcome, RecordFiles, RunOptions, ServerSide};
+use rdmabench::run::rails::rail_devices;
+use rdmabench::run::{
+    run_client, run_client_rails, run_server, Outcome, RecordFiles, RunOptions, ServerRails,
+    ServerSide,
+};
 use rdmabench::thresholds;
 
 fn main() -> ExitCode {
@@ -55,14 +59,21 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     // the output files: a typo must not cost a whole run.
     let plan = args.plan.resolve(kind)?;
     check_outputs(args)?;
-    let opts = args.run_options(kind)?;
+    let mut opts = args.run_options(kind)?;
+    let sysfs = topo::Sysfs::system();
+    let rails = rail_devices(&sysfs, args.ib_dev.as_deref(), args.rails.is_some())?;
+    opts.side.device = rails.first().cloned();
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?
     } else if let Some(host) = &args.server {
-        run_client(&opts, &plan, host, args.control_port())?
+        if rails.len() > 1 {
+            run_client_rails(&opts, &plan, host, args.control_port(), &rails)?
+        } else {
+            run_client(&opts, &plan, host, args.control_port())?
+        }
     } else {
         // The device (and the GPU) first: a server that could never serve says so at once.
-        let side = ServerSide::open(&opts)?;
+        let side = Side::open(&opts, &rails)?;
         let greeting = Greeting::new(opts.token.clone(), opts.timeout);
         let listener = Listener::bind(&args.bind, args.control_port(), greeting)?;
         println!(
@@ -76,11 +87,36 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
             println!("{}", anyone_may_connect(&args.bind, listener.port()?));
         }
         if args.persistent {
-            return serve_forever(args, &opts, &listener, side);
+            return serve_forever(args, &opts, &listener, (side, &rails));
         }
         side.serve(&opts, &listener)?
     };
     check_limits(args, &outcome)
+}
+
+/// The server's side: one device, or several rails.
+#[derive(Debug)]
+#[allow(clippy::large_enum_variant)] // one per run; boxing would buy nothing
+enum Side {
+    One(ServerSide),
+    Rails(ServerRails),
+}
+
+impl Side {
+    fn open(opts: &RunOptions, rails: &[String]) -> Result<Self> {
+        if rails.len() > 1 {
+            Ok(Side::Rails(ServerRails::open(opts, rails)?))
+        } else {
+            Ok(Side::One(ServerSide::open(opts)?))
+        }
+    }
+
+    fn serve(self, opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
+        match self {
+            Side::One(side) => side.serve(opts, listener),
+            Side::Rails(rails) => rails.serve(opts, listener),
+        }
+    }
 }
 
 /// `--json` and `--csv`, checked before any device is opened.
@@ -98,7 +134,7 @@ fn serve_forever(
     args: &TestArgs,
     opts: &RunOptions,
     listener: &Listener,
-    mut side: ServerSide,
+    (mut side, rails): (Side, &[String]),
 ) -> Result<()> {
     loop {
         match side.serve(opts, listener) {
@@ -111,7 +147,7 @@ fn serve_forever(
             Err(e) => eprintln!("rdmabench: the run failed: {e:#}; waiting for the next client"),
         }
         // Each run prepares its own resources on a freshly opened device.
-        side = ServerSide::open(opts)?;
+        side = Side::open(opts, rails)?;
     }
 }
 

@@ -65,6 +65,18 @@ impl CpuFacts {
 /// Chooses this side's CPU. `--cpus` naming a CPU the process may not use is a usage error
 /// naming it and the allowed set.
 pub fn choose(choice: &PinChoice, facts: &CpuFacts, role: Role) -> Result<Placement, PlanError> {
+    choose_for_rail(choice, facts, role, 0)
+}
+
+/// [`choose`] for rail `rail` of a multi-rail run: the client's rail k takes the set's k-th
+/// CPU from the front, the server's the k-th from the back (wrapping around a set smaller
+/// than the rails), so that rails sharing a NUMA node spin on different CPUs where it can.
+pub fn choose_for_rail(
+    choice: &PinChoice,
+    facts: &CpuFacts,
+    role: Role,
+    rail: usize,
+) -> Result<Placement, PlanError> {
     let node = facts.numa_node;
     let (set, source) = match choice {
         PinChoice::Off => {
@@ -77,9 +89,10 @@ pub fn choose(choice: &PinChoice, facts: &CpuFacts, role: Role) -> Result<Placem
         PinChoice::Cpus(list) => (checked(list, &facts.allowed)?, "of --cpus".to_string()),
         PinChoice::Auto => auto_set(facts),
     };
+    let nth = rail % set.len().max(1);
     let cpu = match role {
-        Role::Client => set.first(),
-        Role::Server => set.last(),
+        Role::Client => set.get(nth),
+        Role::Server => set.iter().rev().nth(nth),
     };
     let Some(&cpu) = cpu else {
         return Err(PlanError(
@@ -233,6 +246,26 @@ mod tests {
         assert_eq!((c.cpu, s.cpu), (Some(8), Some(11)));
         assert_eq!(c.describe(), "CPU 8 (of the NIC's node 1 8-11)");
         assert_eq!(c.numa_node, Some(1));
+    }
+
+    #[test]
+    fn each_rail_takes_another_cpu_of_the_node_where_it_can() {
+        let f = facts(Some(1), Some(vec![8, 9, 10]), (0..16).collect());
+        let cpu = |role, rail| {
+            choose_for_rail(&PinChoice::Auto, &f, role, rail)
+                .unwrap()
+                .cpu
+        };
+        assert_eq!(
+            [cpu(Role::Client, 0), cpu(Role::Client, 1)],
+            [Some(8), Some(9)]
+        );
+        assert_eq!(
+            [cpu(Role::Server, 0), cpu(Role::Server, 1)],
+            [Some(10), Some(9)]
+        );
+        // More rails than CPUs: around again.
+        assert_eq!(cpu(Role::Client, 3), Some(8));
     }
 
     #[test]

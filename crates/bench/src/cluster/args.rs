@@ -227,11 +227,13 @@ impl ClusterArgs {
             ("--limit-bw", t.limit_bw.is_some()),
             ("--limit-lat-p99", t.limit_lat_p99.is_some()),
             ("-a", t.plan.all),
+            ("--rails", t.rails.is_some()),
         ];
         match given.iter().find(|(_, g)| *g) {
             Some((flag, _)) => Err(PlanError(format!(
-                "{flag} has no meaning in a cluster sweep (rank 0 pairs the ranks; --json FILE \
-                 holds every pair's record; the verdict uses --min-pct and --max-lat-factor)"
+                "{flag} has no meaning in a cluster sweep (rank 0 pairs the ranks, one rank per \
+                 node or with --per-rail per rail; --json FILE holds every pair's record; the \
+                 verdict uses --min-pct and --max-lat-factor)"
             ))),
             None => Ok(()),
         }

@@ -635,6 +635,7 @@ pub(crate) mod tests {
                         .with_ceiling(Some(48.5))
                 })
                 .collect(),
+            rails: Vec::new(),
         }
     }
 

@@ -5,7 +5,9 @@
 //! The lobby decides what an admitted client gets: while the server waits for a client
 //! ([`Listener::accept_client`]) the first one is welcomed and handed over; while a run is going
 //! on (its [`Channel`] is open) it is told `Busy`; in between (the server opening its device,
-//! writing its record) it waits, up to `--timeout`, for the server to ask again.
+//! writing its record) it waits, up to `--timeout`, for the server to ask again. A multi-rail
+//! run ([`Listener::accept_run`]) takes the next admitted connections during the run as its
+//! further rails instead of telling them `Busy`.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
@@ -103,6 +105,10 @@ struct LobbyState {
     waiting: Option<mpsc::Sender<Channel>>,
     /// A run is going on.
     running: bool,
+    /// The run's further rails: where to hand them, and how many more it takes.
+    joining: Option<(mpsc::Sender<Channel>, usize)>,
+    /// What `joining` becomes when the waiting server takes its client.
+    next_joining: Option<(mpsc::Sender<Channel>, usize)>,
     /// The listener is closing.
     closing: bool,
     /// Greetings in progress, per peer address.
@@ -115,7 +121,10 @@ pub(super) struct Seat(Arc<Lobby>);
 
 impl Drop for Seat {
     fn drop(&mut self) {
-        self.0.lock().running = false;
+        let mut state = self.0.lock();
+        state.running = false;
+        state.joining = None;
+        drop(state);
         self.0.changed.notify_all();
     }
 }
@@ -151,18 +160,46 @@ impl Listener {
 
     /// Waits up to `timeout` for an admitted client and takes it for a run.
     pub fn accept_client(&self, timeout: Duration) -> Result<Channel> {
+        Ok(self.accept_run(timeout, 0)?.0)
+    }
+
+    /// [`Listener::accept_client`] for a run of several rails: the next `rails` admitted
+    /// connections during the run are its further rails, handed through the receiver
+    /// (instead of being told `Busy`).
+    pub fn accept_run(
+        &self,
+        timeout: Duration,
+        rails: usize,
+    ) -> Result<(Channel, mpsc::Receiver<Channel>)> {
+        let (join_tx, join_rx) = mpsc::channel();
+        let ch = self.wait_for_client(timeout, (join_tx, rails))?;
+        Ok((ch, join_rx))
+    }
+
+    fn wait_for_client(
+        &self,
+        timeout: Duration,
+        join: (mpsc::Sender<Channel>, usize),
+    ) -> Result<Channel> {
         let deadline = Instant::now() + timeout;
         loop {
             let (tx, rx) = mpsc::channel();
-            self.lobby.lock().waiting = Some(tx);
+            {
+                let mut state = self.lobby.lock();
+                state.waiting = Some(tx);
+                state.next_joining = Some(join.clone());
+            }
             self.lobby.changed.notify_all();
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(ch) => return Ok(ch),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if self.lobby.lock().waiting.take().is_some() {
+                    let mut state = self.lobby.lock();
+                    if state.waiting.take().is_some() {
+                        state.next_joining = None;
                         return Err(NoClient(timeout).into());
                     }
+                    drop(state);
                     // A greeter took the place just now: its channel comes at once, unless its
                     // client went away.
                     if let Ok(ch) = rx.recv() {
@@ -309,7 +346,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
     let g = &lobby.greeting;
     let until = Instant::now() + g.timeout;
     let mut state = lobby.lock();
-    let hand = loop {
+    let (hand, seated) = loop {
         if state.closing {
             let reason = "the server is shutting down".to_string();
             let _ = write_message(
@@ -322,6 +359,10 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
             return;
         }
         if state.running && g.one_at_a_time {
+            if let Some((tx, left)) = state.joining.as_mut().filter(|(_, left)| *left > 0) {
+                *left -= 1;
+                break (tx.clone(), false);
+            }
             drop(state);
             let _ = write_message(&mut stream, &Message::Busy);
             eprintln!("rdmabench: told {peer} that the server is busy with another run");
@@ -329,7 +370,8 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
         }
         if let Some(tx) = state.waiting.take() {
             state.running = g.one_at_a_time;
-            break tx;
+            state.joining = state.next_joining.take();
+            break (tx, true);
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -354,8 +396,8 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
     };
     drop(state);
     // From here the seat is taken: dropping the channel (a failed welcome, or the run's end)
-    // frees it.
-    let seat = Seat(Arc::clone(lobby));
+    // frees it. A further rail's channel joins the run's seat.
+    let seat = seated.then(|| Seat(Arc::clone(lobby)));
     if let Err(e) = welcome(&mut stream, g.token.as_ref(), admitted) {
         drop(seat);
         dropped(peer, &format!("the welcome could not be sent: {e}"));
@@ -363,7 +405,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
     }
     match Channel::new(stream, peer, g.timeout) {
         Ok(mut ch) => {
-            ch.seat = Some(seat);
+            ch.seat = seat;
             let _ = hand.send(ch);
         }
         Err(e) => {
@@ -497,6 +539,26 @@ mod tests {
         );
         // Once the run's messages are over, the next client is served.
         let mut run = run;
+        run.run_over();
+        let next = connect(port, None);
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(next.join().unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_run_waiting_for_another_rail_takes_the_next_connection_instead_of_busy() {
+        let l = listen(None, Duration::from_secs(1));
+        let port = l.port().unwrap();
+        let first = connect(port, None);
+        let (mut run, rails) = l.accept_run(Duration::from_secs(5), 1).unwrap();
+        let _first = first.join().unwrap().unwrap();
+        let second = connect(port, None);
+        let rail = rails.recv_timeout(Duration::from_secs(5)).unwrap();
+        assert!(second.join().unwrap().is_ok());
+        // The rail holds no seat of its own; a connection past the run's rails is told Busy.
+        assert!(rail.seat.is_none());
+        let err = connect(port, None).join().unwrap().unwrap_err().to_string();
+        assert!(err.contains("is busy with another run"), "{err}");
         run.run_over();
         let next = connect(port, None);
         assert!(l.accept_client(Duration::from_secs(5)).is_ok());

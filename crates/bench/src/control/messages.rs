@@ -3,7 +3,7 @@
 //! The handshake (`handshake.rs`): client `Hello` (with its nonce), server `Hello` (with its
 //! nonce), client `Auth` (its proof of the token, if it has one), server `Welcome` (its own
 //! proof), `Busy` (another run is going on) or `Reject`.
-//! Then client -> server: `Plan`, `Endpoints`, `Ready`, then per size and repetition
+//! Then client -> server: `Rail` (which rail of how many this connection carries), `Plan`, `Endpoints`, `Ready`, then per size and repetition
 //! `StartSize`, `Heartbeat`s while the measured loop runs, `SendsOver` once its bandwidth
 //! loop's operations all completed, `SizeDone`; finally `Finish`.
 //! Server -> client: `PlanAccepted` (or `Reject`), `Endpoints`, `Ready`, per size
@@ -52,6 +52,19 @@ pub enum Message {
     },
     /// The server is serving another run.
     Busy,
+    /// The rail this connection carries: the client opens one connection per rail (`-d a,b`),
+    /// each starting with this, and the server pairs them with its own rails by `index`.
+    Rail {
+        /// The rail's position in the client's `-d` list, from 0.
+        index: u32,
+        /// How many rails the client runs.
+        count: u32,
+        /// The client's devices, in rail order (for the error of a differing rail count).
+        devices: Vec<String>,
+        /// Random text the client gives all its rails' connections: the server takes the
+        /// connections of one client only.
+        run: String,
+    },
     /// The client's plan.
     Plan(Box<TestPlan>),
     /// The server adopted the plan.
@@ -200,6 +213,7 @@ impl Message {
             Message::Auth { .. } => "Auth",
             Message::Welcome { .. } => "Welcome",
             Message::Busy => "Busy",
+            Message::Rail { .. } => "Rail",
             Message::Plan(_) => "Plan",
             Message::PlanAccepted => "PlanAccepted",
             Message::Reject { .. } => "Reject",

@@ -140,6 +140,35 @@ impl Table {
     }
 }
 
+/// The lines of a multi-rail run: each line of `lines` behind its rail's label ("0", "all"),
+/// each ending in a newline.
+pub fn with_rail(label: &str, lines: &str) -> String {
+    lines.lines().map(|l| format!(" {label:<5}{l}\n")).collect()
+}
+
+impl Table {
+    /// The end of a multi-rail run's table: under `--repeat`, each size's medians of every
+    /// rail (each labelled) in turn; then the rule.
+    pub fn summary_rails(&self, rails: &[(String, Vec<SizeResult>)]) -> String {
+        let mut out = String::new();
+        if self.repeat > 1 {
+            let _ = writeln!(out, "{RULE}");
+            let _ = writeln!(out, " medians of {} repetitions:", self.repeat);
+            out.push_str(&with_rail("rail", &self.plain_columns()));
+            let sizes = rails.first().map_or(0, |(_, r)| r.len());
+            for i in 0..sizes {
+                for (label, results) in rails {
+                    if let Some(r) = results.get(i) {
+                        out.push_str(&with_rail(label, &self.plain_row(r)));
+                    }
+                }
+            }
+        }
+        let _ = writeln!(out, "{RULE}");
+        out
+    }
+}
+
 /// The column titles of a bandwidth test.
 fn columns(gbits: bool) -> String {
     let unit = if gbits {
@@ -211,6 +240,23 @@ mod tests {
         assert!(columns(true).contains("Gb/s"));
         assert!(row(&r, false).contains("0.327680"), "{}", row(&r, false));
         assert!(row(&r, true).contains("2.621440"), "{}", row(&r, true));
+    }
+
+    #[test]
+    fn rail_lines_carry_their_label_in_a_column_of_their_own() {
+        let r = SizeResult::from_window(65536, 5000, 1.0).unwrap();
+        let table = Table {
+            gbits: false,
+            lat: false,
+            repeat: 1,
+        };
+        let cols = with_rail("rail", &table.columns());
+        let row0 = with_rail("0", &table.rows(0, &r));
+        let all = with_rail("all", &table.rows(0, &r));
+        assert!(cols.starts_with(" rail  #bytes"), "{cols}");
+        assert!(row0.starts_with(" 0     65536 "), "{row0}");
+        assert!(all.starts_with(" all   65536 "), "{all}");
+        assert!(row0.ends_with('\n') && row0.lines().count() == 1);
     }
 
     #[test]

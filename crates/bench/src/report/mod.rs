@@ -14,7 +14,7 @@ pub use self::csv::CsvExporter;
 pub use json::JsonExporter;
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
-    PcieRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
+    PcieRecord, RailRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
 };
 pub use sweep::{
     FleetFigures, NamedNic, PairRecord, RankRecord, SweepRecord, FULL_RECORDS_UP_TO, SWEEP_SCHEMA,

@@ -51,6 +51,42 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
     /// One entry per message size measured (all of the plan's when `status` is `complete`).
+    /// With several rails, each size's figures of all rails together (`rails` has each's).
+    pub results: Vec<SizeResult>,
+    /// A multi-rail run (`-d a,b`, `--rails all`): each rail's device and figures, in rail
+    /// order; absent (empty) for a run on one device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rails: Vec<RailRecord>,
+}
+
+/// One rail of a multi-rail run: its device, where it measured, its ceilings and its figures.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RailRecord {
+    /// The rail's RDMA device and port.
+    pub device: DeviceRecord,
+    /// Its PCIe facts.
+    pub pcie: PcieRecord,
+    /// Its ceilings.
+    pub ceilings: CeilingsRecord,
+    /// The GPU of a GPU memory mode (null for host memory).
+    #[serde(default)]
+    pub gpu: Option<GpuRecord>,
+    /// The CPU its measuring thread was pinned to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpus: Option<String>,
+    /// Its NIC's NUMA node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// Its port's counters' changes.
+    #[serde(default)]
+    pub counters: Option<std::collections::BTreeMap<String, u64>>,
+    /// How far this rail got.
+    #[serde(default)]
+    pub status: RunStatus,
+    /// Why this rail stopped early.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// Its figures per size, as `results` of a one-device record.
     pub results: Vec<SizeResult>,
 }
 

@@ -61,6 +61,7 @@ fn record(device: DeviceRecord, limits: RunLimits, params: ParamsRecord) -> RunR
         status: RunStatus::Complete,
         error: None,
         results: Vec::new(),
+        rails: Vec::new(),
     }
 }
 

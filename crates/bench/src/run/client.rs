@@ -3,6 +3,7 @@
 use anyhow::{bail, Context, Result};
 
 use super::figures::{from_latency, from_window};
+use super::rails::rail_message;
 use super::{measure_run, started_at, stop_of, Measuring, Outcome, RunOptions, LAT_WARMUP};
 use crate::clock::Clock;
 use crate::control::{Channel, Listen, Message};
@@ -23,6 +24,10 @@ pub fn run_client(opts: &RunOptions, plan: &TestPlan, host: &str, port: u16) -> 
     let measuring = Measuring::resolve(opts, local.device_name(), Role::Client)?;
     let plan = &with_default_inline(plan, opts, &local)?;
     let mut ch = Channel::connect(host, port, opts.timeout, opts.token.as_ref())?;
+    if let Err(e) = ch.send(&rail_message(opts, local.device_name())) {
+        ch.end_with("the client", &e);
+        return Err(e);
+    }
     match drive(opts, plan, &mut ch, local, &measuring, started) {
         Ok(outcome) => Ok(outcome),
         Err(e) => {
@@ -70,6 +75,10 @@ fn drive(
             let progress = ProgressBar::new(steps, opts.progress && !opts.quiet);
             for rep in 0..plan.repeat {
                 for (i, &size) in plan.sizes.iter().enumerate() {
+                    // The rails of a multi-rail run start each size together.
+                    if let Some(l) = &opts.rail {
+                        l.board.barrier(l.index, || ch.send(&Message::Heartbeat))?;
+                    }
                     progress.start(size, rep);
                     let r = run_size(opts, plan, ch, side, measuring, size, rep)
                         .with_context(|| format!("size {size} bytes"))?;

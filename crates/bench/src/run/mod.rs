@@ -13,10 +13,12 @@ mod client;
 pub(crate) mod figures;
 pub mod limits;
 pub mod port_counters;
+pub mod rails;
 mod recorder;
 mod server;
 
 pub use client::run_client;
+pub use rails::{run_client_rails, RailLink, ServerRails};
 pub use recorder::{RecordFiles, Recorder};
 pub use server::{run_server, ServerSide};
 
@@ -72,6 +74,8 @@ pub struct RunOptions {
     pub token: Option<Token>,
     /// The server's limits on a client's plan.
     pub admission: Admission,
+    /// This side's rail of a multi-rail run (`-d a,b`); `None` for a run on one device.
+    pub rail: Option<RailLink>,
 }
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.
@@ -87,7 +91,8 @@ impl Measuring {
     /// Chooses the CPU (from the device's NUMA node) and the clock for this side.
     pub fn resolve(opts: &RunOptions, device: &str, role: Role) -> anyhow::Result<Self> {
         let facts = CpuFacts::read(&topo::Sysfs::system(), device)?;
-        let placement = placement::choose(&opts.pin, &facts, role)?;
+        let rail = opts.rail.as_ref().map_or(0, |l| l.index);
+        let placement = placement::choose_for_rail(&opts.pin, &facts, role, rail)?;
         let kind = clock::choose(opts.clock, TscFacts::of_this_cpu(placement.cpu.is_some()))?;
         Ok(Measuring {
             placement,
@@ -111,11 +116,12 @@ pub fn stop_of(plan: &TestPlan) -> Stop {
     }
 }
 
-/// Prints progress unless quiet.
-#[derive(Debug, Clone, Copy)]
+/// Prints progress unless quiet; a rail of a multi-rail run prints through its board.
+#[derive(Debug, Clone)]
 struct Printer {
     quiet: bool,
     table: Table,
+    rail: Option<RailLink>,
 }
 
 impl Printer {
@@ -123,11 +129,15 @@ impl Printer {
         Printer {
             quiet: opts.quiet,
             table: Table::of(params, opts.report_gbits),
+            rail: opts.rail.clone(),
         }
     }
 
     /// The header of the run `record` describes, its warnings and notes, and the columns.
     fn header(&self, record: &RunRecord) {
+        if let Some(l) = &self.rail {
+            return l.board.header(l.index, record, self.table);
+        }
         if self.quiet {
             return;
         }
@@ -137,12 +147,18 @@ impl Printer {
     }
 
     fn row(&self, rep: u32, r: &SizeResult) {
+        if let Some(l) = &self.rail {
+            return l.board.row(l.index, rep, r);
+        }
         if !self.quiet {
             print!("{}", self.table.rows(rep, r));
         }
     }
 
     fn summary(&self, results: &[SizeResult]) {
+        if let Some(l) = &self.rail {
+            return l.board.summary(l.index, results);
+        }
         if !self.quiet {
             print!("{}", self.table.summary(results));
         }
@@ -240,6 +256,7 @@ fn record_template(
         status: RunStatus::Incomplete,
         error: None,
         results: Vec::new(),
+        rails: Vec::new(),
     }
 }
 
@@ -262,7 +279,8 @@ fn measure_run(
     let template = record_template(role, side, params, &limits, started_at);
     printer.header(&template);
     let counters = Counters::start(side);
-    let mut recorder = Recorder::start(template, plan.sizes.len(), &opts.files)?;
+    let mut recorder =
+        Recorder::start_on_rail(template, plan.sizes.len(), &opts.files, opts.rail.clone())?;
     if let Err(e) = measure(side, &printer, &limits, &mut recorder) {
         recorder.fail(&e);
         return Err(e);

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 
 use super::figures;
+use super::rails::RailLink;
 use crate::report::{export, CsvExporter, JsonExporter, RunRecord, RunStatus, SizeResult};
 
 /// The files this side's record goes to (`--json`, `--csv`); both may be absent.
@@ -45,17 +46,31 @@ pub struct Recorder {
     /// folded again only when it gains a repetition.
     folded: Vec<Option<SizeResult>>,
     files: RecordFiles,
+    /// A rail's record goes to its board, which writes all rails' together.
+    rail: Option<RailLink>,
 }
 
 impl Recorder {
     /// Starts the record of a run of `sizes` sizes and writes it at once (incomplete, no
     /// results), so a file that cannot be written fails the run before it measures.
     pub fn start(template: RunRecord, sizes: usize, files: &RecordFiles) -> Result<Self> {
+        Recorder::start_on_rail(template, sizes, files, None)
+    }
+
+    /// [`Recorder::start`] for a rail of a multi-rail run when `rail` is given: its record
+    /// goes to the rails' board instead of `files`.
+    pub fn start_on_rail(
+        template: RunRecord,
+        sizes: usize,
+        files: &RecordFiles,
+        rail: Option<RailLink>,
+    ) -> Result<Self> {
         let r = Recorder {
             template,
             reps: vec![Vec::new(); sizes],
             folded: vec![None; sizes],
             files: files.clone(),
+            rail,
         };
         r.save(RunStatus::Incomplete, None)?;
         Ok(r)
@@ -91,12 +106,18 @@ impl Recorder {
             counters,
             ..self.record(RunStatus::Complete, None)
         };
-        self.files.write(&record)?;
+        match &self.rail {
+            Some(l) => l.board.record(l.index, &record)?,
+            None => self.files.write(&record)?,
+        }
         Ok(record)
     }
 
     /// Writes the record as it stands, when this side has files to write.
     fn save(&self, status: RunStatus, error: Option<String>) -> Result<()> {
+        if let Some(l) = &self.rail {
+            return l.board.record(l.index, &self.record(status, error));
+        }
         if self.files.json.is_none() && self.files.csv.is_none() {
             return Ok(());
         }

@@ -8,6 +8,7 @@ use anyhow::{bail, Result};
 
 use super::client::{bw_shape, lat_shape, pinned};
 use super::figures::{combine, ServerPart};
+use super::rails::read_rail;
 use super::{measure_run, started_at, Measuring, Outcome, Printer, Recorder, RunOptions};
 use crate::control::{Channel, Listen, Listener, Message};
 use crate::engine::bw::{measure_bw, PeerState};
@@ -53,6 +54,15 @@ impl ServerSide {
         if !opts.quiet {
             println!("rdmabench: client {} connected", ch.peer());
         }
+        if let Err(e) = read_rail(&mut ch, &[self.local.device_name().to_string()]) {
+            ch.end_with("the server", &e);
+            return Err(e);
+        }
+        self.serve_channel(opts, ch)
+    }
+
+    /// Serves the run of the client on `ch` (whose rail was read).
+    pub fn serve_channel(self, opts: &RunOptions, mut ch: Channel) -> Result<Outcome> {
         match serve(opts, &mut ch, self.local, &self.measuring, self.started) {
             Ok(outcome) => Ok(outcome),
             Err(e) => {
