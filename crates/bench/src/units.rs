@@ -65,6 +65,20 @@ pub fn sweep_sizes() -> Vec<u64> {
     (1..=23).map(|p| 1u64 << p).collect()
 }
 
+/// The unit a figure in `unit` is shown in: bandwidth ("GB/s") in the largest of GB/s, MB/s
+/// and KB/s that keeps `median` at 1 or above (an emulated link's 0.000912 GB/s shows as
+/// 912 KB/s); other units as they are. Returns the unit and the factor from `unit`.
+pub fn display_unit(unit: &str, median: Option<f64>) -> (String, f64) {
+    if unit != "GB/s" {
+        return (unit.to_string(), 1.0);
+    }
+    let m = median.unwrap_or(1.0);
+    [("GB/s", 1.0), ("MB/s", 1e3)]
+        .into_iter()
+        .find(|&(_, f)| m * f >= 1.0)
+        .map_or(("KB/s".to_string(), 1e6), |(name, f)| (name.to_string(), f))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -114,5 +128,19 @@ mod tests {
         assert_eq!(s.first(), Some(&2));
         assert_eq!(s.last(), Some(&(8 << 20)));
         assert_eq!(s.len(), 23);
+    }
+
+    #[test]
+    fn slow_links_show_in_a_unit_that_keeps_their_digits() {
+        assert_eq!(display_unit("GB/s", Some(46.0)), ("GB/s".to_string(), 1.0));
+        assert_eq!(
+            display_unit("GB/s", Some(0.002_5)),
+            ("MB/s".to_string(), 1e3)
+        );
+        assert_eq!(
+            display_unit("GB/s", Some(0.000_912)),
+            ("KB/s".to_string(), 1e6)
+        );
+        assert_eq!(display_unit("us", Some(0.5)), ("us".to_string(), 1.0));
     }
 }

@@ -93,7 +93,8 @@ pub enum LaunchError {
     /// Nothing names the coordinator.
     #[error(
         "no coordinator: set MASTER_ADDR and MASTER_PORT, run inside a Slurm job \
-         (SLURM_JOB_NODELIST), or give --coordinator HOST:PORT"
+         (SLURM_JOB_NODELIST), or give --coordinator HOST:PORT (under mpirun: the host rank 0 \
+         runs on, the first of -H or the hostfile, and a free port)"
     )]
     NoCoordinator,
 }

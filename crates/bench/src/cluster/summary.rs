@@ -8,7 +8,7 @@ use super::args::SweepSpec;
 use super::launcher::Place;
 use super::verdict::label;
 use crate::report::{PairRecord, SweepRecord};
-use crate::units::format_size;
+use crate::units::{display_unit, format_size};
 
 /// Worst pairs shown per test.
 const WORST_SHOWN: usize = 5;
@@ -43,19 +43,19 @@ pub fn render(rec: &SweepRecord) -> String {
     let mut out = String::new();
     let width = rec.tests.iter().map(String::len).max().unwrap_or(0);
     for f in &rec.fleet {
+        let (unit, k) = display_unit(&f.unit, Some(f.median));
         let ceiling = f
             .ceiling_gbps
-            .map(|c| format!("; ceiling {} GB/s", number(c)))
+            .map(|c| format!("; ceiling {} {unit}", number(c * k)))
             .unwrap_or_default();
         let _ = writeln!(
             out,
-            "{:width$}  fleet median {} {} over {} pairs (min {}, max {}{ceiling})",
+            "{:width$}  fleet median {} {unit} over {} pairs (min {}, max {}{ceiling})",
             f.test,
-            number(f.median),
-            f.unit,
+            number(f.median * k),
             f.pairs,
-            number(f.min),
-            number(f.max),
+            number(f.min * k),
+            number(f.max * k),
         );
     }
     worst_pairs(&mut out, rec, width);
@@ -96,14 +96,19 @@ fn worst_pairs(out: &mut String, rec: &SweepRecord, width: usize) {
     }
     let _ = writeln!(out, "worst pairs (server <- client):");
     for p in shown {
+        let median = rec
+            .fleet
+            .iter()
+            .find(|f| f.test == p.test)
+            .map(|f| f.median);
+        let (unit, k) = display_unit(&p.unit, median);
         let _ = writeln!(
             out,
-            "  {:width$}  {} <- {}  {} {}  {:.0}% of median{}{}",
+            "  {:width$}  {} <- {}  {} {unit}  {:.0}% of median{}{}",
             p.test,
             label(rec, p.server),
             label(rec, p.client),
-            p.value.map(number).unwrap_or_default(),
-            p.unit,
+            p.value.map(|v| number(v * k)).unwrap_or_default(),
             p.pct_of_median.unwrap_or(0.0),
             if p.rerun { "  re-run" } else { "" },
             if p.suspect { "  SUSPECT" } else { "" },

@@ -86,6 +86,7 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
         let values: Vec<f64> = measured.values().filter_map(|p| p.value).collect();
         median(&values)
     });
+    let (shown_unit, factor) = crate::units::display_unit(&unit, fleet_median);
     let index = |rank: u32| sweep.ranks.iter().position(|r| r.rank == rank);
     let n = sweep.ranks.len();
     let mut cells = vec![vec![Cell::NotMeasured; n]; n];
@@ -98,7 +99,7 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
         };
         let cell = match p.value {
             Some(value) => Cell::Measured {
-                value,
+                value: value * factor,
                 pct: p
                     .pct_of_median
                     .or_else(|| fleet_median.filter(|m| *m > 0.0).map(|m| value / m * 100.0)),
@@ -132,7 +133,7 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
         .collect();
     let title = match (title, fleet_median) {
         (Some(t), _) => t.to_string(),
-        (None, Some(m)) => format!("{test}: fleet median {} {unit}", short(m)),
+        (None, Some(m)) => format!("{test}: fleet median {} {shown_unit}", short(m * factor)),
         (None, None) => format!("{test}: no figures ({unit})"),
     };
     HeatMap {
