@@ -21,6 +21,11 @@
 #     rxe0 and a client on rxe1 connecting to 10.251.0.1 really cross the veth pair (policy
 #     routing, accept_local=1, rp_filter=0); rxe0 -> rxe0 uses rxe's internal loopback.
 #     QEMU has no network backend: nothing leaves the guest.
+#   - RXE_VM_NODES=N (3..16) makes N soft-RoCE "nodes" instead: rxeK on vethK with
+#     10.251.0.(K+1)/24 (rxe0 10.251.0.1, rxe1 10.251.0.2, rxe2 10.251.0.3, ...), each
+#     veth's peer vpK a port of one bridge brx, so every pair of devices talks across the
+#     bridge.  `tc qdisc add dev vethK root tbf ...` (or netem) slows node K down.
+#   - the host name is rxe-vm; Open MPI's mpirun runs there (README says how).
 #   - CMD runs as root in the host's $PWD, which is shared read-write at the same path.
 #     /tmp, /var/tmp, /run and /dev/shm are empty tmpfs; the rest of / is read-only (so
 #     build on the host, e.g. cargo, and run the binaries in the guest).
@@ -43,7 +48,9 @@
 #   RXE_VM_RW_DIRS   more host folders to share read-write, ':'-separated (default none)
 #   RXE_VM_MEM       guest memory in MiB (default 2048)
 #   RXE_VM_SMP       guest vCPUs (default: host CPUs, at most 4)
-#   RXE_VM_MTU       MTU of veth0/veth1 (default 1500)
+#   RXE_VM_MTU       MTU of the veths (default 1500)
+#   RXE_VM_NODES     number of rxe devices, 2..16 (default 2: the veth pair; 3 or more: a
+#                    bridge, see above)
 #   RXE_VM_ACCEL     auto | tcg | kvm (default auto: KVM only if kvm_intel or kvm_amd is
 #                    loaded and the CPU has vmx/svm; otherwise TCG emulation)
 #   RXE_VM_KERNEL    kernel package of the image (default: the one linux-image-amd64 needs)
@@ -69,14 +76,19 @@ readonly TIMEOUT=${RXE_VM_TIMEOUT:-900}
 readonly MEM=${RXE_VM_MEM:-2048}
 readonly SMP=${RXE_VM_SMP:-$(n=$(nproc); echo $((n > 4 ? 4 : n)))}
 readonly MTU=${RXE_VM_MTU:-1500}
+readonly NODES=${RXE_VM_NODES:-2}
 readonly ACCEL=${RXE_VM_ACCEL:-auto}
 readonly VERBOSE=${RXE_VM_VERBOSE:-0}
 readonly KEEP=${RXE_VM_KEEP:-0}
 readonly DEFAULT_PASSENV="RDMABENCH_REQUIRE_RDMA RUST_BACKTRACE RUST_LOG RUST_TEST_THREADS"
 readonly REQUIRED_PKGS="qemu-system-x86 busybox-static cpio kmod iproute2 libibverbs1 ibverbs-providers"
-# Guest kernel modules (dependencies come along).  crc32_generic: rxe allocates the
-# "crc32" shash for its ICRC, and Debian builds that as a module.
+# Guest kernel modules (dependencies come along), loaded at boot.  crc32_generic: rxe
+# allocates the "crc32" shash for its ICRC, and Debian builds that as a module.
 readonly GUEST_MODULES="virtio_pci 9pnet_virtio 9p crc32_generic veth rdma_rxe ib_uverbs rdma_ucm ib_umad"
+# Modules in the image that the kernel loads when first used (request_module): bridge
+# joins 3 or more nodes; sch_tbf and sch_netem let a test slow a node down with tc.
+# Loading them at every boot would cost ~0.5 s under TCG.
+readonly GUEST_MODULES_ON_DEMAND="bridge sch_tbf sch_netem"
 # pci=noacpi saves ~0.3 s of ACPI interrupt routing per boot under TCG.
 readonly KERNEL_CMDLINE="console=ttyS0 quiet loglevel=3 panic=-1 mitigations=off pci=noacpi rdinit=/init"
 SETUP_HINT="run $(dirname "${BASH_SOURCE[0]}")/setup.sh"
@@ -113,6 +125,7 @@ check_host() {
     done
     [ ${#missing[@]} -eq 0 ] || die "missing host packages: ${missing[*]} ($SETUP_HINT)"
     [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "RXE_VM_TIMEOUT must be a whole number of seconds"
+    [[ $NODES =~ ^([2-9]|1[0-6])$ ]] || die "RXE_VM_NODES must be 2..16"
 }
 
 # ---------------------------------------------------------------------------- guest image
@@ -253,7 +266,7 @@ build_image() {   # IMG REFRESH(0|1): builds the image and moves it into the fol
         if [ ! -e "$ir/bin/$m" ]; then ln -s busybox "$ir/bin/$m"; fi
     done
     ln -s ../bin/busybox "$ir/sbin/modprobe"
-    for m in $GUEST_MODULES; do
+    for m in $GUEST_MODULES $GUEST_MODULES_ON_DEMAND; do
         modprobe -d "$k" -S "$kv" --show-depends "$m" > "$BUILD/deps" 2>&1 \
             || { cat "$BUILD/deps" >&2; die "kernel $kv lacks the module $m"; }
         while read -r cmd path _; do
@@ -281,8 +294,8 @@ build_image() {   # IMG REFRESH(0|1): builds the image and moves it into the fol
 
 image_path() {   # the image folder of the current recipe
     local h
-    h=$(declare -f init_script extract_vmlinux build_image | cat - <(echo "$GUEST_MODULES") \
-        | md5sum | cut -c1-10)
+    h=$(declare -f init_script extract_vmlinux build_image \
+        | cat - <(echo "$GUEST_MODULES/$GUEST_MODULES_ON_DEMAND") | md5sum | cut -c1-10)
     echo "$CACHE/image-$h"
 }
 
@@ -330,11 +343,12 @@ up() { local u; read -r u _ < /proc/uptime; echo "${u}s"; }
 fail() { echo "rxe-vm-guest: $*" >&2; exit 1; }
 RUN=/run/rxe-vm
 . $RUN/config
-# Both addresses are local, so rxe1 -> 10.251.0.1 would be routed through lo (which rxe
-# drops): the rules send traffic that leaves with oif=vethX across the pair (sockets
-# without an oif still use the local table), and the receiving side must accept a
-# local source address.
-ip -batch - << IP || fail "network set-up failed"
+# All addresses are local, so rxe1 -> 10.251.0.1 would be routed through lo (which rxe
+# drops): the rules send traffic that leaves with oif=vethX out of vethX (sockets without
+# an oif still use the local table), and the receiving side must accept a local source
+# address.
+if [ "$NODES" = 2 ]; then
+    ip -batch - << IP || fail "network set-up failed"
 link set lo up
 link add veth0 mtu $MTU type veth peer name veth1 mtu $MTU
 addr add 10.251.0.1/24 dev veth0
@@ -348,27 +362,53 @@ rule del pref 0
 route add 10.251.0.1 dev veth1 table 100
 route add 10.251.0.2 dev veth0 table 101
 IP
-for i in all veth0 veth1; do
+else
+    # N nodes: vethK (10.251.0.K+1, carries rxeK) <-> vpK, every vpK a port of bridge brx
+    {
+        echo "link set lo up"
+        echo "link add brx type bridge"
+        echo "link set brx up"
+        for ((k = 0; k < NODES; k++)); do
+            echo "link add veth$k mtu $MTU type veth peer name vp$k mtu $MTU"
+            echo "link set vp$k master brx"
+            echo "addr add 10.251.0.$((k + 1))/24 dev veth$k"
+            echo "link set vp$k up"
+            echo "link set veth$k up"
+            echo "rule add pref $((100 + k)) oif veth$k lookup $((100 + k))"
+            echo "route add 10.251.0.0/24 dev veth$k table $((100 + k))"
+        done
+        echo "rule add pref 1000 lookup local"
+        echo "rule del pref 0"
+    } | ip -batch - || fail "network set-up failed"
+fi
+veths=() devs=()
+for ((k = 0; k < NODES; k++)); do veths+=("veth$k") devs+=("rxe$k"); done
+for i in all "${veths[@]}"; do
     echo 1 > /proc/sys/net/ipv4/conf/$i/accept_local
     echo 0 > /proc/sys/net/ipv4/conf/$i/rp_filter
+    # on a bridge every veth would answer ARP for every (local) address and the bridge
+    # would learn wrong MACs: only the owner of an address answers for it
+    if [ "$NODES" != 2 ]; then
+        echo 1 > /proc/sys/net/ipv4/conf/$i/arp_ignore
+        echo 2 > /proc/sys/net/ipv4/conf/$i/arp_announce
+    fi
 done
-rdma -b - << RDMA || fail "cannot create the rxe devices"
-link add rxe0 type rxe netdev veth0
-link add rxe1 type rxe netdev veth1
-RDMA
-# wait until both ports are ACTIVE with their IPv4 GID (index 1) in place
+for ((k = 0; k < NODES; k++)); do echo "link add rxe$k type rxe netdev veth$k"; done \
+    | rdma -b - || fail "cannot create the rxe devices"
+# wait until every port is ACTIVE with its IPv4 GID (index 1, ::ffff:10.251.0.K+1) in place
 for ((i = 0; ; i++)); do
     ok=1
-    for d in rxe0 rxe1; do
-        read -r g < /sys/class/infiniband/$d/ports/1/gids/1
-        read -r s < /sys/class/infiniband/$d/ports/1/state
-        [[ $g == *:ffff:0afb:000* && $s == *ACTIVE* ]] || ok=0
+    for ((k = 0; k < NODES; k++)); do
+        printf -v ip4 '0afb:%04x' $((k + 1))
+        read -r g < /sys/class/infiniband/rxe$k/ports/1/gids/1
+        read -r s < /sys/class/infiniband/rxe$k/ports/1/state
+        [[ $g == *:ffff:$ip4 && $s == *ACTIVE* ]] || ok=0
     done
     [ $ok = 1 ] && break
     [ $i -lt 400 ] || fail "the rxe ports did not become ACTIVE"
     sleep 0.05
 done
-echo "rxe-vm-guest: rxe0 and rxe1 ready ($(up))" >&2
+echo "rxe-vm-guest: ${devs[*]} ready ($(up))" >&2
 cd "$CWD" || fail "cannot enter $CWD"
 ulimit -l unlimited
 for v in $(compgen -e); do unset "$v"; done
@@ -431,7 +471,7 @@ plan_shares() {
 # Writes the rest of the run folder: config, env, argv, guest.sh.
 prepare_run() {
     local v extra
-    printf 'MTU=%q\nCWD=%q\n' "$MTU" "$PWD" > "$RUN/config"
+    printf 'MTU=%q\nNODES=%q\nCWD=%q\n' "$MTU" "$NODES" "$PWD" > "$RUN/config"
     {
         printf 'export PATH=%q\n' "$HOST_PATH"
         for v in HOME USER LOGNAME LANG LC_ALL TZ; do

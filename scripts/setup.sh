@@ -19,6 +19,7 @@ PKGS=(
     rdma-core libibverbs1 ibverbs-providers librdmacm1           # run time: verbs, rxe provider, rdma_cm
     ibverbs-utils rdmacm-utils perftest                          # ibv_devinfo & co, perftest to compare with
     qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils   # scripts/rxe-vm.sh (soft-RoCE guest)
+    openmpi-bin                                                  # mpirun, for multi-rank runs (also in the guest)
     curl ca-certificates                                         # rustup
 )
 RUST_COMPONENTS=(rustfmt clippy)
