@@ -42,6 +42,8 @@
 #   RXE_VM_DIR       cache folder: guest image, kernel package, lock, run.* folders
 #                    (default ${XDG_CACHE_HOME:-$HOME/.cache}/rdmabench-rxe-vm)
 #   RXE_VM_TIMEOUT   seconds before the VM is killed (default 900; 0 = never)
+#   RXE_VM_BOOT_LIMIT seconds the guest may take to start CMD (default 120); a guest that
+#                    takes longer (a rare TCG boot hang) is stopped and booted again, once
 #   RXE_VM_PASSENV   more host variables to pass to CMD (names, space/comma-separated);
 #                    always passed when set: RDMABENCH_REQUIRE_RDMA RUST_BACKTRACE RUST_LOG
 #                    RUST_TEST_THREADS
@@ -73,6 +75,7 @@ trap on_exit EXIT
 # ---------------------------------------------------------------------------- settings
 readonly CACHE=${RXE_VM_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rdmabench-rxe-vm}
 readonly TIMEOUT=${RXE_VM_TIMEOUT:-900}
+readonly BOOT_LIMIT=${RXE_VM_BOOT_LIMIT:-120}
 readonly MEM=${RXE_VM_MEM:-2048}
 readonly SMP=${RXE_VM_SMP:-$(n=$(nproc); echo $((n > 4 ? 4 : n)))}
 readonly MTU=${RXE_VM_MTU:-1500}
@@ -95,7 +98,7 @@ SETUP_HINT="run $(dirname "${BASH_SOURCE[0]}")/setup.sh"
 readonly HOST_PATH=${PATH:-/usr/local/bin:/usr/bin:/bin}
 export PATH="$HOST_PATH:/usr/local/sbin:/usr/sbin:/sbin"   # depmod, modprobe for users
 
-RUN='' BUILD='' DONE=0 IMG='' RC=125 SHARE_ARGS=()
+RUN='' BUILD='' DONE=0 IMG='' RC=125 SHARE_ARGS=() BOOT_HUNG=0
 
 log() { printf 'rxe-vm: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 125; }
@@ -125,6 +128,7 @@ check_host() {
     done
     [ ${#missing[@]} -eq 0 ] || die "missing host packages: ${missing[*]} ($SETUP_HINT)"
     [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "RXE_VM_TIMEOUT must be a whole number of seconds"
+    [[ $BOOT_LIMIT =~ ^[1-9][0-9]*$ ]] || die "RXE_VM_BOOT_LIMIT must be a whole number of seconds above 0"
     [[ $NODES =~ ^([2-9]|1[0-6])$ ]] || die "RXE_VM_NODES must be 2..16"
 }
 
@@ -538,6 +542,18 @@ run_vm() {   # sets RC
         -virtfs "local,path=${RUN//,/,,},mount_tag=rxerun,security_model=none" \
         "${SHARE_ARGS[@]}" < /dev/null > "$RUN/qemu.log" 2>&1 &
     qpid=$!
+    # A TCG boot now and then hangs before the kernel prints anything (seen with two guests
+    # booting at once on a 2-core host): past RXE_VM_BOOT_LIMIT without the command started,
+    # stop this VM; main() boots a fresh one once.
+    (
+        for ((i = 0; i < BOOT_LIMIT * 10; i++)); do
+            if [ -e "$RUN/started" ] || ! kill -0 "$qpid" 2> /dev/null; then exit 0; fi
+            sleep 0.1
+        done
+        : > "$RUN/boot-hung"
+        kill -TERM "$qpid" 2> /dev/null
+    ) &
+    watchdog=$!
     SIGNALLED=
     # shellcheck disable=SC2064 # (expanded now on purpose)
     for sig in INT TERM HUP; do trap "SIGNALLED=$sig; kill -TERM $qpid 2> /dev/null" "$sig"; done
@@ -545,11 +561,16 @@ run_vm() {   # sets RC
     wait "$qpid" || q=$?
     while [ -n "$SIGNALLED" ] && kill -0 "$qpid" 2> /dev/null; do q=0; wait "$qpid" || q=$?; done
     trap - INT TERM HUP
+    kill "$watchdog" 2> /dev/null || true
     # should QEMU never have opened the FIFOs, unblock the readers; then let them drain
     for f in out.out err.out; do exec {fd}<> "$RUN/$f"; exec {fd}>&-; done
     wait "$cat_out" "$cat_err" 2> /dev/null || true
 
-    if [ -n "$SIGNALLED" ]; then
+    if [ -e "$RUN/boot-hung" ]; then
+        log "the guest did not start the command within RXE_VM_BOOT_LIMIT=${BOOT_LIMIT}s"
+        BOOT_HUNG=1
+        rc=125
+    elif [ -n "$SIGNALLED" ]; then
         log "interrupted (SIG$SIGNALLED)"
         rc=$((128 + $(kill -l "$SIGNALLED")))
     elif [ -s "$RUN/status" ] && [ -e "$RUN/started" ]; then
@@ -590,6 +611,12 @@ main() {
     # leftovers of runs that were killed hard
     find "$CACHE" -maxdepth 1 -name 'run.*' -mmin +1440 -exec rm -rf {} + 2> /dev/null || true
     run_vm "$@"
+    if [ "$BOOT_HUNG" = 1 ]; then
+        log "booting a fresh guest once more"
+        [ "$KEEP" = 1 ] || rm -rf "$RUN"
+        BOOT_HUNG=0 SHARE_ARGS=()
+        run_vm "$@"
+    fi
     DONE=1
     exit "$RC"
 }
