@@ -1,0 +1,130 @@
+//! `rdmabench cluster` on a machine without RDMA devices: `--dry-run` shows what a rank would
+//! do under each launcher without contacting anyone, and options that cannot run are refused
+//! before anything opens.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+
+/// Every variable a launcher sets, cleared so that the test's own environment cannot leak in.
+const LAUNCHER_VARS: [&str; 16] = [
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+    "PMI_RANK",
+    "PMI_SIZE",
+    "RANK",
+    "WORLD_SIZE",
+    "LOCAL_RANK",
+    "MASTER_ADDR",
+    "MASTER_PORT",
+    "SLURM_PROCID",
+    "SLURM_NTASKS",
+    "SLURM_LOCALID",
+    "SLURM_JOB_NODELIST",
+    "SLURM_NODELIST",
+    "MPI_LOCALRANKID",
+];
+
+fn cluster(env: &[(&str, &str)], args: &[&str]) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdmabench"));
+    for v in LAUNCHER_VARS {
+        cmd.env_remove(v);
+    }
+    cmd.envs(env.iter().copied()).arg("cluster").args(args);
+    cmd.output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+const SLURM: [(&str, &str); 4] = [
+    ("SLURM_PROCID", "3"),
+    ("SLURM_NTASKS", "8"),
+    ("SLURM_LOCALID", "1"),
+    ("SLURM_JOB_NODELIST", "node[01-04,07],gpu9"),
+];
+
+#[test]
+fn a_dry_run_under_slurm_shows_the_ranks_view_and_contacts_nobody() {
+    let out = cluster(&SLURM, &["--dry-run", "-d", "mlx5_0"]);
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    for line in [
+        "launcher     Slurm (srun)",
+        "rank         3 of 8 (local rank 1)",
+        "device       mlx5_0",
+        "coordinator  node01:18516 (from the first host of SLURM_JOB_NODELIST)",
+        "pattern      pairs: 7 rounds",
+        "tests        write-bw, write-lat",
+    ] {
+        assert!(shown.contains(line), "missing {line:?} in:\n{shown}");
+    }
+}
+
+#[test]
+fn per_rail_ranks_take_the_device_at_their_local_rank() {
+    let out = cluster(
+        &SLURM,
+        &["--dry-run", "--per-rail", "-d", "mlx5_0,mlx5_1,mlx5_2"],
+    );
+    assert!(text(&out).contains("device       mlx5_1"), "{}", text(&out));
+    let out = cluster(&SLURM, &["--dry-run", "-d", "mlx5_0,mlx5_1"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("add --per-rail"), "{}", text(&out));
+}
+
+#[test]
+fn open_mpi_and_torchrun_are_found_and_an_explicit_coordinator_wins() {
+    let ompi = [
+        ("OMPI_COMM_WORLD_RANK", "0"),
+        ("OMPI_COMM_WORLD_SIZE", "5"),
+        ("OMPI_COMM_WORLD_LOCAL_RANK", "0"),
+        ("MASTER_ADDR", "ignored"),
+    ];
+    let out = cluster(
+        &ompi,
+        &["--dry-run", "--coordinator", "n1:2000", "--pattern", "ring"],
+    );
+    let shown = text(&out);
+    assert!(shown.contains("Open MPI (mpirun)"), "{shown}");
+    assert!(shown.contains("n1:2000 (from --coordinator)"), "{shown}");
+    assert!(shown.contains("ring: 3 rounds"), "{shown}");
+    let torch = [
+        ("RANK", "1"),
+        ("WORLD_SIZE", "2"),
+        ("MASTER_ADDR", "10.0.0.1"),
+        ("MASTER_PORT", "29500"),
+    ];
+    let shown = text(&cluster(&torch, &["--dry-run"]));
+    assert!(shown.contains("torchrun"), "{shown}");
+    assert!(
+        shown.contains("10.0.0.1:29500 (from MASTER_ADDR/MASTER_PORT)"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn what_cannot_run_is_refused_with_exit_2_naming_it() {
+    let out = cluster(&[], &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("no launcher found"), "{}", text(&out));
+    let out = cluster(&[("RANK", "4"), ("WORLD_SIZE", "4")], &["--dry-run"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out).contains("RANK=4"), "{}", text(&out));
+    for (args, says) in [
+        (&["--tests", "fast-bw"][..], "'fast-bw' is not a test"),
+        (&["somehost"][..], "SERVER_HOST has no meaning"),
+        (&["--pattern", "file"][..], "--pairs-file"),
+        (&["--rails", "all"][..], "--rails has no meaning"),
+    ] {
+        let out = cluster(&SLURM, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+}
