@@ -16,6 +16,7 @@ use crate::memory::MemMode;
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, TestKind, Verb};
 use crate::run::admission::Admission;
+use crate::run::rails::gpus::RailGpus;
 use crate::run::{RecordFiles, RunOptions};
 use crate::units::parse_size;
 
@@ -109,8 +110,13 @@ pub struct TestArgs {
 
     /// Where this side's buffer lives: host, cuda[:GPU] (GPUDirect RDMA via dma-buf),
     /// cuda-peermem[:GPU] (via nvidia-peermem), cuda-staged[:GPU] (GDR off); GPU an index or bus id
-    #[arg(long, value_name = "MODE", value_parser = MemMode::parse, conflicts_with = "use_cuda")]
-    pub mem: Option<MemMode>,
+    #[arg(long, value_name = "MODE", value_parser = parse_mem, conflicts_with = "use_cuda")]
+    pub mem: Option<MemArg>,
+
+    /// Several rails with GPU memory: each rail's GPU, in rail order (indexes or bus ids)
+    /// [default: each rail's nearest GPU on the PCIe tree, unless --mem names one]
+    #[arg(long, value_name = "LIST", value_parser = crate::run::rails::gpus::parse_gpu_map)]
+    pub gpu_map: Option<crate::run::rails::gpus::GpuMap>,
 
     /// perftest's alias: GPU memory on GPU N, registered like --mem cuda-peermem:N
     #[arg(long = "use_cuda", value_name = "N", allow_hyphen_values = true)]
@@ -208,6 +214,23 @@ pub struct TestArgs {
     pub disable_pcie_relaxed: bool,
 }
 
+/// `--mem` as typed: the memory mode, and whether it named a GPU (`cuda:3`) or left the
+/// choice to rdmabench (`cuda`: GPU 0, or with several rails each rail's nearest GPU).
+#[derive(Debug, Clone, PartialEq)]
+pub struct MemArg {
+    /// The mode.
+    pub mode: MemMode,
+    /// True when a GPU was named.
+    pub names_gpu: bool,
+}
+
+fn parse_mem(text: &str) -> Result<MemArg, String> {
+    Ok(MemArg {
+        mode: MemMode::parse(text)?,
+        names_gpu: text.contains(':'),
+    })
+}
+
 fn parse_positive(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
@@ -258,6 +281,15 @@ impl TestArgs {
                     .to_string(),
             ));
         }
+        let several =
+            self.rails.is_some() || self.ib_dev.as_deref().is_some_and(|d| d.contains(','));
+        if self.gpu_map.is_some() && !several {
+            return Err(PlanError(
+                "--gpu-map gives each rail its GPU: it needs several rails (-d a,b or --rails \
+                 all); for one device, name the GPU in --mem (e.g. --mem cuda:3)"
+                    .to_string(),
+            ));
+        }
         if self.use_cuda_dmabuf && self.use_cuda.is_none() {
             return Err(PlanError(
                 "--use_cuda_dmabuf needs --use_cuda=N (perftest's pair for GPU N's memory \
@@ -271,7 +303,7 @@ impl TestArgs {
     /// This side's hardware choice (`-d`, `-i`, `-x`, `--mem`).
     pub fn side(&self) -> Result<SideConfig, PlanError> {
         let mem = match (&self.mem, &self.use_cuda) {
-            (Some(m), _) => m.clone(),
+            (Some(m), _) => m.mode.clone(),
             (None, Some(n)) => {
                 MemMode::from_perftest(n, self.use_cuda_dmabuf).map_err(PlanError)?
             }
@@ -328,7 +360,19 @@ impl TestArgs {
             token: self.token()?,
             admission: self.admission.clone(),
             rail: None,
+            rail_gpus: self.rail_gpus(),
         })
+    }
+
+    /// How several rails choose their GPUs: `--gpu-map`, else the GPU `--mem` (or
+    /// `--use_cuda`) names, else each rail's nearest.
+    fn rail_gpus(&self) -> RailGpus {
+        match (&self.gpu_map, &self.mem) {
+            (Some(map), _) => RailGpus::Map(map.0.clone()),
+            (None, Some(m)) if m.names_gpu => RailGpus::AsGiven,
+            (None, None) if self.use_cuda.is_some() => RailGpus::AsGiven,
+            (None, _) => RailGpus::Nearest,
+        }
     }
 
     /// The `--timeout` as a duration.
@@ -403,6 +447,33 @@ mod tests {
 
     fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from(std::iter::once("rdmabench").chain(args.iter().copied()))
+    }
+
+    fn rail_gpus_of(args: &[&str]) -> Result<RailGpus, PlanError> {
+        let cli = parse(args).unwrap();
+        let (kind, a) = cli.command.test().unwrap();
+        a.check_pairs()?;
+        Ok(a.run_options(kind)?.rail_gpus)
+    }
+
+    #[test]
+    fn rails_take_their_nearest_gpu_unless_mem_or_gpu_map_names_one() {
+        let two = ["write-bw", "-d", "mlx5_0,mlx5_1"];
+        let with = |extra: &[&'static str]| {
+            let mut v = two.to_vec();
+            v.extend_from_slice(extra);
+            rail_gpus_of(&v)
+        };
+        assert_eq!(with(&["--mem", "cuda"]), Ok(RailGpus::Nearest));
+        assert_eq!(with(&["--mem", "cuda:3"]), Ok(RailGpus::AsGiven));
+        assert_eq!(with(&["--use_cuda=2"]), Ok(RailGpus::AsGiven));
+        assert!(matches!(
+            with(&["--mem", "cuda", "--gpu-map", "4,5"]),
+            Ok(RailGpus::Map(m)) if m.len() == 2
+        ));
+        let e = rail_gpus_of(&["write-bw", "-d", "mlx5_0", "--gpu-map", "4"]).unwrap_err();
+        assert!(e.0.contains("--gpu-map gives each rail its GPU"), "{e}");
+        assert!(parse(&["write-bw", "--gpu-map", "4,gpu"]).is_err());
     }
 
     #[test]

@@ -113,6 +113,24 @@ impl MemMode {
         })
     }
 
+    /// The GPU of a GPU mode.
+    pub fn gpu(&self) -> Option<&cuda::DeviceSelector> {
+        match self {
+            MemMode::Host => None,
+            MemMode::Cuda(s) | MemMode::CudaPeermem(s) | MemMode::CudaStaged(s) => Some(s),
+        }
+    }
+
+    /// The same mode on GPU `gpu` (host memory stays host memory).
+    pub fn on_gpu(&self, gpu: cuda::DeviceSelector) -> MemMode {
+        match self {
+            MemMode::Host => MemMode::Host,
+            MemMode::Cuda(_) => MemMode::Cuda(gpu),
+            MemMode::CudaPeermem(_) => MemMode::CudaPeermem(gpu),
+            MemMode::CudaStaged(_) => MemMode::CudaStaged(gpu),
+        }
+    }
+
     /// The name the header and the record use: "host", "cuda:0", "cuda-staged:0000:17:00.0".
     pub fn name(&self) -> String {
         let gpu = |s: &cuda::DeviceSelector| match s {

@@ -9,7 +9,7 @@
 //! host differences, usually the point of the comparison, are shown as information.
 //!
 //! Records of different tests are refused unless `--mixed-tests` says the user means it.
-//! Two sweep records (`rdmabench.cluster/1`) are compared pair by pair ([`sweep`]); a sweep
+//! Two sweep records (`rdmabench.cluster/1`) are compared pair by pair ([`fleet`]); a sweep
 //! with a result record is refused (exit 2).
 //!
 //! Exit codes: 0 nothing regressed; 3 something did; 1 a record could not be read; 2 what
@@ -19,10 +19,10 @@
 //! above them is the comparison's one flow.
 
 pub mod diff;
+pub mod fleet;
+mod fleet_output;
 mod output;
 pub mod stats;
-pub mod sweep;
-mod sweep_output;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -537,15 +537,15 @@ fn print(text: &str) -> Result<()> {
 
 /// `rdmabench compare BEFORE.json AFTER.json` on two sweep records.
 fn run_sweeps(args: &CompareArgs) -> Result<()> {
-    let comp = sweep::build(args)?;
+    let comp = fleet::build(args)?;
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(&comp)?;
         s.push('\n');
         s
     } else if args.markdown {
-        sweep_output::markdown(&comp)
+        fleet_output::markdown(&comp)
     } else {
-        sweep_output::table(&comp)
+        fleet_output::table(&comp)
     };
     print(&text)?;
     if comp.regressed {

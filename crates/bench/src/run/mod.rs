@@ -76,6 +76,8 @@ pub struct RunOptions {
     pub admission: Admission,
     /// This side's rail of a multi-rail run (`-d a,b`); `None` for a run on one device.
     pub rail: Option<RailLink>,
+    /// With several rails and GPU memory: which GPU each rail's buffers live on.
+    pub rail_gpus: rails::gpus::RailGpus,
 }
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.

@@ -7,6 +7,7 @@
 
 mod board;
 mod combine;
+pub mod gpus;
 
 pub use board::{RailAborted, RailBoard, RailLink};
 pub use combine::{combine_sizes, combined_record, summed_ceilings};
@@ -19,6 +20,7 @@ use topo::{PathClass, PciFunction, RdmaDevice, Sysfs};
 
 use super::{run_client, Outcome, RecordFiles, RunOptions, ServerSide};
 use crate::control::{Channel, Listener, Message, Nonce};
+use crate::memory::MemMode;
 use crate::plan::{PlanError, TestPlan};
 use crate::report::{RunRecord, RunStatus};
 
@@ -139,8 +141,9 @@ pub fn run_client_rails(
     devices: &[String],
 ) -> Result<Outcome> {
     let board = new_board(opts, devices)?;
+    let mems = rail_mems(opts, devices)?;
     let items = (0..devices.len())
-        .map(|k| rail_options(opts, &board, k))
+        .map(|k| rail_options(opts, &board, k, &mems[k]))
         .collect();
     let results = in_threads(&board, items, |_, o: RunOptions| {
         run_client(&o, plan, host, port)
@@ -161,11 +164,26 @@ fn new_board(opts: &RunOptions, devices: &[String]) -> Result<Arc<RailBoard>> {
     )))
 }
 
-/// Rail `k`'s options: its device, its place on the board; its record goes through the
-/// board, and no progress bar (the rails' rows come together).
-fn rail_options(opts: &RunOptions, board: &Arc<RailBoard>, k: usize) -> RunOptions {
+/// Each rail's memory: with GPU memory, its own GPU (`gpus.rs`).
+fn rail_mems(opts: &RunOptions, devices: &[String]) -> Result<Vec<MemMode>> {
+    let topology = match opts.side.mem {
+        MemMode::Host => None,
+        _ => topo::Topology::scan(&Sysfs::system()).ok(),
+    };
+    Ok(gpus::rail_mems(
+        &opts.side.mem,
+        &opts.rail_gpus,
+        devices,
+        topology.as_ref(),
+    )?)
+}
+
+/// Rail `k`'s options: its device and memory, its place on the board; its record goes
+/// through the board, and no progress bar (the rails' rows come together).
+fn rail_options(opts: &RunOptions, board: &Arc<RailBoard>, k: usize, mem: &MemMode) -> RunOptions {
     let mut o = opts.clone();
     o.side.device = board.devices.get(k).cloned();
+    o.side.mem = mem.clone();
     o.files = RecordFiles::default();
     o.progress = false;
     o.rail = Some(RailLink {
@@ -217,9 +235,10 @@ impl ServerRails {
     /// Opens every rail's device (and GPU), each with its CPU.
     pub fn open(opts: &RunOptions, devices: &[String]) -> Result<Self> {
         let board = new_board(opts, devices)?;
+        let mems = rail_mems(opts, devices)?;
         let mut sides = Vec::new();
-        for k in 0..devices.len() {
-            let o = rail_options(opts, &board, k);
+        for (k, mem) in mems.iter().enumerate() {
+            let o = rail_options(opts, &board, k, mem);
             let side = ServerSide::open(&o).with_context(|| format!("rail {k}"))?;
             sides.push((o, side));
         }

@@ -3,8 +3,8 @@
 
 use std::fmt::Write as _;
 
+use super::fleet::{LonePair, PairChange, PairVerdict, SweepComparison};
 use super::output::{columns, md, sig4};
-use super::sweep::{LonePair, PairChange, PairVerdict, SweepComparison};
 
 /// The method, in one sentence for the outputs.
 pub const SWEEP_METHOD: &str = "pairs matched by test and by the host and device of both \
@@ -199,7 +199,7 @@ pub fn markdown(c: &SweepComparison) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::super::sweep::{compare_sweeps, Thresholds};
+    use super::super::fleet::{compare_sweeps, Thresholds};
     use super::*;
     use crate::report::sweep::sample_sweep;
 
