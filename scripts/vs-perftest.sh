@@ -75,6 +75,10 @@ gidopt=(); [ -n "$gid" ] && gidopt=(-x "$gid")
 port=18700
 median() { sort -g | awk "{v[NR]=\$1} END {if (NR) print (NR%2) ? v[(NR+1)/2] : (v[NR/2]+v[NR/2+1])/2}"; }
 # perftest: bandwidth -> msg/s (column 5, Mpps); latency -> "t_typical t_min" (columns 5, 3, usec)
+# Seconds the server of each tool gets to start listening before its client connects, the same
+# for both: the rdmabench server opens its device and reads the PCIe tree first, which took
+# over a second in an idle guest (a client that came at 1 s found no one listening).
+server_start=2
 perftest_once() {   # test size
     local t=$1 s=$2 tool="${ptdir:+$ptdir/}ib_${1/-/_}" n=$iters
     case $t in *-lat) n=$lat_iters ;; esac
@@ -82,7 +86,7 @@ perftest_once() {   # test size
     case $t in *-bw) opts+=(-t "$depth") ;; esac
     case $t in read-*) [ -n "$outs" ] && opts+=(-o "$outs") ;; esac
     $tool -d "$sdev" "${gidopt[@]}" "${opts[@]}" -p $port >/dev/null 2>&1 &
-    local srv=$!; sleep 1
+    local srv=$!; sleep "$server_start"
     $tool -d "$cdev" "${gidopt[@]}" "${opts[@]}" -p $port "$addr" 2>&1 |
         awk -v s="$s" -v t="$t" "\$1 == s && NF >= 5 { if (t ~ /bw\$/) printf \"%.1f\n\", \$5 * 1e6; else print \$5, \$3 }"
     wait $srv; port=$((port + 1))
@@ -95,7 +99,7 @@ rdmabench_once() {   # test size
     case $t in *-bw) opts+=(-t "$depth") ;; esac
     case $t in read-*) [ -n "$outs" ] && opts+=(-o "$outs") ;; esac
     "$bin" "$t" -d "$sdev" "${gidopt[@]}" -p $port --timeout 60 >/dev/null 2>&1 &
-    local srv=$!; sleep 1
+    local srv=$!; sleep "$server_start"
     "$bin" "$t" "$addr" -d "$cdev" "${gidopt[@]}" "${opts[@]}" -p $port --timeout 60 2>&1 |
         awk -v s="$s" -v t="$t" "\$1 == s && NF >= 4 { if (t ~ /bw\$/) printf \"%.1f\n\", \$4 * 1e6; else print \$4, \$3 }"
     wait $srv; port=$((port + 1))

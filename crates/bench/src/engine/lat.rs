@@ -370,8 +370,16 @@ pub fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Resu
 }
 
 /// What the initiator has measured so far.
+/// Most round trips kept as raw ticks until the loop ends (8 bytes each: 128 MiB at most);
+/// beyond, and in duration runs, each goes into the histogram as it comes.
+const RAW_MAX: u64 = 16 << 20;
+
+/// What the initiator keeps of its round trips. As perftest, which stores each post's cycle
+/// count and works out the statistics afterwards, a round trip costs one subtraction and a
+/// store into room reserved before the loop; the histogram is filled when the loop is over.
 struct Tally {
     hist: LatencyRecorder,
+    raw: Vec<u64>,
     one_way: bool,
     first: Option<u64>,
     last: u64,
@@ -379,17 +387,51 @@ struct Tally {
 }
 
 impl Tally {
+    fn new(shape: &LatShape) -> Result<Self> {
+        let room = match shape.stop {
+            Stop::Iters(n) if n <= RAW_MAX => n,
+            _ => 0,
+        };
+        Ok(Tally {
+            hist: LatencyRecorder::new()?,
+            raw: Vec::with_capacity(room as usize),
+            one_way: matches!(shape.verb, Verb::Write | Verb::Send),
+            first: None,
+            last: 0,
+            measured: 0,
+        })
+    }
+
     /// Round trip `i`, stamped `t0` before its post and `end` before the next one's.
     #[inline]
     fn add(&mut self, clock: &Clock, schedule: &Schedule, i: u64, t0: u64, end: u64) {
         if !schedule.measured(i, t0) {
             return;
         }
-        let rtt = clock.ns(end.wrapping_sub(t0));
-        self.hist.record(if self.one_way { rtt / 2 } else { rtt });
+        let ticks = end.wrapping_sub(t0);
+        if self.raw.len() < self.raw.capacity() {
+            // Within the reserved room: no allocation.
+            self.raw.push(ticks);
+        } else {
+            self.record(clock, ticks);
+        }
         self.first.get_or_insert(t0);
         self.last = end;
         self.measured += 1;
+    }
+
+    fn record(&mut self, clock: &Clock, ticks: u64) {
+        let rtt = clock.ns(ticks);
+        self.hist.record(if self.one_way { rtt / 2 } else { rtt });
+    }
+
+    /// The histogram of every round trip, once the loop is over.
+    fn into_histogram(mut self, clock: &Clock) -> LatencyRecorder {
+        let raw = std::mem::take(&mut self.raw);
+        for ticks in raw {
+            self.record(clock, ticks);
+        }
+        self.hist
     }
 }
 
@@ -398,13 +440,8 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     let recv_last = last_byte(side, shape)?;
     let mut ping = Ping::new(side, shape, shape.rx_depth)?;
     let schedule = Schedule::new(&clock, clock.now(), shape.stop, shape.warmup);
-    let mut tally = Tally {
-        hist: LatencyRecorder::new()?,
-        one_way: matches!(shape.verb, Verb::Write | Verb::Send),
-        first: None,
-        last: schedule.start,
-        measured: 0,
-    };
+    let mut tally = Tally::new(shape)?;
+    tally.last = schedule.start;
     // The stamp taken before posting the previous round trip.
     let mut started: Option<u64> = None;
     let mut i = 0u64;
@@ -430,12 +467,13 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     let Some(first) = tally.first else {
         bail!("no round trip fell inside the measured window; give more iterations or a longer -D");
     };
+    let window = Window {
+        ops: tally.measured,
+        seconds: clock.ns(tally.last.wrapping_sub(first)) as f64 / 1e9,
+    };
     Ok(LatMeasured {
-        window: Window {
-            ops: tally.measured,
-            seconds: clock.ns(tally.last.wrapping_sub(first)) as f64 / 1e9,
-        },
-        hist: tally.hist,
+        window,
+        hist: tally.into_histogram(&clock),
         total: i,
     })
 }
@@ -543,6 +581,50 @@ mod tests {
             assert_ne!(tag(i), 0);
             assert_ne!(tag(i), tag(i + 1));
         }
+    }
+
+    fn shape(stop: Stop, verb: Verb) -> LatShape {
+        LatShape {
+            verb,
+            atomic: AtomicOp::FetchAdd,
+            size: 2,
+            stop,
+            warmup: 2,
+            cq_mod: 1,
+            inline: false,
+            stall_timeout: Duration::from_secs(1),
+            clock: Clock::new(ClockKind::Monotonic),
+            rx_depth: 1,
+        }
+    }
+
+    #[test]
+    fn round_trips_are_kept_raw_in_reserved_room_and_folded_once_the_loop_is_over() {
+        let clock = Clock::new(ClockKind::Monotonic);
+        let sh = shape(Stop::Iters(4), Verb::Write);
+        let s = Schedule::new(&clock, 0, sh.stop, sh.warmup);
+        let mut t = Tally::new(&sh).unwrap();
+        let room = t.raw.capacity();
+        for i in 0..6u64 {
+            t.add(&clock, &s, i, 1000 * i, 1000 * i + 2000);
+        }
+        assert_eq!(
+            (t.raw.len(), t.raw.capacity()),
+            (4, room),
+            "no allocation in the loop"
+        );
+        assert_eq!(t.measured, 4);
+        let hist = t.into_histogram(&clock);
+        assert_eq!(hist.len(), 4);
+        // WRITE latency is one-way: half of each 2000 ns round trip.
+        let stats = hist.stats().unwrap();
+        assert!(
+            (stats.min - 1.0).abs() < 0.01 && (stats.max - 1.0).abs() < 0.01,
+            "{stats:?}"
+        );
+        // A duration run has no count to reserve for: each round trip goes straight in.
+        let d = shape(Stop::for_duration(1.0), Verb::Read);
+        assert_eq!(Tally::new(&d).unwrap().raw.capacity(), 0);
     }
 
     #[test]
