@@ -7,11 +7,11 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{client, pair, rdma_ready, text, Server, SERVER_ADDR};
+use common::{client, pair_once_more_on_rxe_bug, rdma_ready, text, Server, SERVER_ADDR};
 
 /// Runs one validated write-bw between rxe0 and rxe1 and checks both records.
 fn validated_run(port: u16, size: &str, qps: &str) {
-    let run = pair(
+    let run = pair_once_more_on_rxe_bug(
         "write-bw",
         port,
         &[],
