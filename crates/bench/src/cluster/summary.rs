@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::args::SweepSpec;
 use super::launcher::Place;
-use super::verdict::label;
+use super::verdict::{badness, label};
 use crate::report::{PairRecord, SweepRecord};
 use crate::units::{display_unit, format_size};
 
@@ -113,16 +113,6 @@ fn worst_pairs(out: &mut String, rec: &SweepRecord, width: usize) {
             if p.rerun { "  re-run" } else { "" },
             if p.suspect { "  SUSPECT" } else { "" },
         );
-    }
-}
-
-/// How far a pair is from the median on the bad side (higher is worse).
-fn badness(p: &PairRecord) -> f64 {
-    let pct = p.pct_of_median.unwrap_or(100.0);
-    if p.unit == "us" {
-        pct
-    } else {
-        -pct
     }
 }
 

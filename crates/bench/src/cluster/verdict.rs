@@ -11,7 +11,9 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::compare::stats::median;
 use crate::doctor::congestion::classify;
+use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, NamedNic, PairRecord, SweepRecord};
 
 /// Fills every pair's place against the median, the fleet's figures and the named NICs.
@@ -26,26 +28,15 @@ pub fn judge(rec: &mut SweepRecord) {
             continue;
         };
         p.pct_of_median = p.value.map(|v| 100.0 * v / f.median);
-        p.suspect = match (p.value, p.unit.as_str()) {
-            (Some(v), "us") => v > rec.max_lat_factor * f.median,
-            (Some(v), _) => v < rec.min_pct / 100.0 * f.median,
+        p.suspect = match (p.value, lower_is_better(&p.unit)) {
+            (Some(v), true) => v > rec.max_lat_factor * f.median,
+            (Some(v), false) => v < rec.min_pct / 100.0 * f.median,
             (None, _) => false,
         };
     }
     let mut named = name_slow(rec);
     named.extend(name_counters(rec));
     rec.named = named;
-}
-
-/// The median of some values (the mean of the middle two for an even count).
-fn median(mut values: Vec<f64>) -> Option<f64> {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(values[n / 2]),
-        _ => Some((values[n / 2 - 1] + values[n / 2]) / 2.0),
-    }
 }
 
 /// The fleet's figures of one test over its planned pairs (not re-runs). The median is the
@@ -62,7 +53,8 @@ fn fleet(pairs: &[PairRecord], test: &str) -> Option<FleetFigures> {
             per_rank.entry(p.server).or_default().push(v);
         }
     }
-    let median = median(per_rank.into_values().filter_map(median).collect())?;
+    let rank_medians: Vec<f64> = per_rank.values().filter_map(|v| median(v)).collect();
+    let median = median(&rank_medians)?;
     let ceiling_gbps = of_test()
         .filter_map(|p| p.record.as_ref().and_then(|r| r.ceilings.limit_gbps))
         .min_by(f64::total_cmp);
@@ -161,17 +153,31 @@ fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
     out
 }
 
+/// How far a pair is from the fleet's median on the bad side (higher is worse): low
+/// bandwidth, high latency.
+pub fn badness(p: &PairRecord) -> f64 {
+    let pct = p.pct_of_median.unwrap_or(100.0);
+    if lower_is_better(&p.unit) {
+        pct
+    } else {
+        -pct
+    }
+}
+
 /// "write-bw 14% of the fleet median" for a rank's worst suspect pair.
 fn worst_pct(rec: &SweepRecord, rank: u32, rerun: bool) -> String {
     rec.pairs
         .iter()
         .filter(|p| p.suspect && p.rerun == rerun && (p.client == rank || p.server == rank))
-        .filter_map(|p| p.pct_of_median.map(|pct| (p, pct)))
-        .min_by(|a, b| {
-            let badness = |(p, pct): &(&PairRecord, f64)| if p.unit == "us" { -pct } else { *pct };
-            badness(a).total_cmp(&badness(b))
+        .filter(|p| p.pct_of_median.is_some())
+        .max_by(|a, b| badness(a).total_cmp(&badness(b)))
+        .map(|p| {
+            format!(
+                "{} {:.0}% of the fleet median",
+                p.test,
+                p.pct_of_median.unwrap_or(0.0)
+            )
         })
-        .map(|(p, pct)| format!("{} {pct:.0}% of the fleet median", p.test))
         .unwrap_or_else(|| "suspect".to_string())
 }
 
@@ -230,7 +236,8 @@ fn name_counters(rec: &SweepRecord) -> Vec<NamedNic> {
     // Where counters climb on every NIC (retransmissions under emulation, a fabric-wide
     // congestion event), no NIC stands out: the fleet's share is the bar to clear.
     let share = |tests: u32, climbed: u32| f64::from(climbed) / f64::from(tests.max(1));
-    let typical = median(per_rank.values().map(|&(t, c, _)| share(t, c)).collect()).unwrap_or(0.0);
+    let shares: Vec<f64> = per_rank.values().map(|&(t, c, _)| share(t, c)).collect();
+    let typical = median(&shares).unwrap_or(0.0);
     per_rank
         .into_iter()
         .filter(|(_, (tests, climbed, _))| {
