@@ -63,6 +63,7 @@ fn setup() -> Result<Loop, String> {
         mtu: port.active_mtu,
         max_dest_rd_atomic: 16,
         max_rd_atomic: 16,
+        qp_timeout: 14,
     };
     let connect = |qp: QueuePair<verbs::Created>, to: &Endpoint| {
         qp.ready_to_receive(to, &path)

@@ -231,6 +231,9 @@ pub struct TestPlan {
     /// `-o`: READs/atomics a QP may have outstanding at the responder; `None` takes what
     /// both devices allow.
     pub outs: Option<u32>,
+    /// `-u`: RC acknowledgement timeout, 4.096 us * 2^N a try; `None` takes each device's
+    /// default (`engine::qp_timeout_for`).
+    pub qp_timeout: Option<u8>,
     /// The atomic operation (atomic tests).
     pub atomic: AtomicOp,
     /// Check the payload after each size.
@@ -255,6 +258,14 @@ pub const DEFAULT_TX_DEPTH: u32 = 128;
 pub const DEFAULT_RX_DEPTH: u32 = 512;
 /// Default completion moderation (perftest's), at most half the TX depth.
 pub const DEFAULT_CQ_MOD: u32 = 100;
+/// Default RC acknowledgement timeout exponent on a NIC (perftest's): 4.096 us * 2^14 = 67 ms a
+/// try, 7 tries, so a dead peer fails a request in about half a second.
+pub const DEFAULT_QP_TIMEOUT: u8 = 14;
+/// Default on a software device (rxe, siw): 2^18 * 4.096 us = 1.07 s a try.
+pub const SOFTWARE_QP_TIMEOUT: u8 = 18;
+/// Largest `-u`: the verbs attribute is 5 bits (0, "wait forever", is not offered: a lost
+/// packet would stall the run until `--timeout`).
+pub const MAX_QP_TIMEOUT: u8 = 31;
 /// Largest `-o`: the verbs attribute is 8 bits.
 pub const MAX_OUTS: u32 = 255;
 /// Largest message size.
@@ -310,6 +321,11 @@ pub struct PlanRequest {
     /// ConnectX allows 16) [default: what both devices allow]
     #[arg(short = 'o', long = "outs", value_name = "N")]
     pub outs: Option<u32>,
+
+    /// RC acknowledgement timeout: 4.096 us * 2^N a try (1..31) [default: 14, on a software
+    /// device such as rxe 18]
+    #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
+    pub qp_timeout: Option<u8>,
 
     /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
     #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
@@ -444,6 +460,7 @@ impl PlanRequest {
             bidirectional: self.bidirectional,
             mtu: self.mtu,
             outs: self.outs,
+            qp_timeout: self.qp_timeout,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),
@@ -474,6 +491,15 @@ impl TestPlan {
         check_range("--cq-mod", self.cq_mod, 1, self.tx_depth)?;
         check_range("--inline-size", self.inline, 0, 1 << 16)?;
         check_range("--repeat", self.repeat, 1, 1000)?;
+        if let Some(u) = self.qp_timeout {
+            check_range("--qp-timeout", u, 1, MAX_QP_TIMEOUT)?;
+            if self.connection != Connection::Rc {
+                return refuse(format!(
+                    "--qp-timeout {u} does not apply to {}: only RC waits for acknowledgements",
+                    self.connection.name()
+                ));
+            }
+        }
         if let Some(m) = self.mtu {
             if verbs::mtu_from_bytes(m).is_none() {
                 return refuse(format!(
@@ -720,6 +746,43 @@ mod tests {
         .resolve(TestKind::new(Verb::Read, Mode::Bw))
         .unwrap_err();
         assert_eq!(err.0, "--outs 0 is out of range: valid values are 1..=255");
+    }
+
+    #[test]
+    fn qp_timeout_is_rc_only_and_within_the_five_bit_range() {
+        let plan = PlanRequest {
+            qp_timeout: Some(18),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap();
+        assert_eq!(plan.qp_timeout, Some(18));
+        for (u, want) in [
+            (0, "--qp-timeout 0 is out of range: valid values are 1..=31"),
+            (
+                32,
+                "--qp-timeout 32 is out of range: valid values are 1..=31",
+            ),
+        ] {
+            let err = PlanRequest {
+                qp_timeout: Some(u),
+                ..request()
+            }
+            .resolve(WRITE_BW)
+            .unwrap_err();
+            assert_eq!(err.0, want);
+        }
+        let err = PlanRequest {
+            qp_timeout: Some(18),
+            connection: Some(Connection::Uc),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            "--qp-timeout 18 does not apply to UC: only RC waits for acknowledgements"
+        );
     }
 
     #[test]

@@ -357,7 +357,12 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
         prop_oneof![3 => Just(false), 1 => Just(true)],
         prop_oneof![3 => Just(None), 1 => prop::option::of(prop_oneof![Just(1024u32), any::<u32>()])],
         prop_oneof![3 => Just(None), 1 => prop::option::of(count(16))],
-        (any::<bool>(), any::<bool>(), count(10)),
+        (
+            any::<bool>(),
+            any::<bool>(),
+            count(10),
+            prop::option::of(any::<u8>()),
+        ),
     );
     (first, second).prop_map(
         |(
@@ -370,7 +375,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
                 bidirectional,
                 mtu,
                 outs,
-                (cas, validate, repeat),
+                (cas, validate, repeat, qp_timeout),
             ),
         )| TestPlan {
             test: TestKind::new(verb, mode),
@@ -387,6 +392,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             bidirectional,
             mtu,
             outs,
+            qp_timeout,
             atomic: if cas {
                 AtomicOp::CompareSwap
             } else {

@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 
 use common::{client, pair_once_more_on_rxe_bug, rdma_ready, text, Server, SERVER_ADDR};
 
-/// Runs one validated write-bw between rxe0 and rxe1 and checks both records.
-fn validated_run(port: u16, size: &str, qps: &str) {
-    let run = pair_once_more_on_rxe_bug(
-        "write-bw",
-        port,
-        &[],
-        &["-s", size, "-q", qps, "-n", "64", "-t", "16", "--validate"],
-    );
+/// Runs one validated write-bw between rxe0 and rxe1 and checks both records; `-u` is given
+/// to the client only, as `qp_timeout` says.
+fn validated_run(port: u16, size: &str, qps: &str, qp_timeout: Option<&str>) {
+    let mut args = vec!["-s", size, "-q", qps, "-n", "64", "-t", "16", "--validate"];
+    if let Some(u) = qp_timeout {
+        args.extend(["-u", u]);
+    }
+    let run = pair_once_more_on_rxe_bug("write-bw", port, &[], &args);
     run.assert_ok();
     let (client_rec, server_rec, server_text) =
         (&run.client_json, &run.server_json, &run.server_text);
@@ -29,6 +29,9 @@ fn validated_run(port: u16, size: &str, qps: &str) {
         assert_eq!(rec["schema"], "rdmabench.result/1", "{who}");
         assert_eq!(rec["device"]["name"], dev, "{who}");
         assert_eq!(rec["params"]["qps"], qps, "{who}");
+        // The server adopts the client's -u; without one, rxe (a software device) gets 18.
+        let want: u64 = qp_timeout.map_or(18, |u| u.parse().unwrap());
+        assert_eq!(rec["params"]["qp_timeout"], want, "{who}");
         let row = &rec["results"][0];
         assert_eq!(row["size"], expect_size, "{who}");
         assert_eq!(row["iterations"], 64 * qps, "{who}");
@@ -58,7 +61,8 @@ fn one_qp_moves_the_right_bytes_at_every_size() {
         return;
     }
     for (i, size) in ["2", "4K", "64K", "1M"].iter().enumerate() {
-        validated_run(19100 + i as u16, size, "1");
+        let qp_timeout = (*size == "2").then_some("16");
+        validated_run(19100 + i as u16, size, "1", qp_timeout);
     }
 }
 
@@ -68,7 +72,7 @@ fn four_qps_move_the_right_bytes_at_every_size() {
         return;
     }
     for (i, size) in ["2", "4K", "64K", "1M"].iter().enumerate() {
-        validated_run(19110 + i as u16, size, "4");
+        validated_run(19110 + i as u16, size, "4", None);
     }
 }
 

@@ -226,6 +226,14 @@ impl Device {
         &self.facts.name
     }
 
+    /// True for a device that sysfs shows without a bus device under it: a software RDMA
+    /// device (rxe, siw) that a host CPU runs, whose acknowledgements come as late as that CPU
+    /// is busy.
+    pub fn is_software(&self) -> bool {
+        let dir = std::path::Path::new("/sys/class/infiniband").join(self.name());
+        dir.is_dir() && !dir.join("device").exists()
+    }
+
     fn first_active_port(&self) -> Option<u8> {
         (1..=self.facts.port_count).find(|&p| {
             self.ctx

@@ -112,6 +112,9 @@ pub struct PathConfig {
     pub max_dest_rd_atomic: u8,
     /// Outstanding RDMA READ/atomics this QP may issue.
     pub max_rd_atomic: u8,
+    /// RC only: how long a request waits for its acknowledgement before it is sent again,
+    /// 4.096 us * 2^`qp_timeout` (14: 67 ms), up to 7 times.
+    pub qp_timeout: u8,
 }
 
 /// What the device granted when the QP was created.
@@ -504,8 +507,7 @@ impl QueuePair<ReadyToReceive> {
         attr.setup_state(QueuePairState::ReadyToSend)
             .setup_sq_psn(psn);
         if self.transport == Transport::Rc {
-            // 4.096 us * 2^14 = 67 ms per try, 7 tries: a dead peer fails a request in ~0.5 s.
-            attr.setup_timeout(14)
+            attr.setup_timeout(path.qp_timeout)
                 .setup_retry_cnt(7)
                 .setup_rnr_retry(7)
                 .setup_max_read_atomic(path.max_rd_atomic);

@@ -600,6 +600,7 @@ pub(crate) mod tests {
                 post_list: Some(1),
                 cq_mod: Some(100),
                 path_mtu: Some(1024),
+                qp_timeout: Some(14),
                 validate: false,
                 iters: Some(5000),
                 duration: None,

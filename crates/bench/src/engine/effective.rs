@@ -23,6 +23,8 @@ pub struct Effective {
     pub inline: u32,
     /// The path MTU both ports and `-m` allow, in bytes.
     pub path_mtu: u32,
+    /// RC: this side's acknowledgement timeout exponent (`-u` or the device's default).
+    pub qp_timeout: Option<u8>,
     /// The atomic operation: atomic tests only.
     pub atomic: Option<AtomicOp>,
     /// The payload is checked after each size.
@@ -44,6 +46,7 @@ impl Effective {
             outs: matches!(verb, Verb::Read | Verb::Atomic).then_some(side.rd_atomic),
             inline: plan.inline,
             path_mtu: side.path_mtu,
+            qp_timeout: side.qp_timeout,
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,
             relaxed_ordering: side.mr.relaxed_ordering(),

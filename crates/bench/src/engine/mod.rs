@@ -23,7 +23,9 @@ use verbs::{
 };
 
 use crate::memory::MemMode;
-use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
+use crate::plan::{
+    Connection, Mode, PlanError, Role, TestPlan, Verb, DEFAULT_QP_TIMEOUT, SOFTWARE_QP_TIMEOUT,
+};
 use buffer::{remote_access, Footprint};
 
 /// What one side was told about its own hardware.
@@ -129,6 +131,9 @@ pub struct Connected {
     pub path_mtu: u32,
     /// RDMA READs/atomics this side may have in flight per QP (what both ends allow).
     pub rd_atomic: u32,
+    /// The acknowledgement timeout exponent of this side's RC QPs (`-u`, or the device's
+    /// default: [`qp_timeout_for`]); `None` for UC and UD, which wait for no acknowledgement.
+    pub qp_timeout: Option<u8>,
     /// The peer's bounce buffers when its memory is staged (a staged WRITE target).
     pub peer_bounce: Option<staged::BounceLayout>,
 }
@@ -669,6 +674,7 @@ impl Prepared {
             mtu: path_mtu,
             max_dest_rd_atomic: responder_rd_atomic(f, plan) as u8,
             max_rd_atomic: rd_atomic as u8,
+            qp_timeout: qp_timeout_for(plan, &self.device),
         };
         // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
         if self.posts_receives && !self.loop_posts_receives {
@@ -716,9 +722,23 @@ impl Prepared {
             transport: self.transport,
             path_mtu,
             rd_atomic,
+            qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
             peer_bounce,
         })
     }
+}
+
+/// The RC acknowledgement timeout `plan` runs with on `device`: `-u`, else perftest's 14 (67 ms
+/// a try) on a NIC and [`SOFTWARE_QP_TIMEOUT`] on a software device, whose acknowledgements are
+/// as late as its host's CPUs are busy: there a retransmission is usually spurious, and Linux
+/// 6.1's rxe answers some spurious retransmissions of multi-packet WRITEs with "remote invalid
+/// request", failing the run.
+pub fn qp_timeout_for(plan: &TestPlan, device: &Device) -> u8 {
+    plan.qp_timeout.unwrap_or(if device.is_software() {
+        SOFTWARE_QP_TIMEOUT
+    } else {
+        DEFAULT_QP_TIMEOUT
+    })
 }
 
 impl Connected {

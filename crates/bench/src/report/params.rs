@@ -129,6 +129,14 @@ pub const PARAMS: &[Param] = &[
         value: |p| opt(p.path_mtu),
     },
     Param {
+        key: "qp_timeout",
+        label: "QP timeout",
+        in_header: true,
+        // Changes no figure unless packets are lost, and then it is what is being compared.
+        compare: Compared::Info,
+        value: |p| opt(p.qp_timeout),
+    },
+    Param {
         key: "validate",
         label: "Validate",
         in_header: true,

@@ -274,6 +274,10 @@ pub struct ParamsRecord {
     /// The path MTU in bytes (both ports' and `-m`'s smallest).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u32>,
+    /// RC: the acknowledgement timeout exponent, 4.096 us * 2^N a try (`-u`, or 14 on a NIC
+    /// and 18 on a software device). Absent for UC/UD and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qp_timeout: Option<u8>,
     /// The payload was checked after each size (`--validate`).
     #[serde(default)]
     pub validate: bool,

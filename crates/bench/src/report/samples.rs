@@ -97,6 +97,7 @@ fn bw_params(test: &str) -> ParamsRecord {
         post_list: Some(1),
         cq_mod: Some(64),
         path_mtu: Some(4096),
+        qp_timeout: Some(14),
         validate: false,
         iters: Some(5000),
         duration: None,

@@ -185,6 +185,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         post_list: bw.then_some(eff.post_list),
         cq_mod: bw.then_some(eff.cq_mod),
         path_mtu: Some(eff.path_mtu),
+        qp_timeout: eff.qp_timeout,
         validate: eff.validate,
         relaxed_ordering: eff.relaxed_ordering,
         iters: plan.duration.is_none().then_some(plan.iters),
