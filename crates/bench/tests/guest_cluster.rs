@@ -62,7 +62,8 @@ impl Drop for Throttle {
 /// The options every rank shares (so every rank resolves the same sweep). Single-packet
 /// messages, four in flight: the guest's kernel (6.1) rxe answers "remote invalid request"
 /// to some retransmitted multi-packet WRITEs, and four packets queue for 33 ms at the
-/// throttled rate, below the QP's 67 ms retransmission timeout.
+/// throttled rate, well below rxe's default retransmission timeout (1.07 s; even below
+/// perftest's 67 ms).
 fn sweep_args(json: &str, port: u16) -> Vec<String> {
     let args = [
         "-x",

@@ -282,24 +282,9 @@ fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout() {
 /// A client on rxe1 against a host-memory server on rxe0 (port `port`), its GPU memory from the
 /// fake driver, which logs every free to `log`; returns the client's output.
 fn client_logging_frees(lib: &Path, log: &Path, port: u16, test: &str, args: &[&str]) -> Output {
-    let p = port.to_string();
-    let base = ["-d", "rxe0", "-x", "1", "-p", &p, "--timeout", "10"];
-    let mut server_args = vec![test];
-    server_args.extend(base);
-    let server = Server::start(&server_args);
+    let server = Server::start(&common::server_args(test, port, 10, &[]));
     let out = common::bin()
-        .args([
-            test,
-            SERVER_ADDR,
-            "-d",
-            "rxe1",
-            "-x",
-            "1",
-            "-p",
-            &p,
-            "--timeout",
-            "10",
-        ])
+        .args(common::client_args(test, port, 10, &[]))
         .args(args)
         .env("LD_LIBRARY_PATH", lib)
         .env("FAKE_CUDA_MODE", "hostmem")

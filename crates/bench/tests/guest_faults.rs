@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{bin, rdma_ready, scratch, Server, SERVER_ADDR};
+use common::{bin, client_args, rdma_ready, scratch, server_args, Server};
 
 fn load(path: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
@@ -32,39 +32,19 @@ fn a_sweep_whose_server_dies_at_the_tenth_size_keeps_the_nine_before() {
     }
     let dir = scratch("sweep-killed");
     let (sj, cj) = (dir.join("server.json"), dir.join("client.json"));
-    let server = Server::start(&[
+    let server = Server::start(&server_args(
         "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19301",
-        "--timeout",
-        "20",
-        "--json",
-        sj.to_str().unwrap(),
-    ]);
+        19301,
+        20,
+        &["--json", sj.to_str().unwrap()],
+    ));
     let mut client = bin()
-        .args([
+        .args(client_args(
             "write-bw",
-            SERVER_ADDR,
-            "-d",
-            "rxe1",
-            "-x",
-            "1",
-            "-p",
-            "19301",
-        ])
-        .args([
-            "--timeout",
-            "5",
-            "-a",
-            "-n",
-            "3000",
-            "--json",
-            cj.to_str().unwrap(),
-        ])
+            19301,
+            5,
+            &["-a", "-n", "3000", "--json", cj.to_str().unwrap()],
+        ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -169,33 +149,22 @@ struct Broken {
     server_json: serde_json::Value,
 }
 
-fn break_a_sweep(name: &str, port: &str, fault: &str, repair: &str) -> Broken {
+fn break_a_sweep(name: &str, port: u16, fault: &str, repair: &str) -> Broken {
     let dir = scratch(name);
     let (sj, cj) = (dir.join("server.json"), dir.join("client.json"));
-    let server = Server::start(&[
+    let server = Server::start(&server_args(
         "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
         port,
-        "--timeout",
-        "5",
-        "--json",
-        sj.to_str().unwrap(),
-    ]);
+        5,
+        &["--json", sj.to_str().unwrap()],
+    ));
     let mut client = bin()
-        .args(["write-bw", SERVER_ADDR, "-d", "rxe1", "-x", "1", "-p", port])
-        .args([
-            "--timeout",
-            "5",
-            "-a",
-            "-n",
-            "2000",
-            "--json",
-            cj.to_str().unwrap(),
-        ])
+        .args(client_args(
+            "write-bw",
+            port,
+            5,
+            &["-a", "-n", "2000", "--json", cj.to_str().unwrap()],
+        ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -281,7 +250,7 @@ fn a_link_that_goes_down_mid_sweep_ends_both_sides_within_the_timeout() {
     }
     let b = break_a_sweep(
         "link-down",
-        "19311",
+        19311,
         "ip link set veth1 down",
         "ip link set veth1 up && ip route replace 10.251.0.1 dev veth1 table 100",
     );
@@ -304,31 +273,14 @@ fn a_device_deleted_during_a_run_is_released_when_the_run_ends() {
     }
     let dir = scratch("rxe-deleted");
     let cj = dir.join("client.json");
-    let server = Server::start(&[
-        "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19321",
-        "--timeout",
-        "10",
-    ]);
+    let server = Server::start(&server_args("write-bw", 19321, 10, &[]));
     let mut client = bin()
-        .args([
+        .args(client_args(
             "write-bw",
-            SERVER_ADDR,
-            "-d",
-            "rxe1",
-            "-x",
-            "1",
-            "-p",
-            "19321",
-            "--timeout",
-            "10",
-        ])
-        .args(["-s", "64K", "-D", "4", "--json", cj.to_str().unwrap()])
+            19321,
+            10,
+            &["-s", "64K", "-D", "4", "--json", cj.to_str().unwrap()],
+        ))
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

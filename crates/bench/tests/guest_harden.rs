@@ -9,51 +9,23 @@ mod common;
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-use common::{bin, client, rdma_ready, scratch, text, Server, SERVER_ADDR};
+use common::{
+    bin, client, client_args, rdma_ready, scratch, server_args, text, Server, SERVER_ADDR,
+};
 
-/// A write-bw client of the server on port `port`: `args` after the device's, by default a
-/// short run.
-fn short_client(port: &str, args: &[&str]) -> Vec<String> {
-    let args = if args.is_empty() {
-        &["-s", "4K", "-n", "100", "--timeout", "10"][..]
-    } else {
-        args
-    };
-    ["write-bw", SERVER_ADDR, "-d", "rxe1", "-x", "1", "-p", port]
-        .iter()
-        .chain(args)
-        .map(|s| s.to_string())
-        .collect()
-}
-
-fn run(args: &[String]) -> std::process::Output {
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    client(&args)
-}
+/// A short write-bw run: what a client asks for where the size does not matter.
+const SHORT: [&str; 4] = ["-s", "4K", "-n", "100"];
 
 #[test]
 fn a_silent_connection_just_before_a_client_does_not_affect_the_run() {
     if !rdma_ready("a_silent_connection_just_before_a_client_does_not_affect_the_run") {
         return;
     }
-    let server = Server::start(&[
-        "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19430",
-        "--timeout",
-        "10",
-    ]);
+    let server = Server::start(&server_args("write-bw", 19430, 10, &[]));
     // A port scanner or health check: connects, says nothing, stays. (Greeted first and for
     // the whole --timeout, it used to make the client's hello time out, and then the server.)
     let silent = TcpStream::connect((SERVER_ADDR, 19430)).unwrap();
-    let out = run(&short_client(
-        "19430",
-        &["-s", "4K", "-n", "100", "--timeout", "5"],
-    ));
+    let out = client(&client_args("write-bw", 19430, 5, &SHORT));
     let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
     assert!(
         out.status.success(),
@@ -72,21 +44,14 @@ fn a_wrong_token_fails_both_sides_and_the_right_one_runs() {
     let dir = scratch("token");
     let server_token = dir.join("server.token");
     std::fs::write(&server_token, "server-secret-0123456789abcdef\n").unwrap();
-    let server = Server::start(&[
+    let server = Server::start(&server_args(
         "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19431",
-        "--timeout",
-        "4",
-        "--token",
-        server_token.to_str().unwrap(),
-    ]);
+        19431,
+        4,
+        &["--token", server_token.to_str().unwrap()],
+    ));
     let wrong = bin()
-        .args(short_client("19431", &[]))
+        .args(client_args("write-bw", 19431, 10, &SHORT))
         .env("RDMABENCH_TOKEN", "client-secret-0123456789abcdef")
         .output()
         .unwrap();
@@ -110,21 +75,14 @@ fn a_wrong_token_fails_both_sides_and_the_right_one_runs() {
     }
 
     // The same secret, from the environment on one side and a file on the other, runs.
-    let server = Server::start(&[
+    let server = Server::start(&server_args(
         "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19432",
-        "--timeout",
-        "10",
-        "--token",
-        server_token.to_str().unwrap(),
-    ]);
+        19432,
+        10,
+        &["--token", server_token.to_str().unwrap()],
+    ));
     let right = bin()
-        .args(short_client("19432", &[]))
+        .args(client_args("write-bw", 19432, 10, &SHORT))
         .env("RDMABENCH_TOKEN", "server-secret-0123456789abcdef")
         .output()
         .unwrap();
@@ -144,22 +102,12 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
     if !rdma_ready("a_plan_above_the_servers_memory_limit_is_refused_before_allocation") {
         return;
     }
-    let server = Server::start(&[
+    let server = Server::start(&server_args("write-bw", 19433, 10, &["--max-mem", "1M"]));
+    let out = client(&client_args(
         "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19433",
-        "--timeout",
-        "10",
-        "--max-mem",
-        "1M",
-    ]);
-    let out = run(&short_client(
-        "19433",
-        &["-s", "1M", "-n", "10", "--timeout", "10"],
+        19433,
+        10,
+        &["-s", "1M", "-n", "10"],
     ));
     let (server_ok, server_text, _) = server.finish(Duration::from_secs(20));
     let client_text = text(&out);
@@ -178,20 +126,12 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
 
     // Without --max-mem, half of the guest's memory: 1024 QPs x 2 GiB is refused at once, not
     // found out by an allocation that fails.
-    let server = Server::start(&[
-        "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19434",
-        "--timeout",
-        "10",
-    ]);
+    let server = Server::start(&server_args("write-bw", 19434, 10, &[]));
     let start = Instant::now();
-    let out = run(&short_client(
-        "19434",
+    let out = client(&client_args(
+        "write-bw",
+        19434,
+        30,
         &["-s", "1G", "-q", "1024", "-n", "1"],
     ));
     let (_, server_text, _) = server.finish(Duration::from_secs(20));
@@ -215,18 +155,7 @@ fn a_trickling_connection_is_dropped_within_its_deadline_and_delays_no_one() {
     if !rdma_ready("a_trickling_connection_is_dropped_within_its_deadline_and_delays_no_one") {
         return;
     }
-    let server = Server::start(&[
-        "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19436",
-        "--timeout",
-        "20",
-        "--persistent",
-    ]);
+    let server = Server::start(&server_args("write-bw", 19436, 20, &["--persistent"]));
     // A frame of 100 bytes announced, then one byte every 300 ms: each read gets something,
     // the hello never ends.
     let trickler = std::thread::spawn(|| {
@@ -241,10 +170,7 @@ fn a_trickling_connection_is_dropped_within_its_deadline_and_delays_no_one() {
         }
         None
     });
-    let out = run(&short_client(
-        "19436",
-        &["-s", "4K", "-n", "100", "--timeout", "10"],
-    ));
+    let out = client(&client_args("write-bw", 19436, 10, &SHORT));
     // The server stays (persistent), so only its hello deadline can cut the trickler.
     let cut = trickler.join().unwrap();
     let mut server = server;

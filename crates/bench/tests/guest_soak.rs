@@ -13,11 +13,11 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use common::{bin, rdma_ready, Server, SERVER_ADDR};
+use common::{bin, client_args, rdma_ready, server_args, Server, SERVER_ADDR};
 use rdmabench::cli::Cli;
 use rdmabench::run::run_client;
 
-const PORT: &str = "19500";
+const PORT: u16 = 19500;
 
 /// What the server holds: open descriptors, registered MRs, resident KiB.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -57,11 +57,7 @@ fn footprint(pid: u32) -> Footprint {
 fn args(i: usize) -> Vec<String> {
     let size = ["64", "512", "1K"][i % 3];
     let qps = ["1", "2"][i % 2];
-    let mut a: Vec<String> = ["write-bw", SERVER_ADDR, "-d", "rxe1", "-x", "1", "-p", PORT]
-        .iter()
-        .chain(&["--timeout", "10", "-s", size, "-q", qps, "-n", "20"])
-        .map(|s| s.to_string())
-        .collect();
+    let mut a = client_args("write-bw", PORT, 10, &["-s", size, "-q", qps, "-n", "20"]);
     if i % 3 == 2 {
         a.push("-b".into());
     }
@@ -79,7 +75,7 @@ fn run_in_process(i: usize) -> anyhow::Result<()> {
     let mut opts = test_args.run_options(kind)?;
     opts.quiet = true;
     opts.progress = false;
-    run_client(&opts, &plan, SERVER_ADDR, PORT.parse()?)?;
+    run_client(&opts, &plan, SERVER_ADDR, PORT)?;
     Ok(())
 }
 
@@ -105,18 +101,7 @@ fn a_persistent_server_stays_flat_over_hundreds_of_runs() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
-    let mut server = Server::start(&[
-        "write-bw",
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        PORT,
-        "--persistent",
-        "--timeout",
-        "3",
-    ]);
+    let mut server = Server::start(&server_args("write-bw", PORT, 3, &["--persistent"]));
     let pid = server.child.id();
     let start = Instant::now();
     let mut before = None;

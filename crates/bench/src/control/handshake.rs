@@ -112,9 +112,10 @@ pub fn admit<S: TimedRead + Write>(
         (Some(t), Some(p)) if t.verify(Prover::Client, &server, &client, &p) => None,
         (Some(_), Some(_)) => Some((
             "wrong token",
-            "the client's token is not the server's: give both sides the same token (--token \
-             FILE or RDMABENCH_TOKEN)"
-                .to_string(),
+            format!(
+                "the client's token is not the server's: give both sides the same token \
+                 (--token FILE or {TOKEN_ENV})"
+            ),
         )),
     };
     if let Some((why, reason)) = refusal {

@@ -7,6 +7,7 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
@@ -18,6 +19,29 @@ pub const SERVER_ADDR: &str = "10.251.0.1";
 
 /// `--loopback` with the server on rxe0 and the client on rxe1, over the IPv4 RoCEv2 GID.
 pub const LOOPBACK: [&str; 7] = ["--loopback", "-d", "rxe0", "--peer-dev", "rxe1", "-x", "1"];
+
+/// `rdmabench TEST` as the guest's server runs it: on rxe0 over GID index 1 (IPv4 RoCEv2),
+/// control port `port`, `--timeout SECS`, then `more`.
+pub fn server_args(test: &str, port: u16, secs: u32, more: &[&str]) -> Vec<String> {
+    side_args(&[test, "-d", "rxe0"], port, secs, more)
+}
+
+/// `rdmabench TEST` as the guest's client runs it: on rxe1 towards [`SERVER_ADDR`], otherwise
+/// as [`server_args`].
+pub fn client_args(test: &str, port: u16, secs: u32, more: &[&str]) -> Vec<String> {
+    side_args(&[test, SERVER_ADDR, "-d", "rxe1"], port, secs, more)
+}
+
+fn side_args(start: &[&str], port: u16, secs: u32, more: &[&str]) -> Vec<String> {
+    let (port, secs) = (port.to_string(), secs.to_string());
+    let common = ["-x", "1", "-p", &port, "--timeout", &secs];
+    start
+        .iter()
+        .chain(&common)
+        .chain(more)
+        .map(|s| s.to_string())
+        .collect()
+}
 
 /// The binary under test.
 pub fn bin() -> Command {
@@ -55,12 +79,12 @@ pub struct Server {
 
 impl Server {
     /// Starts `rdmabench <args>` as a server and waits until it listens.
-    pub fn start(args: &[&str]) -> Server {
+    pub fn start<S: AsRef<OsStr>>(args: &[S]) -> Server {
         Server::start_with_env(args, &[])
     }
 
     /// [`Server::start`] with extra environment variables.
-    pub fn start_with_env(args: &[&str], env: &[(&str, &std::ffi::OsStr)]) -> Server {
+    pub fn start_with_env<S: AsRef<OsStr>>(args: &[S], env: &[(&str, &OsStr)]) -> Server {
         let mut child = bin()
             .args(args)
             .envs(env.iter().copied())
@@ -115,7 +139,7 @@ impl Server {
 }
 
 /// Runs a client to completion.
-pub fn client(args: &[&str]) -> Output {
+pub fn client<S: AsRef<OsStr>>(args: &[S]) -> Output {
     bin().args(args).output().expect("run the client")
 }
 
@@ -177,6 +201,14 @@ pub fn read(path: &std::path::Path) -> String {
     s
 }
 
+/// The JSON record at `path`, or `Null` when there is none (or it does not parse).
+pub fn load_record(path: &Path) -> serde_json::Value {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or(serde_json::Value::Null)
+}
+
 /// A scratch folder for JSON records.
 pub fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("rdmabench-it-{name}-{}", std::process::id()));
@@ -220,55 +252,23 @@ impl Pair {
 
 /// Runs `rdmabench TEST` with a server on rxe0 and a client on rxe1 (port `port`), both
 /// writing JSON records; `args` go to both sides' command lines after the device options.
-pub fn pair(test: &str, port: u16, server_args: &[&str], client_args: &[&str]) -> Pair {
+pub fn pair(test: &str, port: u16, server_more: &[&str], client_more: &[&str]) -> Pair {
     let dir = scratch(&format!("{test}-{port}"));
     let sj = dir.join("server.json");
     let cj = dir.join("client.json");
-    let p = port.to_string();
-    let mut sargs = vec![
-        test,
-        "-d",
-        "rxe0",
-        "-x",
-        "1",
-        "-p",
-        &p,
-        "--timeout",
-        "30",
-        "--json",
-        sj.to_str().unwrap(),
-    ];
-    sargs.extend_from_slice(server_args);
+    let mut sargs = server_args(test, port, 30, &["--json", sj.to_str().unwrap()]);
+    sargs.extend(server_more.iter().map(|s| s.to_string()));
     let server = Server::start(&sargs);
-    let mut cargs = vec![
-        test,
-        SERVER_ADDR,
-        "-d",
-        "rxe1",
-        "-x",
-        "1",
-        "-p",
-        &p,
-        "--timeout",
-        "30",
-        "--json",
-        cj.to_str().unwrap(),
-    ];
-    cargs.extend_from_slice(client_args);
+    let mut cargs = client_args(test, port, 30, &["--json", cj.to_str().unwrap()]);
+    cargs.extend(client_more.iter().map(|s| s.to_string()));
     let client = client(&cargs);
     let (server_ok, server_text, _) = server.finish(Duration::from_secs(120));
-    let load = |p: &std::path::Path| {
-        std::fs::read_to_string(p)
-            .ok()
-            .and_then(|t| serde_json::from_str(&t).ok())
-            .unwrap_or(serde_json::Value::Null)
-    };
     let out = Pair {
         client,
         server_ok,
         server_text,
-        client_json: load(&cj),
-        server_json: load(&sj),
+        client_json: load_record(&cj),
+        server_json: load_record(&sj),
     };
     std::fs::remove_dir_all(dir).ok();
     out
