@@ -17,7 +17,7 @@ use std::path::Path;
 use std::process::Output;
 use std::time::Duration;
 
-use common::{fake_libcuda, rdma_ready, scratch, text, Server, LOOPBACK, SERVER_ADDR};
+use common::{fake_libcuda, rdma_ready, scratch, text, Server, LOOPBACK};
 
 fn run(lib: &Path, args: &[&str]) -> Output {
     common::bin()
