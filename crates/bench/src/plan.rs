@@ -259,7 +259,7 @@ pub const DEFAULT_RX_DEPTH: u32 = 512;
 /// Default completion moderation (perftest's), at most half the TX depth.
 pub const DEFAULT_CQ_MOD: u32 = 100;
 /// Default RC acknowledgement timeout exponent on a NIC (perftest's): 4.096 us * 2^14 = 67 ms a
-/// try, 7 tries, so a dead peer fails a request in about half a second.
+/// try, retried up to 7 times, so a dead peer fails a request in about half a second.
 pub const DEFAULT_QP_TIMEOUT: u8 = 14;
 /// Default on a software device (rxe, siw): 2^18 * 4.096 us = 1.07 s a try.
 pub const SOFTWARE_QP_TIMEOUT: u8 = 18;

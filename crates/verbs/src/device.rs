@@ -226,10 +226,16 @@ impl Device {
         &self.facts.name
     }
 
-    /// True for a device that sysfs shows without a bus device under it: a software RDMA
-    /// device (rxe, siw) that a host CPU runs, whose acknowledgements come as late as that CPU
-    /// is busy.
+    /// True for a software RDMA device (rxe, siw) that a host CPU runs, whose acknowledgements
+    /// come as late as that CPU is busy: known by its vendor id (the kernel's `RXE_VENDOR_ID`,
+    /// `SIW_VENDOR_ID`; older kernels give rxe a `device` link to the NIC under it), or by a
+    /// sysfs entry with no bus device under it.
     pub fn is_software(&self) -> bool {
+        const RXE_VENDOR_ID: u32 = 0xFF_FFFF;
+        const SIW_VENDOR_ID: u32 = 0x62_6d74;
+        if matches!(self.facts.vendor_id, RXE_VENDOR_ID | SIW_VENDOR_ID) {
+            return true;
+        }
         let dir = std::path::Path::new("/sys/class/infiniband").join(self.name());
         dir.is_dir() && !dir.join("device").exists()
     }

@@ -21,7 +21,7 @@ use crate::report::{RunRecord, SizeResult};
 /// Identifies an rdmabench peer in the first message.
 pub const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]

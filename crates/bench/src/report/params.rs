@@ -10,7 +10,8 @@ use super::ParamsRecord;
 pub enum Compared {
     /// The records are incomparable: a warning.
     Warn,
-    /// Information: how long or how often a run ran.
+    /// Information: how long or how often a run ran, or a setting that changes no figure
+    /// unless something goes wrong (the acknowledgement timeout).
     Info,
     /// Nothing: it differs from run to run by nature (a calibrated clock rate), or only says
     /// why another parameter has its value (the CPU's placement).

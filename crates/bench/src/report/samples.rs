@@ -237,6 +237,7 @@ pub(crate) fn write_lat() -> Sample {
     params.cq_mod = None;
     params.inline = 220;
     params.path_mtu = Some(1024);
+    params.qp_timeout = Some(18);
     params.iters = Some(1000);
     params.warmup = Some(16);
     params.latency = Some("one_way".to_string());
