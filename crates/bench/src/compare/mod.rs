@@ -511,17 +511,35 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         return run_sweeps(args);
     }
     let report = build_report(args)?;
+    emit(
+        args,
+        &report,
+        output::markdown,
+        output::table,
+        report.regressed,
+    )
+}
+
+/// Prints `report` as `args` asks (JSON, Markdown or the terminal table); a regression
+/// makes the run exit 3.
+fn emit<T: Serialize>(
+    args: &CompareArgs,
+    report: &T,
+    markdown: fn(&T) -> String,
+    table: fn(&T) -> String,
+    regressed: bool,
+) -> Result<()> {
     let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&report)?;
+        let mut s = serde_json::to_string_pretty(report)?;
         s.push('\n');
         s
     } else if args.markdown {
-        output::markdown(&report)
+        markdown(report)
     } else {
-        output::table(&report)
+        table(report)
     };
     print(&text)?;
-    if report.regressed {
+    if regressed {
         return Err(crate::exit::Regressed.into());
     }
     Ok(())
@@ -538,20 +556,13 @@ fn print(text: &str) -> Result<()> {
 /// `rdmabench compare BEFORE.json AFTER.json` on two sweep records.
 fn run_sweeps(args: &CompareArgs) -> Result<()> {
     let comp = fleet::build(args)?;
-    let text = if args.json {
-        let mut s = serde_json::to_string_pretty(&comp)?;
-        s.push('\n');
-        s
-    } else if args.markdown {
-        fleet_output::markdown(&comp)
-    } else {
-        fleet_output::table(&comp)
-    };
-    print(&text)?;
-    if comp.regressed {
-        return Err(crate::exit::Regressed.into());
-    }
-    Ok(())
+    emit(
+        args,
+        &comp,
+        fleet_output::markdown,
+        fleet_output::table,
+        comp.regressed,
+    )
 }
 
 #[cfg(test)]
