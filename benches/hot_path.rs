@@ -41,12 +41,12 @@ fn post_list(c: &mut Criterion) {
     for n in [1u32, 16] {
         let s = shape(n);
         let mut batch = vec![SendRequest::default(); n as usize];
-        let mut first = 0u64;
+        let mut p = SendProgress::new(1, u64::MAX, s.cq_mod);
         g.throughput(Throughput::Elements(u64::from(n)));
         g.bench_function(format!("fill_{n}_write_requests"), |b| {
             b.iter(|| {
-                fill_batch(black_box(&mut batch), 0, first, &s, 5000, &target);
-                first = (first + u64::from(n)) % 4096;
+                fill_batch(black_box(&mut batch), 0, &mut p, &s, &target);
+                p.add_posted(0, u64::from(n));
                 black_box(&batch);
             })
         });
@@ -59,7 +59,7 @@ fn completions(c: &mut Criterion) {
     let mut g = c.benchmark_group("completions");
     g.throughput(Throughput::Elements(1));
     g.bench_function("account_one_completion_and_check_room", |b| {
-        let mut p = SendProgress::new(4, u64::MAX);
+        let mut p = SendProgress::new(4, u64::MAX, s.cq_mod);
         // Posted far ahead, so that no number of completions outruns what was posted.
         p.add_posted(3, u64::MAX / 2);
         let id = WrId::new(WrKind::Op, 3, 100);

@@ -470,6 +470,8 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     let window = Window {
         ops: tally.measured,
         seconds: clock.ns(tally.last.wrapping_sub(first)) as f64 / 1e9,
+        events: tally.measured,
+        extended: std::time::Duration::ZERO,
     };
     Ok(LatMeasured {
         window,

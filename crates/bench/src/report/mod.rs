@@ -63,6 +63,29 @@ pub struct SizeResult {
     /// completed (READ and atomics keep `tx_depth` posted beyond `params.outs`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub in_flight_max: Option<u64>,
+    /// Bandwidth tests: what the measured window held (its completion events; whether a
+    /// `-D` window was extended to hold enough of them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowFacts>,
+}
+
+/// What a bandwidth figure's measured window held. The rate is counted from its first to
+/// its last completion event, so it needs at least two; a `-D` window that reaches its
+/// planned end with fewer than ten is kept open until it has them, for at most `--timeout`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WindowFacts {
+    /// Completion events inside the window (after the one that opened it).
+    pub completions: u64,
+    /// The sender asked for a completion every this many operations per QP when the loop
+    /// ended: `cq_mod`, or fewer in a `-D` run whose warm-up was too slow for `cq_mod` to
+    /// give about fifty completions in the window. Absent for a staged loop (it signals
+    /// each bounce buffer's last operation).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal_every: Option<u32>,
+    /// Seconds the window was kept open past its planned end to hold enough completions;
+    /// absent when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_s: Option<f64>,
 }
 
 /// Latency statistics in microseconds.
@@ -149,6 +172,7 @@ impl SizeResult {
             directions: None,
             repetitions: Vec::new(),
             in_flight_max: None,
+            window: None,
         })
     }
 

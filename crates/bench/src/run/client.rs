@@ -153,6 +153,18 @@ fn with_default_inline(plan: &TestPlan, opts: &RunOptions, local: &Local) -> Res
     Ok(plan)
 }
 
+/// Why a loop measured no window: nothing completed once it was to open.
+fn no_window(plan: &TestPlan) -> String {
+    match plan.duration {
+        Some(d) => format!(
+            "no operation completed between the warm-up's end and --timeout after the planned \
+             window (-D {d}); the link is slower than one message per window: lower -s or raise \
+             --timeout"
+        ),
+        None => "no operation completed".to_string(),
+    }
+}
+
 fn inline_for(plan: &TestPlan, size: u64) -> bool {
     plan.inline > 0
         && size <= u64::from(plan.inline)
@@ -190,9 +202,12 @@ fn run_size(
                     pinned(measuring, || measure_bw(side, &shape, &peer))
                 })?
             };
-            let sent = m.sent.context("the loop measured no window")?;
+            let sent = m.sent.with_context(|| no_window(plan))?;
             let mut r = from_window(size, sent)?;
             r.in_flight_max = Some(m.in_flight_max);
+            if let Some(w) = r.window.as_mut() {
+                w.signal_every = (m.signal_every > 0).then_some(m.signal_every);
+            }
             (r, m.ops_per_qp)
         }
         Mode::Lat => {

@@ -8,11 +8,29 @@ use crate::engine::bw::Window;
 use crate::engine::lat::LatMeasured;
 use crate::histogram::LatencyRecorder;
 use crate::plan::{Mode, TestPlan, Verb};
-use crate::report::{DirectionFigures, Directions, LatencyStats, Repetition, SizeResult};
+use crate::report::{
+    DirectionFigures, Directions, LatencyStats, Repetition, SizeResult, WindowFacts,
+};
 
-/// Figures from one window.
+/// Figures from one window, with what it held.
 pub fn from_window(size: u64, w: Window) -> Result<SizeResult> {
-    SizeResult::from_window(size, w.ops, w.seconds)
+    let mut r = SizeResult::from_window(size, w.ops, w.seconds).map_err(|e| {
+        e.context(format!(
+            "{} completion event(s) in the window; raise -D or --timeout",
+            w.events
+        ))
+    })?;
+    r.window = Some(facts(w));
+    Ok(r)
+}
+
+/// What window `w` held.
+pub fn facts(w: Window) -> WindowFacts {
+    WindowFacts {
+        completions: w.events,
+        signal_every: None,
+        extended_s: (!w.extended.is_zero()).then_some(w.extended.as_secs_f64()),
+    }
 }
 
 /// A latency loop's figures, with its statistics and histogram.
@@ -55,9 +73,11 @@ pub fn combine(
     client: SizeResult,
     server: ServerPart,
 ) -> Result<SizeResult> {
-    let in_flight_max = client.in_flight_max;
+    let (in_flight_max, window) = (client.in_flight_max, client.window);
     let mut r = combine_figures(plan, size, client, server)?;
     r.in_flight_max = in_flight_max;
+    // A SEND receiver's window stands when its count is the figure.
+    r.window = r.window.or(window);
     Ok(r)
 }
 
@@ -135,6 +155,17 @@ fn median_stats(reps: &[LatencyStats]) -> Option<LatencyStats> {
     })
 }
 
+/// Several windows together (repetitions, rails): the fewest completions, the most often
+/// signaled, the longest extension.
+pub fn fold_windows<'a>(results: impl IntoIterator<Item = &'a SizeResult>) -> Option<WindowFacts> {
+    let all: Vec<WindowFacts> = results.into_iter().filter_map(|r| r.window).collect();
+    let mut out = *all.first()?;
+    out.completions = all.iter().map(|w| w.completions).min().unwrap_or(0);
+    out.signal_every = all.iter().filter_map(|w| w.signal_every).min();
+    out.extended_s = all.iter().filter_map(|w| w.extended_s).reduce(f64::max);
+    Some(out)
+}
+
 /// Folds the repetitions of one size into one result: the median of each figure (latency
 /// statistics included), the histograms pooled, and every repetition kept. One repetition
 /// is returned as it is.
@@ -157,6 +188,7 @@ pub fn aggregate(reps: Vec<SizeResult>) -> Result<SizeResult> {
         .map(|_| pick(|r| r.pct_of_ceiling.unwrap_or(0.0)));
     out.directions = None;
     out.in_flight_max = reps.iter().filter_map(|r| r.in_flight_max).max();
+    out.window = fold_windows(&reps);
     if first.hdr.is_some() {
         // Each statistic is the median of the repetitions' (as every other figure, and as
         // `compare` reads them); the histogram pools every repetition's samples.
@@ -205,6 +237,7 @@ mod tests {
             sent: Some(Window {
                 ops: 500,
                 seconds: 0.5,
+                ..Window::default()
             }),
             ..ServerPart::default()
         };
@@ -235,6 +268,7 @@ mod tests {
             received: Some(Window {
                 ops: 1000,
                 seconds: 1.25,
+                ..Window::default()
             }),
             received_count: 1000,
             staged: true,
@@ -292,6 +326,7 @@ mod tests {
                 window: Window {
                     ops: 100,
                     seconds: 0.1,
+                    ..Window::default()
                 },
                 hist: h,
                 total: 100,

@@ -271,5 +271,6 @@ fn empty(size: u64) -> SizeResult {
         directions: None,
         repetitions: Vec::new(),
         in_flight_max: None,
+        window: None,
     }
 }

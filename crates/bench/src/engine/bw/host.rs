@@ -2,7 +2,9 @@
 //! GPUDirect RDMA): keep `tx-depth` operations in flight on every QP (READ and atomics too:
 //! the QP's outstanding-read limit makes the NIC hold back the rest, as perftest relies on),
 //! ring one doorbell per post list, request a completion every `cq-mod`-th operation, and
-//! keep the receive queues full when SENDs arrive. [`super::drive`] runs the turns.
+//! keep the receive queues full when SENDs arrive. [`super::drive`] runs the turns; in a
+//! duration run it tells the loop how often to request a completion once the warm-up is
+//! over (every operation until then).
 //!
 //! Nothing in a turn allocates, locks or makes a system call besides the verbs' own: the
 //! per-QP tables and the post list are set up before the clock starts.
@@ -12,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use verbs::{Completion, Op, SendRequest};
 
-use super::{drive, signal, Counts, LoopBody, LoopShape, Measured, PeerState, WrId, WrKind};
+use super::{drive, Counts, LoopBody, LoopShape, Measured, Pace, PeerState, WrId, WrKind};
 use crate::engine::Connected;
 use crate::plan::{AtomicOp, Verb};
 
@@ -21,11 +23,13 @@ use crate::plan::{AtomicOp, Verb};
 const DRAIN: Duration = Duration::from_millis(200);
 
 /// One QP's counts: operations posted, and known completed (the completions of a QP's send
-/// queue arrive in order, each accounting for the operations since the previous one).
+/// queue arrive in order, each accounting for the operations since the previous one), and
+/// the number of the last operation that asked for a completion.
 #[derive(Debug, Clone, Copy, Default)]
 struct QpCount {
     posted: u64,
     completed: u64,
+    last_signaled: u64,
 }
 
 /// The sending side's table of per-QP counts.
@@ -38,16 +42,48 @@ pub struct SendProgress {
     limit: u64,
     /// The most operations one QP had in flight.
     in_flight_max: u64,
+    /// A completion is requested every this many operations per QP.
+    every: u32,
+    /// At most this many operations in flight per QP (besides the send queue's depth).
+    in_flight_cap: u64,
 }
 
 impl SendProgress {
-    /// Counters for `qps` QPs that post `limit` operations each (`u64::MAX`: until stopped).
-    pub fn new(qps: usize, limit: u64) -> Self {
+    /// Counters for `qps` QPs that post `limit` operations each (`u64::MAX`: until stopped)
+    /// and request a completion every `every` operations.
+    pub fn new(qps: usize, limit: u64, every: u32) -> Self {
         SendProgress {
             qps: vec![QpCount::default(); qps],
             done: 0,
             limit,
             in_flight_max: 0,
+            every: every.max(1),
+            in_flight_cap: u64::MAX,
+        }
+    }
+
+    /// From the next operation on, a completion every `every` operations per QP.
+    pub fn set_every(&mut self, every: u32) {
+        self.every = every.max(1);
+    }
+
+    /// From now on, at most `in_flight` operations in flight per QP.
+    pub fn set_in_flight_cap(&mut self, in_flight: u32) {
+        self.in_flight_cap = u64::from(in_flight.max(1));
+    }
+
+    /// Whether QP `q`'s operation number `n` (the next to post) asks for a completion, and
+    /// how many operations that completion accounts for (0: not signaled): `every` since
+    /// the last signaled one, and the last of all (`limit`). Marks it signaled.
+    #[inline]
+    pub fn signal(&mut self, q: usize, n: u64) -> u32 {
+        let c = &mut self.qps[q];
+        let since = n - c.last_signaled;
+        if since >= u64::from(self.every) || n == self.limit {
+            c.last_signaled = n;
+            since as u32
+        } else {
+            0
         }
     }
 
@@ -56,7 +92,8 @@ impl SendProgress {
     #[inline]
     pub fn room(&self, q: usize, shape: &LoopShape) -> u64 {
         let c = self.qps[q];
-        let free = u64::from(shape.depth).saturating_sub(c.posted - c.completed);
+        let depth = u64::from(shape.depth).min(self.in_flight_cap);
+        let free = depth.saturating_sub(c.posted - c.completed);
         let batch = u64::from(shape.post_list).min(self.limit.saturating_sub(c.posted));
         if free >= batch {
             batch
@@ -83,14 +120,13 @@ impl SendProgress {
         self.qps.iter().map(|c| c.posted - c.completed).sum()
     }
 
-    /// Stops posting when the time is up. The new limit is the next multiple of `cq_mod` at
-    /// or above what the busiest QP posted, so that every QP's last operation is signaled.
-    fn stop_posting(&mut self, cq_mod: u32) {
+    /// Stops posting when the time is up: every QP posts up to one more than the busiest
+    /// QP posted, and that last operation is signaled.
+    fn stop_posting(&mut self) {
         if self.limit != u64::MAX {
             return;
         }
-        let most = self.qps.iter().map(|c| c.posted).max().unwrap_or(0);
-        self.limit = most.div_ceil(u64::from(cq_mod)).max(1) * u64::from(cq_mod);
+        self.limit = self.qps.iter().map(|c| c.posted).max().unwrap_or(0) + 1;
     }
 
     /// Accounts one completion of an operation: its QP and how many it covers.
@@ -168,21 +204,21 @@ fn op_for(target: &Target, shape: &LoopShape, n: u64) -> Op {
     }
 }
 
-/// Fills `batch` with the work requests numbered `first + 1 ..= first + batch.len()` of QP
-/// `q`: every `cq_mod`-th and the last (`limit`) signaled, their ids carrying how many
-/// operations their completion accounts for. Allocates nothing.
+/// Fills `batch` with QP `q`'s next work requests (numbered on from what it posted): those
+/// [`SendProgress::signal`] picks are signaled, their ids carrying how many operations their
+/// completion accounts for. Allocates nothing.
 #[inline]
 pub fn fill_batch(
     batch: &mut [SendRequest],
     q: usize,
-    first: u64,
+    progress: &mut SendProgress,
     shape: &LoopShape,
-    limit: u64,
     target: &Target,
 ) {
+    let first = progress.posted(q);
     for (k, wr) in batch.iter_mut().enumerate() {
         let n = first + k as u64 + 1;
-        let covers = signal(n, shape.cq_mod, limit);
+        let covers = progress.signal(q, n);
         *wr = SendRequest {
             wr_id: WrId::new(WrKind::Op, q, covers).0,
             op: op_for(target, shape, n),
@@ -208,15 +244,7 @@ fn post_ops(
         if count == 0 {
             return Ok(());
         }
-        let first = progress.posted(q);
-        fill_batch(
-            &mut batch[..count],
-            q,
-            first,
-            shape,
-            progress.limit,
-            &target,
-        );
+        fill_batch(&mut batch[..count], q, progress, shape, &target);
         match side.ah.get(q) {
             Some(ah) => side.qps[q].post_send_ud(&side.mr, &batch[..count], shape.inline, ah)?,
             None => side.qps[q].post_send(&side.mr, &batch[..count], shape.inline)?,
@@ -276,7 +304,14 @@ impl LoopBody for HostLoop<'_> {
 
     fn stop_posting(&mut self) {
         if let Some(s) = self.sending.as_mut() {
-            s.stop_posting(self.shape.cq_mod);
+            s.stop_posting();
+        }
+    }
+
+    fn pace(&mut self, pace: Pace) {
+        if let Some(s) = self.sending.as_mut() {
+            s.set_every(pace.signal_every);
+            s.set_in_flight_cap(pace.in_flight);
         }
     }
 
@@ -332,9 +367,10 @@ pub fn measure_bw(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> 
     let iterations = matches!(shape.stop, super::Stop::Iters(_));
     let mut body = HostLoop {
         shape,
-        sending: shape
-            .send
-            .then(|| SendProgress::new(qps, shape.stop.limit())),
+        sending: shape.send.then(|| {
+            let every = shape.stop.first_signal_every(shape.cq_mod);
+            SendProgress::new(qps, shape.stop.limit(), every)
+        }),
         batch: vec![SendRequest::default(); shape.post_list as usize],
         received: 0,
         received_per_qp: vec![0; qps],
@@ -342,15 +378,20 @@ pub fn measure_bw(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> 
         drain_since: None,
     };
     let windows = drive(side, shape, peer, &mut body)?;
-    let (ops_per_qp, in_flight_max) = match &body.sending {
-        Some(s) => (s.qps.iter().map(|c| c.completed).collect(), s.in_flight_max),
-        None => (body.received_per_qp.clone(), 0),
+    let (ops_per_qp, in_flight_max, signal_every) = match &body.sending {
+        Some(s) => (
+            s.qps.iter().map(|c| c.completed).collect(),
+            s.in_flight_max,
+            s.every,
+        ),
+        None => (body.received_per_qp.clone(), 0, 0),
     };
     Ok(Measured {
         sent: windows.sent.filter(|_| shape.send),
         received: windows.received.filter(|_| shape.recv.is_some()),
         ops_per_qp,
         in_flight_max,
+        signal_every,
     })
 }
 
@@ -387,7 +428,7 @@ mod tests {
     /// must finish every operation without ever exceeding the depth; returns the operations
     /// done and the most one QP had in flight.
     fn simulate(s: LoopShape, qps: usize) -> (u64, u64) {
-        let mut p = SendProgress::new(qps, s.stop.limit());
+        let mut p = SendProgress::new(qps, s.stop.limit(), s.cq_mod);
         let mut signaled: Vec<std::collections::VecDeque<u64>> = vec![Default::default(); qps];
         let mut batch = vec![SendRequest::default(); s.post_list as usize];
         let total = s.stop.limit() * qps as u64;
@@ -401,7 +442,7 @@ mod tests {
                     if count == 0 {
                         break;
                     }
-                    fill_batch(&mut batch[..count], q, p.posted(q), &s, p.limit, &TARGET);
+                    fill_batch(&mut batch[..count], q, &mut p, &s, &TARGET);
                     queue.extend(
                         batch[..count]
                             .iter()
@@ -430,7 +471,7 @@ mod tests {
 
     #[test]
     fn a_completion_counts_the_operations_it_covers_on_its_qp() {
-        let mut p = SendProgress::new(2, 1000);
+        let mut p = SendProgress::new(2, 1000, 100);
         p.complete(WrId::new(WrKind::Op, 1, 100));
         assert_eq!(
             (p.qps[1].completed, p.qps[0].completed, p.done),
@@ -444,47 +485,99 @@ mod tests {
     fn a_run_of_any_length_keeps_its_qp_apart_from_its_count() {
         // Far past 2^40 operations (what a packed count held): the ids stay the same.
         let s = shape(u64::MAX, 128, 1, 100);
+        let mut p = SendProgress::new(4, u64::MAX, 100);
+        p.qps[3] = QpCount {
+            posted: 1_000_000_000_000_000 - 1,
+            completed: 1_000_000_000_000_000 - 1,
+            last_signaled: 1_000_000_000_000_000 - 100,
+        };
         let mut batch = [SendRequest::default()];
-        fill_batch(
-            &mut batch,
-            3,
-            1_000_000_000_000_000 - 1,
-            &s,
-            u64::MAX,
-            &TARGET,
-        );
+        fill_batch(&mut batch, 3, &mut p, &s, &TARGET);
         let id = WrId(batch[0].wr_id);
         assert!(batch[0].signaled);
         assert_eq!((id.kind(), id.qp(), id.covers()), (WrKind::Op, 3, 100));
     }
 
     #[test]
+    fn a_completion_covers_the_operations_since_the_last_signaled_one() {
+        let mut p = SendProgress::new(1, 250, 100);
+        let signaled: Vec<(u64, u32)> = (1..=250)
+            .map(|n| (n, p.signal(0, n)))
+            .filter(|&(_, c)| c > 0)
+            .collect();
+        // every 100th, and the last of a run of 250: the 50 after the 200th.
+        assert_eq!(signaled, [(100, 100), (200, 100), (250, 50)]);
+    }
+
+    #[test]
+    fn a_changed_interval_counts_from_the_last_signaled_operation() {
+        // A duration run: every operation during the warm-up, then every 40th.
+        let mut p = SendProgress::new(1, u64::MAX, 1);
+        assert_eq!(p.signal(0, 1), 1);
+        assert_eq!(p.signal(0, 2), 1);
+        p.set_every(40);
+        assert_eq!((3..42).map(|n| p.signal(0, n)).sum::<u32>(), 0);
+        assert_eq!(p.signal(0, 42), 40);
+        p.set_every(0);
+        assert_eq!(p.signal(0, 43), 1, "at least every operation");
+    }
+
+    #[test]
+    fn every_operation_completes_when_a_duration_run_changes_its_interval() {
+        let mut s = shape(u64::MAX, 16, 4, 8);
+        s.stop = Stop::for_duration(1.0);
+        let mut p = SendProgress::new(2, u64::MAX, 1);
+        let mut batch = vec![SendRequest::default(); 4];
+        let mut queues: Vec<std::collections::VecDeque<u64>> = vec![Default::default(); 2];
+        for step in 0..2_000 {
+            if step == 100 {
+                p.set_every(7);
+            }
+            if step == 1_000 {
+                p.stop_posting();
+            }
+            for (q, queue) in queues.iter_mut().enumerate() {
+                while let count @ 1.. = p.room(q, &s) as usize {
+                    fill_batch(&mut batch[..count], q, &mut p, &s, &TARGET);
+                    queue.extend(
+                        batch[..count]
+                            .iter()
+                            .filter(|w| w.signaled)
+                            .map(|w| w.wr_id),
+                    );
+                    p.add_posted(q, count as u64);
+                }
+                if let Some(id) = queue.pop_front() {
+                    p.complete(WrId(id));
+                }
+            }
+        }
+        assert!(p.finished(), "every QP drained after the stop: {:?}", p.qps);
+        assert_eq!(p.done, 2 * p.limit);
+    }
+
+    #[test]
     fn stopping_early_ends_every_qp_at_its_last_post() {
-        let mut p = SendProgress::new(2, u64::MAX);
+        let mut p = SendProgress::new(2, u64::MAX, 5);
         p.qps[0] = QpCount {
             posted: 10,
             completed: 10,
+            last_signaled: 10,
         };
         p.qps[1] = QpCount {
             posted: 12,
             completed: 12,
+            last_signaled: 10,
         };
-        p.stop_posting(5);
-        assert_eq!(
-            p.limit, 15,
-            "the next multiple of cq_mod, so the last one is signaled"
-        );
-        assert_eq!(signal(15, 5, p.limit), 5);
+        p.stop_posting();
+        assert_eq!(p.limit, 13, "one past the busiest QP, signaled");
+        assert_eq!(p.signal(1, 13), 3);
         assert!(!p.finished());
-        p.qps = vec![
-            QpCount {
-                posted: 15,
-                completed: 15
-            };
-            2
-        ];
+        for c in &mut p.qps {
+            (c.posted, c.completed) = (13, 13);
+        }
         assert!(p.finished());
-        p.stop_posting(5);
-        assert_eq!(p.limit, 15, "a second stop changes nothing");
+        p.stop_posting();
+        assert_eq!(p.limit, 13, "a second stop changes nothing");
     }
 }

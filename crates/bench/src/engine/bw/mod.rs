@@ -107,20 +107,57 @@ pub fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
     n.is_multiple_of(u64::from(cq_mod)) || n == last
 }
 
-/// Whether operation number `n` asks for a completion and how many operations that
-/// completion accounts for (0: not signaled): every `cq_mod`-th covers `cq_mod`, and the
-/// last (`last`), the only one signaled off that grid, covers those since the grid. One
-/// division, as [`is_signaled`].
-#[inline]
-pub fn signal(n: u64, cq_mod: u32, last: u64) -> u32 {
-    let rem = n % u64::from(cq_mod);
-    if rem == 0 {
-        cq_mod
-    } else if n == last {
-        rem as u32
-    } else {
-        0
+/// Completion events a duration window aims to hold: a `-D` run signals often enough for
+/// the rate seen in its warm-up that a completion comes at least every 1/50 of the window.
+pub const WINDOW_EVENTS: f64 = 50.0;
+
+/// The fewest completion events a duration window closes with. A window that reaches its
+/// planned end with fewer (a slow link, a large message) is extended until it holds this
+/// many, for at most the stall timeout (`--timeout`), instead of yielding no rate.
+pub const MIN_WINDOW_EVENTS: u64 = 10;
+
+/// How many operations a QP posts per requested completion once a duration run's warm-up
+/// is over: `cq_mod`, or fewer so that `ops_per_sec` (all `qps` together) gives a window of
+/// `window` [`WINDOW_EVENTS`] completions; at least 1.
+pub fn signal_every(cq_mod: u32, ops_per_sec: f64, qps: usize, window: Duration) -> u32 {
+    let per_qp = ops_per_sec / qps.max(1) as f64;
+    ops_within(per_qp * window.as_secs_f64() / WINDOW_EVENTS, cq_mod)
+}
+
+/// How a duration run goes on once its warm-up is over.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Pace {
+    /// A completion every this many operations per QP ([`signal_every`]).
+    pub signal_every: u32,
+    /// At most this many operations in flight per QP: what drains within the end margin at
+    /// the warm-up's rate (at most `tx-depth`, and never so few that posting waits on a
+    /// completion that was not requested). A deep queue on a slow link adds no bandwidth,
+    /// only a drain of many seconds after the time is up.
+    pub in_flight: u32,
+}
+
+/// The pace of a duration run whose warm-up did `ops_per_sec`, all `qps` together (`None`
+/// in iteration mode).
+pub fn pace_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<Pace> {
+    let (Some(window), Stop::Duration { margin, .. }) = (shape.stop.window(), shape.stop) else {
+        return None;
+    };
+    let every = signal_every(shape.cq_mod, ops_per_sec, qps, window);
+    let per_qp = ops_per_sec / qps.max(1) as f64;
+    let fewest = (every + shape.post_list.max(1) - 1).max(2);
+    let drains = ops_within(per_qp * margin.as_secs_f64(), shape.depth);
+    Some(Pace {
+        signal_every: every,
+        in_flight: drains.max(fewest).min(shape.depth.max(1)),
+    })
+}
+
+/// `ops` rounded down, within 1..=`most` (1 when not finite).
+fn ops_within(ops: f64, most: u32) -> u32 {
+    if !ops.is_finite() || ops < 1.0 {
+        return 1;
     }
+    (ops.floor() as u64).clamp(1, u64::from(most.max(1))) as u32
 }
 
 /// What the control channel and the loop tell each other while a loop runs (shared with
@@ -216,6 +253,24 @@ impl Stop {
             Stop::Duration { .. } => u64::MAX,
         }
     }
+
+    /// The operations per requested completion a loop starts with: `cq_mod`, or 1 in
+    /// duration mode, where the warm-up (the first margin) finds the rate that sets it (see
+    /// [`signal_every`]) and a slow link or a large message has no completion to wait for.
+    pub fn first_signal_every(self, cq_mod: u32) -> u32 {
+        match self {
+            Stop::Iters(_) => cq_mod,
+            Stop::Duration { .. } => 1,
+        }
+    }
+
+    /// The planned window's length (duration mode).
+    pub fn window(self) -> Option<Duration> {
+        match self {
+            Stop::Iters(_) => None,
+            Stop::Duration { total, margin } => Some(total.saturating_sub(margin * 2)),
+        }
+    }
 }
 
 /// The shape of one bandwidth loop: the effective values it runs with.
@@ -255,6 +310,11 @@ pub struct Window {
     pub ops: u64,
     /// Its length.
     pub seconds: f64,
+    /// Completion events inside it (the count moved this many times).
+    pub events: u64,
+    /// How long past its planned end it was kept open to hold [`MIN_WINDOW_EVENTS`]
+    /// (duration mode); zero when it was not.
+    pub extended: Duration,
 }
 
 /// What one loop measured: the operations this side sent, the messages it received, and
@@ -269,67 +329,112 @@ pub struct Measured {
     pub ops_per_qp: Vec<u64>,
     /// The most operations one QP had posted and not yet completed.
     pub in_flight_max: u64,
+    /// Operations per requested completion at the end of the loop (0: the loop does not
+    /// choose one, as a staged loop, which signals each chunk's last operation).
+    pub signal_every: u32,
 }
 
 /// Opens and closes a window on (time, count) events: at the loop's start (iteration mode),
-/// or at the margins (duration mode).
+/// or at the margins (duration mode), where it closes only once it holds
+/// [`MIN_WINDOW_EVENTS`] events, or `extend_limit` past its planned end.
 #[derive(Debug, Clone, Copy)]
 pub struct Meter {
-    start: Instant,
-    open_at: Option<Instant>,
-    close_at: Option<Instant>,
+    plan: Option<Planned>,
     opened: Option<(Instant, u64)>,
     closed: Option<(Instant, u64)>,
     last: Option<(Instant, u64)>,
+    /// Events after the opening one.
+    events: u64,
+    /// The planned end passed with too few events: when that was first seen.
+    extending: bool,
+}
+
+/// A duration window's planned times.
+#[derive(Debug, Clone, Copy)]
+struct Planned {
+    open_at: Instant,
+    close_at: Instant,
+    give_up_at: Instant,
 }
 
 impl Meter {
-    /// A meter whose window starts at `start`.
-    pub fn new(start: Instant, stop: Stop) -> Self {
-        let (open_at, close_at) = match stop {
-            Stop::Iters(_) => (None, None),
+    /// A meter whose window starts at `start`; a duration window may be extended for at
+    /// most `extend_limit` past its planned end.
+    pub fn new(start: Instant, stop: Stop, extend_limit: Duration) -> Self {
+        let (plan, opened) = match stop {
+            Stop::Iters(_) => (None, Some((start, 0))),
             Stop::Duration { total, margin } => {
-                (Some(start + margin), Some(start + total - margin))
+                let close_at = start + total - margin;
+                let planned = Planned {
+                    open_at: start + margin,
+                    close_at,
+                    give_up_at: close_at + extend_limit,
+                };
+                (Some(planned), None)
             }
         };
         Meter {
-            start,
-            open_at,
-            close_at,
-            opened: None,
+            plan,
+            opened,
             closed: None,
             last: None,
+            events: 0,
+            extending: false,
         }
     }
 
     /// The count is `count` at `now`.
     #[inline]
     pub fn tick(&mut self, now: Instant, count: u64) {
-        match self.open_at {
-            None => {
-                if self.opened.is_none() {
-                    self.opened = Some((self.start, 0));
-                }
+        self.last = Some((now, count));
+        if self.closed.is_some() {
+            return;
+        }
+        if self.opened.is_none() {
+            if self.plan.is_some_and(|p| now >= p.open_at) {
+                self.opened = Some((now, count));
             }
-            Some(open_at) => {
-                if self.opened.is_none() && now >= open_at {
-                    self.opened = Some((now, count));
-                }
-                if self.closed.is_none() && self.close_at.is_some_and(|c| now >= c) {
+            return;
+        }
+        self.events += 1;
+        if let Some(p) = self.plan {
+            if now >= p.close_at {
+                if self.events >= MIN_WINDOW_EVENTS || now >= p.give_up_at {
                     self.closed = Some((now, count));
+                } else {
+                    self.extending = true;
                 }
             }
         }
-        self.last = Some((now, count));
+    }
+
+    /// True once the window opened (iteration mode: from the start).
+    pub fn is_open(&self) -> bool {
+        self.opened.is_some()
+    }
+
+    /// True once this side may stop posting as far as the window is concerned: it closed,
+    /// or could not hold enough events within its limit (iteration mode: always).
+    pub fn may_end(&self, now: Instant) -> bool {
+        match self.plan {
+            None => true,
+            Some(p) => self.closed.is_some() || now >= p.give_up_at,
+        }
     }
 
     /// The window, once it opened.
     pub fn window(&self) -> Option<Window> {
         let (t0, c0) = self.opened?;
         let (t1, c1) = self.closed.or(self.last)?;
+        let extended = match self.plan {
+            Some(p) if self.extending => t1.saturating_duration_since(p.close_at),
+            _ => Duration::ZERO,
+        };
         Some(Window {
             ops: c1.saturating_sub(c0),
             seconds: t1.saturating_duration_since(t0).as_secs_f64(),
+            events: self.events,
+            extended,
         })
     }
 }
@@ -358,6 +463,11 @@ pub trait LoopBody {
     fn finished(&mut self, now: Instant, peer: &PeerState) -> bool;
     /// The error when nothing moved for the stall timeout.
     fn stalled(&self, secs: f64) -> anyhow::Error;
+    /// A duration run's warm-up is over: from now on, go at `pace` (see [`Pace`]). A body
+    /// that signals and queues otherwise ignores it.
+    fn pace(&mut self, pace: Pace) {
+        let _ = pace;
+    }
 }
 
 /// The windows [`drive`] measured: this side's operations and the messages it received
@@ -372,7 +482,9 @@ pub struct Windows {
 
 /// Runs `body`'s turns until it is finished: looks at the clock after each turn that moved
 /// (to keep the meters) and every [`CLOCK_CHECK_EVERY`] turns that did not (for the
-/// deadline, the stall timeout and a failed peer).
+/// deadline, the stall timeout and a failed peer). In duration mode the warm-up's rate sets
+/// how often completions are requested once the window opens, and posting stops at the
+/// deadline only once this side's window holds enough events (or its extension ran out).
 pub fn drive<B: LoopBody>(
     side: &mut Connected,
     shape: &LoopShape,
@@ -381,9 +493,10 @@ pub fn drive<B: LoopBody>(
 ) -> Result<Windows> {
     let mut wcs = [Completion::default(); POLL_BATCH];
     let start = Instant::now();
-    let mut sent = Meter::new(start, shape.stop);
-    let mut received = Meter::new(start, shape.stop);
-    let (mut seen, mut receiving) = (Counts::default(), false);
+    let extend = shape.stall_timeout;
+    let mut sent = Meter::new(start, shape.stop, extend);
+    let mut received = Meter::new(start, shape.stop, extend);
+    let (mut seen, mut receiving, mut paced) = (Counts::default(), false, false);
     let deadline = match shape.stop {
         Stop::Duration { total, .. } => Some(start + total),
         Stop::Iters(_) => None,
@@ -398,7 +511,7 @@ pub fn drive<B: LoopBody>(
             let c = body.counts();
             if c.receiving && !receiving {
                 receiving = true;
-                received = Meter::new(now, shape.stop);
+                received = Meter::new(now, shape.stop, extend);
             }
             if c.sent != seen.sent {
                 sent.tick(now, c.sent);
@@ -416,7 +529,14 @@ pub fn drive<B: LoopBody>(
             idle = 0;
             Instant::now()
         };
-        if !stopped && deadline.is_some_and(|d| now >= d) {
+        if !paced && sent.is_open() {
+            paced = true;
+            let rate = seen.sent as f64 / (now - start).as_secs_f64().max(1e-9);
+            if let Some(p) = pace_for(shape, side.qps.len(), rate) {
+                body.pace(p);
+            }
+        }
+        if !stopped && deadline.is_some_and(|d| now >= d) && sent.may_end(now) {
             body.stop_posting();
             stopped = true;
         }
@@ -454,20 +574,6 @@ mod tests {
     }
 
     #[test]
-    fn a_completion_covers_the_operations_since_the_last_signaled_one() {
-        assert_eq!(signal(100, 100, 5000), 100);
-        assert_eq!(signal(200, 100, 5000), 100);
-        assert_eq!(signal(199, 100, 5000), 0);
-        // The last operation of a run of 250: the 50 after the 200th.
-        assert_eq!(signal(250, 100, 250), 50);
-        assert_eq!(signal(1, 1, 1), 1);
-        assert_eq!(signal(7, 100, 7), 7);
-        for n in 1..=1000 {
-            assert_eq!(signal(n, 64, 1000) > 0, is_signaled(n, 64, 1000), "{n}");
-        }
-    }
-
-    #[test]
     fn the_last_operation_is_always_signaled() {
         assert!(is_signaled(7, 100, 7));
         assert!(is_signaled(100, 100, 5000));
@@ -488,7 +594,7 @@ mod tests {
     #[test]
     fn an_iteration_window_runs_from_the_start_to_the_last_event() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0, Stop::Iters(10));
+        let mut m = Meter::new(t0, Stop::Iters(10), Duration::from_secs(30));
         m.tick(t0 + Duration::from_millis(5), 4);
         m.tick(t0 + Duration::from_millis(10), 10);
         let w = m.window().unwrap();
@@ -503,7 +609,7 @@ mod tests {
             total: Duration::from_secs(10),
             margin: Duration::from_secs(1),
         };
-        let mut m = Meter::new(t0, stop);
+        let mut m = Meter::new(t0, stop, Duration::from_secs(30));
         for s in 0..=100u64 {
             m.tick(t0 + Duration::from_millis(s * 100), s * 10);
         }
@@ -517,6 +623,113 @@ mod tests {
                 total: Duration::from_secs(3),
                 margin: Duration::from_millis(300)
             }
+        );
+    }
+
+    /// Events every `every_ms`, the count one more each time, from the first after
+    /// `from_ms` up to `until_ms`.
+    fn ticks_every(m: &mut Meter, t0: Instant, every_ms: u64, (from_ms, until_ms): (u64, u64)) {
+        for k in from_ms / every_ms + 1..=until_ms / every_ms {
+            m.tick(t0 + Duration::from_millis(k * every_ms), k);
+        }
+    }
+
+    #[test]
+    fn a_duration_window_with_too_few_events_is_extended_until_it_holds_enough() {
+        // -D 1: planned window 0.1 s .. 0.9 s; a completion every 300 ms (a slow link).
+        let t0 = Instant::now();
+        let stop = Stop::for_duration(1.0);
+        let mut m = Meter::new(t0, stop, Duration::from_secs(30));
+        ticks_every(&mut m, t0, 300, (0, 2_000));
+        assert!(
+            !m.may_end(t0 + Duration::from_secs(2)),
+            "3 events: keep measuring"
+        );
+        ticks_every(&mut m, t0, 300, (2_000, 4_000));
+        let w = m.window().unwrap();
+        // opened at 0.3 s (event 1), closed at the 10th event after it: 3.3 s.
+        assert_eq!((w.ops, w.events), (10, MIN_WINDOW_EVENTS));
+        assert!((w.seconds - 3.0).abs() < 1e-9, "{w:?}");
+        assert_eq!(w.extended, Duration::from_millis(2_400));
+        assert!(m.may_end(t0 + Duration::from_secs(4)));
+    }
+
+    #[test]
+    fn an_extension_ends_at_its_limit_with_what_it_has() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(2));
+        ticks_every(&mut m, t0, 500, (0, 5_000));
+        // closes at the first event past 0.9 + 2 s: 3.0 s, after 5 events.
+        let w = m.window().unwrap();
+        assert_eq!(w.events, 5);
+        assert!((w.seconds - 2.5).abs() < 1e-9, "{w:?}");
+        assert!(m.may_end(t0 + Duration::from_millis(2_900)));
+    }
+
+    #[test]
+    fn a_window_with_enough_events_is_not_extended() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(30));
+        ticks_every(&mut m, t0, 10, (0, 1_000));
+        let w = m.window().unwrap();
+        assert_eq!(w.extended, Duration::ZERO);
+        assert_eq!(w.events, 80, "0.1 s .. 0.9 s at one event every 10 ms");
+    }
+
+    #[test]
+    fn a_duration_run_signals_often_enough_for_its_warm_up_rate() {
+        let window = Duration::from_millis(800);
+        // 38 messages/s (64 KiB over 20 Mbit/s): every message.
+        assert_eq!(signal_every(64, 38.0, 1, window), 1);
+        // 1 M messages/s on 1 QP: capped at cq_mod.
+        assert_eq!(signal_every(64, 1e6, 1, window), 64);
+        // 10,000/s over 4 QPs: 2,500/s each, 2,000 in the window: a completion per 40.
+        assert_eq!(signal_every(64, 10_000.0, 4, window), 40);
+        assert_eq!(signal_every(64, 0.0, 1, window), 1);
+        assert_eq!(signal_every(64, f64::NAN, 1, window), 1);
+        assert_eq!(Stop::for_duration(1.0).first_signal_every(64), 1);
+        assert_eq!(Stop::Iters(5).first_signal_every(64), 64);
+    }
+
+    #[test]
+    fn a_slow_duration_run_keeps_in_flight_what_drains_in_its_end_margin() {
+        let shape = |secs: f64| LoopShape {
+            verb: Verb::Write,
+            atomic: AtomicOp::FetchAdd,
+            size: 65536,
+            stop: Stop::for_duration(secs),
+            depth: 128,
+            rx_depth: 512,
+            post_list: 1,
+            cq_mod: 64,
+            inline: false,
+            send: true,
+            recv: None,
+            stall_timeout: Duration::from_secs(30),
+        };
+        // 64 KiB over 20 Mbit/s, -D 2 (margin 0.2 s): 38/s, 7 drain in the margin.
+        let slow = pace_for(&shape(2.0), 1, 38.0).unwrap();
+        assert_eq!((slow.signal_every, slow.in_flight), (1, 7));
+        // 8 MiB at 20 MB/s, -D 0.5: never fewer than two.
+        assert_eq!(pace_for(&shape(0.5), 1, 2.5).unwrap().in_flight, 2);
+        // A NIC's rate: the whole depth, a completion every cq_mod.
+        let fast = pace_for(&shape(1.0), 4, 4e6).unwrap();
+        assert_eq!((fast.signal_every, fast.in_flight), (64, 128));
+        // Room for a whole post list beyond the unsignaled operations.
+        let mut listed = shape(2.0);
+        listed.post_list = 16;
+        let p = pace_for(&listed, 1, 38.0).unwrap();
+        assert!(p.in_flight >= p.signal_every + 15, "{p:?}");
+        assert_eq!(
+            pace_for(
+                &LoopShape {
+                    stop: Stop::Iters(5),
+                    ..shape(1.0)
+                },
+                1,
+                38.0
+            ),
+            None
         );
     }
 }

@@ -417,6 +417,7 @@ fn run_loop(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result
         received: windows.received,
         ops_per_qp: body.qps.iter().map(|s| s.messages).collect(),
         in_flight_max: body.qps.iter().map(|s| s.in_flight_max).max().unwrap_or(0),
+        signal_every: 0,
     })
 }
 

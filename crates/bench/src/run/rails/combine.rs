@@ -65,6 +65,7 @@ fn summed(parts: &[&SizeResult]) -> SizeResult {
         directions: summed_directions(parts),
         repetitions: summed_repetitions(parts),
         in_flight_max: parts.iter().filter_map(|r| r.in_flight_max).max(),
+        window: crate::run::figures::fold_windows(parts.iter().copied()),
     }
 }
 

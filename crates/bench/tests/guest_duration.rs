@@ -1,0 +1,124 @@
+//! `-D` windows at default options (needs the soft-RoCE guest): every size of an `-a -D`
+//! sweep gets a rate, and a link held to 20 Mbit/s by `tc tbf` gives write-bw and read-bw
+//! figures near what the shaper lets through, where one completion per 64 messages of 64 KiB
+//! used to leave the window without a rate.
+
+mod common;
+
+use common::*;
+
+/// The soft-RoCE link's veths (both directions of the pair rxe0 and rxe1 sit on).
+const VETHS: [&str; 2] = ["veth0", "veth1"];
+
+/// What `tc tbf` lets through, in bytes per second: 20 Mbit/s.
+const SHAPED: f64 = 20e6 / 8.0;
+
+/// Runs a shell command in the guest (as root); panics with its output when it fails.
+fn sh(cmd: &str) {
+    let out = std::process::Command::new("sh")
+        .args(["-c", cmd])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Holds both veths to 20 Mbit/s while it lives: a burst that holds a whole 1500-byte frame
+/// and a queue deep enough for what a QP keeps in flight (16 MB), so the shaper delays frames
+/// as a slow lossless link does instead of dropping them. (At tbf's `latency 50ms`, about
+/// 130 kB of queue, write-bw measures the same rate, but soft-RoCE's READ responder loses the
+/// responses the queue drops and does not send them again; the requester's retries run out
+/// and the QP fails, for perftest's `ib_read_bw` too.)
+struct Shaped;
+
+impl Shaped {
+    fn new() -> Self {
+        for v in VETHS {
+            sh(&format!(
+                "tc qdisc replace dev {v} root tbf rate 20mbit burst 32kbit limit 16mb"
+            ));
+        }
+        Shaped
+    }
+}
+
+impl Drop for Shaped {
+    fn drop(&mut self) {
+        for v in VETHS {
+            let _ = std::process::Command::new("tc")
+                .args(["qdisc", "del", "dev", v, "root"])
+                .status();
+        }
+    }
+}
+
+#[test]
+fn every_size_of_an_all_sizes_duration_sweep_gets_a_rate() {
+    if !rdma_ready("every_size_of_an_all_sizes_duration_sweep_gets_a_rate") {
+        return;
+    }
+    let dir = scratch("all-d");
+    let json = dir.join("run.json");
+    let mut args = vec!["write-bw"];
+    args.extend(LOOPBACK);
+    args.extend(["-a", "-D", "0.5", "--json", json.to_str().unwrap()]);
+    let out = bin().args(&args).output().unwrap();
+    let printed = text(&out);
+    assert!(out.status.success(), "{printed}");
+    let record = load_record(&json);
+    let results = record["results"].as_array().unwrap();
+    let sizes: Vec<u64> = results
+        .iter()
+        .map(|r| r["size"].as_u64().unwrap())
+        .collect();
+    let all: Vec<u64> = (1..=23).map(|k| 1u64 << k).collect();
+    assert_eq!(sizes, all, "every size from 2 B to 8 MiB:\n{printed}");
+    for r in results {
+        let window = &r["window"];
+        assert!(r["bw_gbps"].as_f64().unwrap() > 0.0, "{r:#}");
+        assert!(window["completions"].as_u64().unwrap() >= 2, "{r:#}");
+    }
+    let big = results.last().unwrap();
+    assert!(
+        big["in_flight_max"].as_u64().unwrap() <= 128,
+        "8 MiB: in flight {big:#}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// The payload rate a `-D 2` run at default options measured across the shaped link.
+fn shaped_rate(test: &str, port: u16) -> f64 {
+    let run = pair(test, port, &[], &["-D", "2"]);
+    run.assert_ok();
+    let r = &run.results()[0];
+    let bytes_per_sec = r["bw_gbps"].as_f64().unwrap() * 1e9;
+    eprintln!(
+        "{test} across 20 Mbit/s: {:.3} MB/s, window {}",
+        bytes_per_sec / 1e6,
+        r["window"]
+    );
+    assert_eq!(r["size"].as_u64(), Some(65536), "the default size");
+    bytes_per_sec
+}
+
+#[test]
+fn a_link_held_to_20_mbits_reports_the_shaped_rate() {
+    if !rdma_ready("a_link_held_to_20_mbits_reports_the_shaped_rate") {
+        return;
+    }
+    let _shaped = Shaped::new();
+    for (test, port) in [("write-bw", 19710), ("read-bw", 19711)] {
+        let rate = shaped_rate(test, port);
+        // RoCEv2 over a 1024-byte path MTU carries about 94% payload per frame.
+        assert!(
+            rate > 0.6 * SHAPED && rate < 1.02 * SHAPED,
+            "{test}: {:.3} MB/s, shaped to {:.3} MB/s of frames",
+            rate / 1e6,
+            SHAPED / 1e6
+        );
+    }
+}
