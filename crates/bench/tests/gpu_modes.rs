@@ -102,3 +102,113 @@ fn bad_gpu_values_are_usage_errors() {
         assert!(text(&out).contains(needle), "{args:?}: {}", text(&out));
     }
 }
+
+/// The GPU modes' rules are the plan's: they are checked before anything loads the CUDA
+/// driver or opens a device, so a machine without a GPU (this one, or one with a driver but
+/// no RDMA device) refuses them with exit 2 and the rule, at once.
+#[test]
+fn gpu_mode_rules_are_usage_errors_before_any_driver_loads() {
+    let rules: &[(&[&str], &str)] = &[
+        (
+            &["write-lat", "--mem", "cuda"],
+            "--mem cuda:0: write-lat polls the last byte with the CPU",
+        ),
+        (
+            &["write-lat", "127.0.0.1", "--mem", "cuda-peermem:1"],
+            "write-lat polls the last byte with the CPU",
+        ),
+        (
+            &["atomic-bw", "--mem", "cuda-staged"],
+            "--mem cuda-staged:0: atomic-bw is not staged",
+        ),
+        (
+            &["atomic-lat", "127.0.0.1", "--mem", "cuda-staged"],
+            "atomic-lat is not staged",
+        ),
+        (
+            &["write-bw", "--mem", "cuda", "-I", "64"],
+            "--mem cuda:0: --inline-size 64: inline data is copied from the buffer by the CPU",
+        ),
+        (
+            &["send-lat", "127.0.0.1", "--use_cuda", "0", "-I", "16"],
+            "--inline-size 16: inline data is copied",
+        ),
+        (
+            &["read-lat", "--mem", "cuda-staged"],
+            "the server of read-lat is a passive source",
+        ),
+        (
+            &["write-bw", "127.0.0.1", "--mem", "cuda-staged", "-b"],
+            "-b is not staged",
+        ),
+        (
+            &["send-bw", "--mem", "cuda-staged", "-c", "UD"],
+            "a staged server needs RC",
+        ),
+        (
+            &["write-bw", "--mem", "cuda-staged", "-D", "2"],
+            "a staged server needs -n",
+        ),
+        // --loopback: the client's side is --peer-mem's, and the pair is checked too.
+        (
+            &["write-lat", "--loopback", "--peer-mem", "cuda"],
+            "--peer-mem cuda:0: write-lat polls the last byte",
+        ),
+        (
+            &["atomic-lat", "--loopback", "--peer-mem", "cuda-staged:1"],
+            "--peer-mem cuda-staged:1: atomic-lat is not staged",
+        ),
+        (
+            &[
+                "write-bw",
+                "--loopback",
+                "--mem",
+                "cuda-staged",
+                "--peer-mem",
+                "host",
+            ],
+            "the server stages what is written to it (--mem cuda-staged, 4 x 1 MiB pinned \
+             bounce buffers), which needs a staged client",
+        ),
+    ];
+    for (args, rule) in rules {
+        let start = Instant::now();
+        let out = bin()
+            .args(*args)
+            .args(["-p", "19251", "--timeout", "20"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(start.elapsed() < Duration::from_secs(10), "{args:?} waited");
+        assert!(stderr.contains(rule), "{args:?}: {stderr}");
+        assert!(!stderr.contains("CUDA driver"), "{args:?}: {stderr}");
+    }
+}
+
+/// What the rules allow is not refused early: without a driver it still fails naming it.
+#[test]
+fn gpu_modes_the_rules_allow_reach_the_driver() {
+    if has_cuda_driver() {
+        eprintln!("skipped: this machine has a CUDA driver");
+        return;
+    }
+    for args in [
+        vec!["write-lat", "127.0.0.1", "--mem", "cuda-staged"],
+        vec!["read-lat", "--loopback", "--peer-mem", "cuda-staged"],
+        vec!["write-bw", "--loopback", "--mem", "cuda-staged"],
+        vec!["write-bw", "--mem", "cuda", "-I", "0"],
+    ] {
+        let out = bin()
+            .args(&args)
+            .args(["-p", "19252", "--timeout", "20"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("no CUDA driver"),
+            "{args:?}: {}",
+            text(&out)
+        );
+    }
+}

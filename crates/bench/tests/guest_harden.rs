@@ -118,8 +118,8 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
         client_text.contains("the server refused the run:"),
         "{client_text}"
     );
-    let reason = "its buffers need 2 MiB of host memory (1 QP x 2 MiB), above this server's \
-                  --max-mem 1 MiB";
+    let reason = "the client's plan needs 2 MiB of host memory (1 QP x 2 MiB), above this \
+                  server's --max-mem 1 MiB";
     for t in [&client_text, &server_text] {
         assert!(t.contains(reason), "{t}");
     }
@@ -138,7 +138,7 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
     let client_text = text(&out);
     assert_eq!(out.status.code(), Some(2), "{client_text}");
     assert!(
-        client_text.contains("its buffers need 2048 GiB of host memory (1024 QPs x 2 GiB)")
+        client_text.contains("the client's plan needs 2048 GiB of host memory (1024 QPs x 2 GiB)")
             && client_text.contains("(half of its memory,"),
         "{client_text}\nserver:\n{server_text}"
     );

@@ -613,7 +613,7 @@ mod tests {
     fn no_such_device_names_the_count() {
         let e = CudaError::NoSuchDevice { index: 3, count: 2 }.to_string();
         assert!(
-            e.contains("no CUDA device 3: 2 device(s) exist (indices 0..=1)"),
+            e.contains("no CUDA device 3: 2 device(s) exist (indices 0 to 1)"),
             "{e}"
         );
     }

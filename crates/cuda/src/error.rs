@@ -42,7 +42,7 @@ pub enum CudaError {
 
     /// A GPU index beyond the devices present.
     #[error(
-        "no CUDA device {index}: {count} device(s) exist (indices 0..={last}); `nvidia-smi -L` lists them",
+        "no CUDA device {index}: {count} device(s) exist (indices 0 to {last}); `nvidia-smi -L` lists them",
         last = count.saturating_sub(1)
     )]
     NoSuchDevice {

@@ -38,7 +38,7 @@ pub enum VerbsError {
     },
 
     /// The port number is not one the device has.
-    #[error("port {port} does not exist on {device}: valid ports are 1..={count}")]
+    #[error("port {port} does not exist on {device}: valid ports are 1 to {count}")]
     BadPort {
         /// The device name.
         device: String,
@@ -166,3 +166,21 @@ impl VerbsError {
 
 /// The crate's result type.
 pub type Result<T, E = VerbsError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bad_port_names_the_valid_ports_in_words() {
+        let e = VerbsError::BadPort {
+            device: "mlx5_0".into(),
+            port: 3,
+            count: 2,
+        };
+        assert_eq!(
+            e.to_string(),
+            "port 3 does not exist on mlx5_0: valid ports are 1 to 2"
+        );
+    }
+}

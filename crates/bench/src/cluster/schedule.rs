@@ -28,7 +28,7 @@ pub enum ScheduleError {
     #[error("a sweep needs at least 2 ranks, not {0}")]
     TooFew(usize),
     /// A rank outside the world.
-    #[error("rank {rank} is not in a world of {size} ranks (0..={})", size - 1)]
+    #[error("rank {rank} is not in a world of {size} ranks (ranks 0 to {})", size - 1)]
     NoSuchRank {
         /// The rank named.
         rank: usize,
@@ -247,7 +247,7 @@ mod tests {
         assert!(one_to_all(4, 4)
             .unwrap_err()
             .to_string()
-            .contains("rank 4 is not in a world of 4"));
+            .contains("rank 4 is not in a world of 4 ranks (ranks 0 to 3)"));
         assert_eq!(packed(4, &[(1, 1)]), Err(ScheduleError::SelfPair(1)));
     }
 

@@ -208,17 +208,20 @@ fn check_device_limits(
             f.name
         )));
     }
-    if let Some(o) = plan.outs {
-        let most = f.max_qp_init_rd_atom.min(f.max_qp_rd_atom);
-        if o > most {
-            return Err(PlanError(format!(
-                "--outs {o} exceeds {}'s limit of {most} outstanding READs/atomics per QP: give \
-                 --outs 1..={most}, or leave it out",
-                f.name
-            )));
-        }
+    check_outs(plan, f)
+}
+
+/// `-o` above what the device lets a QP keep outstanding, naming the device's limit.
+fn check_outs(plan: &TestPlan, f: &verbs::DeviceFacts) -> Result<(), PlanError> {
+    let most = f.max_qp_init_rd_atom.min(f.max_qp_rd_atom);
+    match plan.outs {
+        Some(o) if o > most => Err(PlanError(format!(
+            "--outs {o} exceeds {}'s limit of {most} outstanding READs/atomics per QP: give \
+             --outs 1 to {most}, or leave it out",
+            f.name
+        ))),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 /// UD carries one packet per message: every size of the plan must fit the path MTU that
@@ -316,7 +319,7 @@ impl Local {
             gpu: gpu_device,
         } = self;
         let staged = matches!(mem, MemMode::CudaStaged(_));
-        check_memory_mode(&mem, gpu_device.is_some(), plan, role)?;
+        check_memory_mode("--mem", &mem, plan, role)?;
         let transport = plan.connection.transport();
         let footprint = Footprint::new(plan, &mem, staging)?;
         let (slot, peer_slot) = (footprint.slot, footprint.peer_slot);
@@ -414,17 +417,21 @@ fn inline_refusal(plan: &TestPlan, device: &Device, max: u32) -> PlanError {
 }
 
 /// What a memory mode cannot do with this plan: inline data or write-lat's CPU polling on GPU
-/// memory, and what the staged path refuses (`staged::refusal`).
-fn check_memory_mode(
+/// memory, and what the staged path refuses (`staged::refusal`). Pure: the command line
+/// checks it before anything loads the CUDA driver or opens a device (`TestArgs::
+/// check_memory`), and `prepare` again on the plan this side runs (a server's is the
+/// client's). `flag` is the option that gave `mem` (`--mem`, or `--peer-mem`).
+pub fn check_memory_mode(
+    flag: &str,
     mem: &MemMode,
-    on_gpu: bool,
     plan: &TestPlan,
     role: Role,
 ) -> Result<(), PlanError> {
+    let on_gpu = *mem != MemMode::Host;
     let staged = matches!(mem, MemMode::CudaStaged(_));
     if on_gpu && !staged && plan.inline > 0 {
         return Err(PlanError(format!(
-            "--mem {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
+            "{flag} {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
              which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
              --mem cuda-staged (which posts from host bounce buffers)",
             mem.name(),
@@ -432,17 +439,32 @@ fn check_memory_mode(
         )));
     }
     if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
-        return Err(PlanError(format!("--mem {}: {why}", mem.name())));
+        return Err(PlanError(format!("{flag} {}: {why}", mem.name())));
     }
     let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
     if on_gpu && !staged && lat_write {
         return Err(PlanError(format!(
-            "--mem {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
+            "{flag} {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
              use send-lat, --mem cuda-staged (it polls the bounce buffer), or --mem host",
             mem.name()
         )));
     }
     Ok(())
+}
+
+/// The memory rules of a run whose two sides are both in this invocation (`--loopback`):
+/// each side's mode (`client_flag` names the option that gave the client's), and a staged
+/// server's need of a staged client with the same bounce buffers (`staged::check_peer`).
+pub fn check_loopback_memory(
+    plan: &TestPlan,
+    server: &SideConfig,
+    client: &SideConfig,
+    client_flag: &str,
+) -> Result<(), PlanError> {
+    check_memory_mode("--mem", &server.mem, plan, Role::Server)?;
+    check_memory_mode(client_flag, &client.mem, plan, Role::Client)?;
+    let layout = |side: &SideConfig| staged::planned_layout(plan, &side.mem, side.staging);
+    staged::check_peer(plan, Role::Server, layout(server), layout(client))
 }
 
 /// The READs/atomics a QP accepts outstanding as a responder: what the device allows, or
@@ -834,6 +856,36 @@ impl Connected {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outs_above_the_devices_limit_names_the_limit_as_a_range() {
+        let facts = verbs::DeviceFacts {
+            name: "rxe0".into(),
+            fw_ver: String::new(),
+            vendor_id: 0,
+            part_id: 0,
+            port_count: 1,
+            max_qp_wr: 1 << 14,
+            max_cqe: 1 << 16,
+            max_qp_rd_atom: 128,
+            max_qp_init_rd_atom: 16,
+            max_mr_size: u64::MAX,
+        };
+        let plan = |outs| {
+            crate::plan::PlanRequest {
+                outs: Some(outs),
+                ..Default::default()
+            }
+            .resolve(crate::plan::TestKind::new(Verb::Read, Mode::Bw))
+            .unwrap()
+        };
+        assert!(check_outs(&plan(16), &facts).is_ok());
+        assert_eq!(
+            check_outs(&plan(200), &facts).unwrap_err().0,
+            "--outs 200 exceeds rxe0's limit of 16 outstanding READs/atomics per QP: give \
+             --outs 1 to 16, or leave it out"
+        );
+    }
 
     #[test]
     fn the_inline_limit_is_found_by_bisection() {

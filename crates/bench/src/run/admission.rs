@@ -160,7 +160,7 @@ impl Admission {
 fn check_mem(kind: &str, bytes: u64, detail: &str, cap: Option<&Cap>) -> Result<(), Refused> {
     match cap {
         Some(cap) if bytes > cap.bytes => Err(Refused(format!(
-            "its buffers need {} of {kind} ({detail}), above this server's {}",
+            "the client's plan needs {} of {kind} ({detail}), above this server's {}",
             format_size_approx(bytes),
             cap.name
         ))),
@@ -234,8 +234,8 @@ mod tests {
         let text = refusal(&admission, &p, "host", &caps);
         assert_eq!(
             text,
-            "the server refused the plan: its buffers need 8 GiB of host memory (4 QPs x 2 GiB), \
-             above this server's --max-mem 1 GiB"
+            "the server refused the plan: the client's plan needs 8 GiB of host memory \
+             (4 QPs x 2 GiB), above this server's --max-mem 1 GiB"
         );
         let text = refusal(&admission, &p, "cuda:0", &caps);
         assert!(text.contains("8 GiB of GPU memory"), "{text}");

@@ -154,6 +154,20 @@ impl Staging {
     }
 }
 
+/// The bounce buffers a side whose memory is `mem` would tell its peer for `plan` (`None`:
+/// not staged), worked out without opening anything.
+pub fn planned_layout(
+    plan: &TestPlan,
+    mem: &crate::memory::MemMode,
+    staging: StagingConfig,
+) -> Option<BounceLayout> {
+    let bounce = Footprint::new(plan, mem, staging).ok()?.bounce?;
+    Some(BounceLayout {
+        buffer_len: bounce.buffer_len as u64,
+        depth: u32::try_from(staging.depth).ok()?,
+    })
+}
+
 /// Checks that a staged write-bw or read-bw server has a staged client with the same bounce
 /// buffers (the client WRITEs into, or READs from, the server's buffers by number). `mine` and `peer` are each side's
 /// layout (`None`: not staged).
