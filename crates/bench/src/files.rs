@@ -1,7 +1,8 @@
 //! The files rdmabench writes (`--json`, `--csv`, `plot -o`): each path is checked before any
 //! work starts, so a typo costs nothing, and written atomically (a temporary file beside it,
 //! then a rename), so a reader never sees half a file. Every message names the path as the
-//! user gave it.
+//! user gave it. A test's record may go to stdout instead (`--json -`, `--csv -`); the other
+//! outputs refuse `-`.
 
 use std::fs::OpenOptions;
 use std::path::{Path, PathBuf};
@@ -9,6 +10,34 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, Result};
 
 use crate::plan::PlanError;
+
+/// Whether `path` is `-`: stdout as an output (`--json -`), stdin as an input.
+pub fn is_dash(path: &Path) -> bool {
+    path.as_os_str() == "-"
+}
+
+/// Checks a test's record outputs, `(flag, path)`: `-` (stdout) for one of them at most,
+/// any other path as [`check_writable`].
+pub fn check_record_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<(), PlanError> {
+    let to_stdout: Vec<&str> = outputs
+        .iter()
+        .filter(|(_, path)| path.is_some_and(is_dash))
+        .map(|(flag, _)| *flag)
+        .collect();
+    if to_stdout.len() > 1 {
+        return Err(PlanError(format!(
+            "{} both name '-': stdout can hold one of them only; give the other a file path",
+            to_stdout.join(" and ")
+        )));
+    }
+    for (flag, path) in outputs {
+        match path {
+            Some(path) if !is_dash(path) => check_writable(flag, path)?,
+            _ => {}
+        }
+    }
+    Ok(())
+}
 
 /// The folder a file path lives in ("." for a bare name).
 fn folder_of(path: &Path) -> &Path {
@@ -30,11 +59,18 @@ pub fn temp_beside(path: &Path, suffix: &str) -> Result<PathBuf, PlanError> {
     )))
 }
 
-/// Checks that `path`, given to `flag`, can be written: it is not a folder, its folder exists
-/// and a file can be created there (tried with the temporary file the write will use, then
-/// removed). A refusal is a usage error naming the flag, the path and what would do.
+/// Checks that `path`, given to `flag`, can be written: it is not `-` (stdout: only a test's
+/// record may go there, [`check_record_outputs`]), not a folder, its folder exists and a file
+/// can be created there (tried with the temporary file the write will use, then removed). A
+/// refusal is a usage error naming the flag, the path and what would do.
 pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
     let shown = path.display();
+    if is_dash(path) {
+        return Err(PlanError(format!(
+            "{flag} '-': this command writes {flag} to a file, not to stdout; give a file path \
+             (./- for a file named -)"
+        )));
+    }
     if path.is_dir() {
         return Err(PlanError(format!(
             "{flag} '{shown}' is a folder; give the path of a file (in it, or elsewhere)"
@@ -153,6 +189,30 @@ mod tests {
         assert!(err.0.contains("is not a folder"), "{err}");
         let err = check_writable("--json", Path::new("..")).unwrap_err();
         assert!(err.0.contains("'..'"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn stdout_is_one_record_output_at_most_and_no_other_output() {
+        let dir = scratch("stdout");
+        let file = dir.join("run.csv");
+        let dash = Path::new("-");
+        check_record_outputs(&[("--json", Some(dash)), ("--csv", Some(&file))]).unwrap();
+        check_record_outputs(&[("--json", None), ("--csv", Some(dash))]).unwrap();
+        let err =
+            check_record_outputs(&[("--json", Some(dash)), ("--csv", Some(dash))]).unwrap_err();
+        assert_eq!(
+            err.0,
+            "--json and --csv both name '-': stdout can hold one of them only; give the other a \
+             file path"
+        );
+        let err = check_writable("--json", dash).unwrap_err();
+        assert_eq!(
+            err.0,
+            "--json '-': this command writes --json to a file, not to stdout; give a file path \
+             (./- for a file named -)"
+        );
+        assert!(names(&dir).is_empty(), "{:?}", names(&dir));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

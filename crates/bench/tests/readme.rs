@@ -13,12 +13,21 @@
 //! Blocks fenced otherwise (` ``` `, ` ```sh `, ` ```text `) are not run: usage synopses,
 //! scripts, and figures measured elsewhere. A `$ rdmabench ceiling|topo|doctor|compare`
 //! line must stand in a checked block, so those examples cannot fall out of the check.
+//!
+//! The example folder's page, `results/soft-roce-emulated/README.md`, is checked too: every
+//! `rdmabench compare` and `rdmabench plot` line of its ` ```sh ` blocks runs on the records
+//! there (its globs expanded as the shell would, its charts written to a temporary folder)
+//! and must exit 0, so that a file added to the folder cannot break them unseen.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use common::{transcript, workspace_root};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use common::{bin, scratch, text, transcript, workspace_root};
+use rdmabench::control::{admit, anyone_may_connect, dropped_line, Channel, Token};
 
 /// One fenced block of the README: its opening fence's language, first line number and text.
 struct Block {
@@ -193,4 +202,167 @@ fn a_changed_output_is_a_failure_with_a_diff() {
     let d = diff(&shown[0].text, &got);
     assert!(d.contains("-error: something else"), "{d}");
     assert!(d.contains("+error: invalid value 'gen9x16'"), "{d}");
+}
+
+/// The example folder's page whose record-reading commands are run.
+const EXAMPLES: &str = "results/soft-roce-emulated/README.md";
+
+/// The lines of a block with each ` \`-continued line joined to the next, comments left out.
+fn shell_lines(block: &Block) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut open = String::new();
+    for line in &block.text {
+        let line = line.split('#').next().unwrap_or_default().trim_end();
+        match line.strip_suffix('\\') {
+            Some(head) => open.push_str(head),
+            None => {
+                open.push_str(line);
+                out.push(std::mem::take(&mut open).trim().to_string());
+            }
+        }
+    }
+    out
+}
+
+/// What the shell makes of `word` run from `root`: the files a `*` in its file name matches,
+/// in order; any other word as it is.
+fn expand(root: &Path, word: &str) -> Vec<String> {
+    let (folder, name) = word.rsplit_once('/').unwrap_or((".", word));
+    let Some((head, tail)) = name.split_once('*') else {
+        return vec![word.to_string()];
+    };
+    assert!(
+        !folder.contains('*') && !tail.contains('*'),
+        "{EXAMPLES}: `{word}`: one `*`, in the file name, is all this test expands"
+    );
+    let mut out: Vec<String> = std::fs::read_dir(root.join(folder))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.len() >= name.len() - 1 && n.starts_with(head) && n.ends_with(tail))
+        .map(|n| format!("{folder}/{n}"))
+        .collect();
+    out.sort();
+    assert!(!out.is_empty(), "{EXAMPLES}: `{word}` matches no file");
+    out
+}
+
+/// `line`'s arguments as the test runs them: globs expanded, `-o FILE` into `charts`.
+fn example_args(root: &Path, line: &str, charts: &Path) -> Vec<String> {
+    let mut args = Vec::new();
+    let mut words = line.split_whitespace().skip(1);
+    while let Some(word) = words.next() {
+        if word == "-o" {
+            let file = words.next().expect("-o names a file");
+            let name = Path::new(file).file_name().expect("-o names a file");
+            args.push(word.to_string());
+            args.push(charts.join(name).to_string_lossy().into_owned());
+        } else {
+            args.extend(expand(root, word));
+        }
+    }
+    args
+}
+
+#[test]
+fn the_example_folders_commands_run_on_its_records() {
+    let root = workspace_root();
+    let page = std::fs::read_to_string(root.join(EXAMPLES)).unwrap();
+    let charts: PathBuf = scratch("example-charts");
+    let mut ran = Vec::new();
+    for block in blocks(&page).iter().filter(|b| b.lang == "sh") {
+        for line in shell_lines(block) {
+            let Some(command) = line.strip_prefix("rdmabench ") else {
+                continue;
+            };
+            assert!(
+                command.starts_with("compare ") || command.starts_with("plot "),
+                "{EXAMPLES}:{}: `{line}`: an example here that starts with rdmabench is run, \
+                 and only compare and plot can run here (they read records)",
+                block.line
+            );
+            let args = example_args(&root, &line, &charts);
+            let out = bin().current_dir(&root).args(&args).output().unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(0),
+                "{EXAMPLES}:{}: `{line}` (run as rdmabench {}) failed:\n{}",
+                block.line,
+                args.join(" "),
+                text(&out)
+            );
+            ran.push(line);
+        }
+    }
+    assert!(ran.len() >= 5, "{EXAMPLES}: the commands run: {ran:#?}");
+    std::fs::remove_dir_all(charts).ok();
+}
+
+#[test]
+fn a_glob_that_matches_a_sweep_beside_result_records_fails_the_example() {
+    // What broke the page once: a sweep record beside the bandwidth records.
+    let root = scratch("example-mixed");
+    let folder = root.join("records");
+    std::fs::create_dir_all(&folder).unwrap();
+    let stored = workspace_root().join("results/soft-roce-emulated");
+    for (from, to) in [
+        (
+            "2026-11-30T040439Z-write-bw.json",
+            "2026-11-30T040439Z-write-bw.json",
+        ),
+        (
+            "cluster/2026-12-01T222511Z-cluster-write-bw.json",
+            "2026-12-01T222511Z-cluster-write-bw.json",
+        ),
+    ] {
+        std::fs::copy(stored.join(from), folder.join(to)).unwrap();
+    }
+    let args = example_args(&root, "rdmabench compare records/*-write-bw.json", &root);
+    assert_eq!(args.len(), 3, "{args:?}");
+    let out = bin().current_dir(&root).args(&args).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    std::fs::remove_dir_all(root).ok();
+}
+
+/// The client's and the server's lines of one handshake between a server holding `server`'s
+/// token and a client holding `client`'s, in the README's form (addresses as ADDR).
+fn token_lines(server: Option<&Token>, client: Option<&Token>) -> [String; 2] {
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = tcp.local_addr().unwrap();
+    let server = server.cloned();
+    let greeter = std::thread::spawn(move || {
+        let (mut stream, peer) = tcp.accept().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let why = admit(&mut stream, server.as_ref(), deadline).unwrap_err();
+        dropped_line(peer, &why.0).replace(&peer.to_string(), "ADDR")
+    });
+    let err =
+        Channel::connect("127.0.0.1", addr.port(), Duration::from_secs(5), client).unwrap_err();
+    let client = format!("  client: rdmabench: error: {err:#}").replace(&addr.to_string(), "ADDR");
+    [client, format!("  server: {}", greeter.join().unwrap())]
+}
+
+#[test]
+fn the_readmes_token_messages_are_what_the_handshake_says() {
+    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
+    let shown: Vec<&str> = readme.lines().collect();
+    let ours = Token::new(b"the server's secret, long enough", "test").unwrap();
+    let theirs = Token::new(b"another secret, long enough too", "test").unwrap();
+    let mut lines: Vec<String> = [
+        (Some(&ours), Some(&theirs)),
+        (Some(&ours), None),
+        (None, Some(&theirs)),
+    ]
+    .into_iter()
+    .flat_map(|(server, client)| token_lines(server, client))
+    .collect();
+    lines.push(format!(
+        "  server: {}",
+        anyone_may_connect("0.0.0.0", 18515)
+    ));
+    for line in lines {
+        assert!(
+            shown.contains(&line.as_str()),
+            "README.md (\"Running a server safely\") should quote, as a line of its own:\n{line}"
+        );
+    }
 }

@@ -287,10 +287,15 @@ impl Drop for Entry {
 }
 
 fn dropped(peer: SocketAddr, why: &str) {
-    eprintln!(
+    eprintln!("{}", dropped_line(peer, why));
+}
+
+/// The server's line about a connection it did not take for a run, and why.
+pub fn dropped_line(peer: SocketAddr, why: &str) -> String {
+    format!(
         "rdmabench: dropped a connection from {peer}: {}",
         printable(why)
-    );
+    )
 }
 
 /// Accepts connections until the listener closes, each greeted in a thread of its own.

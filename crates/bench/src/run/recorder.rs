@@ -1,17 +1,24 @@
 //! The record of a run while it runs: rewritten to the `--json` and `--csv` files after every
 //! size and repetition, so a run that fails or is killed leaves a valid record of what it
-//! measured, with `status` and `error` saying how it ended (`results/schema.md`).
+//! measured, with `status` and `error` saying how it ended (`results/schema.md`). A record
+//! given `-` goes to stdout once, at the end, complete or with the error that ended the run.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 
 use super::figures;
 use super::rails::RailLink;
-use crate::report::{export, CsvExporter, JsonExporter, RunRecord, RunStatus, SizeResult};
+use crate::files::is_dash;
+use crate::output::Screen;
+use crate::report::{
+    export, CsvExporter, Exporter, JsonExporter, RunRecord, RunStatus, SizeResult,
+};
 
-/// The files this side's record goes to (`--json`, `--csv`); both may be absent.
+/// The files this side's record goes to (`--json`, `--csv`); both may be absent, and one may
+/// be `-`, stdout.
 #[derive(Debug, Clone, Default)]
 pub struct RecordFiles {
     /// The JSON record.
@@ -21,17 +28,55 @@ pub struct RecordFiles {
 }
 
 impl RecordFiles {
-    /// Writes `record` to every file, each atomically.
-    pub fn write(&self, record: &RunRecord) -> Result<()> {
-        if let Some(path) = &self.json {
-            export(&JsonExporter, record, path)
-                .with_context(|| format!("writing the JSON record to '{}'", path.display()))?;
+    /// Where the run's view goes: stderr when a record goes to stdout.
+    pub fn screen(&self) -> Screen {
+        if self.outputs().any(|(path, _, _)| is_dash(path)) {
+            Screen::Stderr
+        } else {
+            Screen::Stdout
         }
-        if let Some(path) = &self.csv {
-            export(&CsvExporter, record, path)
-                .with_context(|| format!("writing the CSV to '{}'", path.display()))?;
+    }
+
+    /// Writes `record` as it stands mid-run to every file, each atomically; stdout gets
+    /// only the last ([`RecordFiles::write_last`]).
+    pub fn write(&self, record: &RunRecord) -> Result<()> {
+        self.write_to(record, None)
+    }
+
+    /// Writes the run's last `record` (complete, or with how it failed) to every file, and
+    /// to stdout where `-` was given.
+    pub fn write_last(&self, record: &RunRecord) -> Result<()> {
+        self.write_to(record, Some(&mut std::io::stdout().lock()))
+    }
+
+    /// [`RecordFiles::write`] when `stdout` is `None`, else [`RecordFiles::write_last`] with
+    /// `stdout` standing for the process's.
+    pub fn write_to(&self, record: &RunRecord, mut stdout: Option<&mut dyn Write>) -> Result<()> {
+        for (path, exporter, what) in self.outputs() {
+            if !is_dash(path) {
+                export(exporter, record, path)
+                    .with_context(|| format!("writing {what} to '{}'", path.display()))?;
+            } else if let Some(out) = stdout.as_mut() {
+                let bytes = exporter.render(record)?;
+                out.write_all(&bytes)
+                    .and_then(|()| out.flush())
+                    .with_context(|| format!("writing {what} to stdout"))?;
+            }
         }
         Ok(())
+    }
+
+    /// Each output given: its path, its exporter and what it holds.
+    fn outputs(&self) -> impl Iterator<Item = (&Path, &dyn Exporter, &'static str)> {
+        let json = self
+            .json
+            .as_deref()
+            .map(|p| (p, &JsonExporter as &dyn Exporter, "the JSON record"));
+        let csv = self
+            .csv
+            .as_deref()
+            .map(|p| (p, &CsvExporter as &dyn Exporter, "the CSV"));
+        json.into_iter().chain(csv)
     }
 }
 
@@ -86,10 +131,17 @@ impl Recorder {
         self.save(RunStatus::Incomplete, None)
     }
 
-    /// The run failed with `e`: what was measured is written with the error. A file that
-    /// cannot be written is said on stderr; the run's own error is the one that counts.
+    /// The run failed with `e`: what was measured is written with the error (to stdout too,
+    /// where `-` was given). A file that cannot be written is said on stderr; the run's own
+    /// error is the one that counts.
     pub fn fail(&self, e: &anyhow::Error) {
-        if let Err(w) = self.save(RunStatus::Failed, Some(format!("{e:#}"))) {
+        self.fail_to(e, &mut std::io::stdout().lock());
+    }
+
+    /// [`Recorder::fail`], with `stdout` standing for the process's.
+    fn fail_to(&self, e: &anyhow::Error, stdout: &mut dyn Write) {
+        let record = self.record(RunStatus::Failed, Some(format!("{e:#}")));
+        if let Err(w) = self.save_last(&record, stdout) {
             eprintln!("rdmabench: the partial record was not written: {w:#}");
         }
     }
@@ -100,20 +152,35 @@ impl Recorder {
     }
 
     /// The whole run was measured: the complete record, with the port counters' deltas,
-    /// written and returned.
+    /// written (to stdout too, where `-` was given) and returned.
     pub fn finish(self, counters: Option<BTreeMap<String, u64>>) -> Result<RunRecord> {
+        self.finish_to(counters, &mut std::io::stdout().lock())
+    }
+
+    /// [`Recorder::finish`], with `stdout` standing for the process's.
+    fn finish_to(
+        self,
+        counters: Option<BTreeMap<String, u64>>,
+        stdout: &mut dyn Write,
+    ) -> Result<RunRecord> {
         let record = RunRecord {
             counters,
             ..self.record(RunStatus::Complete, None)
         };
-        match &self.rail {
-            Some(l) => l.board.record(l.index, &record)?,
-            None => self.files.write(&record)?,
-        }
+        self.save_last(&record, stdout)?;
         Ok(record)
     }
 
-    /// Writes the record as it stands, when this side has files to write.
+    /// Writes the run's last record; a rail's goes to its board, which writes all rails'
+    /// last record when they have all ended.
+    fn save_last(&self, record: &RunRecord, stdout: &mut dyn Write) -> Result<()> {
+        match &self.rail {
+            Some(l) => l.board.record(l.index, record),
+            None => self.files.write_to(record, Some(stdout)),
+        }
+    }
+
+    /// Writes the record as it stands mid-run, when this side has files to write.
     fn save(&self, status: RunStatus, error: Option<String>) -> Result<()> {
         if let Some(l) = &self.rail {
             return l.board.record(l.index, &self.record(status, error));
@@ -207,6 +274,54 @@ mod tests {
         assert_eq!(r.results.len(), 1);
         assert_eq!(r.results[0].repetitions.len(), 2);
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_record_to_stdout_is_written_once_at_the_end_even_when_the_run_fails() {
+        let (dir, mut files) = files("recorder-stdout");
+        files.json = Some(PathBuf::from("-"));
+        assert_eq!(files.screen(), Screen::Stderr, "the table makes way");
+        let mut template = sample_record();
+        let sizes: Vec<SizeResult> = template.results.drain(..).collect();
+        let mut rec = Recorder::start(template, 3, &files).unwrap();
+        rec.add(0, sizes[0].clone()).unwrap();
+        rec.add(1, sizes[1].clone()).unwrap();
+        // Mid-run: the CSV file follows the run; nothing reached stdout, no file named '-'.
+        let csv = std::fs::read_to_string(files.csv.as_ref().unwrap()).unwrap();
+        assert_eq!(csv.lines().count(), 3, "{csv}");
+        assert!(!Path::new("-").exists());
+        let mut stdout = Vec::new();
+        rec.fail_to(
+            &anyhow::anyhow!("size 1048576 bytes: the peer closed"),
+            &mut stdout,
+        );
+        let r: RunRecord = serde_json::from_slice(&stdout).unwrap();
+        assert_eq!((r.status, &r.results[..]), (RunStatus::Failed, &sizes[..2]));
+        assert!(
+            r.error.as_deref().unwrap().contains("1048576"),
+            "{:?}",
+            r.error
+        );
+        assert!(stdout.ends_with(b"}\n"));
+        assert!(!Path::new("-").exists());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_finished_run_writes_its_complete_record_to_stdout_once() {
+        let files = RecordFiles {
+            json: None,
+            csv: Some(PathBuf::from("-")),
+        };
+        let mut template = sample_record();
+        let sizes: Vec<SizeResult> = template.results.drain(..).collect();
+        let mut rec = Recorder::start(template, 1, &files).unwrap();
+        rec.add(0, sizes[0].clone()).unwrap();
+        let mut stdout = Vec::new();
+        rec.finish_to(None, &mut stdout).unwrap();
+        let text = String::from_utf8(stdout).unwrap();
+        assert_eq!(text.lines().count(), 2, "the header and one row: {text}");
+        assert_eq!(RecordFiles::default().screen(), Screen::Stdout);
     }
 
     #[test]

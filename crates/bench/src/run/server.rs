@@ -52,7 +52,9 @@ impl ServerSide {
     pub fn serve(self, opts: &RunOptions, listener: &Listener) -> Result<Outcome> {
         let mut ch = listener.accept_client(opts.timeout)?;
         if !opts.quiet {
-            println!("rdmabench: client {} connected", ch.peer());
+            opts.files
+                .screen()
+                .line(&format!("rdmabench: client {} connected", ch.peer()));
         }
         if let Err(e) = read_rail(&mut ch, &[self.local.device_name().to_string()]) {
             ch.end_with("the server", &e);

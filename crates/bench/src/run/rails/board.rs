@@ -166,7 +166,7 @@ impl RailBoard {
             .map(|(k, r)| (k.to_string(), r.clone()))
             .collect();
         labelled.push((self.all_label(&table), self.all(&s, &each, &table)));
-        print!("{}", table.summary_rails(&labelled));
+        self.files.screen().print(&table.summary_rails(&labelled));
     }
 
     /// Rail `rail`'s record changed: the combined record is written again.
@@ -181,9 +181,10 @@ impl RailBoard {
         combined_record(&self.lock().records)
     }
 
-    /// Writes `record` (the combined one, finished) to the files.
+    /// Writes `record` (the combined one, finished or failed) to the files, and to stdout
+    /// where `-` was given.
     pub fn write_final(&self, record: &RunRecord) -> Result<()> {
-        self.files.write(record)
+        self.files.write_last(record)
     }
 
     fn write(&self, s: &BoardState) -> Result<()> {
@@ -224,7 +225,7 @@ impl RailBoard {
                 return;
             }
             if !self.quiet {
-                print!("{}", self.headers(s, &table));
+                self.files.screen().print(&self.headers(s, &table));
             }
             s.headers_printed = true;
         }
@@ -233,7 +234,9 @@ impl RailBoard {
             let firsts: Vec<(u32, SizeResult)> =
                 s.rows.iter_mut().filter_map(VecDeque::pop_front).collect();
             if !self.quiet {
-                print!("{}", self.size_rows(&firsts, &table, ceiling));
+                self.files
+                    .screen()
+                    .print(&self.size_rows(&firsts, &table, ceiling));
             }
         }
     }
@@ -262,7 +265,7 @@ impl RailBoard {
 
     /// Every rail's header, in rail order, then the columns.
     fn headers(&self, s: &BoardState, table: &Table) -> String {
-        let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
+        let bold = self.files.screen().is_terminal();
         let mut out = String::new();
         for (k, h) in s.headers.iter().enumerate() {
             if let Some(h) = h {

@@ -260,7 +260,9 @@ impl ServerRails {
 fn accept_rails(opts: &RunOptions, listener: &Listener, own: &[String]) -> Result<Vec<Channel>> {
     let (mut first, rails) = listener.accept_run(opts.timeout, own.len() - 1)?;
     if !opts.quiet {
-        println!("rdmabench: client {} connected", first.peer());
+        opts.files
+            .screen()
+            .line(&format!("rdmabench: client {} connected", first.peer()));
     }
     let mut slots: Vec<Option<Channel>> = own.iter().map(|_| None).collect();
     let first_index = match take_rails(opts, &rails, own, &mut first, &mut slots) {
@@ -321,7 +323,7 @@ fn finish(opts: &RunOptions, board: &RailBoard, results: Vec<Result<Outcome>>) -
         let mut record = record.ok_or_else(|| anyhow!("internal error: no rail's record"))?;
         if let Some(note) = shared_pcie_note(&board.devices, &record) {
             if !opts.quiet {
-                println!(" note: {note}");
+                opts.files.screen().line(&format!(" note: {note}"));
             }
             record.notes.push(note);
         }
