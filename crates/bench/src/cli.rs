@@ -11,10 +11,10 @@ use clap::{Args, CommandFactory, Parser, Subcommand};
 use crate::clock::ClockChoice;
 use crate::control::{Token, DEFAULT_PORT};
 use crate::doctor::host::{parse_cpus_arg, CpuList};
-use crate::engine::SideConfig;
+use crate::engine::{self, SideConfig};
 use crate::memory::MemMode;
 use crate::placement::PinChoice;
-use crate::plan::{Mode, PlanError, PlanRequest, TestKind, Verb};
+use crate::plan::{Mode, PlanError, PlanRequest, Role, TestKind, TestPlan, Verb};
 use crate::run::admission::Admission;
 use crate::run::rails::gpus::RailGpus;
 use crate::run::{RecordFiles, RunOptions};
@@ -130,7 +130,7 @@ pub struct TestArgs {
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub staging_chunk: Option<u64>,
 
-    /// --mem cuda-staged: number of bounce buffers per QP, 1..=64 [default: 4]
+    /// --mem cuda-staged: number of bounce buffers per QP, 1 to 64 [default: 4]
     #[arg(long, value_name = "N")]
     pub staging_depth: Option<usize>,
 
@@ -153,15 +153,13 @@ pub struct TestArgs {
     #[arg(long)]
     pub no_pin: bool,
 
-    /// Report bandwidth in Gb/s instead of GB/s
-    #[arg(long)]
-    pub report_gbits: bool,
-
-    /// Write the result record (every size) to FILE as JSON
+    /// Write the result record (every size) to FILE as JSON; `-`: to stdout at the end (the
+    /// table goes to stderr then)
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
-    /// Write one CSV row per size to FILE
+    /// Write one CSV row per size to FILE; `-`: to stdout at the end (the table goes to
+    /// stderr then)
     #[arg(long, value_name = "FILE")]
     pub csv: Option<PathBuf>,
 
@@ -320,6 +318,32 @@ impl TestArgs {
         })
     }
 
+    /// The memory modes' rules for `plan` on the sides this invocation runs (write-lat or `-I`
+    /// on GPU memory, what the staged path refuses, a staged loopback server's client),
+    /// checked before anything loads the CUDA driver or opens a device, so that a machine
+    /// without a GPU teaches them too. A server checks its own request's plan: a rule it
+    /// breaks, any client's plan it may adopt breaks as well.
+    pub fn check_memory(&self, plan: &TestPlan) -> Result<(), PlanError> {
+        let side = self.side()?;
+        if self.loopback {
+            let (flag, mem) = match &self.peer_mem {
+                Some(mem) => ("--peer-mem", mem.clone()),
+                None => ("--mem", side.mem.clone()),
+            };
+            let client = SideConfig {
+                mem,
+                ..side.clone()
+            };
+            return engine::check_loopback_memory(plan, &side, &client, flag);
+        }
+        let role = if self.server.is_some() {
+            Role::Client
+        } else {
+            Role::Server
+        };
+        engine::check_memory_mode("--mem", &side.mem, plan, role)
+    }
+
     /// `--staging-chunk` and `--staging-depth`, which only the staged memory mode uses.
     fn staging(&self, mem: &MemMode) -> Result<cuda::StagingConfig, PlanError> {
         let given = self.staging_chunk.is_some() || self.staging_depth.is_some();
@@ -348,7 +372,6 @@ impl TestArgs {
             side: self.side()?,
             request: self.plan.clone(),
             timeout: self.timeout(),
-            report_gbits: self.report_gbits,
             quiet: false,
             progress: true,
             clock: self.clock.unwrap_or_default(),
@@ -543,6 +566,75 @@ mod tests {
             line.contains("Accepted for perftest compatibility, ignored"),
             "{help}"
         );
+    }
+
+    /// The help line of `flag` in `test`'s --help, its wrapping undone.
+    fn help_of(test: &str, flag: &str) -> String {
+        let mut cli = Cli::command();
+        let help = cli
+            .find_subcommand_mut(test)
+            .unwrap()
+            .render_long_help()
+            .to_string();
+        let words: Vec<&str> = help.split_whitespace().collect();
+        let start = words.iter().position(|w| *w == flag).unwrap();
+        let end = words[start + 1..]
+            .iter()
+            .position(|w| w.starts_with('-') && w.ends_with(','))
+            .map_or(words.len(), |n| start + 1 + n);
+        words[start..end].join(" ")
+    }
+
+    #[test]
+    fn help_states_the_default_rules_the_header_shows() {
+        // write-lat runs with 220 inline bytes on host memory: -I's default is not just "0".
+        let inline = help_of("write-lat", "-I,");
+        assert!(
+            inline.contains(
+                "[default: latency tests with host memory: perftest's (WRITE 220, SEND 236, UD \
+                 SEND 188) capped by what the client's device allows; otherwise 0, off]"
+            ),
+            "{inline}"
+        );
+        // -t 128 gives -Q 64: the default is a rule, not "100".
+        let cq_mod = help_of("write-bw", "-Q,");
+        assert!(
+            cq_mod.contains("[default: 100, at most half of -t (and less when -l is large)]"),
+            "{cq_mod}"
+        );
+        let plan = PlanRequest::default()
+            .resolve(TestKind::new(Verb::Write, Mode::Bw))
+            .unwrap();
+        assert_eq!((plan.tx_depth, plan.cq_mod), (128, 64));
+    }
+
+    #[test]
+    fn gpu_memory_rules_are_checked_without_opening_anything() {
+        let check = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            let (kind, a) = cli.command.test().unwrap();
+            let plan = a.plan.resolve(kind).unwrap();
+            a.check_memory(&plan).map_err(|e| e.0)
+        };
+        assert!(check(&["write-lat", "--mem", "cuda"])
+            .unwrap_err()
+            .starts_with("--mem cuda:0: write-lat polls the last byte"));
+        assert!(check(&["write-lat", "--loopback", "--peer-mem", "cuda:1"])
+            .unwrap_err()
+            .starts_with("--peer-mem cuda:1: write-lat polls the last byte"));
+        assert!(check(&[
+            "read-bw",
+            "--loopback",
+            "--mem",
+            "cuda-staged",
+            "--peer-mem",
+            "host"
+        ])
+        .unwrap_err()
+        .contains("which needs a staged client"));
+        assert!(check(&["read-bw", "--loopback", "--mem", "cuda-staged"]).is_ok());
+        assert!(check(&["write-lat", "10.0.0.1", "--mem", "cuda-staged"]).is_ok());
+        assert!(check(&["write-bw", "--mem", "cuda", "-I", "0"]).is_ok());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use anyhow::{Context, Result};
 use rdmabench::cli::{Cli, Command, TestArgs};
 use rdmabench::control::{anyone_may_connect, Greeting, Listener, NoClient, Token};
 use rdmabench::exit::Exit;
-use rdmabench::files::check_writable;
+use rdmabench::files::check_record_outputs;
 use rdmabench::plan::{self, TestKind};
 use rdmabench::run::rails::rail_devices;
 use rdmabench::run::{
@@ -60,6 +60,7 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     let plan = args.plan.resolve(kind)?;
     check_outputs(args)?;
     let mut opts = args.run_options(kind)?;
+    args.check_memory(&plan)?;
     let sysfs = topo::Sysfs::system();
     let rails = rail_devices(&sysfs, args.ib_dev.as_deref(), args.rails.is_some())?;
     opts.side.device = rails.first().cloned();
@@ -76,15 +77,16 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
         let side = Side::open(&opts, &rails)?;
         let greeting = Greeting::new(opts.token.clone(), opts.timeout);
         let listener = Listener::bind(&args.bind, args.control_port(), greeting)?;
-        println!(
+        let screen = opts.files.screen();
+        screen.line(&format!(
             "rdmabench: {kind} server waiting on {}:{} (timeout {} s{})",
             args.bind,
             listener.port()?,
             args.timeout,
             if args.persistent { ", persistent" } else { "" }
-        );
+        ));
         if opts.token.is_none() {
-            println!("{}", anyone_may_connect(&args.bind, listener.port()?));
+            screen.line(&anyone_may_connect(&args.bind, listener.port()?));
         }
         if args.persistent {
             return serve_forever(args, &opts, &listener, (side, &rails));
@@ -119,13 +121,12 @@ impl Side {
     }
 }
 
-/// `--json` and `--csv`, checked before any device is opened.
+/// `--json` and `--csv`, checked before any device is opened; one of them may be `-`, stdout.
 fn check_outputs(args: &TestArgs) -> Result<()> {
-    for (flag, path) in [("--json", &args.json), ("--csv", &args.csv)] {
-        if let Some(path) = path {
-            check_writable(flag, path)?;
-        }
-    }
+    check_record_outputs(&[
+        ("--json", args.json.as_deref()),
+        ("--csv", args.csv.as_deref()),
+    ])?;
     Ok(())
 }
 

@@ -240,6 +240,10 @@ pub struct TestPlan {
     pub validate: bool,
     /// Run the whole plan this many times; the record keeps every repetition.
     pub repeat: u32,
+    /// `--report-gbits`: both sides print bandwidth in Gb/s (the client's choice, as every
+    /// field here; `units::bandwidth_unit`). Absent from an older client's plan: GB/s.
+    #[serde(default)]
+    pub report_gbits: bool,
 }
 
 /// Default operations per QP and size for bandwidth tests (perftest's).
@@ -339,7 +343,9 @@ pub struct PlanRequest {
     #[arg(short = 't', long = "tx-depth", value_name = "N")]
     pub tx_depth: Option<u32>,
 
-    /// Send messages up to this many bytes inline [default: 0, off]
+    /// Send messages up to this many bytes inline [default: latency tests with host memory:
+    /// perftest's (WRITE 220, SEND 236, UD SEND 188) capped by what the client's device allows;
+    /// otherwise 0, off]
     #[arg(short = 'I', long = "inline-size", value_name = "BYTES")]
     pub inline: Option<u32>,
 
@@ -347,7 +353,8 @@ pub struct PlanRequest {
     #[arg(short = 'l', long = "post-list", value_name = "N")]
     pub post_list: Option<u32>,
 
-    /// Request a completion every N operations [default: 100, or less to fit the TX depth]
+    /// Request a completion every N operations [default: 100, at most half of -t (and less
+    /// when -l is large)]
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<u32>,
 
@@ -358,6 +365,10 @@ pub struct PlanRequest {
     /// Run the whole plan N times; the record keeps every repetition, the table their medians
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
+
+    /// Report bandwidth in Gb/s instead of GB/s (the client's choice holds on both sides)
+    #[arg(long)]
+    pub report_gbits: bool,
 }
 
 /// The sizes a server's `-s` or `-a` asks for, as [`TestPlan::sizes_text`] says them.
@@ -373,7 +384,7 @@ fn server_sizes(server: &PlanRequest, client: &TestPlan) -> Option<String> {
 }
 
 /// A plan value as a message shows it: strings bare, nothing as "default".
-fn shown(v: &serde_json::Value) -> String {
+pub(crate) fn shown(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => "default".to_string(),
@@ -396,7 +407,7 @@ fn check_range<T: PartialOrd + fmt::Display>(
 ) -> Result<(), PlanError> {
     if v < lo || v > hi {
         return Err(PlanError(format!(
-            "{flag} {v} is out of range: valid values are {lo}..={hi}"
+            "{flag} {v} is out of range: valid values are {lo} to {hi}"
         )));
     }
     Ok(())
@@ -464,6 +475,7 @@ impl PlanRequest {
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),
+            report_gbits: self.report_gbits,
         };
         plan.check()?;
         Ok(plan)
@@ -552,7 +564,13 @@ impl TestPlan {
                      (read-bw, read-lat, atomic-bw, atomic-lat)"
                 ));
             }
-            check_range("--outs", o, 1, MAX_OUTS)?;
+            if !(1..=MAX_OUTS).contains(&o) {
+                return refuse(format!(
+                    "--outs {o} is out of range: valid values are 1 to {MAX_OUTS} (the QP \
+                     attribute's 8 bits) and no more than the devices allow (a ConnectX allows \
+                     16); or leave it out to take what both devices allow"
+                ));
+            }
         }
         if test.verb == Verb::Read && self.inline > 0 {
             return refuse(format!(
@@ -745,7 +763,24 @@ mod tests {
         }
         .resolve(TestKind::new(Verb::Read, Mode::Bw))
         .unwrap_err();
-        assert_eq!(err.0, "--outs 0 is out of range: valid values are 1..=255");
+        assert!(
+            err.0
+                .starts_with("--outs 0 is out of range: valid values are 1 to 255"),
+            "{err}"
+        );
+        // Before any device opens, its limit is not known: the range says that it applies.
+        let err = PlanRequest {
+            outs: Some(1000),
+            ..request()
+        }
+        .resolve(TestKind::new(Verb::Read, Mode::Bw))
+        .unwrap_err();
+        assert_eq!(
+            err.0,
+            "--outs 1000 is out of range: valid values are 1 to 255 (the QP attribute's 8 bits) \
+             and no more than the devices allow (a ConnectX allows 16); or leave it out to take \
+             what both devices allow"
+        );
     }
 
     #[test]
@@ -758,10 +793,13 @@ mod tests {
         .unwrap();
         assert_eq!(plan.qp_timeout, Some(18));
         for (u, want) in [
-            (0, "--qp-timeout 0 is out of range: valid values are 1..=31"),
+            (
+                0,
+                "--qp-timeout 0 is out of range: valid values are 1 to 31",
+            ),
             (
                 32,
-                "--qp-timeout 32 is out of range: valid values are 1..=31",
+                "--qp-timeout 32 is out of range: valid values are 1 to 31",
             ),
         ] {
             let err = PlanRequest {
@@ -809,7 +847,7 @@ mod tests {
         }
         .resolve(WRITE_BW)
         .unwrap_err();
-        assert_eq!(err.0, "--qps 0 is out of range: valid values are 1..=1024");
+        assert_eq!(err.0, "--qps 0 is out of range: valid values are 1 to 1024");
         let err = PlanRequest {
             size: Some(0),
             ..request()
@@ -948,6 +986,35 @@ mod tests {
         };
         let err = TestPlan::adopt(client, WRITE_BW, &server).unwrap_err();
         assert!(err.0.contains("connection: server UC, client RC"), "{err}");
+    }
+
+    #[test]
+    fn the_server_prints_in_the_clients_unit() {
+        // The client asked for Gb/s; a server that did not say adopts it.
+        let client = PlanRequest {
+            report_gbits: true,
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap();
+        let adopted = TestPlan::adopt(client.clone(), WRITE_BW, &request()).unwrap();
+        assert!(adopted.report_gbits);
+        // A server given Gb/s when the client is not: refused, as any differing parameter.
+        let server = PlanRequest {
+            report_gbits: true,
+            ..request()
+        };
+        let plain = request().resolve(WRITE_BW).unwrap();
+        let err = TestPlan::adopt(plain, WRITE_BW, &server).unwrap_err();
+        assert!(
+            err.0.contains("report-gbits: server true, client false"),
+            "{err}"
+        );
+        // An older client's plan, without the field, asks for GB/s.
+        let mut old = serde_json::to_value(&client).unwrap();
+        old.as_object_mut().unwrap().remove("report_gbits");
+        let old: TestPlan = serde_json::from_value(old).unwrap();
+        assert!(!old.report_gbits);
     }
 
     #[test]

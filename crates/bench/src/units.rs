@@ -2,6 +2,13 @@
 //!
 //! Bytes are payload bytes; GB/s is 10^9 bytes per second; Gb/s is 10^9 bits per second.
 //! Size suffixes are binary (64K = 65536), as in perftest.
+//!
+//! **The unit bandwidth is shown in**, one rule for every view, decided here: a run's table
+//! is in GB/s, or Gb/s when the client gives `--report-gbits` ([`bandwidth_unit`]); the flag
+//! travels in the plan, so the server's table is in the client's unit. A view of a fleet's
+//! pairs (rank 0's sweep summary, the heat map, `compare` of two sweeps) shows each test in
+//! the largest of GB/s, MB/s and KB/s that keeps the fleet median at 1 or above
+//! ([`display_unit`]; `compare` takes the before sweep's median). Records always hold GB/s.
 
 /// Parses a message size: a plain number of bytes or one with a binary suffix (K, M, G; an
 /// optional trailing "B" or "iB" is accepted), e.g. `64K`, `1M`, `4096`.
@@ -65,7 +72,17 @@ pub fn sweep_sizes() -> Vec<u64> {
     (1..=23).map(|p| 1u64 << p).collect()
 }
 
-/// The unit a figure in `unit` is shown in: bandwidth ("GB/s") in the largest of GB/s, MB/s
+/// The unit of a run's bandwidth column and the factor from GB/s: Gb/s (x 8) when `gbits`
+/// (the plan's `--report-gbits`), else GB/s.
+pub fn bandwidth_unit(gbits: bool) -> (&'static str, f64) {
+    if gbits {
+        ("Gb/s", 8.0)
+    } else {
+        ("GB/s", 1.0)
+    }
+}
+
+/// The unit a fleet's figure in `unit` is shown in: bandwidth ("GB/s") in the largest of GB/s, MB/s
 /// and KB/s that keeps `median` at 1 or above (an emulated link's 0.000912 GB/s shows as
 /// 912 KB/s); other units as they are. Returns the unit and the factor from `unit`.
 pub fn display_unit(unit: &str, median: Option<f64>) -> (String, f64) {
@@ -142,5 +159,12 @@ mod tests {
             ("KB/s".to_string(), 1e6)
         );
         assert_eq!(display_unit("us", Some(0.5)), ("us".to_string(), 1.0));
+    }
+
+    #[test]
+    fn a_runs_bandwidth_is_in_gbytes_or_with_report_gbits_in_gbits() {
+        assert_eq!(bandwidth_unit(false), ("GB/s", 1.0));
+        assert_eq!(bandwidth_unit(true), ("Gb/s", 8.0));
+        assert!((gbits_from_gbytes(1.5) - 1.5 * bandwidth_unit(true).1).abs() < 1e-12);
     }
 }

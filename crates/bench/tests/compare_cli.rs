@@ -339,11 +339,30 @@ fn records_that_cannot_be_compared_are_refused_with_exit_2() {
             lat.display()
         )
     );
-    let out = compare(&[&f.base, &lat], &["--mixed-tests"]);
+    // --mixed-tests compares two bandwidth tests by their bandwidth, with a warning...
+    let mut read = record(
+        "x",
+        "2026-11-02T10:00:00Z",
+        &[(4096, &[45.0]), (65536, &[45.0])],
+    );
+    read["params"]["test"] = json!("read-bw");
+    let read = write(&f.dir, "read.json", &read);
+    let out = compare(&[&f.base, &read], &["--mixed-tests"]);
     let t = text(&out);
     assert_eq!(out.status.code(), Some(0), "{t}");
+    assert!(t.contains("Test (params.test): write-bw -> read-bw"), "{t}");
+    // ...but a bandwidth and a latency record share no figure: refused even then, rather
+    // than the latency record's ping-pong bandwidth called a regression.
+    let out = compare(&[&f.base, &lat], &["--mixed-tests"]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(
-        t.contains("Test (params.test): write-bw -> write-lat"),
+        t.contains(&format!(
+            "'{}' is write-bw (bandwidth) and '{}' is write-lat (latency): they share no figure \
+             to compare, even with --mixed-tests",
+            f.base.display(),
+            lat.display()
+        )),
         "{t}"
     );
     std::fs::remove_dir_all(f.dir).ok();

@@ -400,6 +400,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             },
             validate,
             repeat,
+            report_gbits: false,
         },
     )
 }

@@ -1,7 +1,10 @@
 //! `-D` windows at default options (needs the soft-RoCE guest): every size of an `-a -D`
 //! sweep gets a rate, and a link held to 20 Mbit/s by `tc tbf` gives write-bw and read-bw
 //! figures near what the shaper lets through, where one completion per 64 messages of 64 KiB
-//! used to leave the window without a rate.
+//! used to leave the window without a rate. Also a client started before its server: a
+//! scripted launch that races the two sides waits for the server instead of failing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
@@ -121,4 +124,31 @@ fn a_link_held_to_20_mbits_reports_the_shaped_rate() {
             SHAPED / 1e6
         );
     }
+}
+
+#[test]
+fn a_client_started_before_its_server_waits_for_it() {
+    if !rdma_ready("a_client_started_before_its_server_waits_for_it") {
+        return;
+    }
+    let early = bin()
+        .args(client_args("write-bw", 19712, 30, &["-n", "200"]))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    let server = Server::start(&server_args("write-bw", 19712, 30, &[]));
+    let out = early.wait_with_output().unwrap();
+    let (server_ok, server_text, _) = server.finish(std::time::Duration::from_secs(60));
+    let printed = text(&out);
+    assert!(
+        out.status.success() && server_ok,
+        "{printed}\n{server_text}"
+    );
+    assert_eq!(
+        printed.matches("waiting for the server at").count(),
+        1,
+        "said once that it waits:\n{printed}"
+    );
 }

@@ -1,9 +1,10 @@
 //! `rdmabench cluster`'s command line (what was typed) and the sweep it means (`SweepSpec`):
 //! the tests each pair runs with their resolved plans, the schedule's pattern and the
 //! verdict's thresholds. Every rank resolves the same spec from the same arguments; its
-//! digest travels in `Join` so that a rank started with other options is refused.
+//! options, by name, travel in `Join`, so that rank 0 refuses a rank started with other
+//! options naming each that differs and both values.
 
-use std::fmt::Write as _;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -11,7 +12,7 @@ use clap::{Args, ValueEnum};
 
 use super::schedule::{self, Rounds, ScheduleError};
 use crate::cli::TestArgs;
-use crate::plan::{Mode, PlanError, TestKind, TestPlan};
+use crate::plan::{shown, Mode, PlanError, TestKind, TestPlan};
 use crate::run::{RecordFiles, RunOptions};
 
 /// The coordinator's default TCP port when only Slurm's node list names it.
@@ -171,9 +172,13 @@ pub struct SweepSpec {
     pub json: Option<PathBuf>,
     /// --timeout.
     pub timeout: Duration,
-    /// A digest of everything above that every rank must share.
-    pub digest: String,
+    /// Everything above that every rank must share, as (option, value) in a fixed order:
+    /// what a rank's `Join` carries ([`differing_options`] compares two).
+    pub options: Vec<(String, String)>,
 }
+
+/// Differences named in a refusal; the rest are counted.
+const DIFFERENCES_NAMED: usize = 4;
 
 impl ClusterArgs {
     /// Resolves the sweep; a bad value or an option that has no meaning in a sweep is a
@@ -211,9 +216,9 @@ impl ClusterArgs {
             max_lat_factor: self.max_lat_factor,
             json: self.test.json.clone(),
             timeout: self.test.timeout(),
-            digest: String::new(),
+            options: Vec::new(),
         };
-        spec.digest = spec.compute_digest();
+        spec.options = spec.canonical_options();
         Ok(spec)
     }
 
@@ -284,26 +289,86 @@ impl SweepSpec {
         self.tests.iter().map(|t| t.kind.to_string()).collect()
     }
 
-    fn compute_digest(&self) -> String {
-        use sha2::{Digest, Sha256};
-        let mut text = String::new();
+    /// The options every rank must share, by name: the tests, each test's plan field by
+    /// field ("write-bw tx-depth"), the schedule and the verdict's settings. A pairs file's
+    /// pairs travel as their count and a digest (a large file would not fit a message).
+    fn canonical_options(&self) -> Vec<(String, String)> {
+        let mut out = vec![("--tests".to_string(), self.test_names().join(","))];
         for t in &self.tests {
-            let _ = write!(text, "{:?};", t.plan);
+            out.push((format!("{} size", t.kind), t.plan.sizes_text()));
+            let fields = serde_json::to_value(&t.plan).unwrap_or_default();
+            for (key, value) in fields.as_object().into_iter().flatten() {
+                if key != "test" && key != "sizes" {
+                    out.push((
+                        format!("{} {}", t.kind, key.replace('_', "-")),
+                        shown(value),
+                    ));
+                }
+            }
         }
-        let _ = write!(
-            text,
-            "{}|{}|{:?}|{}|{}|{}|{}",
-            self.pattern.name(),
-            self.root,
-            self.file_pairs,
-            self.per_rail,
-            self.min_pct,
-            self.max_lat_factor,
-            self.timeout.as_secs_f64()
-        );
-        let hash = Sha256::digest(text.as_bytes());
-        hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+        let named = |name: &str, value: String| (name.to_string(), value);
+        out.extend([
+            named("--pattern", self.pattern.name().to_string()),
+            named("--root", self.root.to_string()),
+            named("--pairs-file", pairs_text(&self.file_pairs)),
+            named("--per-rail", self.per_rail.to_string()),
+            named("--min-pct", self.min_pct.to_string()),
+            named("--max-lat-factor", self.max_lat_factor.to_string()),
+            named("--timeout", format!("{} s", self.timeout.as_secs_f64())),
+        ]);
+        out
     }
+}
+
+/// A pairs file's pairs in a line: none, or their count and a digest of them.
+fn pairs_text(pairs: &[(usize, usize)]) -> String {
+    use sha2::{Digest, Sha256};
+    if pairs.is_empty() {
+        return "none".to_string();
+    }
+    let text: String = pairs.iter().map(|(a, b)| format!("{a} {b}\n")).collect();
+    let hash: String = Sha256::digest(text.as_bytes())
+        .iter()
+        .take(6)
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("{} pairs (sha256 {hash})", pairs.len())
+}
+
+/// How rank `rank`'s options (`theirs`) differ from rank 0's (`ours`), one entry per option
+/// that differs ("write-bw size: rank 0 4 KiB, rank 3 8 KiB"), the first few named and the
+/// rest counted; empty when they agree. A different `--tests` is named alone (every test's
+/// options would differ with it).
+pub fn differing_options<'a>(
+    ours: &'a [(String, String)],
+    theirs: &'a [(String, String)],
+    rank: u32,
+) -> Vec<String> {
+    let index = |list: &'a [(String, String)]| -> BTreeMap<&'a str, &'a str> {
+        list.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
+    };
+    let (mine, yours) = (index(ours), index(theirs));
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for (key, _) in ours.iter().chain(theirs) {
+        let (a, b) = (mine.get(key.as_str()), yours.get(key.as_str()));
+        if seen.insert(key.as_str()) && a != b {
+            out.push(format!(
+                "{key}: rank 0 {}, rank {rank} {}",
+                a.unwrap_or(&"none"),
+                b.unwrap_or(&"none")
+            ));
+        }
+    }
+    if let Some(tests) = out.iter().position(|d| d.starts_with("--tests:")) {
+        out = vec![out.swap_remove(tests)];
+    }
+    if out.len() > DIFFERENCES_NAMED {
+        let more = out.len() - DIFFERENCES_NAMED;
+        out.truncate(DIFFERENCES_NAMED);
+        out.push(format!("{more} more"));
+    }
+    out
 }
 
 /// --pairs-file: "SERVER CLIENT" per line.
@@ -372,14 +437,41 @@ mod tests {
     }
 
     #[test]
-    fn every_rank_with_the_same_options_has_the_same_digest() {
+    fn a_rank_with_other_options_is_told_which_and_both_values() {
+        let ours = spec(&["-s", "4096"]).unwrap().options;
+        assert!(differing_options(&ours, &spec(&["-s", "4K"]).unwrap().options, 3).is_empty());
+        let theirs = spec(&["-s", "8192", "--min-pct", "80"]).unwrap().options;
         assert_eq!(
-            spec(&["-s", "4096"]).unwrap().digest,
-            spec(&["-s", "4096"]).unwrap().digest
+            differing_options(&ours, &theirs, 3),
+            [
+                "write-bw size: rank 0 4 KiB, rank 3 8 KiB",
+                "write-lat size: rank 0 4 KiB, rank 3 8 KiB",
+                "--min-pct: rank 0 90, rank 3 80",
+            ]
         );
-        assert_ne!(
-            spec(&["-s", "4096"]).unwrap().digest,
-            spec(&["-s", "8192"]).unwrap().digest
+        let theirs = spec(&["-s", "4096", "--pattern", "ring", "--timeout", "5"])
+            .unwrap()
+            .options;
+        assert_eq!(
+            differing_options(&ours, &theirs, 1),
+            [
+                "--pattern: rank 0 pairs, rank 1 ring",
+                "--timeout: rank 0 30 s, rank 1 5 s",
+            ]
+        );
+        // Many differences: the first few named, the rest counted.
+        let theirs = spec(&["-s", "4096", "-t", "64", "--timeout", "5"])
+            .unwrap()
+            .options;
+        let differ = differing_options(&ours, &theirs, 1);
+        assert_eq!(differ.len(), 5, "{differ:?}");
+        assert_eq!(differ[0], "write-bw cq-mod: rank 0 64, rank 1 32");
+        assert_eq!(differ[4], "1 more");
+        // Other tests: that alone, not every option of every test.
+        let theirs = spec(&["-s", "4096", "--tests", "read-bw"]).unwrap().options;
+        assert_eq!(
+            differing_options(&ours, &theirs, 2),
+            ["--tests: rank 0 write-bw,write-lat, rank 2 read-bw"]
         );
     }
 

@@ -4,19 +4,20 @@
 //! after every round, so a sweep that fails keeps every pair measured before.
 
 use std::net::IpAddr;
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::args::{SweepSpec, SweepTest};
+use super::args::{differing_options, SweepSpec, SweepTest};
 use super::launcher::Place;
 use super::schedule::{self, Pair};
 use super::summary;
 use super::verdict::{alarming, judge, label, reruns};
 use super::worker::SweepEnd;
-use crate::control::{Channel, Joining, Listener, Message, Work};
+use crate::control::{printable, Channel, Joining, Listener, Message, Work};
 use crate::files::write_atomically;
-use crate::plan::PlanError;
+use crate::plan::{Mode, PlanError};
 use crate::report::{
     now_rfc3339, PairRecord, RankRecord, RunRecord, RunStatus, SweepRecord, ToolRecord,
     FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
@@ -47,22 +48,7 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
         Ok(()) => {
             rec.status = RunStatus::Complete;
             print!("{}", summary::render(&rec));
-            let slow = rec.named.iter().filter(|n| n.kind == "slow").count();
-            let failed = still_failed(&rec);
-            match (failed, slow) {
-                (0, 0) => SweepEnd {
-                    exit: 0,
-                    reason: "no NIC named slow".into(),
-                },
-                (0, n) => SweepEnd {
-                    exit: 3,
-                    reason: format!("{n} NIC(s) named slow"),
-                },
-                (n, _) => SweepEnd {
-                    exit: 1,
-                    reason: format!("{n} test(s) failed"),
-                },
-            }
+            verdict_end(&rec, spec.json.as_deref())
         }
         Err(e) => {
             rec.status = RunStatus::Failed;
@@ -76,12 +62,50 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
     };
     write_record(spec, &rec)?;
     for m in &mut members {
-        let _ = m.ch.send(&Message::SweepEnd {
-            exit: end.exit,
-            reason: end.reason.clone(),
-        });
+        end_sweep(&mut m.ch, end.exit, &end.reason);
     }
     Ok(end)
+}
+
+/// Slow NICs named in the line every rank prints; the rest are counted.
+const NAMED_IN_END: usize = 3;
+
+/// How a sweep that ran its rounds ends on every rank: the status, and a line that names the
+/// slow NICs and says where the verdict is (the other ranks print only this line).
+fn verdict_end(rec: &SweepRecord, json: Option<&Path>) -> SweepEnd {
+    let slow: Vec<&str> = rec
+        .named
+        .iter()
+        .filter(|n| n.kind == "slow")
+        .map(|n| n.label.as_str())
+        .collect();
+    let (exit, what) = match (still_failed(rec), slow.len()) {
+        (0, 0) => {
+            return SweepEnd {
+                exit: 0,
+                reason: "no NIC named slow".into(),
+            }
+        }
+        (0, n) => {
+            let mut names = slow[..n.min(NAMED_IN_END)].join(", ");
+            if n > NAMED_IN_END {
+                names.push_str(&format!(" and {} more", n - NAMED_IN_END));
+            }
+            (3, format!("{n} NIC(s) named slow: {names}"))
+        }
+        (n, _) => (1, format!("{n} test(s) failed")),
+    };
+    let host = match rec.rank(0) {
+        Some(r) if !r.host.is_empty() => format!(" (on {})", r.host),
+        _ => String::new(),
+    };
+    let record = json
+        .map(|p| format!(" and its record {}", p.display()))
+        .unwrap_or_default();
+    SweepEnd {
+        exit,
+        reason: format!("{what}; the verdict is in rank 0's output{host}{record}"),
+    }
 }
 
 /// Rank 0 holds a connection per rank: lift the soft limit on open files to the hard one
@@ -107,69 +131,114 @@ fn raise_file_limit(ranks: usize) {
     }
 }
 
-/// Every rank's `Join`, within `--timeout`; a rank with other options is refused.
+/// Every rank's `Join`, within `--timeout`. A rank that cannot take part as started (other
+/// options than rank 0's, a rank or size that does not fit the launch, a rank twice) makes
+/// the sweep a usage error: rank 0 tells every rank, the one at fault with its own reason,
+/// that the sweep ends with status 2, and keeps taking joins until every rank was heard (or
+/// the time is up) so that none is left waiting.
 fn accept_joins(spec: &SweepSpec, size: usize, listener: &Listener) -> Result<Vec<Member>> {
     let deadline = Instant::now() + spec.timeout;
     let mut joined: Vec<Option<Member>> = (0..size).map(|_| None).collect();
-    while joined.iter().any(Option::is_none) {
+    let mut heard = vec![false; size];
+    let mut refused: Option<String> = None;
+    while heard.contains(&false) {
         let left = deadline.saturating_duration_since(Instant::now());
-        let mut ch = match listener.accept_client(left) {
-            Ok(ch) => ch,
-            Err(_) => {
-                let missing: Vec<String> = (0..size)
-                    .filter(|&r| joined[r].is_none())
-                    .map(|r| r.to_string())
-                    .collect();
-                let end = SweepEnd {
-                    exit: 1,
-                    reason: format!(
-                        "rank(s) {} did not join within {} s (--timeout)",
-                        missing.join(", "),
-                        spec.timeout.as_secs_f64()
-                    ),
-                };
-                for m in joined.iter_mut().flatten() {
-                    let _ = m.ch.send(&Message::SweepEnd {
-                        exit: 1,
-                        reason: end.reason.clone(),
-                    });
-                }
-                bail!("{}", end.reason);
+        let Ok(mut ch) = listener.accept_client(left) else {
+            if let Some(why) = refused {
+                return Err(PlanError(why).into());
             }
+            return Err(not_joined(spec, &mut joined));
         };
         let Message::Join(joining) = ch.expect("Join")? else {
             bail!("protocol error: expected Join from {}", ch.peer());
         };
         let rank = joining.rank as usize;
-        let refusal = if joining.sweep != spec.digest {
-            Some(format!(
-                "rank {rank} was started with other sweep options than rank 0 (give every rank \
-                 the same command line)"
-            ))
-        } else if joining.size as usize != size || rank >= size {
-            Some(format!(
-                "rank {rank} of {} joined a sweep of {size} ranks",
-                joining.size
-            ))
-        } else if joined[rank].is_some() {
-            Some(format!("rank {rank} joined twice"))
-        } else {
-            None
-        };
-        if let Some(why) = refusal {
-            ch.reject(&why);
-            return Err(PlanError(why).into());
+        let fault = refusal(spec, size, &joined, &joining);
+        if let Some(h) = heard.get_mut(rank) {
+            *h = true;
         }
-        let addr = ch.peer().ip();
-        joined[rank] = Some(Member {
-            ch,
-            joining: *joining,
-            addr,
-        });
+        match (fault, &refused) {
+            (Some(why), _) => {
+                end_sweep(&mut ch, 2, &why);
+                if refused.is_none() {
+                    for m in joined.iter_mut().flatten() {
+                        end_sweep(&mut m.ch, 2, &why);
+                    }
+                    refused = Some(why);
+                }
+            }
+            (None, Some(why)) => end_sweep(&mut ch, 2, why),
+            (None, None) => {
+                let addr = ch.peer().ip();
+                joined[rank] = Some(Member {
+                    ch,
+                    joining: *joining,
+                    addr,
+                });
+            }
+        }
+    }
+    if let Some(why) = refused {
+        return Err(PlanError(why).into());
     }
     let mut members: Vec<Member> = joined.into_iter().flatten().collect();
     reachable_addresses(&mut members);
     Ok(members)
+}
+
+/// Why `joining` cannot take part in this sweep as started, if it cannot.
+fn refusal(
+    spec: &SweepSpec,
+    size: usize,
+    joined: &[Option<Member>],
+    joining: &Joining,
+) -> Option<String> {
+    let rank = joining.rank;
+    let differ = differing_options(&spec.options, &joining.options, rank);
+    let why = if !differ.is_empty() {
+        format!(
+            "rank {rank} was started with other sweep options than rank 0 ({}); give every \
+             rank the same command line",
+            differ.join("; ")
+        )
+    } else if joining.size as usize != size || rank as usize >= size {
+        format!(
+            "rank {rank} of {} joined a sweep of {size} ranks; start every rank under one \
+             launch",
+            joining.size
+        )
+    } else if joined.get(rank as usize).is_some_and(Option::is_some) {
+        format!("rank {rank} joined twice; start one process per rank")
+    } else {
+        return None;
+    };
+    // The values are the rank's own words: shown as text, never as control sequences.
+    Some(printable(&why))
+}
+
+/// The ranks that did not join in time, named to those that did (the sweep ends with 1).
+fn not_joined(spec: &SweepSpec, joined: &mut [Option<Member>]) -> anyhow::Error {
+    let missing: Vec<String> = (0..joined.len())
+        .filter(|&r| joined[r].is_none())
+        .map(|r| r.to_string())
+        .collect();
+    let reason = format!(
+        "rank(s) {} did not join within {} s (--timeout)",
+        missing.join(", "),
+        spec.timeout.as_secs_f64()
+    );
+    for m in joined.iter_mut().flatten() {
+        end_sweep(&mut m.ch, 1, &reason);
+    }
+    anyhow!("{reason}")
+}
+
+/// Tells one rank the sweep is over; a rank gone already needs no word.
+fn end_sweep(ch: &mut Channel, exit: u8, reason: &str) {
+    let _ = ch.send(&Message::SweepEnd {
+        exit,
+        reason: reason.to_string(),
+    });
 }
 
 /// A rank on rank 0's host may have joined over loopback: the others reach it at the
@@ -450,7 +519,10 @@ fn pair_record(
         value: if error.is_some() { None } else { value },
         unit: test.unit().to_string(),
         pct_of_median: None,
-        pct_of_ceiling: first.and_then(|r| r.pct_of_ceiling),
+        // A bandwidth ceiling says nothing of a latency.
+        pct_of_ceiling: first
+            .and_then(|r| r.pct_of_ceiling)
+            .filter(|_| test.kind.mode == Mode::Bw),
         suspect: false,
         error,
         client_counters: alarming(client_record.as_ref().and_then(|r| r.counters.as_ref())),
@@ -465,4 +537,99 @@ fn write_record(spec: &SweepSpec, rec: &SweepRecord) -> Result<()> {
         write_atomically(path, &bytes)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::verdict::tests::{pair, sweep};
+    use super::*;
+    use crate::control::Greeting;
+    use clap::Parser;
+    use std::thread;
+
+    #[derive(Debug, Parser)]
+    struct Wrap {
+        #[command(flatten)]
+        args: super::super::args::ClusterArgs,
+    }
+
+    fn spec(args: &[&str]) -> SweepSpec {
+        let mut argv = vec!["cluster", "--timeout", "3"];
+        argv.extend_from_slice(args);
+        Wrap::try_parse_from(argv).unwrap().args.resolve().unwrap()
+    }
+
+    /// Rank `rank` of `size` joining rank 0 at `port` with `spec`'s options; it hands back
+    /// rank 0's next word.
+    fn join(port: u16, rank: u32, size: u32, spec: &SweepSpec) -> thread::JoinHandle<Message> {
+        let options = spec.options.clone();
+        thread::spawn(move || {
+            let t = Duration::from_secs(5);
+            let mut ch = Channel::connect("127.0.0.1", port, t, None).unwrap();
+            let joining = Joining {
+                rank,
+                size,
+                local_rank: 0,
+                options,
+                host: "node".into(),
+                device: format!("rxe{rank}"),
+                fw_ver: None,
+                port: 1,
+            };
+            ch.send(&Message::Join(Box::new(joining))).unwrap();
+            ch.recv("the sweep's end").unwrap()
+        })
+    }
+
+    #[test]
+    fn a_rank_with_other_options_ends_the_sweep_with_2_everywhere_naming_the_option() {
+        let ours = spec(&["-s", "4096"]);
+        let greeting = Greeting::coordinator(None, ours.timeout);
+        let listener = Listener::bind("127.0.0.1", 0, greeting).unwrap();
+        let port = listener.port().unwrap();
+        let ranks = [
+            join(port, 0, 3, &ours),
+            join(port, 1, 3, &ours),
+            join(port, 2, 3, &spec(&["-s", "8192"])),
+        ];
+        let err = accept_joins(&ours, 3, &listener).err().unwrap();
+        let why = "rank 2 was started with other sweep options than rank 0 (write-bw size: \
+                   rank 0 4 KiB, rank 2 8 KiB; write-lat size: rank 0 4 KiB, rank 2 8 KiB); \
+                   give every rank the same command line";
+        assert!(err.is::<PlanError>(), "exit 2: {err}");
+        assert_eq!(err.to_string(), why);
+        // Every rank, the one at fault and those that joined before or after it.
+        for rank in ranks {
+            match rank.join().unwrap() {
+                Message::SweepEnd { exit, reason } => assert_eq!((exit, reason.as_str()), (2, why)),
+                other => panic!("expected SweepEnd, got {}", other.name()),
+            }
+        }
+    }
+
+    #[test]
+    fn the_other_ranks_are_told_where_the_verdict_is() {
+        let mut pairs = Vec::new();
+        for a in 0..4u32 {
+            for b in a + 1..4 {
+                pairs.push(pair(a, b, if a == 2 || b == 2 { 1.5 } else { 15.0 }));
+            }
+        }
+        let mut rec = sweep(4, pairs);
+        judge(&mut rec);
+        let end = verdict_end(&rec, Some(Path::new("sweep.json")));
+        assert_eq!(end.exit, 3);
+        assert_eq!(
+            end.reason,
+            "1 NIC(s) named slow: rxe2 of node; the verdict is in rank 0's output (on node) and \
+             its record sweep.json"
+        );
+        let end = verdict_end(&rec, None);
+        assert!(
+            end.reason
+                .ends_with("the verdict is in rank 0's output (on node)"),
+            "{}",
+            end.reason
+        );
+    }
 }

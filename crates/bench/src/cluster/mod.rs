@@ -63,6 +63,7 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     };
     match end.exit {
         0 => Ok(()),
+        2 => Err(PlanError(end.reason).into()),
         3 => Err(SlowNics(end.reason).into()),
         _ => Err(anyhow!("the sweep failed: {}", end.reason)),
     }

@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 
 use super::args::SweepSpec;
 use super::launcher::Place;
-use super::verdict::{badness, label};
+use super::verdict::{badness, label, vs_median};
+use crate::report::sweep::lower_is_better;
 use crate::report::{PairRecord, SweepRecord};
-use crate::units::{display_unit, format_size};
+use crate::units::format_size;
 
 /// Worst pairs shown per test.
 const WORST_SHOWN: usize = 5;
@@ -43,9 +44,12 @@ pub fn render(rec: &SweepRecord) -> String {
     let mut out = String::new();
     let width = rec.tests.iter().map(String::len).max().unwrap_or(0);
     for f in &rec.fleet {
-        let (unit, k) = display_unit(&f.unit, Some(f.median));
+        let (unit, k) = rec.shown_unit(&f.test);
+        // A ceiling bounds bandwidth; a latency has none (an older record may hold the
+        // link's bandwidth ceiling for it).
         let ceiling = f
             .ceiling_gbps
+            .filter(|_| !lower_is_better(&f.unit))
             .map(|c| format!("; ceiling {} {unit}", number(c * k)))
             .unwrap_or_default();
         let _ = writeln!(
@@ -96,20 +100,15 @@ fn worst_pairs(out: &mut String, rec: &SweepRecord, width: usize) {
     }
     let _ = writeln!(out, "worst pairs (server <- client):");
     for p in shown {
-        let median = rec
-            .fleet
-            .iter()
-            .find(|f| f.test == p.test)
-            .map(|f| f.median);
-        let (unit, k) = display_unit(&p.unit, median);
+        let (unit, k) = rec.shown_unit(&p.test);
         let _ = writeln!(
             out,
-            "  {:width$}  {} <- {}  {} {unit}  {:.0}% of median{}{}",
+            "  {:width$}  {} <- {}  {} {unit}  {}{}{}",
             p.test,
             label(rec, p.server),
             label(rec, p.client),
             p.value.map(|v| number(v * k)).unwrap_or_default(),
-            p.pct_of_median.unwrap_or(0.0),
+            vs_median(p.pct_of_median.unwrap_or(0.0)),
             if p.rerun { "  re-run" } else { "" },
             if p.suspect { "  SUSPECT" } else { "" },
         );
@@ -172,6 +171,31 @@ mod tests {
         let mut rec = sample();
         judge(&mut rec);
         insta::assert_snapshot!(render(&rec));
+    }
+
+    #[test]
+    fn a_slow_latency_reads_as_a_multiple_and_has_no_ceiling() {
+        let mut pairs = Vec::new();
+        for a in 0..4u32 {
+            for b in a + 1..4 {
+                let mut p = pair(a, b, if a == 2 || b == 2 { 1138.6 } else { 3.0 });
+                (p.test, p.unit) = ("write-lat".into(), "us".into());
+                p.record = Some(Box::new(crate::report::samples::write_lat().record));
+                pairs.push(p);
+            }
+        }
+        let mut rec = sweep(4, pairs);
+        rec.tests = vec!["write-lat".into()];
+        judge(&mut rec);
+        // As an older record holds it: the link's bandwidth ceiling on a latency test.
+        rec.fleet[0].ceiling_gbps = Some(0.29);
+        let text = render(&rec);
+        assert!(!text.contains("ceiling"), "{text}");
+        assert!(text.contains("1139 us  380x the median  SUSPECT"), "{text}");
+        assert!(
+            text.contains("slow      write-lat 380x the median in 3 of 3 pairs"),
+            "{text}"
+        );
     }
 
     #[test]

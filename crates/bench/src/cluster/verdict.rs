@@ -1,6 +1,6 @@
 //! The sweep's verdict, a pure function of its record: each pair against the fleet's median
 //! (a suspect below `min_pct` of it for bandwidth, above `max_lat_factor` times it for
-//! latency), then the NICs named.
+//! latency; said as [`vs_median`] says it), then the NICs named.
 //!
 //! A pair is between two NICs, so a suspect pair alone does not say which one is slow. A
 //! rank is named slow when most of its pairs (at least two partners) are suspects; a suspect
@@ -55,12 +55,16 @@ fn fleet(pairs: &[PairRecord], test: &str) -> Option<FleetFigures> {
     }
     let rank_medians: Vec<f64> = per_rank.values().filter_map(|v| median(v)).collect();
     let median = median(&rank_medians)?;
+    let unit = of_test().next().map(|p| p.unit.clone()).unwrap_or_default();
+    // A bandwidth ceiling bounds bandwidth only: a latency test has none (its bound would be
+    // a floor, which the ceilings model does not give).
     let ceiling_gbps = of_test()
+        .filter(|_| !lower_is_better(&unit))
         .filter_map(|p| p.record.as_ref().and_then(|r| r.ceilings.limit_gbps))
         .min_by(f64::total_cmp);
     Some(FleetFigures {
         test: test.to_string(),
-        unit: of_test().next().map(|p| p.unit.clone()).unwrap_or_default(),
+        unit,
         pairs: values.len() as u32,
         median,
         min: values.iter().copied().fold(f64::INFINITY, f64::min),
@@ -164,20 +168,28 @@ pub fn badness(p: &PairRecord) -> f64 {
     }
 }
 
-/// "write-bw 14% of the fleet median" for a rank's worst suspect pair.
+/// A figure against the fleet's median (`pct` percent of it), one rule for bandwidth and
+/// latency: up to twice the median as a percentage ("14% of the median"), beyond that as a
+/// multiple ("380x the median", not "37952%").
+pub fn vs_median(pct: f64) -> String {
+    let times = pct / 100.0;
+    if times <= 2.0 {
+        format!("{pct:.0}% of the median")
+    } else if times < 10.0 {
+        format!("{times:.1}x the median")
+    } else {
+        format!("{times:.0}x the median")
+    }
+}
+
+/// "write-bw 14% of the median" for a rank's worst suspect pair.
 fn worst_pct(rec: &SweepRecord, rank: u32, rerun: bool) -> String {
     rec.pairs
         .iter()
         .filter(|p| p.suspect && p.rerun == rerun && (p.client == rank || p.server == rank))
         .filter(|p| p.pct_of_median.is_some())
         .max_by(|a, b| badness(a).total_cmp(&badness(b)))
-        .map(|p| {
-            format!(
-                "{} {:.0}% of the fleet median",
-                p.test,
-                p.pct_of_median.unwrap_or(0.0)
-            )
-        })
+        .map(|p| format!("{} {}", p.test, vs_median(p.pct_of_median.unwrap_or(0.0))))
         .unwrap_or_else(|| "suspect".to_string())
 }
 
@@ -378,12 +390,28 @@ pub(crate) mod tests {
             p.unit = "us".into();
             // 1.5 "GB/s" pairs become 30 us, the others 3 us.
             p.value = p.value.map(|v| 45.0 / v);
+            // The client's record, whose ceilings hold the link's bandwidth ceiling.
+            p.record = Some(Box::new(crate::report::samples::write_lat().record));
         }
         let mut rec = sweep(4, pairs);
         rec.tests = vec!["write-lat".into()];
         judge(&mut rec);
         assert_eq!(rec.named.len(), 1);
         assert_eq!(rec.named[0].rank, 3);
+        assert_eq!(rec.named[0].why, "write-lat 10x the median in 3 of 3 pairs");
+        assert_eq!(
+            rec.fleet[0].ceiling_gbps, None,
+            "a bandwidth ceiling is no bound of a latency"
+        );
+    }
+
+    #[test]
+    fn far_from_the_median_is_a_multiple_and_near_it_a_percentage() {
+        assert_eq!(vs_median(14.2), "14% of the median");
+        assert_eq!(vs_median(100.0), "100% of the median");
+        assert_eq!(vs_median(200.0), "200% of the median");
+        assert_eq!(vs_median(250.0), "2.5x the median");
+        assert_eq!(vs_median(37_952.0), "380x the median");
     }
 
     #[test]

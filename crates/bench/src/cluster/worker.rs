@@ -2,6 +2,7 @@
 //! serve one run on this rank's measuring port, run the client side against another rank,
 //! or rest — and answer each assignment, until the coordinator ends the sweep.
 
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -9,13 +10,13 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::args::SweepSpec;
 use super::launcher::{Coordinator, Place};
-use crate::control::{Channel, Greeting, Joining, Listener, Message, Work};
+use crate::control::{printable, Channel, Greeting, Joining, Listener, Message, Work};
 use crate::run::{run_client, ServerSide};
 
 /// How a sweep ended for this rank: the status all ranks exit with, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SweepEnd {
-    /// 0, 1 or 3.
+    /// 0, 1, 2 (a rank cannot take part as started) or 3.
     pub exit: u8,
     /// One line.
     pub reason: String,
@@ -55,7 +56,7 @@ impl<'a> Worker<'a> {
             rank: self.place.rank as u32,
             size: self.place.size as u32,
             local_rank: self.place.local_rank as u32,
-            sweep: self.spec.digest.clone(),
+            options: self.spec.options.clone(),
             host: crate::report::HostRecord::current()
                 .hostname
                 .unwrap_or_default(),
@@ -75,7 +76,11 @@ impl<'a> Worker<'a> {
                     let answer = self.work(test as usize, &work);
                     ch.send(&answer)?;
                 }
-                Message::SweepEnd { exit, reason } => return Ok(SweepEnd { exit, reason }),
+                Message::SweepEnd { exit, reason } => {
+                    // Rank 0's words, shown as text, never as control sequences.
+                    let reason = printable(&reason);
+                    return Ok(SweepEnd { exit, reason });
+                }
                 other => bail!(
                     "protocol error: rank 0 sent {} during the sweep",
                     other.name()
@@ -115,36 +120,119 @@ fn done(result: Result<Option<crate::report::RunRecord>>) -> Message {
     }
 }
 
-/// Connects to rank 0, trying again until `timeout`: ranks start in any order, and rank 0
-/// may not listen yet.
+/// Connects to rank 0, trying again until `timeout`: ranks start in any order, rank 0 may
+/// not listen yet (or its host not answer yet), and a flood of ranks may find its greeters
+/// all busy. A rank that never gets through is told so in a sweep's words: which address,
+/// from where, and what to check.
 fn connect(
     coordinator: &Coordinator,
     timeout: Duration,
     token: Option<&crate::control::Token>,
 ) -> Result<Channel> {
     let deadline = Instant::now() + timeout;
+    let at = format!(
+        "{}:{} (from {})",
+        coordinator.host, coordinator.port, coordinator.source
+    );
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        match Channel::connect(
-            &coordinator.host,
-            coordinator.port,
-            left.max(Duration::from_secs(1)),
-            token,
-        ) {
-            Ok(ch) => return Ok(ch),
-            // Not listening yet (or busy greeting): try again shortly.
-            Err(_) if Instant::now() + Duration::from_millis(200) < deadline => {
-                thread::sleep(Duration::from_millis(200));
-            }
-            Err(e) => {
-                return Err(e.context(format!(
-                    "rank 0 (the coordinator, {}:{} from {}) did not answer within {} s",
-                    coordinator.host,
-                    coordinator.port,
-                    coordinator.source,
-                    timeout.as_secs_f64()
-                )))
-            }
+        let err = match reach(coordinator, left.max(Duration::from_secs(1))) {
+            Ok((addr, stream)) => match Channel::greet(stream, addr, timeout, token) {
+                Ok(ch) => return Ok(ch),
+                Err(e) => e.context(format!("rank 0, the coordinator at {at}")),
+            },
+            Err(e) => anyhow!(
+                "rank 0, the coordinator at {at}, is not answering: {e} (for {} s, --timeout); \
+                 check --coordinator (or the launcher's address of rank 0) and that every rank \
+                 was started, rank 0 among them",
+                timeout.as_secs_f64()
+            ),
+        };
+        if Instant::now() + RETRY_PAUSE >= deadline {
+            return Err(err);
         }
+        thread::sleep(RETRY_PAUSE);
+    }
+}
+
+/// The pause between two tries to reach rank 0.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// One try at a TCP connection to rank 0, within `within`.
+fn reach(coordinator: &Coordinator, within: Duration) -> std::io::Result<(SocketAddr, TcpStream)> {
+    let mut last = std::io::Error::new(
+        std::io::ErrorKind::NotFound,
+        format!("no address found for '{}'", coordinator.host),
+    );
+    for addr in (coordinator.host.as_str(), coordinator.port).to_socket_addrs()? {
+        match TcpStream::connect_timeout(&addr, within) {
+            Ok(stream) => return Ok((addr, stream)),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rank_that_cannot_reach_rank_0_gets_a_sweeps_advice() {
+        let port = {
+            let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            probe.local_addr().unwrap().port()
+        };
+        let coordinator = Coordinator {
+            host: "127.0.0.1".into(),
+            port,
+            source: "--coordinator",
+        };
+        let start = Instant::now();
+        let err = connect(&coordinator, Duration::from_secs(1), None).unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "{:?}",
+            start.elapsed()
+        );
+        let text = format!("{err:#}");
+        assert!(
+            text.starts_with(&format!(
+                "rank 0, the coordinator at 127.0.0.1:{port} (from --coordinator), is not \
+                 answering: "
+            )),
+            "{text}"
+        );
+        assert!(
+            text.ends_with(
+                "(for 1 s, --timeout); check --coordinator (or the launcher's address of rank 0) \
+                 and that every rank was started, rank 0 among them"
+            ),
+            "{text}"
+        );
+        assert!(
+            !text.contains("start the server") && !text.contains("-p"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_rank_started_before_rank_0_waits_for_it() {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let rank0 = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(600));
+            let greeting = Greeting::coordinator(None, Duration::from_secs(5));
+            let l = Listener::bind("127.0.0.1", port, greeting).unwrap();
+            l.accept_client(Duration::from_secs(5)).map(|_| ())
+        });
+        let coordinator = Coordinator {
+            host: "127.0.0.1".into(),
+            port,
+            source: "--coordinator",
+        };
+        assert!(connect(&coordinator, Duration::from_secs(5), None).is_ok());
+        rank0.join().unwrap().unwrap();
     }
 }

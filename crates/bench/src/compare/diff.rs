@@ -144,6 +144,28 @@ pub fn check_together(
     )))
 }
 
+/// Refuses records that share no figure to compare, even with `--mixed-tests`: a bandwidth
+/// record's figure is its GB/s, a latency record's its p99, and a latency record's GB/s and
+/// Mpps are those of a ping-pong (one message in flight), not a bandwidth test's. Names the
+/// first two files that differ and their tests.
+pub fn check_shared_figure(records: &[(&str, &RunRecord)]) -> Result<(), PlanError> {
+    let Some(((first, a), rest)) = records.split_first() else {
+        return Ok(());
+    };
+    let Some((other, b)) = rest.iter().find(|(_, b)| measure(b) != measure(a)) else {
+        return Ok(());
+    };
+    let shown = |r: &RunRecord| format!("{} ({})", r.params.test, measure(r));
+    Err(PlanError(format!(
+        "'{first}' is {} and '{other}' is {}: they share no figure to compare, even with \
+         --mixed-tests (a bandwidth test's figure is its GB/s, a latency test's its p99; a \
+         latency record's GB/s is a ping-pong's, one message in flight); give bandwidth \
+         records only, or latency records only",
+        shown(a),
+        shown(b)
+    )))
+}
+
 /// Compares everything but the figures.
 pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
     let mut w = Vec::new();
@@ -295,6 +317,25 @@ mod tests {
         odd.params.test = "future-test".to_string();
         assert_eq!(measure(&odd), "latency");
         assert_eq!(measure(&bw), "bandwidth");
+    }
+
+    #[test]
+    fn bandwidth_and_latency_records_share_no_figure() {
+        let bw = record("write-bw", &[(65536, 1.0)]);
+        let read = record("read-bw", &[(65536, 1.0)]);
+        let lat = lat_record(&[2], &[(1.0, 2.0)]);
+        let mut read_lat = lat.clone();
+        read_lat.params.test = "read-lat".to_string();
+        assert!(check_shared_figure(&[("a", &bw), ("c", &read)]).is_ok());
+        assert!(check_shared_figure(&[("l", &lat), ("r", &read_lat)]).is_ok());
+        let err = check_shared_figure(&[("a", &bw), ("c", &read), ("l", &lat)]).unwrap_err();
+        assert!(
+            err.0.starts_with(
+                "'a' is write-bw (bandwidth) and 'l' is write-lat (latency): they share no \
+                 figure to compare, even with --mixed-tests"
+            ),
+            "{err}"
+        );
     }
 
     #[test]

@@ -151,6 +151,11 @@ pub struct SweepComparison {
     pub failed_after: usize,
     /// True when a pair is slower or now fails.
     pub regressed: bool,
+    /// Per test, the unit the terminal and Markdown show its figures in and the factor from
+    /// the recorded unit: the before sweep's [`SweepRecord::shown_unit`], the unit its own
+    /// summary showed (`--json` keeps the recorded units).
+    #[serde(skip)]
+    pub shown_units: BTreeMap<String, (String, f64)>,
 }
 
 /// One side of a matched pair: its two NICs' labels and its measurement.
@@ -256,6 +261,10 @@ pub fn compare_sweeps(
         })
         .collect();
     let count = |v: PairVerdict| pairs.iter().filter(|p| p.verdict == v).count();
+    let shown_units = pairs
+        .iter()
+        .map(|p| (p.test.clone(), before.1.shown_unit(&p.test)))
+        .collect();
     SweepComparison {
         schema: SWEEP_COMPARE_SCHEMA,
         before: before.0.to_string(),
@@ -274,6 +283,7 @@ pub fn compare_sweeps(
         pairs,
         only_in_before,
         only_in_after,
+        shown_units,
     }
 }
 

@@ -16,6 +16,20 @@ fn figure(v: Option<f64>) -> String {
     v.map_or_else(|| "failed".to_string(), sig4)
 }
 
+/// The pair's unit as shown and its figures in it (before, after).
+fn shown(c: &SweepComparison, p: &PairChange) -> (String, String, String) {
+    let (unit, k) = c
+        .shown_units
+        .get(&p.test)
+        .cloned()
+        .unwrap_or_else(|| (p.unit.clone(), 1.0));
+    (
+        unit,
+        figure(p.before.map(|v| v * k)),
+        figure(p.after.map(|v| v * k)),
+    )
+}
+
 fn change(p: &PairChange) -> String {
     p.change_pct
         .map_or_else(|| "n/a".to_string(), |c| format!("{c:+.1}%"))
@@ -25,13 +39,14 @@ fn pair_name(nics: &[String; 2]) -> String {
     format!("{} <-> {}", nics[0], nics[1])
 }
 
-fn cells(p: &PairChange) -> Vec<String> {
+fn cells(c: &SweepComparison, p: &PairChange) -> Vec<String> {
+    let (unit, before, after) = shown(c, p);
     vec![
         p.test.clone(),
         pair_name(&p.nics),
-        p.unit.clone(),
-        figure(p.before),
-        figure(p.after),
+        unit,
+        before,
+        after,
         change(p),
         p.verdict.as_str().to_string(),
     ]
@@ -70,16 +85,15 @@ fn findings(c: &SweepComparison, bullet: &str) -> Vec<String> {
     if !worse.is_empty() {
         out.push(format!("Slower beyond the threshold ({}):", thresholds(c)));
         for p in worse {
+            let (unit, before, after) = shown(c, p);
             let what = match p.verdict {
                 PairVerdict::FailedAfter => "now fails".to_string(),
-                _ => format!("{} {} ({})", figure(p.after), p.unit, change(p)),
+                _ => format!("{after} {unit} ({})", change(p)),
             };
             out.push(format!(
-                "{bullet}{} {}: {} {} -> {what}",
+                "{bullet}{} {}: {before} {unit} -> {what}",
                 p.test,
                 pair_name(&p.nics),
-                figure(p.before),
-                p.unit
             ));
         }
     }
@@ -116,7 +130,7 @@ pub fn table(c: &SweepComparison) -> String {
         }
     }
     out.push('\n');
-    let rows: Vec<Vec<String>> = c.pairs.iter().map(cells).collect();
+    let rows: Vec<Vec<String>> = c.pairs.iter().map(|p| cells(c, p)).collect();
     let right = [false, false, false, true, true, true, false];
     out.push_str(&columns(&HEADER, &rows, &right));
     out.push('\n');
@@ -166,7 +180,7 @@ pub fn markdown(c: &SweepComparison) -> String {
     let _ = writeln!(out, "| {} |", HEADER.join(" | "));
     let _ = writeln!(out, "|:--|:--|:--|--:|--:|--:|:--|");
     for p in &c.pairs {
-        let mut row = cells(p);
+        let mut row = cells(c, p);
         if p.verdict != PairVerdict::Same {
             row[6] = format!("**{}**", row[6]);
         }
@@ -234,5 +248,39 @@ mod tests {
             "{md}"
         );
         assert!(md.contains("| µs |"), "{md}");
+    }
+
+    #[test]
+    fn a_slow_fleet_shows_in_the_unit_of_its_sweep_summary() {
+        // An emulated fleet: about 0.9 MB/s, which rank 0's summary shows in KB/s.
+        let mut before = sample_sweep();
+        before.pairs.retain(|p| p.test == "write-bw");
+        before.fleet.retain(|f| f.test == "write-bw");
+        before.tests = vec!["write-bw".into()];
+        for p in &mut before.pairs {
+            p.value = p.value.map(|v| v / 50_000.0);
+        }
+        before.fleet[0].median /= 50_000.0;
+        let mut after = before.clone();
+        for p in &mut after.pairs {
+            p.value = p.value.map(|v| v * 0.5);
+        }
+        let summary_unit = before.shown_unit("write-bw");
+        assert_eq!(summary_unit.0, "KB/s");
+        let t = Thresholds { bw: 5.0, lat: 10.0 };
+        let c = compare_sweeps(("b.json", &before), ("a.json", &after), t);
+        let text = table(&c);
+        let row = text
+            .lines()
+            .find(|l| l.contains("node1 <-> mlx5_1 of node1"));
+        assert!(
+            row.is_some_and(|r| r.contains(" KB/s ") && r.contains(" 920.0  460.0 ")),
+            "{text}"
+        );
+        assert!(text.contains("920.0 KB/s -> 460.0 KB/s (-50.0%)"), "{text}");
+        assert!(!text.contains("GB/s"), "{text}");
+        // The JSON keeps the recorded unit.
+        let json = serde_json::to_value(&c).unwrap();
+        assert_eq!(json["pairs"][0]["unit"], "GB/s");
     }
 }

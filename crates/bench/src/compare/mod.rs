@@ -3,12 +3,13 @@
 //! Every candidate record is compared to the baseline size by size: both medians, the change
 //! in percent, and a verdict (faster / same / slower) that takes the runs' noise into account
 //! ([`stats`] documents the method). Bandwidth records compare `bw_gbps` (higher is better);
-//! latency records (`lat_us` present) compare p99 (lower is better) and show p50 beside it.
+//! latency records (a latency test's) compare p99 (lower is better) and show p50 beside it.
 //! Differences between the records that make them incomparable (NIC model, link rate, MTU,
 //! memory mode, test, parameters, sizes) are warned about and named; firmware, kernel and
 //! host differences, usually the point of the comparison, are shown as information.
 //!
-//! Records of different tests are refused unless `--mixed-tests` says the user means it.
+//! Records of different tests are refused unless `--mixed-tests` says the user means it; a
+//! bandwidth record and a latency record share no figure and are refused even then.
 //! Two sweep records (`rdmabench.cluster/1`) are compared pair by pair ([`fleet`]); a sweep
 //! with a result record is refused (exit 2).
 //!
@@ -34,7 +35,9 @@ use serde::Serialize;
 
 use crate::plan::PlanError;
 use crate::report::{RunRecord, RunStatus, SizeResult, SCHEMA};
-use diff::{check_together, describe_sizes, differences, sizes, Differences, Together};
+use diff::{
+    check_shared_figure, check_together, describe_sizes, differences, sizes, Differences, Together,
+};
 use stats::{judge, median, Judgement, Settings, Verdict};
 
 /// The schema of `compare --json`.
@@ -252,15 +255,25 @@ against the baseline's moved by the threshold, p-values adjusted across sizes by
 Benjamini-Hochberg (q), or no overlap of the repetitions when there are too few to reach alpha; \
 without repetitions, the threshold alone";
 
+/// What a record's rows compare: p99 for a latency record, bandwidth otherwise
+/// ([`diff::check_shared_figure`] keeps the two kinds apart).
+fn metric_of(r: &RunRecord) -> Metric {
+    match diff::measure(r) {
+        "latency" => Metric::LatP99Us,
+        _ => Metric::BwGbps,
+    }
+}
+
 /// The figures one size contributes: one value per repetition (or the single figure), and
-/// the median p50 for latency.
-fn values(r: &SizeResult, metric: Metric) -> (Vec<f64>, Option<f64>) {
+/// the median p50 for latency; `None` for a size without the metric's figure (a latency
+/// size without latency figures is not compared by its bandwidth).
+fn values(r: &SizeResult, metric: Metric) -> Option<(Vec<f64>, Option<f64>)> {
     match metric {
         Metric::BwGbps => {
             if r.repetitions.is_empty() {
-                (vec![r.bw_gbps], None)
+                Some((vec![r.bw_gbps], None))
             } else {
-                (r.repetitions.iter().map(|x| x.bw_gbps).collect(), None)
+                Some((r.repetitions.iter().map(|x| x.bw_gbps).collect(), None))
             }
         }
         Metric::LatP99Us => {
@@ -268,12 +281,9 @@ fn values(r: &SizeResult, metric: Metric) -> (Vec<f64>, Option<f64>) {
             match reps {
                 Some(reps) if !reps.is_empty() => {
                     let p50: Vec<f64> = reps.iter().map(|l| l.p50).collect();
-                    (reps.iter().map(|l| l.p99).collect(), median(&p50))
+                    Some((reps.iter().map(|l| l.p99).collect(), median(&p50)))
                 }
-                _ => match &r.lat_us {
-                    Some(l) => (vec![l.p99], Some(l.p50)),
-                    None => (vec![r.bw_gbps], None),
-                },
+                _ => r.lat_us.as_ref().map(|l| (vec![l.p99], Some(l.p50))),
             }
         }
     }
@@ -327,6 +337,7 @@ pub fn compare_records(
     }
     let mut rows = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
+    let metric = metric_of(b);
     for br in &b.results {
         if !seen.insert(br.size) {
             continue;
@@ -334,13 +345,9 @@ pub fn compare_records(
         let Some(cr) = by_size.get(&br.size) else {
             continue;
         };
-        let metric = if br.lat_us.is_some() && cr.lat_us.is_some() {
-            Metric::LatP99Us
-        } else {
-            Metric::BwGbps
+        let (Some((bv, bp50)), Some((cv, cp50))) = (values(br, metric), values(cr, metric)) else {
+            continue;
         };
-        let (bv, bp50) = values(br, metric);
-        let (cv, cp50) = values(cr, metric);
         let threshold = match metric {
             Metric::BwGbps => threshold_pct,
             Metric::LatP99Us => threshold_lat_pct,
@@ -450,6 +457,7 @@ pub fn build_report(args: &CompareArgs) -> Result<Report> {
         .chain(candidates.iter().map(|(n, r)| (n.as_str(), r)))
         .collect();
     check_together(&all, Together::SameTest, args.mixed_tests)?;
+    check_shared_figure(&all)?;
     let mut comparisons = Vec::new();
     for (cname, c) in &candidates {
         let mut comp = compare_records(
@@ -507,6 +515,13 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         .chain(&args.candidates)
         .map(PathBuf::as_path)
         .collect();
+    if paths.iter().any(|p| crate::files::is_dash(p)) {
+        bail!(PlanError(
+            "'-' is not a record: compare reads records from files, not from stdin (and --json \
+             takes no FILE: it prints the comparison to stdout)"
+                .to_string()
+        ));
+    }
     if crate::report::sweep::all_sweeps(&paths)? {
         return run_sweeps(args);
     }

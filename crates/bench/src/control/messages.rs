@@ -21,7 +21,7 @@ use crate::report::{RunRecord, SizeResult};
 /// Identifies an rdmabench peer in the first message.
 pub const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -144,7 +144,8 @@ pub enum Message {
     },
     /// A cluster sweep is over (or ends early): the exit status every rank takes, and why.
     SweepEnd {
-        /// 0 all well, 1 a rank failed, 3 a NIC was named slow.
+        /// 0 all well, 1 a rank failed, 2 a rank cannot take part as started (other options,
+        /// a rank number outside the launch), 3 a NIC was named slow.
         exit: u8,
         /// One line for the rank's terminal.
         reason: String,
@@ -160,9 +161,11 @@ pub struct Joining {
     pub size: u32,
     /// Its rank on its node (with `--per-rail`, its rail).
     pub local_rank: u32,
-    /// A digest of its sweep options (tests, pattern, parameters): every rank must run the
-    /// same sweep.
-    pub sweep: String,
+    /// Its sweep options as (option, value), in the order `SweepSpec` lists them (tests,
+    /// each test's plan, pattern, verdict settings, timeout): every rank must run the same
+    /// sweep, and rank 0 names each option that differs with both values. (Protocol 6; a
+    /// digest of them before.)
+    pub options: Vec<(String, String)>,
     /// Its host name.
     pub host: String,
     /// Its RDMA device.

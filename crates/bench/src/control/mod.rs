@@ -14,7 +14,7 @@ mod wire;
 pub use companion::Listen;
 pub use handshake::{admit, greet_server, printable, welcome, Admitted, Stranger, HANDSHAKE_MAX};
 pub use listener::{
-    anyone_may_connect, Greeting, Listener, NoClient, HELLO_DEADLINE, MAX_GREETINGS,
+    anyone_may_connect, dropped_line, Greeting, Listener, NoClient, HELLO_DEADLINE, MAX_GREETINGS,
     MAX_GREETINGS_PER_HOST,
 };
 pub use messages::{Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
@@ -47,6 +47,75 @@ fn rejected(reason: String, refused: bool) -> anyhow::Error {
     }
 }
 
+/// The pause between two connects to a server that does not listen yet.
+const RETRY_PAUSE: Duration = Duration::from_millis(200);
+
+/// Whether a failed connect means that nothing listens there yet (the server is starting,
+/// its host or interface coming up): worth trying again until the timeout.
+fn not_listening_yet(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        ErrorKind::ConnectionRefused
+            | ErrorKind::ConnectionReset
+            | ErrorKind::HostUnreachable
+            | ErrorKind::NetworkUnreachable
+    )
+}
+
+/// Opens a TCP connection to the first of `addrs` (`host`'s) that accepts one before
+/// `deadline` (`timeout` after the start), trying them all again every [`RETRY_PAUSE`] while
+/// nothing listens; `waiting` is told once, in one line, that it waits.
+fn reach(
+    host: &str,
+    addrs: &[SocketAddr],
+    (deadline, timeout): (Instant, Duration),
+    waiting: &mut dyn FnMut(&str),
+) -> Result<(SocketAddr, TcpStream)> {
+    let secs = timeout.as_secs_f64();
+    let mut last_err = None;
+    let mut said = false;
+    loop {
+        for addr in addrs {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            match TcpStream::connect_timeout(addr, left) {
+                Ok(stream) => return Ok((*addr, stream)),
+                Err(e) => last_err = Some((*addr, e)),
+            }
+        }
+        let Some((addr, e)) = &last_err else {
+            bail!("no address found for server '{host}' (or --timeout {secs} s is too short)");
+        };
+        if e.kind() == ErrorKind::TimedOut || e.kind() == ErrorKind::WouldBlock {
+            bail!(
+                "no answer from the server at {addr} within {secs} s; is `rdmabench` running \
+                 there and the port open? (--timeout, -p)"
+            );
+        }
+        if !not_listening_yet(e) {
+            bail!("cannot connect to the server at {addr}: {e}; check the address and -p");
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            bail!(
+                "cannot connect to the server at {addr} within --timeout {secs} s ({e}): nothing \
+                 listens there; start the server (`rdmabench <test>` on the server host), check \
+                 -p, or give it longer (--timeout)"
+            );
+        }
+        if !said {
+            waiting(&format!(
+                "rdmabench: waiting for the server at {addr} ({}), up to --timeout {secs} s",
+                e.kind()
+            ));
+            said = true;
+        }
+        std::thread::sleep(RETRY_PAUSE.min(left));
+    }
+}
+
 /// A connected control channel to the peer.
 #[derive(Debug)]
 pub struct Channel {
@@ -70,7 +139,9 @@ impl Channel {
     }
 
     /// Connects to the server at `host`:`port` within `timeout` and shakes hands (proving
-    /// `token` when given, and checking the server's proof of it).
+    /// `token` when given, and checking the server's proof of it). A server not listening yet
+    /// (a script starts both sides at once) is waited for, up to `timeout`, with one line
+    /// on stderr saying so.
     pub fn connect(
         host: &str,
         port: u16,
@@ -82,33 +153,24 @@ impl Channel {
             .with_context(|| format!("cannot resolve server address '{host}'"))?
             .collect();
         let deadline = Instant::now() + timeout;
-        let mut last_err = None;
-        for addr in &addrs {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match TcpStream::connect_timeout(addr, left) {
-                Ok(stream) => {
-                    let mut ch = Channel::new(stream, *addr, timeout)?;
-                    greet_server(&mut ch.stream, token, Instant::now() + timeout, *addr)?;
-                    return Ok(ch);
-                }
-                Err(e) => last_err = Some((addr, e)),
-            }
-        }
-        match last_err {
-            Some((addr, e)) if e.kind() == ErrorKind::TimedOut || e.kind() == ErrorKind::WouldBlock => bail!(
-                "no answer from the server at {addr} within {} s; is `rdmabench` running there and the \
-                 port open? (--timeout, -p)",
-                timeout.as_secs()
-            ),
-            Some((addr, e)) => bail!(
-                "cannot connect to the server at {addr}: {e}; start the server first (`rdmabench <test>` \
-                 on the server host) and check -p"
-            ),
-            None => bail!("no address found for server '{host}' (or --timeout {} s is too short)", timeout.as_secs()),
-        }
+        let (addr, stream) = reach(host, &addrs, (deadline, timeout), &mut |line| {
+            eprintln!("{line}")
+        })?;
+        Channel::greet(stream, addr, timeout, token)
+    }
+
+    /// Shakes hands with the server at `addr` over `stream`, a connection the caller opened
+    /// (a cluster rank reaching rank 0 waits and advises in a sweep's words, not a two-node
+    /// run's); as [`Channel::connect`] from there.
+    pub fn greet(
+        stream: TcpStream,
+        addr: SocketAddr,
+        timeout: Duration,
+        token: Option<&Token>,
+    ) -> Result<Self> {
+        let mut ch = Channel::new(stream, addr, timeout)?;
+        greet_server(&mut ch.stream, token, Instant::now() + timeout, addr)?;
+        Ok(ch)
     }
 
     /// The server's side: the run's messages are over (the client said `Finish`), so a client
@@ -243,13 +305,69 @@ mod tests {
         assert!(t.join().unwrap().is_ok());
     }
 
+    /// A loopback port nothing listens on (for now).
+    fn free_port() -> u16 {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().port()
+    }
+
     #[test]
-    fn nobody_listening_fails_within_the_timeout() {
-        let port = listen().port().unwrap();
+    fn a_client_started_before_its_server_waits_for_it() {
+        let port = free_port();
+        let server = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_secs(1));
+            let l = Listener::bind(
+                "127.0.0.1",
+                port,
+                Greeting::new(None, Duration::from_secs(5)),
+            )
+            .unwrap();
+            l.accept_client(Duration::from_secs(5)).map(|_| ())
+        });
         let start = Instant::now();
-        let err = Channel::connect("127.0.0.1", port, Duration::from_secs(2), None).unwrap_err();
-        assert!(start.elapsed() < Duration::from_secs(3));
-        assert!(err.to_string().contains("cannot connect"), "{err}");
+        let mut client = Channel::connect("127.0.0.1", port, Duration::from_secs(5), None)
+            .expect("the client waits for the server that comes a second later");
+        assert!(
+            start.elapsed() >= Duration::from_millis(900),
+            "{:?}",
+            start.elapsed()
+        );
+        server.join().unwrap().unwrap();
+        assert!(client.send(&Message::Ready).is_ok());
+    }
+
+    #[test]
+    fn the_wait_is_said_once_and_a_server_that_never_comes_fails_at_the_timeout() {
+        let port = free_port();
+        let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+        let timeout = Duration::from_millis(1500);
+        let start = Instant::now();
+        let mut said = Vec::new();
+        let err = reach("127.0.0.1", &[addr], (start + timeout, timeout), &mut |l| {
+            said.push(l.to_string())
+        })
+        .unwrap_err();
+        let took = start.elapsed();
+        assert!(took >= timeout && took < Duration::from_secs(3), "{took:?}");
+        assert_eq!(
+            said,
+            [format!(
+                "rdmabench: waiting for the server at {addr} (connection refused), up to \
+                 --timeout 1.5 s"
+            )]
+        );
+        assert!(
+            err.to_string().starts_with(&format!(
+                "cannot connect to the server at {addr} within --timeout 1.5 s (Connection \
+                 refused"
+            )),
+            "{err}"
+        );
+        // Through the channel too, within its timeout.
+        let start = Instant::now();
+        let err = Channel::connect("127.0.0.1", port, Duration::from_secs(1), None).unwrap_err();
+        assert!(start.elapsed() < Duration::from_secs(2));
+        assert!(err.to_string().contains("--timeout 1 s"), "{err}");
     }
 
     #[test]

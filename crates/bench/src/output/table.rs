@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use crate::report::{ParamsRecord, SizeResult};
+use crate::units::bandwidth_unit;
 
 /// The rule's width, which every header line of pairs keeps to.
 pub const WIDTH: usize = 87;
@@ -171,11 +172,7 @@ impl Table {
 
 /// The column titles of a bandwidth test.
 fn columns(gbits: bool) -> String {
-    let unit = if gbits {
-        "BW average[Gb/s]"
-    } else {
-        "BW average[GB/s]"
-    };
+    let unit = format!("BW average[{}]", bandwidth_unit(gbits).0);
     format!(
         " {:<10} {:<13} {:<18} {:<15} {}",
         "#bytes", "#iterations", unit, "MsgRate[Mpps]", "% of ceiling"
@@ -184,7 +181,7 @@ fn columns(gbits: bool) -> String {
 
 /// One row of a bandwidth test.
 fn row(r: &SizeResult, gbits: bool) -> String {
-    let bw = if gbits { r.gbits } else { r.bw_gbps };
+    let bw = r.bw_gbps * bandwidth_unit(gbits).1;
     let pct = r
         .pct_of_ceiling
         .map(|p| format!("{p:.1}%"))
@@ -225,7 +222,7 @@ fn lat_row(r: &SizeResult) -> String {
 
 /// One direction of a bidirectional row, indented under it.
 fn direction_row(label: &str, d: &crate::report::DirectionFigures, gbits: bool) -> String {
-    let bw = if gbits { d.bw_gbps * 8.0 } else { d.bw_gbps };
+    let bw = d.bw_gbps * bandwidth_unit(gbits).1;
     format!("   {label:<21} {bw:<18.6} {:<15.6}", d.msg_rate_mpps)
 }
 

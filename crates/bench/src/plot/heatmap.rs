@@ -16,7 +16,6 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
 
 use super::FONT_FAMILY as FONT;
-use crate::compare::stats::median;
 use crate::report::sweep::lower_is_better;
 use crate::report::{RunStatus, SweepRecord};
 
@@ -76,17 +75,9 @@ pub fn short(value: f64) -> String {
 /// The heat map of `test` in `sweep`.
 pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap {
     let measured = sweep.measurements(test);
-    let unit = measured
-        .values()
-        .next()
-        .map(|p| p.unit.clone())
-        .or_else(|| sweep.fleet_for(test).map(|f| f.unit.clone()))
-        .unwrap_or_default();
-    let fleet_median = sweep.fleet_for(test).map(|f| f.median).or_else(|| {
-        let values: Vec<f64> = measured.values().filter_map(|p| p.value).collect();
-        median(&values)
-    });
-    let (shown_unit, factor) = crate::units::display_unit(&unit, fleet_median);
+    let unit = sweep.unit_of(test);
+    let fleet_median = sweep.fleet_median(test);
+    let (shown_unit, factor) = sweep.shown_unit(test);
     let index = |rank: u32| sweep.ranks.iter().position(|r| r.rank == rank);
     let n = sweep.ranks.len();
     let mut cells = vec![vec![Cell::NotMeasured; n]; n];

@@ -133,6 +133,13 @@ pub fn format_of(path: &Path) -> Result<Format, String> {
 
 fn parse_output(text: &str) -> Result<PathBuf, String> {
     let p = PathBuf::from(text);
+    if crate::files::is_dash(&p) {
+        return Err(
+            "plot writes its chart to a file, not to stdout; give a file name ending in .svg or \
+             .png"
+                .to_string(),
+        );
+    }
     format_of(&p)?;
     Ok(p)
 }

@@ -92,7 +92,8 @@ pub struct PairRecord {
     /// The figure as a percentage of the fleet's median for this test.
     #[serde(default)]
     pub pct_of_median: Option<f64>,
-    /// Bandwidth as a percentage of the pair's own ceiling, when one is known.
+    /// Bandwidth as a percentage of the pair's own ceiling, when one is known (bandwidth
+    /// tests only: a latency has no ceiling).
     #[serde(default)]
     pub pct_of_ceiling: Option<f64>,
     /// Below `min_pct` of the median (bandwidth) or above `max_lat_factor` times it
@@ -148,7 +149,8 @@ pub struct NamedNic {
     /// "slow" (its pairs are suspects, with more than one partner or against a known-good
     /// one) or "counters" (error or congestion counters climbed during its tests).
     pub kind: String,
-    /// What a person reads: "write-bw 42% of the fleet median in 3 of 3 pairs".
+    /// What a person reads: "write-bw 42% of the median in 3 of 3 pairs" (a figure beyond
+    /// twice the median as a multiple: "write-lat 380x the median ...").
     pub why: String,
 }
 
@@ -187,6 +189,37 @@ impl SweepRecord {
     /// The fleet's figures for `test`.
     pub fn fleet_for(&self, test: &str) -> Option<&FleetFigures> {
         self.fleet.iter().find(|f| f.test == test)
+    }
+
+    /// The unit of `test`'s figures as recorded ("GB/s" or "us").
+    pub fn unit_of(&self, test: &str) -> String {
+        self.pairs
+            .iter()
+            .find(|p| p.test == test)
+            .map(|p| p.unit.clone())
+            .or_else(|| self.fleet_for(test).map(|f| f.unit.clone()))
+            .unwrap_or_default()
+    }
+
+    /// The median `test`'s figures stand against: the fleet's, as rank 0 judged it, or for a
+    /// record without fleet figures the median of its pairs' measurements.
+    pub fn fleet_median(&self, test: &str) -> Option<f64> {
+        self.fleet_for(test).map(|f| f.median).or_else(|| {
+            let values: Vec<f64> = self
+                .measurements(test)
+                .values()
+                .filter_map(|p| p.value)
+                .collect();
+            crate::compare::stats::median(&values)
+        })
+    }
+
+    /// The unit `test`'s figures are shown in and the factor from the recorded one:
+    /// [`display_unit`](crate::units::display_unit) on the fleet median, so that rank 0's
+    /// summary, the heat map and `compare` of two sweeps (on the before sweep) show a sweep's
+    /// figures alike.
+    pub fn shown_unit(&self, test: &str) -> (String, f64) {
+        crate::units::display_unit(&self.unit_of(test), self.fleet_median(test))
     }
 
     /// The one measurement of `test` that stands for each pair of ranks, keyed by the two

@@ -34,6 +34,7 @@ use crate::engine::{Connected, SideConfig};
 use crate::memory::MemMode;
 use crate::output::header;
 use crate::output::table::Table;
+use crate::output::Screen;
 use crate::placement::{self, CpuFacts, PinChoice, Placement};
 use crate::plan::{Mode, PlanRequest, Role, TestKind, TestPlan};
 use crate::report::{
@@ -58,8 +59,6 @@ pub struct RunOptions {
     pub request: PlanRequest,
     /// Timeout of every connect and read, and of a stalled loop.
     pub timeout: Duration,
-    /// Print Gb/s instead of GB/s.
-    pub report_gbits: bool,
     /// Print nothing (the server half of `--loopback`).
     pub quiet: bool,
     /// Show a progress bar on a terminal.
@@ -118,19 +117,24 @@ pub fn stop_of(plan: &TestPlan) -> Stop {
     }
 }
 
-/// Prints progress unless quiet; a rail of a multi-rail run prints through its board.
+/// Prints progress unless quiet (on stderr when stdout holds the record); a rail of a
+/// multi-rail run prints through its board.
 #[derive(Debug, Clone)]
 struct Printer {
     quiet: bool,
+    screen: Screen,
     table: Table,
     rail: Option<RailLink>,
 }
 
 impl Printer {
-    fn new(opts: &RunOptions, params: &ParamsRecord) -> Self {
+    /// The table's bandwidth unit is the plan's: the client's `--report-gbits`, which the
+    /// server adopted with the plan, so both sides print the same figures.
+    fn new(opts: &RunOptions, plan: &TestPlan, params: &ParamsRecord) -> Self {
         Printer {
             quiet: opts.quiet,
-            table: Table::of(params, opts.report_gbits),
+            screen: opts.files.screen(),
+            table: Table::of(params, plan.report_gbits),
             rail: opts.rail.clone(),
         }
     }
@@ -143,9 +147,9 @@ impl Printer {
         if self.quiet {
             return;
         }
-        let bold = std::io::IsTerminal::is_terminal(&std::io::stdout());
-        print!("{}", header::render(record, bold));
-        println!("{}", self.table.columns());
+        let bold = self.screen.is_terminal();
+        self.screen.print(&header::render(record, bold));
+        self.screen.line(&self.table.columns());
     }
 
     fn row(&self, rep: u32, r: &SizeResult) {
@@ -153,7 +157,7 @@ impl Printer {
             return l.board.row(l.index, rep, r);
         }
         if !self.quiet {
-            print!("{}", self.table.rows(rep, r));
+            self.screen.print(&self.table.rows(rep, r));
         }
     }
 
@@ -162,7 +166,7 @@ impl Printer {
             return l.board.summary(l.index, results);
         }
         if !self.quiet {
-            print!("{}", self.table.summary(results));
+            self.screen.print(&self.table.summary(results));
         }
     }
 }
@@ -278,7 +282,7 @@ fn measure_run(
 ) -> anyhow::Result<Outcome> {
     let limits = run_limits(side);
     let params = params_record(plan, side, measuring);
-    let printer = Printer::new(opts, &params);
+    let printer = Printer::new(opts, plan, &params);
     let template = record_template(role, side, params, &limits, started_at);
     printer.header(&template);
     let counters = Counters::start(side);
@@ -298,4 +302,32 @@ fn measure_run(
 /// Now, for `started_at`.
 fn started_at() -> String {
     now_rfc3339()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// One side's options from its command line.
+    fn options(argv: &[&str]) -> RunOptions {
+        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
+        let (kind, args) = cli.command.test().unwrap();
+        args.run_options(kind).unwrap()
+    }
+
+    #[test]
+    fn the_servers_table_is_in_the_clients_unit() {
+        let client = options(&["rdmabench", "write-bw", "h", "--report-gbits"]);
+        let plan = client.request.resolve(client.test).unwrap();
+        // The server was not given --report-gbits: it adopts the client's plan, unit and all.
+        let server = options(&["rdmabench", "write-bw"]);
+        let adopted = TestPlan::adopt(plan, server.test, &server.request).unwrap();
+        let params = crate::report::samples::write_bw().record.params;
+        let columns = Printer::new(&server, &adopted, &params).table.columns();
+        assert!(columns.contains("BW average[Gb/s]"), "{columns}");
+        let own = server.request.resolve(server.test).unwrap();
+        let columns = Printer::new(&server, &own, &params).table.columns();
+        assert!(columns.contains("BW average[GB/s]"), "{columns}");
+    }
 }
