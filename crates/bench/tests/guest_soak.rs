@@ -151,7 +151,8 @@ fn a_persistent_server_stays_flat_over_hundreds_of_runs() {
         start.elapsed().as_secs_f64()
     );
     assert!(after.fds <= before.fds, "open descriptors grew");
-    assert_eq!(after.mrs, before.mrs, "registered MRs grew");
+    // (The baseline may still hold the MRs of the client killed just before it.)
+    assert!(after.mrs <= before.mrs, "registered MRs grew");
     assert!(
         after.rss_kib <= before.rss_kib + 4096,
         "resident memory grew by {} KiB",

@@ -180,8 +180,10 @@ fn run_size(
     size: u64,
     rep: u32,
 ) -> Result<SizeResult> {
-    ch.send(&Message::StartSize { size, rep })?;
+    // This side's receive half is cleared before the server hears of the size: with -b the
+    // server's WRITEs start as soon as it is ready, and may land before a later clear.
     prepare_buffers(side, plan, size)?;
+    ch.send(&Message::StartSize { size, rep })?;
     ch.expect("Ready")?;
     let peer = PeerState::default();
     let (mine, ops_per_qp) = match plan.test.mode {
