@@ -131,23 +131,46 @@ fn a_client_started_before_its_server_waits_for_it() {
     if !rdma_ready("a_client_started_before_its_server_waits_for_it") {
         return;
     }
-    let early = bin()
+    use std::io::{BufRead, BufReader};
+    use std::time::Duration;
+    let mut early = bin()
         .args(client_args("write-bw", 19712, 30, &["-n", "200"]))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    // The server starts once the client says it waits (opening the device takes seconds
+    // in the emulated guest, so a fixed head start would not be a race).
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stderr = early.stderr.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line.clone());
+            lines.push(line);
+        }
+        lines
+    });
+    let waited = rx.iter().any(|l| l.contains("waiting for the server at"));
+    assert!(waited, "the client never said it waits");
+    std::thread::sleep(Duration::from_secs(1));
     let server = Server::start(&server_args("write-bw", 19712, 30, &[]));
     let out = early.wait_with_output().unwrap();
-    let (server_ok, server_text, _) = server.finish(std::time::Duration::from_secs(60));
-    let printed = text(&out);
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(60));
+    let said = reader.join().unwrap();
+    let printed = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        said.join("\n")
+    );
     assert!(
         out.status.success() && server_ok,
         "{printed}\n{server_text}"
     );
     assert_eq!(
-        printed.matches("waiting for the server at").count(),
+        said.iter()
+            .filter(|l| l.contains("waiting for the server at"))
+            .count(),
         1,
         "said once that it waits:\n{printed}"
     );
