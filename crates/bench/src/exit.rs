@@ -11,10 +11,11 @@ use crate::thresholds::BelowLimit;
 #[error("a candidate regressed against its baseline")]
 pub struct Regressed;
 
-/// A cluster sweep named slow NICs (after printing its summary).
+/// A cluster sweep found something: a NIC named slow, failing or for its counters, or a
+/// test that failed twice (after printing its summary).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct SlowNics(pub String);
+pub struct SweepFindings(pub String);
 
 /// The kinds of ending and their codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,7 +30,7 @@ pub enum Exit {
     /// device's limit), on this side or the peer's ([`PlanError`]).
     Usage,
     /// 3: the run completed but missed a `--limit-*` threshold, `compare` found a
-    /// regression, or a cluster sweep named a NIC slow.
+    /// regression, or a cluster sweep found something (a NIC named, a test that failed).
     BelowLimit,
 }
 
@@ -38,7 +39,7 @@ impl Exit {
     pub fn of(e: &anyhow::Error) -> Exit {
         if e.is::<PlanError>() {
             Exit::Usage
-        } else if e.is::<BelowLimit>() || e.is::<Regressed>() || e.is::<SlowNics>() {
+        } else if e.is::<BelowLimit>() || e.is::<Regressed>() || e.is::<SweepFindings>() {
             Exit::BelowLimit
         } else {
             Exit::Failed
@@ -76,7 +77,7 @@ mod tests {
         assert_eq!(Exit::of(&PlanError("bad".into()).into()).code(), 2);
         assert_eq!(Exit::of(&BelowLimit(vec!["x".into()]).into()).code(), 3);
         assert_eq!(Exit::of(&Regressed.into()).code(), 3);
-        assert_eq!(Exit::of(&SlowNics("rxe2".into()).into()).code(), 3);
+        assert_eq!(Exit::of(&SweepFindings("rxe2".into()).into()).code(), 3);
         assert_eq!(Exit::of(&anyhow::anyhow!("peer gone")).code(), 1);
         assert_eq!(Exit::Success.code(), 0);
     }

@@ -13,7 +13,7 @@ use super::args::{differing_options, SweepSpec, SweepTest};
 use super::launcher::Place;
 use super::schedule::{self, Pair};
 use super::summary;
-use super::verdict::{alarming, judge, label, reruns};
+use super::verdict::{self, alarming, judge, label, reruns};
 use super::worker::SweepEnd;
 use crate::control::{printable, Channel, Joining, Listener, Message, Work};
 use crate::files::write_atomically;
@@ -71,30 +71,36 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
 const NAMED_IN_END: usize = 3;
 
 /// How a sweep that ran its rounds ends on every rank: the status, and a line that names the
-/// slow NICs and says where the verdict is (the other ranks print only this line).
+/// NICs and says where the verdict is (the other ranks print only this line). A named NIC
+/// or a failed test is a finding (3); nothing found is 0.
 fn verdict_end(rec: &SweepRecord, json: Option<&Path>) -> SweepEnd {
-    let slow: Vec<&str> = rec
+    let failed = verdict::failed_tests(rec).len();
+    let n = rec.named.len();
+    if n == 0 && failed == 0 {
+        return SweepEnd {
+            exit: 0,
+            reason: "no NIC named".into(),
+        };
+    }
+    let labels: Vec<String> = rec
         .named
         .iter()
-        .filter(|n| n.kind == "slow")
-        .map(|n| n.label.as_str())
+        .take(NAMED_IN_END)
+        .map(|n| format!("{} ({})", n.label, n.kind))
         .collect();
-    let (exit, what) = match (still_failed(rec), slow.len()) {
-        (0, 0) => {
-            return SweepEnd {
-                exit: 0,
-                reason: "no NIC named slow".into(),
-            }
-        }
-        (0, n) => {
-            let mut names = slow[..n.min(NAMED_IN_END)].join(", ");
-            if n > NAMED_IN_END {
-                names.push_str(&format!(" and {} more", n - NAMED_IN_END));
-            }
-            (3, format!("{n} NIC(s) named slow: {names}"))
-        }
-        (n, _) => (1, format!("{n} test(s) failed")),
-    };
+    let mut what = Vec::new();
+    if n > 0 {
+        let more = match n.saturating_sub(NAMED_IN_END) {
+            0 => String::new(),
+            m => format!(" and {m} more"),
+        };
+        what.push(format!("{n} NIC(s) named: {}{more}", labels.join(", ")));
+    }
+    if failed > 0 {
+        what.push(format!("{failed} test(s) failed"));
+    }
+    let what = what.join("; ");
+    let exit = 3;
     let host = match rec.rank(0) {
         Some(r) if !r.host.is_empty() => format!(" (on {})", r.host),
         _ => String::new(),
@@ -385,24 +391,6 @@ fn retry_failed(
     Ok(())
 }
 
-/// Tests of a pair that failed and never passed (a retry that passed clears the failure).
-fn still_failed(rec: &SweepRecord) -> usize {
-    let key = |p: &PairRecord| (p.server, p.client, p.test.clone());
-    let passed: std::collections::BTreeSet<_> = rec
-        .pairs
-        .iter()
-        .filter(|p| p.error.is_none())
-        .map(key)
-        .collect();
-    let failed: std::collections::BTreeSet<_> = rec
-        .pairs
-        .iter()
-        .filter(|p| p.error.is_some())
-        .map(key)
-        .collect();
-    failed.difference(&passed).count()
-}
-
 /// Why a round runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Attempt {
@@ -621,8 +609,8 @@ mod tests {
         assert_eq!(end.exit, 3);
         assert_eq!(
             end.reason,
-            "1 NIC(s) named slow: rxe2 of node; the verdict is in rank 0's output (on node) and \
-             its record sweep.json"
+            "1 NIC(s) named: rxe2 of node (slow); the verdict is in rank 0's output (on node) \
+             and its record sweep.json"
         );
         let end = verdict_end(&rec, None);
         assert!(
@@ -631,5 +619,32 @@ mod tests {
             "{}",
             end.reason
         );
+    }
+
+    #[test]
+    fn failed_tests_are_a_finding_not_the_end_of_the_sweep() {
+        let mut pairs = Vec::new();
+        for a in 0..4u32 {
+            for b in a + 1..4 {
+                let mut p = pair(a, b, 15.0);
+                if a == 3 || b == 3 {
+                    (p.value, p.error) = (None, Some("no completion for 30.0 s".into()));
+                }
+                pairs.push(p);
+            }
+        }
+        let mut rec = sweep(4, pairs);
+        judge(&mut rec);
+        let end = verdict_end(&rec, None);
+        assert_eq!(end.exit, 3, "{}", end.reason);
+        assert!(
+            end.reason
+                .starts_with("1 NIC(s) named: rxe3 of node (failing); 3 test(s) failed;"),
+            "{}",
+            end.reason
+        );
+        let mut healthy = sweep(4, Vec::new());
+        judge(&mut healthy);
+        assert_eq!(verdict_end(&healthy, None).exit, 0);
     }
 }

@@ -29,7 +29,7 @@ use self::args::{ClusterArgs, SweepSpec, COORDINATOR_PORT};
 use self::launcher::{Coordinator, Place};
 use self::worker::{SweepEnd, Worker};
 use crate::control::{Greeting, Listener};
-use crate::exit::SlowNics;
+use crate::exit::SweepFindings;
 use crate::files::check_writable;
 use crate::plan::PlanError;
 
@@ -64,7 +64,7 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     match end.exit {
         0 => Ok(()),
         2 => Err(PlanError(end.reason).into()),
-        3 => Err(SlowNics(end.reason).into()),
+        3 => Err(SweepFindings(end.reason).into()),
         _ => Err(anyhow!("the sweep failed: {}", end.reason)),
     }
 }

@@ -2,12 +2,21 @@
 //! (a suspect below `min_pct` of it for bandwidth, above `max_lat_factor` times it for
 //! latency; said as [`vs_median`] says it), then the NICs named.
 //!
-//! A pair is between two NICs, so a suspect pair alone does not say which one is slow. A
-//! rank is named slow when most of its pairs (at least two partners) are suspects; a suspect
-//! pair that no named rank explains is re-run, each of its ranks against a known-good partner
-//! (a rank in no suspect pair), and a rank that is still a suspect there is named. A rank
-//! whose error or congestion counters climbed in most of its pairs (at least two), and in
-//! more of them than the fleet's typical rank, is named for its counters.
+//! The bar a suspect crosses is the threshold, or further out when the fleet's healthy pairs
+//! themselves spread wider (three times their spread, a robust standard deviation of the
+//! logarithm over the pairs of no NIC named slow): under emulation healthy pairs differ by
+//! 2-3x, and a healthy NIC must not be named for it.
+//!
+//! A pair is between two NICs, so a suspect pair alone does not say which one is slow. Ranks
+//! are named one at a time, worst first: a rank most of whose partners (at least two) are in
+//! a suspect pair with it is named slow, and its pairs no longer count against the others
+//! (so the partners of one slow NIC are not named for it). A suspect pair that no named rank
+//! explains is re-run, each of its ranks against a known-good partner (a rank in no
+//! unexplained suspect pair), and a rank that is still a suspect there is named. Failed tests
+//! are findings too, named the same way: a rank in a failed test with most of its partners
+//! (at least two, tests a retry did not save) is named failing, with the errors' class. A
+//! rank whose error or congestion counters climbed in most of its pairs (at least two), and
+//! in more of them than the fleet's typical rank, is named for its counters.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,6 +25,12 @@ use crate::doctor::congestion::classify;
 use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, NamedNic, PairRecord, SweepRecord};
 
+/// A healthy pair may stray this many of the fleet's spreads from its median.
+const NOISE_SPREADS: f64 = 3.0;
+
+/// The fewest pairs of healthy NICs whose spread says how noisy the fleet is.
+const SPREAD_PAIRS: usize = 5;
+
 /// Fills every pair's place against the median, the fleet's figures and the named NICs.
 pub fn judge(rec: &mut SweepRecord) {
     rec.fleet = rec
@@ -23,20 +38,65 @@ pub fn judge(rec: &mut SweepRecord) {
         .iter()
         .filter_map(|t| fleet(&rec.pairs, t))
         .collect();
+    // First by the thresholds alone, to find the pairs of no slow NIC; then with the bar
+    // their spread sets.
+    mark_suspects(rec);
+    let slow = slow_by_majority(&rec.pairs);
+    for f in &mut rec.fleet {
+        f.spread = spread(&rec.pairs, &f.test, &slow);
+        f.suspect_bar = bar(f, rec.min_pct, rec.max_lat_factor);
+    }
+    mark_suspects(rec);
+    let mut named = name_slow(rec);
+    named.extend(name_failing(rec));
+    named.extend(name_counters(rec));
+    rec.named = named;
+}
+
+/// Each measured pair's percentage of its test's median and whether it crosses the bar.
+fn mark_suspects(rec: &mut SweepRecord) {
     for p in &mut rec.pairs {
         let Some(f) = rec.fleet.iter().find(|f| f.test == p.test) else {
             continue;
         };
         p.pct_of_median = p.value.map(|v| 100.0 * v / f.median);
         p.suspect = match (p.value, lower_is_better(&p.unit)) {
-            (Some(v), true) => v > rec.max_lat_factor * f.median,
-            (Some(v), false) => v < rec.min_pct / 100.0 * f.median,
+            (Some(v), true) => v > f.suspect_bar,
+            (Some(v), false) => v < f.suspect_bar,
             (None, _) => false,
         };
     }
-    let mut named = name_slow(rec);
-    named.extend(name_counters(rec));
-    rec.named = named;
+}
+
+/// The value a pair of test `f` must cross to be a suspect: below `min_pct` of the median
+/// (bandwidth) or above `max_lat_factor` times it (latency), or further out where the healthy
+/// pairs spread wider.
+fn bar(f: &FleetFigures, min_pct: f64, max_lat_factor: f64) -> f64 {
+    let noise = f.spread.map_or(1.0, |s| (NOISE_SPREADS * s).exp());
+    if lower_is_better(&f.unit) {
+        f.median * max_lat_factor.max(noise)
+    } else {
+        f.median * (min_pct / 100.0).min(1.0 / noise)
+    }
+}
+
+/// The spread of test `test`'s planned pairs between ranks not in `slow`: 1.4826 times the
+/// median absolute deviation of the logarithm of their values (a robust standard deviation
+/// of the ratio between pairs); `None` with fewer than [`SPREAD_PAIRS`] such pairs, too few
+/// to tell noise from a slow NIC (the threshold alone decides then).
+fn spread(pairs: &[PairRecord], test: &str, slow: &BTreeSet<u32>) -> Option<f64> {
+    let logs: Vec<f64> = pairs
+        .iter()
+        .filter(|p| p.test == test && !p.rerun)
+        .filter(|p| !slow.contains(&p.client) && !slow.contains(&p.server))
+        .filter_map(|p| p.value.filter(|v| *v > 0.0).map(f64::ln))
+        .collect();
+    if logs.len() < SPREAD_PAIRS {
+        return None;
+    }
+    let mid = median(&logs)?;
+    let deviations: Vec<f64> = logs.iter().map(|l| (l - mid).abs()).collect();
+    median(&deviations).map(|mad| 1.4826 * mad)
 }
 
 /// The fleet's figures of one test over its planned pairs (not re-runs). The median is the
@@ -70,17 +130,25 @@ fn fleet(pairs: &[PairRecord], test: &str) -> Option<FleetFigures> {
         min: values.iter().copied().fold(f64::INFINITY, f64::min),
         max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
         ceiling_gbps,
+        spread: None,
+        suspect_bar: median,
     })
 }
 
-/// Per rank: the partners of its planned pairs, and those of them in a suspect pair.
-fn partners(pairs: &[PairRecord]) -> BTreeMap<u32, (BTreeSet<u32>, BTreeSet<u32>)> {
-    let mut out: BTreeMap<u32, (BTreeSet<u32>, BTreeSet<u32>)> = BTreeMap::new();
-    for p in pairs.iter().filter(|p| !p.rerun && p.value.is_some()) {
-        for (me, other) in [(p.client, p.server), (p.server, p.client)] {
+/// Per rank, over `tests` (the two ranks of a test, and whether it went bad): its partners,
+/// and those of them in a bad test with it. Tests with a rank in `leave_out` do not count.
+type Partners = BTreeMap<u32, (BTreeSet<u32>, BTreeSet<u32>)>;
+
+fn partners_in(tests: &[(u32, u32, bool)], leave_out: &BTreeSet<u32>) -> Partners {
+    let mut out = Partners::new();
+    for &(a, b, bad) in tests {
+        if leave_out.contains(&a) || leave_out.contains(&b) {
+            continue;
+        }
+        for (me, other) in [(a, b), (b, a)] {
             let entry = out.entry(me).or_default();
             entry.0.insert(other);
-            if p.suspect {
+            if bad {
                 entry.1.insert(other);
             }
         }
@@ -88,13 +156,45 @@ fn partners(pairs: &[PairRecord]) -> BTreeMap<u32, (BTreeSet<u32>, BTreeSet<u32>
     out
 }
 
-/// Ranks most of whose pairs are suspects, with at least two partners.
-fn slow_by_majority(pairs: &[PairRecord]) -> BTreeSet<u32> {
-    partners(pairs)
-        .into_iter()
-        .filter(|(_, (all, bad))| bad.len() >= 2 && 2 * bad.len() > all.len())
-        .map(|(rank, _)| rank)
+/// The planned pairs that measured a figure, and whether each is a suspect.
+fn measured(pairs: &[PairRecord]) -> Vec<(u32, u32, bool)> {
+    pairs
+        .iter()
+        .filter(|p| !p.rerun && p.value.is_some())
+        .map(|p| (p.client, p.server, p.suspect))
         .collect()
+}
+
+/// Per rank: the partners of its planned pairs, and those of them in a suspect pair.
+fn partners(pairs: &[PairRecord]) -> Partners {
+    partners_in(&measured(pairs), &BTreeSet::new())
+}
+
+/// Ranks named one at a time, worst first: a rank most of whose partners (at least two) are
+/// in a bad test with it, counting only tests between ranks not named yet.
+fn by_majority(tests: &[(u32, u32, bool)]) -> BTreeSet<u32> {
+    let mut named = BTreeSet::new();
+    loop {
+        let worst = partners_in(tests, &named)
+            .into_iter()
+            .filter(|(_, (all, bad))| bad.len() >= 2 && 2 * bad.len() > all.len())
+            .max_by(|(ra, (all_a, bad_a)), (rb, (all_b, bad_b))| {
+                // The largest share of bad partners, then the most, then the lowest rank.
+                (bad_a.len() * all_b.len())
+                    .cmp(&(bad_b.len() * all_a.len()))
+                    .then(bad_a.len().cmp(&bad_b.len()))
+                    .then(rb.cmp(ra))
+            });
+        match worst {
+            Some((rank, _)) => named.insert(rank),
+            None => return named,
+        };
+    }
+}
+
+/// Ranks named slow by their planned pairs.
+fn slow_by_majority(pairs: &[PairRecord]) -> BTreeSet<u32> {
+    by_majority(&measured(pairs))
 }
 
 /// The re-runs the verdict needs, as (server, client): each rank of a suspect pair that no
@@ -103,9 +203,10 @@ fn slow_by_majority(pairs: &[PairRecord]) -> BTreeSet<u32> {
 pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
     let slow = slow_by_majority(&rec.pairs);
     let partners = partners(&rec.pairs);
+    // Good: not slow, and in no suspect pair that a slow rank does not explain.
     let good: Vec<u32> = partners
         .iter()
-        .filter(|(_, (_, bad))| bad.is_empty())
+        .filter(|(r, (_, bad))| !slow.contains(r) && bad.is_subset(&slow))
         .map(|(&r, _)| r)
         .collect();
     let mut doubtful = BTreeSet::new();
@@ -155,6 +256,90 @@ fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
         }
     }
     out
+}
+
+/// The planned tests that failed and never passed (a retry that passed saves a test), each
+/// as its last failed attempt.
+pub fn failed_tests(rec: &SweepRecord) -> Vec<&PairRecord> {
+    let key = |p: &PairRecord| (p.server, p.client, p.test.clone());
+    let passed: BTreeSet<_> = rec
+        .pairs
+        .iter()
+        .filter(|p| p.error.is_none())
+        .map(key)
+        .collect();
+    let mut failed: BTreeMap<_, &PairRecord> = BTreeMap::new();
+    for p in rec.pairs.iter().filter(|p| p.error.is_some() && !p.rerun) {
+        if !passed.contains(&key(p)) {
+            failed.insert(key(p), p);
+        }
+    }
+    failed.into_values().collect()
+}
+
+/// What kind of failure an error is, for the verdict: "retry exceeded" (the NIC gave up
+/// resending: a link that loses packets or a peer that stopped answering), "timeout" (the
+/// control channel or a loop waited in vain), "no rate" (nothing completed in the measured
+/// window), else "error".
+pub fn error_class(error: &str) -> &'static str {
+    let e = error.to_ascii_lowercase();
+    if e.contains("retry exceeded") || e.contains("retry counter exceeded") {
+        "retry exceeded"
+    } else if e.contains("cannot compute a rate") || e.contains("no operation completed") {
+        "no rate"
+    } else if [
+        "timed out",
+        "timeout",
+        "no completion for",
+        "no answer",
+        "within",
+    ]
+    .iter()
+    .any(|w| e.contains(w))
+    {
+        "timeout"
+    } else {
+        "error"
+    }
+}
+
+/// Ranks in a failed test with most of their partners (at least two), worst first, as
+/// slow ones are named: a failure is a finding, and the NIC in every failure is its cause.
+fn name_failing(rec: &SweepRecord) -> Vec<NamedNic> {
+    let failed = failed_tests(rec);
+    if failed.is_empty() {
+        return Vec::new();
+    }
+    let is_failed = |p: &PairRecord| {
+        failed
+            .iter()
+            .any(|f| (f.server, f.client, &f.test) == (p.server, p.client, &p.test))
+    };
+    let tests: Vec<(u32, u32, bool)> = rec
+        .pairs
+        .iter()
+        .filter(|p| !p.rerun && !p.retry)
+        .map(|p| (p.client, p.server, is_failed(p)))
+        .collect();
+    by_majority(&tests)
+        .into_iter()
+        .map(|rank| {
+            let of_rank = |p: &&PairRecord| p.client == rank || p.server == rank;
+            let mine: Vec<&PairRecord> = failed.iter().copied().filter(of_rank).collect();
+            let all = tests.iter().filter(|t| t.0 == rank || t.1 == rank).count();
+            let classes: BTreeSet<&str> = mine
+                .iter()
+                .map(|p| error_class(p.error.as_deref().unwrap_or("")))
+                .collect();
+            let classes: Vec<&str> = classes.into_iter().collect();
+            let why = format!(
+                "failed in {} of its {all} tests ({})",
+                mine.len(),
+                classes.join(", ")
+            );
+            named(rec, rank, "failing", why)
+        })
+        .collect()
 }
 
 /// How far a pair is from the fleet's median on the bad side (higher is worse): low
@@ -342,6 +527,140 @@ pub(crate) mod tests {
         );
         let f = &rec.fleet[0];
         assert_eq!((f.pairs, f.min, f.max), (6, 1.5, 15.0));
+    }
+
+    /// Pairs between ranks 0, 1 and 3 spread by `spread` (1.0: none); rank 2's pairs are
+    /// `slow` (a figure), or failed (`None`) with `error`.
+    fn four_with(spread: f64, slow: Option<f64>, error: &str) -> Vec<PairRecord> {
+        let healthy = [
+            ((0, 1), 10.0),
+            ((0, 3), 10.0 / spread),
+            ((1, 3), 10.0 * spread),
+        ];
+        let mut out: Vec<PairRecord> = healthy.iter().map(|&((a, b), v)| pair(a, b, v)).collect();
+        for other in [0, 1, 3] {
+            let mut p = pair(2, other, slow.unwrap_or(0.0));
+            p.value = slow;
+            p.error = slow.is_none().then(|| error.to_string());
+            out.push(p);
+        }
+        out
+    }
+
+    #[test]
+    fn the_partners_of_a_slow_nic_are_not_named_for_its_pairs_or_their_own_noise() {
+        // Healthy pairs 4.0, 10 and 25 (2.5x apart, as under emulation), rank 2's at 1.1.
+        let mut rec = sweep(4, four_with(2.5, Some(1.1), ""));
+        judge(&mut rec);
+        let names: Vec<(u32, &str)> = rec
+            .named
+            .iter()
+            .map(|n| (n.rank, n.kind.as_str()))
+            .collect();
+        assert_eq!(names, [(2, "slow")], "{:?}", rec.named);
+    }
+
+    #[test]
+    fn a_noisy_fleet_names_only_its_slow_nic() {
+        // Eight ranks whose healthy pairs spread over 2.5x; rank 5's pairs at a sixth.
+        let noise = [0.6, 1.0, 1.5, 0.8, 1.2, 0.7, 1.4];
+        let mut pairs = Vec::new();
+        for a in 0..8u32 {
+            for b in a + 1..8 {
+                let v = 15.0 * noise[((a * 3 + b * 5) % 7) as usize];
+                pairs.push(pair(a, b, if a == 5 || b == 5 { 2.5 } else { v }));
+            }
+        }
+        let mut rec = sweep(8, pairs);
+        judge(&mut rec);
+        let names: Vec<(u32, &str)> = rec
+            .named
+            .iter()
+            .map(|n| (n.rank, n.kind.as_str()))
+            .collect();
+        assert_eq!(names, [(5, "slow")], "{:?}", rec.named);
+        assert!(
+            reruns(&rec).is_empty(),
+            "noise is no suspect: {:?}",
+            reruns(&rec)
+        );
+        let f = &rec.fleet[0];
+        assert!(
+            f.spread.is_some() && f.suspect_bar < 0.9 * f.median,
+            "{f:?}"
+        );
+    }
+
+    #[test]
+    fn the_nic_in_every_failed_test_is_named_failing_and_no_healthy_one() {
+        let error = "size 65536 bytes: work request 1 on QP 17 completed with status \
+                     'Transport Retry Counter Exceeded' (12)";
+        let mut rec = sweep(4, four_with(1.05, None, error));
+        judge(&mut rec);
+        assert_eq!(rec.named.len(), 1, "{:?}", rec.named);
+        let n = &rec.named[0];
+        assert_eq!((n.rank, n.kind.as_str()), (2, "failing"));
+        assert_eq!(n.why, "failed in 3 of its 3 tests (retry exceeded)");
+        assert_eq!(failed_tests(&rec).len(), 3);
+    }
+
+    #[test]
+    fn a_test_saved_by_its_retry_is_no_failure() {
+        let mut pairs = all_pairs(4, None);
+        let mut failed = pair(0, 1, 0.0);
+        (failed.value, failed.error) = (None, Some("no answer within 30 s".into()));
+        pairs.insert(0, failed);
+        pairs[1].retry = true;
+        let mut rec = sweep(4, pairs);
+        judge(&mut rec);
+        assert!(
+            failed_tests(&rec).is_empty() && rec.named.is_empty(),
+            "{:?}",
+            rec.named
+        );
+    }
+
+    #[test]
+    fn two_failing_nics_are_named_and_their_partners_are_not() {
+        let mut pairs = all_pairs(4, None);
+        for p in &mut pairs {
+            if [2, 3].contains(&p.server) || [2, 3].contains(&p.client) {
+                (p.value, p.error) = (
+                    None,
+                    Some("the measured window ... cannot compute a rate".into()),
+                );
+            }
+        }
+        let mut rec = sweep(4, pairs);
+        judge(&mut rec);
+        let names: Vec<(u32, &str)> = rec
+            .named
+            .iter()
+            .map(|n| (n.rank, n.kind.as_str()))
+            .collect();
+        assert_eq!(names, [(2, "failing"), (3, "failing")]);
+        assert!(
+            rec.named[0].why.ends_with("(no rate)"),
+            "{}",
+            rec.named[0].why
+        );
+    }
+
+    #[test]
+    fn errors_fall_into_classes() {
+        assert_eq!(
+            error_class("status 'Transport Retry Counter Exceeded' (12)"),
+            "retry exceeded"
+        );
+        assert_eq!(
+            error_class("no completion for 30.0 s with 5 operations done"),
+            "timeout"
+        );
+        assert_eq!(
+            error_class("no operation completed between the warm-up's end"),
+            "no rate"
+        );
+        assert_eq!(error_class("remote invalid request"), "error");
     }
 
     #[test]

@@ -145,7 +145,7 @@ pub enum Message {
     /// A cluster sweep is over (or ends early): the exit status every rank takes, and why.
     SweepEnd {
         /// 0 all well, 1 a rank failed, 2 a rank cannot take part as started (other options,
-        /// a rank number outside the launch), 3 a NIC was named slow.
+        /// a rank number outside the launch), 3 a finding (a NIC named, a test that failed twice).
         exit: u8,
         /// One line for the rank's terminal.
         reason: String,

@@ -137,6 +137,15 @@ pub struct FleetFigures {
     /// The lowest ceiling among the pairs, GB/s (bandwidth tests, when known).
     #[serde(default)]
     pub ceiling_gbps: Option<f64>,
+    /// How widely the pairs of no NIC named slow spread: a robust standard deviation of the
+    /// logarithm of their figures (1.4826 x its median absolute deviation); null with fewer
+    /// than three such pairs.
+    #[serde(default)]
+    pub spread: Option<f64>,
+    /// The figure a pair must fall below (bandwidth) or rise above (latency) to be a
+    /// suspect: the threshold, or three spreads from the median where that is further out.
+    #[serde(default)]
+    pub suspect_bar: f64,
 }
 
 /// A NIC the verdict names.
@@ -147,7 +156,8 @@ pub struct NamedNic {
     /// "mlx5_3 of node17".
     pub label: String,
     /// "slow" (its pairs are suspects, with more than one partner or against a known-good
-    /// one) or "counters" (error or congestion counters climbed during its tests).
+    /// one), "failing" (its tests failed, also on their retry, with most of its partners) or
+    /// "counters" (error or congestion counters climbed during its tests).
     pub kind: String,
     /// What a person reads: "write-bw 42% of the median in 3 of 3 pairs" (a figure beyond
     /// twice the median as a multiple: "write-lat 380x the median ...").
@@ -434,6 +444,12 @@ fn sample_fleet(test: &str, unit: &str, values: &[f64; 2]) -> FleetFigures {
         min: values[0].min(values[1]),
         max: values[0].max(values[1]),
         ceiling_gbps: None,
+        spread: None,
+        suspect_bar: if lower_is_better(unit) {
+            values[0] * 2.0
+        } else {
+            values[0] * 0.9
+        },
     }
 }
 
