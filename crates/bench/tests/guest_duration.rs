@@ -16,20 +16,6 @@ const VETHS: [&str; 2] = ["veth0", "veth1"];
 /// What `tc tbf` lets through, in bytes per second: 20 Mbit/s.
 const SHAPED: f64 = 20e6 / 8.0;
 
-/// Runs a shell command in the guest (as root); panics with its output when it fails.
-fn sh(cmd: &str) {
-    let out = std::process::Command::new("sh")
-        .args(["-c", cmd])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
 /// Holds both veths to 20 Mbit/s while it lives: a burst that holds a whole 1500-byte frame
 /// and a queue deep enough for what a QP keeps in flight (16 MB), so the shaper delays frames
 /// as a slow lossless link does instead of dropping them. (At tbf's `latency 50ms`, about

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{bin, client_args, rdma_ready, scratch, server_args, Server};
+use common::{bin, client_args, rdma_ready, scratch, server_args, sh, Server};
 
 fn load(path: &std::path::Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
@@ -105,20 +105,6 @@ fn a_sweep_whose_server_dies_at_the_tenth_size_keeps_the_nine_before() {
     let n = s["results"].as_array().unwrap().len();
     assert!(n == 8 || n == 9, "the server recorded {n} sizes: {s:#}");
     std::fs::remove_dir_all(dir).ok();
-}
-
-/// Runs a command in the guest (as root); panics with its output when it fails.
-fn sh(cmd: &str) {
-    let out = std::process::Command::new("sh")
-        .args(["-c", cmd])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "`{cmd}` failed: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// Waits until rxe1's port is ACTIVE again with its IPv4 GID (after a fault test put it back).

@@ -43,6 +43,17 @@ fn side_args(start: &[&str], port: u16, secs: u32, more: &[&str]) -> Vec<String>
         .collect()
 }
 
+/// Runs a shell command in the guest (as root); panics with its output when it fails.
+pub fn sh(cmd: &str) {
+    let out = Command::new("sh").args(["-c", cmd]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "`{cmd}` failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The binary under test.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rdmabench"))
