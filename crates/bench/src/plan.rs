@@ -270,8 +270,6 @@ pub const SOFTWARE_QP_TIMEOUT: u8 = 18;
 /// Largest `-u`: the verbs attribute is 5 bits (0, "wait forever", is not offered: a lost
 /// packet would stall the run until `--timeout`).
 pub const MAX_QP_TIMEOUT: u8 = 31;
-/// Largest `-o`: the verbs attribute is 8 bits.
-pub const MAX_OUTS: u32 = 255;
 /// Largest message size.
 pub const MAX_SIZE: u64 = 1 << 31;
 /// Largest number of QPs.
@@ -564,12 +562,14 @@ impl TestPlan {
                      (read-bw, read-lat, atomic-bw, atomic-lat)"
                 ));
             }
-            if !(1..=MAX_OUTS).contains(&o) {
-                return refuse(format!(
-                    "--outs {o} is out of range: valid values are 1 to {MAX_OUTS} (the QP \
-                     attribute's 8 bits) and no more than the devices allow (a ConnectX allows \
-                     16); or leave it out to take what both devices allow"
-                ));
+            // Above 1, the devices' own limit decides (at most 255, the QP attribute's 8
+            // bits): it is named when they open (engine::check_outs).
+            if o == 0 {
+                return refuse(
+                    "--outs 0 is out of range: valid values are 1 up to what the devices allow \
+                     (a ConnectX allows 16); or leave it out to take what both devices allow"
+                        .to_string(),
+                );
             }
         }
         if test.verb == Verb::Read && self.inline > 0 {
@@ -764,23 +764,19 @@ mod tests {
         .resolve(TestKind::new(Verb::Read, Mode::Bw))
         .unwrap_err();
         assert!(
-            err.0
-                .starts_with("--outs 0 is out of range: valid values are 1 to 255"),
+            err.0.starts_with(
+                "--outs 0 is out of range: valid values are 1 up to what the devices allow"
+            ),
             "{err}"
         );
-        // Before any device opens, its limit is not known: the range says that it applies.
-        let err = PlanRequest {
+        // Above 1 the devices' limit decides, and is named when they open: -o 1000 as -o 200.
+        let plan = PlanRequest {
             outs: Some(1000),
             ..request()
         }
         .resolve(TestKind::new(Verb::Read, Mode::Bw))
-        .unwrap_err();
-        assert_eq!(
-            err.0,
-            "--outs 1000 is out of range: valid values are 1 to 255 (the QP attribute's 8 bits) \
-             and no more than the devices allow (a ConnectX allows 16); or leave it out to take \
-             what both devices allow"
-        );
+        .unwrap();
+        assert_eq!(plan.outs, Some(1000));
     }
 
     #[test]

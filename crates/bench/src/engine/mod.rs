@@ -885,6 +885,11 @@ mod tests {
             "--outs 200 exceeds rxe0's limit of 16 outstanding READs/atomics per QP: give \
              --outs 1 to 16, or leave it out"
         );
+        assert_eq!(
+            check_outs(&plan(1000), &facts).unwrap_err().0,
+            "--outs 1000 exceeds rxe0's limit of 16 outstanding READs/atomics per QP: give \
+             --outs 1 to 16, or leave it out"
+        );
     }
 
     #[test]
