@@ -261,20 +261,29 @@ fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
 /// The planned tests that failed and never passed (a retry that passed saves a test), each
 /// as its last failed attempt.
 pub fn failed_tests(rec: &SweepRecord) -> Vec<&PairRecord> {
-    let key = |p: &PairRecord| (p.server, p.client, p.test.clone());
-    let passed: BTreeSet<_> = rec
+    failed_by_test(rec).into_values().collect()
+}
+
+/// A planned test: its server, client and test.
+type TestKey<'a> = (u32, u32, &'a str);
+
+fn test_key(p: &PairRecord) -> TestKey<'_> {
+    (p.server, p.client, p.test.as_str())
+}
+
+/// [`failed_tests`] by test.
+fn failed_by_test(rec: &SweepRecord) -> BTreeMap<TestKey<'_>, &PairRecord> {
+    let passed: BTreeSet<TestKey> = rec
         .pairs
         .iter()
         .filter(|p| p.error.is_none())
-        .map(key)
+        .map(test_key)
         .collect();
-    let mut failed: BTreeMap<_, &PairRecord> = BTreeMap::new();
-    for p in rec.pairs.iter().filter(|p| p.error.is_some() && !p.rerun) {
-        if !passed.contains(&key(p)) {
-            failed.insert(key(p), p);
-        }
-    }
-    failed.into_values().collect()
+    rec.pairs
+        .iter()
+        .filter(|p| p.error.is_some() && !p.rerun && !passed.contains(&test_key(p)))
+        .map(|p| (test_key(p), p))
+        .collect()
 }
 
 /// What kind of failure an error is, for the verdict: "retry exceeded" (the NIC gave up
@@ -306,21 +315,17 @@ pub fn error_class(error: &str) -> &'static str {
 /// Ranks in a failed test with most of their partners (at least two), worst first, as
 /// slow ones are named: a failure is a finding, and the NIC in every failure is its cause.
 fn name_failing(rec: &SweepRecord) -> Vec<NamedNic> {
-    let failed = failed_tests(rec);
-    if failed.is_empty() {
+    let by_test = failed_by_test(rec);
+    if by_test.is_empty() {
         return Vec::new();
     }
-    let is_failed = |p: &PairRecord| {
-        failed
-            .iter()
-            .any(|f| (f.server, f.client, &f.test) == (p.server, p.client, &p.test))
-    };
     let tests: Vec<(u32, u32, bool)> = rec
         .pairs
         .iter()
         .filter(|p| !p.rerun && !p.retry)
-        .map(|p| (p.client, p.server, is_failed(p)))
+        .map(|p| (p.client, p.server, by_test.contains_key(&test_key(p))))
         .collect();
+    let failed: Vec<&PairRecord> = by_test.into_values().collect();
     by_majority(&tests)
         .into_iter()
         .map(|rank| {
@@ -489,6 +494,14 @@ pub(crate) mod tests {
         }
     }
 
+    /// The named NICs as (rank, kind).
+    fn names(rec: &SweepRecord) -> Vec<(u32, &str)> {
+        rec.named
+            .iter()
+            .map(|n| (n.rank, n.kind.as_str()))
+            .collect()
+    }
+
     pub(crate) fn pair(server: u32, client: u32, gbps: f64) -> PairRecord {
         let mut p = sample_pair(0, client, server, "write-bw", "GB/s", Some(gbps), gbps);
         (p.pct_of_median, p.suspect) = (None, false);
@@ -552,11 +565,7 @@ pub(crate) mod tests {
         // Healthy pairs 4.0, 10 and 25 (2.5x apart, as under emulation), rank 2's at 1.1.
         let mut rec = sweep(4, four_with(2.5, Some(1.1), ""));
         judge(&mut rec);
-        let names: Vec<(u32, &str)> = rec
-            .named
-            .iter()
-            .map(|n| (n.rank, n.kind.as_str()))
-            .collect();
+        let names = names(&rec);
         assert_eq!(names, [(2, "slow")], "{:?}", rec.named);
     }
 
@@ -573,11 +582,7 @@ pub(crate) mod tests {
         }
         let mut rec = sweep(8, pairs);
         judge(&mut rec);
-        let names: Vec<(u32, &str)> = rec
-            .named
-            .iter()
-            .map(|n| (n.rank, n.kind.as_str()))
-            .collect();
+        let names = names(&rec);
         assert_eq!(names, [(5, "slow")], "{:?}", rec.named);
         assert!(
             reruns(&rec).is_empty(),
@@ -633,11 +638,7 @@ pub(crate) mod tests {
         }
         let mut rec = sweep(4, pairs);
         judge(&mut rec);
-        let names: Vec<(u32, &str)> = rec
-            .named
-            .iter()
-            .map(|n| (n.rank, n.kind.as_str()))
-            .collect();
+        let names = names(&rec);
         assert_eq!(names, [(2, "failing"), (3, "failing")]);
         assert!(
             rec.named[0].why.ends_with("(no rate)"),

@@ -424,6 +424,28 @@ mod tests {
         local_offset: 0,
     };
 
+    /// Posts on QP `q` what its room allows, queueing the signaled requests' ids for the model
+    /// NIC to complete.
+    fn post_all(
+        p: &mut SendProgress,
+        q: usize,
+        s: &LoopShape,
+        batch: &mut [SendRequest],
+        queue: &mut std::collections::VecDeque<u64>,
+    ) {
+        while let count @ 1.. = p.room(q, s) as usize {
+            fill_batch(&mut batch[..count], q, p, s, &TARGET);
+            queue.extend(
+                batch[..count]
+                    .iter()
+                    .filter(|w| w.signaled)
+                    .map(|w| w.wr_id),
+            );
+            p.add_posted(q, count as u64);
+            assert!(p.qps[q].posted - p.qps[q].completed <= u64::from(s.depth));
+        }
+    }
+
     /// A model NIC: completes the oldest signaled request each step. The loop's accounting
     /// must finish every operation without ever exceeding the depth; returns the operations
     /// done and the most one QP had in flight.
@@ -437,21 +459,7 @@ mod tests {
             steps += 1;
             assert!(steps < 1_000_000, "stalled at {} of {total}", p.done);
             for (q, queue) in signaled.iter_mut().enumerate() {
-                loop {
-                    let count = p.room(q, &s) as usize;
-                    if count == 0 {
-                        break;
-                    }
-                    fill_batch(&mut batch[..count], q, &mut p, &s, &TARGET);
-                    queue.extend(
-                        batch[..count]
-                            .iter()
-                            .filter(|w| w.signaled)
-                            .map(|w| w.wr_id),
-                    );
-                    p.add_posted(q, count as u64);
-                    assert!(p.qps[q].posted - p.qps[q].completed <= u64::from(s.depth));
-                }
+                post_all(&mut p, q, &s, &mut batch, queue);
                 if let Some(id) = queue.pop_front() {
                     p.complete(WrId(id));
                 }
@@ -537,16 +545,7 @@ mod tests {
                 p.stop_posting();
             }
             for (q, queue) in queues.iter_mut().enumerate() {
-                while let count @ 1.. = p.room(q, &s) as usize {
-                    fill_batch(&mut batch[..count], q, &mut p, &s, &TARGET);
-                    queue.extend(
-                        batch[..count]
-                            .iter()
-                            .filter(|w| w.signaled)
-                            .map(|w| w.wr_id),
-                    );
-                    p.add_posted(q, count as u64);
-                }
+                post_all(&mut p, q, &s, &mut batch, queue);
                 if let Some(id) = queue.pop_front() {
                     p.complete(WrId(id));
                 }

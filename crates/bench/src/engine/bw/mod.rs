@@ -345,7 +345,7 @@ pub struct Meter {
     last: Option<(Instant, u64)>,
     /// Events after the opening one.
     events: u64,
-    /// The planned end passed with too few events: when that was first seen.
+    /// The planned end passed with too few events, so the window is kept open.
     extending: bool,
 }
 
