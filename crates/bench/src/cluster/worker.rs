@@ -10,7 +10,7 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::args::SweepSpec;
 use super::launcher::{Coordinator, Place};
-use crate::control::{printable, Channel, Greeting, Joining, Listener, Message, Work};
+use crate::control::{dial, printable, Channel, Greeting, Joining, Listener, Message, Work};
 use crate::run::{run_client, ServerSide};
 
 /// How a sweep ended for this rank: the status all ranks exit with, and why.
@@ -155,22 +155,22 @@ fn connect(
     }
 }
 
-/// The pause between two tries to reach rank 0.
+/// The pause between two tries to reach rank 0 whose handshake failed (its greeters busy).
 const RETRY_PAUSE: Duration = Duration::from_millis(200);
 
-/// One try at a TCP connection to rank 0, within `within`.
+/// A TCP connection to rank 0 within `within`, waiting while it does not listen yet
+/// ([`dial`]; its host name resolved anew each time, as a launcher's may come up late).
 fn reach(coordinator: &Coordinator, within: Duration) -> std::io::Result<(SocketAddr, TcpStream)> {
-    let mut last = std::io::Error::new(
-        std::io::ErrorKind::NotFound,
-        format!("no address found for '{}'", coordinator.host),
-    );
-    for addr in (coordinator.host.as_str(), coordinator.port).to_socket_addrs()? {
-        match TcpStream::connect_timeout(&addr, within) {
-            Ok(stream) => return Ok((addr, stream)),
-            Err(e) => last = e,
-        }
-    }
-    Err(last)
+    let addrs: Vec<SocketAddr> = (coordinator.host.as_str(), coordinator.port)
+        .to_socket_addrs()?
+        .collect();
+    dial(&addrs, within, &mut |_, _| {}).map_err(|not| match not.addr {
+        Some(_) => not.error,
+        None => std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no address found for '{}'", coordinator.host),
+        ),
+    })
 }
 
 #[cfg(test)]

@@ -62,58 +62,94 @@ fn not_listening_yet(e: &std::io::Error) -> bool {
     )
 }
 
-/// Opens a TCP connection to the first of `addrs` (`host`'s) that accepts one before
-/// `deadline` (`timeout` after the start), trying them all again every [`RETRY_PAUSE`] while
-/// nothing listens; `waiting` is told once, in one line, that it waits.
-fn reach(
-    host: &str,
+/// Why [`dial`] got no connection: the last address it tried and that try's error (`None`:
+/// there was no address, or no time to try one).
+#[derive(Debug)]
+pub struct NotReached {
+    /// The address of the last try.
+    pub addr: Option<SocketAddr>,
+    /// Its error.
+    pub error: std::io::Error,
+}
+
+/// Opens a TCP connection to the first of `addrs` that accepts one within `timeout`, trying
+/// them all again every [`RETRY_PAUSE`] while nothing listens there yet (a script or a
+/// launcher starts both sides at once); any other failure ends it at once. `waiting` hears
+/// once that it waits, with the address and the error of the try that made it wait.
+pub fn dial(
     addrs: &[SocketAddr],
-    (deadline, timeout): (Instant, Duration),
-    waiting: &mut dyn FnMut(&str),
-) -> Result<(SocketAddr, TcpStream)> {
-    let secs = timeout.as_secs_f64();
-    let mut last_err = None;
-    let mut said = false;
+    timeout: Duration,
+    waiting: &mut dyn FnMut(SocketAddr, &std::io::Error),
+) -> std::result::Result<(SocketAddr, TcpStream), NotReached> {
+    let deadline = Instant::now() + timeout;
+    let (mut said, mut last) = (false, None);
     loop {
-        for addr in addrs {
+        for &addr in addrs {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
             }
-            match TcpStream::connect_timeout(addr, left) {
-                Ok(stream) => return Ok((*addr, stream)),
-                Err(e) => last_err = Some((*addr, e)),
+            match TcpStream::connect_timeout(&addr, left) {
+                Ok(stream) => return Ok((addr, stream)),
+                Err(e) => last = Some((addr, e)),
             }
         }
-        let Some((addr, e)) = &last_err else {
-            bail!("no address found for server '{host}' (or --timeout {secs} s is too short)");
+        let Some((addr, error)) = last.take() else {
+            let error = std::io::Error::new(ErrorKind::NotFound, "no address to connect to");
+            return Err(NotReached { addr: None, error });
         };
-        if e.kind() == ErrorKind::TimedOut || e.kind() == ErrorKind::WouldBlock {
-            bail!(
-                "no answer from the server at {addr} within {secs} s; is `rdmabench` running \
-                 there and the port open? (--timeout, -p)"
-            );
-        }
-        if !not_listening_yet(e) {
-            bail!("cannot connect to the server at {addr}: {e}; check the address and -p");
-        }
         let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            bail!(
-                "cannot connect to the server at {addr} within --timeout {secs} s ({e}): nothing \
-                 listens there; start the server (`rdmabench <test>` on the server host), check \
-                 -p, or give it longer (--timeout)"
-            );
+        if !not_listening_yet(&error) || left.is_zero() {
+            return Err(NotReached {
+                addr: Some(addr),
+                error,
+            });
         }
         if !said {
-            waiting(&format!(
-                "rdmabench: waiting for the server at {addr} ({}), up to --timeout {secs} s",
-                e.kind()
-            ));
+            waiting(addr, &error);
             said = true;
         }
+        last = Some((addr, error));
         std::thread::sleep(RETRY_PAUSE.min(left));
     }
+}
+
+/// [`dial`] for a two-node run's client: the wait said once through `waiting`, and each way
+/// of failing in a client's words.
+fn reach(
+    host: &str,
+    addrs: &[SocketAddr],
+    timeout: Duration,
+    waiting: &mut dyn FnMut(&str),
+) -> Result<(SocketAddr, TcpStream)> {
+    let secs = timeout.as_secs_f64();
+    let said = &mut |addr: SocketAddr, e: &std::io::Error| {
+        waiting(&format!(
+            "rdmabench: waiting for the server at {addr} ({}), up to --timeout {secs} s",
+            e.kind()
+        ))
+    };
+    let NotReached { addr, error: e } = match dial(addrs, timeout, said) {
+        Ok(reached) => return Ok(reached),
+        Err(not) => not,
+    };
+    let Some(addr) = addr else {
+        bail!("no address found for server '{host}' (or --timeout {secs} s is too short)");
+    };
+    if e.kind() == ErrorKind::TimedOut || e.kind() == ErrorKind::WouldBlock {
+        bail!(
+            "no answer from the server at {addr} within {secs} s; is `rdmabench` running \
+             there and the port open? (--timeout, -p)"
+        );
+    }
+    if !not_listening_yet(&e) {
+        bail!("cannot connect to the server at {addr}: {e}; check the address and -p");
+    }
+    bail!(
+        "cannot connect to the server at {addr} within --timeout {secs} s ({e}): nothing \
+         listens there; start the server (`rdmabench <test>` on the server host), check \
+         -p, or give it longer (--timeout)"
+    )
 }
 
 /// A connected control channel to the peer.
@@ -152,10 +188,7 @@ impl Channel {
             .to_socket_addrs()
             .with_context(|| format!("cannot resolve server address '{host}'"))?
             .collect();
-        let deadline = Instant::now() + timeout;
-        let (addr, stream) = reach(host, &addrs, (deadline, timeout), &mut |line| {
-            eprintln!("{line}")
-        })?;
+        let (addr, stream) = reach(host, &addrs, timeout, &mut |line| eprintln!("{line}"))?;
         Channel::greet(stream, addr, timeout, token)
     }
 
@@ -343,7 +376,7 @@ mod tests {
         let timeout = Duration::from_millis(1500);
         let start = Instant::now();
         let mut said = Vec::new();
-        let err = reach("127.0.0.1", &[addr], (start + timeout, timeout), &mut |l| {
+        let err = reach("127.0.0.1", &[addr], timeout, &mut |l| {
             said.push(l.to_string())
         })
         .unwrap_err();
