@@ -25,6 +25,11 @@
 #     10.251.0.(K+1)/24 (rxe0 10.251.0.1, rxe1 10.251.0.2, rxe2 10.251.0.3, ...), each
 #     veth's peer vpK a port of one bridge brx, so every pair of devices talks across the
 #     bridge.  `tc qdisc add dev vethK root tbf ...` (or netem) slows node K down.
+#   - RXE_VM_LEAVES=L (2..8, with RXE_VM_NODES >= 2L) splits the nodes into L contiguous
+#     blocks, each on its own bridge brx0..brx(L-1) (a "leaf switch"): node K is on leaf
+#     K*L/N.  Leaf l >= 1 reaches leaf 0 through the veth pair upl (a port of brx0) <-> dnl
+#     (a port of brxl), its "uplink": tc on upl and dnl slows every path between leaf l and
+#     the others, and none inside a leaf.  (6 nodes, 2 leaves: nodes 0-2 and 3-5.)
 #   - the host name is rxe-vm; Open MPI's mpirun runs there (README says how).
 #   - CMD runs as root in the host's $PWD, which is shared read-write at the same path.
 #     /tmp, /var/tmp, /run and /dev/shm are empty tmpfs; the rest of / is read-only (so
@@ -53,6 +58,7 @@
 #   RXE_VM_MTU       MTU of the veths (default 1500)
 #   RXE_VM_NODES     number of rxe devices, 2..16 (default 2: the veth pair; 3 or more: a
 #                    bridge, see above)
+#   RXE_VM_LEAVES    leaf switches joined by uplinks, 1..8 (default 1: one bridge), see above
 #   RXE_VM_ACCEL     auto | tcg | kvm (default auto: KVM only if kvm_intel or kvm_amd is
 #                    loaded and the CPU has vmx/svm; otherwise TCG emulation)
 #   RXE_VM_KERNEL    kernel package of the image (default: the one linux-image-amd64 needs)
@@ -80,6 +86,7 @@ readonly MEM=${RXE_VM_MEM:-2048}
 readonly SMP=${RXE_VM_SMP:-$(n=$(nproc); echo $((n > 4 ? 4 : n)))}
 readonly MTU=${RXE_VM_MTU:-1500}
 readonly NODES=${RXE_VM_NODES:-2}
+readonly LEAVES=${RXE_VM_LEAVES:-1}
 readonly ACCEL=${RXE_VM_ACCEL:-auto}
 readonly VERBOSE=${RXE_VM_VERBOSE:-0}
 readonly KEEP=${RXE_VM_KEEP:-0}
@@ -130,6 +137,9 @@ check_host() {
     [[ $TIMEOUT =~ ^[0-9]+$ ]] || die "RXE_VM_TIMEOUT must be a whole number of seconds"
     [[ $BOOT_LIMIT =~ ^[1-9][0-9]*$ ]] || die "RXE_VM_BOOT_LIMIT must be a whole number of seconds above 0"
     [[ $NODES =~ ^([2-9]|1[0-6])$ ]] || die "RXE_VM_NODES must be 2..16"
+    [[ $LEAVES =~ ^[1-8]$ ]] || die "RXE_VM_LEAVES must be 1..8, not '$LEAVES'"
+    [ "$LEAVES" = 1 ] || [ "$NODES" -ge $((2 * LEAVES)) ] \
+        || die "RXE_VM_LEAVES=$LEAVES needs RXE_VM_NODES >= $((2 * LEAVES)) (two nodes a leaf)"
 }
 
 # ---------------------------------------------------------------------------- guest image
@@ -367,14 +377,32 @@ route add 10.251.0.1 dev veth1 table 100
 route add 10.251.0.2 dev veth0 table 101
 IP
 else
-    # N nodes: vethK (10.251.0.K+1, carries rxeK) <-> vpK, every vpK a port of bridge brx
+    # N nodes: vethK (10.251.0.K+1, carries rxeK) <-> vpK, every vpK a port of bridge brx;
+    # with L leaves, of bridge brx(K*L/N), leaf l >= 1 joined to leaf 0 by upl <-> dnl
     {
         echo "link set lo up"
-        echo "link add brx type bridge"
-        echo "link set brx up"
+        if [ "$LEAVES" = 1 ]; then
+            echo "link add brx type bridge"
+            echo "link set brx up"
+        fi
+        for ((l = 0; LEAVES > 1 && l < LEAVES; l++)); do
+            echo "link add brx$l type bridge"
+            echo "link set brx$l up"
+            if [ $l -gt 0 ]; then
+                echo "link add up$l mtu $MTU type veth peer name dn$l mtu $MTU"
+                echo "link set up$l master brx0"
+                echo "link set dn$l master brx$l"
+                echo "link set up$l up"
+                echo "link set dn$l up"
+            fi
+        done
         for ((k = 0; k < NODES; k++)); do
             echo "link add veth$k mtu $MTU type veth peer name vp$k mtu $MTU"
-            echo "link set vp$k master brx"
+            if [ "$LEAVES" = 1 ]; then
+                echo "link set vp$k master brx"
+            else
+                echo "link set vp$k master brx$((k * LEAVES / NODES))"
+            fi
             echo "addr add 10.251.0.$((k + 1))/24 dev veth$k"
             echo "link set vp$k up"
             echo "link set veth$k up"
@@ -475,7 +503,7 @@ plan_shares() {
 # Writes the rest of the run folder: config, env, argv, guest.sh.
 prepare_run() {
     local v extra
-    printf 'MTU=%q\nNODES=%q\nCWD=%q\n' "$MTU" "$NODES" "$PWD" > "$RUN/config"
+    printf 'MTU=%q\nNODES=%q\nLEAVES=%q\nCWD=%q\n' "$MTU" "$NODES" "$LEAVES" "$PWD" > "$RUN/config"
     {
         printf 'export PATH=%q\n' "$HOST_PATH"
         for v in HOME USER LOGNAME LANG LC_ALL TZ; do

@@ -63,10 +63,11 @@ declare -A cost=([guest_matrix]=475 [guest_fake_gpu]=253 [guest_regression]=250
     [guest_soak]=158 [guest_write_bw]=153 [guest_latency]=81 [guest_gdr]=68
     [guest_harden]=60 [guest_faults]=40 [guest_rails]=60 [guest_topo]=10
     [guest_duration]=170)
-declare -A nodes=([guest_cluster]=4)
+declare -A nodes=([guest_cluster]=4 [guest_fleet]=6) leaves=([guest_fleet]=2)
 lanes=${RDMABENCH_GUEST_LANES:-2}
 [[ $lanes =~ ^[1-9]$ ]] || { echo "scripts/test.sh: RDMABENCH_GUEST_LANES must be 1..9" >&2; exit 2; }
 node_of() { local n=${1##*/}; echo "${nodes[${n%-*}]:-2}"; }
+leaves_of() { local n=${1##*/}; echo "${leaves[${n%-*}]:-1}"; }
 two_node=() many_node=()
 for b in "${bins[@]}"; do
     if [ "$(node_of "$b")" = 2 ]; then two_node+=("$b"); else many_node+=("$b"); fi
@@ -79,11 +80,13 @@ while read -r c b; do
     for ((k = 1; k < lanes; k++)); do [ "${lane_cost[k]}" -lt "${lane_cost[l]}" ] && l=$k; done
     lane_bins[l]+=" $b" lane_cost[l]=$((lane_cost[l] + c))
 done < <(for b in "${two_node[@]}"; do n=${b##*/}; echo "${cost[${n%-*}]:-120} $b"; done | sort -rn)
-run_lane() {   # LANE NODES BIN...: one guest of NODES soft-RoCE nodes runs the binaries in turn
-    local lane=$1 nodes=$2
-    shift 2
+# LANE NODES LEAVES BIN...: one guest of NODES soft-RoCE nodes on LEAVES leaf switches runs
+# the binaries in turn
+run_lane() {
+    local lane=$1 nodes=$2 leaves=$3
+    shift 3
     # (on a busy 2-core machine one lane can take longer than the harness's default 15 minutes)
-    RXE_VM_NODES=$nodes RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-2400} RDMABENCH_REQUIRE_RDMA=1 \
+    RXE_VM_NODES=$nodes RXE_VM_LEAVES=$leaves RXE_VM_TIMEOUT=${RXE_VM_TIMEOUT:-2400} RDMABENCH_REQUIRE_RDMA=1 \
         scripts/rxe-vm.sh bash -c '
         rc=0
         for t in "$@"; do
@@ -97,13 +100,13 @@ pids=()
 for ((l = 0; l < lanes; l++)); do
     [ -n "${lane_bins[l]}" ] || continue
     # shellcheck disable=SC2086 # (a list of paths in target/, no spaces)
-    run_lane "$l" 2 ${lane_bins[l]} &
+    run_lane "$l" 2 1 ${lane_bins[l]} &
     pids+=($!)
 done
 rc=0
 for p in "${pids[@]}"; do wait "$p" || rc=1; done
 for b in "${many_node[@]}"; do
-    run_lane "$(basename "${b%-*}")" "$(node_of "$b")" "$b" || rc=1
+    run_lane "$(basename "${b%-*}")" "$(node_of "$b")" "$(leaves_of "$b")" "$b" || rc=1
 done
 [ "$rc" = 0 ] || echo "scripts/test.sh: guest tests failed (see the lines marked FAILED or panicked above)" >&2
 exit "$rc"
