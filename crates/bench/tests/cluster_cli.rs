@@ -110,6 +110,39 @@ fn open_mpi_and_torchrun_are_found_and_an_explicit_coordinator_wins() {
 }
 
 #[test]
+fn a_topology_is_read_before_anything_and_a_bad_one_refused_naming_its_line() {
+    let fixtures = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/topology");
+    for (file, says) in [
+        ("fabric.txt", "topology     host list: 7 hosts on 2 leaves"),
+        (
+            "ibnetdiscover.txt",
+            "topology     ibnetdiscover: 7 hosts on 2 leaves",
+        ),
+        (
+            "iblinkinfo.txt",
+            "topology     iblinkinfo: 7 hosts on 2 leaves",
+        ),
+        ("lldp", "topology     lldpcli JSON: 3 hosts on 2 leaves"),
+    ] {
+        let path = format!("{fixtures}/{file}");
+        let out = cluster(&SLURM, &["--dry-run", "--topology", &path]);
+        assert!(out.status.success(), "{file}: {}", text(&out));
+        assert!(text(&out).contains(says), "{file}: {}", text(&out));
+    }
+    let bad = std::env::temp_dir().join(format!("rdmabench-topology-{}", std::process::id()));
+    std::fs::write(&bad, "node1 leaf1\nnode2\n").unwrap();
+    let out = cluster(&SLURM, &["--dry-run", "--topology", bad.to_str().unwrap()]);
+    std::fs::remove_file(&bad).unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    let shown = text(&out);
+    assert!(
+        shown.contains(&format!("--topology {}: line 2: 'node2'", bad.display()))
+            && shown.contains("HOST LEAF [RAIL]"),
+        "{shown}"
+    );
+}
+
+#[test]
 fn what_cannot_run_is_refused_with_exit_2_naming_it() {
     let out = cluster(&[], &["--dry-run"]);
     assert_eq!(out.status.code(), Some(2));

@@ -668,6 +668,20 @@ pub fn roce_active_mtu(netdev_mtu: u32) -> Option<u32> {
     IB_MTUS.iter().rev().copied().find(|&mtu| mtu <= room)
 }
 
+/// The active MTU soft-RoCE (rxe) sets from its netdev's MTU, which differs from
+/// [`roce_active_mtu`]: the largest IB MTU that fits after rxe's 80 B of headroom
+/// (`RXE_MAX_HDR_LENGTH`), and 256 when none does (`rxe_set_mtu`, through
+/// `eth_mtu_int_to_enum`). 1500 gives 1024, 9000 gives 4096, 4176 already 4096.
+pub fn rxe_active_mtu(netdev_mtu: u32) -> u32 {
+    let room = netdev_mtu.saturating_sub(80);
+    IB_MTUS
+        .iter()
+        .rev()
+        .copied()
+        .find(|&mtu| mtu <= room)
+        .unwrap_or(256)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -877,6 +891,15 @@ mod tests {
         assert_eq!(roce_active_mtu(4200), Some(4096));
         assert_eq!(roce_active_mtu(1500), Some(1024));
         assert_eq!(roce_active_mtu(100), None);
+        // rxe keeps 80 B, not 96, and never goes below 256.
+        assert_eq!(rxe_active_mtu(1500), 1024);
+        assert_eq!(rxe_active_mtu(9000), 4096);
+        assert_eq!(rxe_active_mtu(4176), 4096);
+        assert_eq!(roce_active_mtu(4176), Some(2048));
+        assert_eq!(rxe_active_mtu(4175), 2048);
+        assert_eq!(rxe_active_mtu(1104), 1024);
+        assert_eq!(rxe_active_mtu(1103), 512);
+        assert_eq!(rxe_active_mtu(100), 256);
     }
 
     #[test]

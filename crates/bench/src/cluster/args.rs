@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::fabric::{self, Fabric};
 use super::schedule::{self, Rounds, ScheduleError};
 use crate::cli::TestArgs;
 use crate::plan::{shown, Mode, PlanError, TestKind, TestPlan};
@@ -65,6 +66,13 @@ pub struct ClusterArgs {
     /// A pair above this multiple of the fleet's median latency is a suspect
     #[arg(long, default_value_t = 2.0, value_name = "FACTOR", value_parser = parse_factor)]
     pub max_lat_factor: f64,
+
+    /// Where each host's NICs attach, for the verdict to tell a slow path between leaves from
+    /// a slow NIC: lines "HOST LEAF [RAIL]" (HOST/DEVICE for one NIC), a saved ibnetdiscover
+    /// or iblinkinfo output, or 'lldpcli show neighbors -f json' output (a file named after
+    /// its host, or a directory of them); read on every rank
+    #[arg(long, value_name = "FILE")]
+    pub topology: Option<PathBuf>,
 
     /// Print this rank's view (launcher, rank, coordinator, rounds, estimated time) and
     /// contact nobody
@@ -168,6 +176,8 @@ pub struct SweepSpec {
     pub min_pct: f64,
     /// --max-lat-factor.
     pub max_lat_factor: f64,
+    /// --topology: where each NIC attaches (rank 0 places the ranks by it).
+    pub fabric: Option<Fabric>,
     /// Where rank 0 writes the sweep record.
     pub json: Option<PathBuf>,
     /// --timeout.
@@ -206,6 +216,7 @@ impl ClusterArgs {
             }
             (_, None) => Vec::new(),
         };
+        let fabric = self.topology.as_deref().map(fabric::read).transpose()?;
         let mut spec = SweepSpec {
             tests,
             pattern: self.pattern,
@@ -214,6 +225,7 @@ impl ClusterArgs {
             per_rail: self.per_rail,
             min_pct: self.min_pct,
             max_lat_factor: self.max_lat_factor,
+            fabric,
             json: self.test.json.clone(),
             timeout: self.test.timeout(),
             options: Vec::new(),
@@ -488,6 +500,22 @@ mod tests {
         assert!(e.contains("--pairs-file"), "{e}");
         assert!(Wrap::try_parse_from(["c", "--min-pct", "120"]).is_err());
         assert!(Wrap::try_parse_from(["c", "--max-lat-factor", "0.5"]).is_err());
+    }
+
+    #[test]
+    fn a_topology_file_is_parsed_into_the_spec_and_a_bad_one_refused() {
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/topology");
+        let s = spec(&["--topology", &format!("{dir}/fabric.txt")]).unwrap();
+        let fabric = s.fabric.unwrap();
+        assert_eq!(fabric.place("node4", "mlx5_0").0.as_deref(), Some("leaf02"));
+        assert!(spec(&[]).unwrap().fabric.is_none());
+        let e = spec(&["--topology", &format!("{dir}/absent.txt")])
+            .unwrap_err()
+            .0;
+        assert!(
+            e.starts_with("--topology ") && e.contains("absent.txt"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -15,21 +15,28 @@ use super::schedule::{self, Pair};
 use super::summary;
 use super::verdict::{self, alarming, judge, label, reruns};
 use super::worker::SweepEnd;
-use crate::control::{printable, Channel, Joining, Listener, Message, Work};
+use super::{fabric, locate, preflight};
+use crate::control::{
+    dropped_line, printable, Channel, Joining, Listener, Message, Work, HELLO_DEADLINE,
+};
 use crate::files::write_atomically;
 use crate::plan::{Mode, PlanError};
 use crate::report::{
     now_rfc3339, PairRecord, RankRecord, RunRecord, RunStatus, SweepRecord, ToolRecord,
-    FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
+    Unreachable, FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
 };
 
 /// How often a sweep's record is rewritten while the sweep goes on.
 const WRITE_EVERY: Duration = Duration::from_secs(30);
 
-/// A rank that joined: its channel and where its measuring server listens.
+/// A rank of the launch as rank 0 knows it.
 struct Member {
-    ch: Channel,
+    /// Its channel while rank 0 can reach it; `None` once it is unreachable (it never
+    /// joined, died, or stopped answering: the record says since when and why).
+    ch: Option<Channel>,
+    /// What it said when it joined (for a rank that never joined, its rank alone).
     joining: Joining,
+    /// Where its measuring server listens, and where it connects from.
     addr: IpAddr,
 }
 
@@ -44,6 +51,20 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
         .map(|r| r.iter().map(|p| [p.b as u32, p.a as u32]).collect())
         .collect();
     println!("{}", summary::plan_line(spec, place, rounds.len()));
+    if let Some(f) = &spec.fabric {
+        let missing = fabric::place_ranks(&mut rec, f);
+        if !missing.is_empty() {
+            println!(
+                "topology: {} rank(s) not in --topology, judged without a leaf: {}",
+                missing.len(),
+                missing.join(", ")
+            );
+        }
+    }
+    rec.preflight = preflight::outliers(&rec.ranks);
+    for line in preflight::lines(&rec.preflight, &rec.ranks) {
+        println!("preflight: {line}");
+    }
     let end = match sweep(spec, &mut members, &mut rec, &rounds) {
         Ok(()) => {
             rec.status = RunStatus::Complete;
@@ -61,8 +82,8 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
         }
     };
     write_record(spec, &rec)?;
-    for m in &mut members {
-        end_sweep(&mut m.ch, end.exit, &end.reason);
+    for ch in members.iter_mut().filter_map(|m| m.ch.as_mut()) {
+        end_sweep(ch, end.exit, &end.reason);
     }
     Ok(end)
 }
@@ -71,36 +92,40 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
 const NAMED_IN_END: usize = 3;
 
 /// How a sweep that ran its rounds ends on every rank: the status, and a line that names the
-/// NICs and says where the verdict is (the other ranks print only this line). A named NIC
-/// or a failed test is a finding (3); nothing found is 0.
+/// NICs and paths and says where the verdict is (the other ranks print only this line). A
+/// named NIC (slow, failing, counters, unreachable), a named path or a failed test is a
+/// finding (3); nothing found is 0.
 fn verdict_end(rec: &SweepRecord, json: Option<&Path>) -> SweepEnd {
     let failed = verdict::failed_tests(rec).len();
-    let n = rec.named.len();
-    if n == 0 && failed == 0 {
+    let mut what = Vec::new();
+    if !rec.named.is_empty() {
+        let labels = rec
+            .named
+            .iter()
+            .map(|n| format!("{} ({})", n.label, n.kind));
+        what.push(format!(
+            "{} NIC(s) named: {}",
+            rec.named.len(),
+            first_few(labels)
+        ));
+    }
+    if !rec.paths.is_empty() {
+        let sides = rec.paths.iter().map(locate::headline);
+        what.push(format!(
+            "{} path(s) named: {}",
+            rec.paths.len(),
+            first_few(sides)
+        ));
+    }
+    if failed > 0 {
+        what.push(format!("{failed} test(s) failed"));
+    }
+    if what.is_empty() {
         return SweepEnd {
             exit: 0,
             reason: "no NIC named".into(),
         };
     }
-    let labels: Vec<String> = rec
-        .named
-        .iter()
-        .take(NAMED_IN_END)
-        .map(|n| format!("{} ({})", n.label, n.kind))
-        .collect();
-    let mut what = Vec::new();
-    if n > 0 {
-        let more = match n.saturating_sub(NAMED_IN_END) {
-            0 => String::new(),
-            m => format!(" and {m} more"),
-        };
-        what.push(format!("{n} NIC(s) named: {}{more}", labels.join(", ")));
-    }
-    if failed > 0 {
-        what.push(format!("{failed} test(s) failed"));
-    }
-    let what = what.join("; ");
-    let exit = 3;
     let host = match rec.rank(0) {
         Some(r) if !r.host.is_empty() => format!(" (on {})", r.host),
         _ => String::new(),
@@ -109,8 +134,21 @@ fn verdict_end(rec: &SweepRecord, json: Option<&Path>) -> SweepEnd {
         .map(|p| format!(" and its record {}", p.display()))
         .unwrap_or_default();
     SweepEnd {
-        exit,
-        reason: format!("{what}; the verdict is in rank 0's output{host}{record}"),
+        exit: 3,
+        reason: format!(
+            "{}; the verdict is in rank 0's output{host}{record}",
+            what.join("; ")
+        ),
+    }
+}
+
+/// The first [`NAMED_IN_END`] of `items`, the rest counted.
+fn first_few(items: impl ExactSizeIterator<Item = String>) -> String {
+    let n = items.len();
+    let shown: Vec<String> = items.take(NAMED_IN_END).collect();
+    match n.saturating_sub(NAMED_IN_END) {
+        0 => shown.join(", "),
+        more => format!("{} and {more} more", shown.join(", ")),
     }
 }
 
@@ -137,106 +175,169 @@ fn raise_file_limit(ranks: usize) {
     }
 }
 
-/// Every rank's `Join`, within `--timeout`. A rank that cannot take part as started (other
-/// options than rank 0's, a rank or size that does not fit the launch, a rank twice) makes
-/// the sweep a usage error: rank 0 tells every rank, the one at fault with its own reason,
-/// that the sweep ends with status 2, and keeps taking joins until every rank was heard (or
-/// the time is up) so that none is left waiting.
+/// Every rank's `Join`, within `--timeout`; a rank that did not join by then is left out
+/// (unreachable since the first round) and the sweep goes on with the others, unless fewer
+/// than two joined. A rank started with other options than rank 0's makes the sweep a usage
+/// error: rank 0 tells every rank that the sweep ends with status 2, and keeps taking joins
+/// until every rank was heard (or the time is up) so that none is left waiting. A connection
+/// that does not join properly (a stranger, garbage, a rank already taken or outside the
+/// launch) is refused and dropped alone.
 fn accept_joins(spec: &SweepSpec, size: usize, listener: &Listener) -> Result<Vec<Member>> {
     let deadline = Instant::now() + spec.timeout;
     let mut joined: Vec<Option<Member>> = (0..size).map(|_| None).collect();
-    let mut heard = vec![false; size];
     let mut refused: Option<String> = None;
-    while heard.contains(&false) {
+    while joined.iter().any(Option::is_none) {
         let left = deadline.saturating_duration_since(Instant::now());
         let Ok(mut ch) = listener.accept_client(left) else {
-            if let Some(why) = refused {
-                return Err(PlanError(why).into());
-            }
-            return Err(not_joined(spec, &mut joined));
+            break;
         };
-        let Message::Join(joining) = ch.expect("Join")? else {
-            bail!("protocol error: expected Join from {}", ch.peer());
+        let Some(joining) = join_message(&mut ch) else {
+            continue;
         };
         let rank = joining.rank as usize;
-        let fault = refusal(spec, size, &joined, &joining);
-        if let Some(h) = heard.get_mut(rank) {
-            *h = true;
-        }
-        match (fault, &refused) {
-            (Some(why), _) => {
+        match admission(spec, size, &joined, &joining) {
+            Admission::Refuse(why) => {
+                eprintln!("rdmabench: refused a Join from {}: {why}", ch.peer());
+                end_sweep(&mut ch, 2, &why);
+            }
+            Admission::EndSweep(why) => {
                 end_sweep(&mut ch, 2, &why);
                 if refused.is_none() {
-                    for m in joined.iter_mut().flatten() {
-                        end_sweep(&mut m.ch, 2, &why);
+                    for ch in joined.iter_mut().flatten().filter_map(|m| m.ch.as_mut()) {
+                        end_sweep(ch, 2, &why);
                     }
                     refused = Some(why);
                 }
+                joined[rank] = Some(member(None, *joining, ch.peer().ip()));
             }
-            (None, Some(why)) => end_sweep(&mut ch, 2, why),
-            (None, None) => {
+            Admission::Take => {
+                if let Some(why) = &refused {
+                    end_sweep(&mut ch, 2, why);
+                }
                 let addr = ch.peer().ip();
-                joined[rank] = Some(Member {
-                    ch,
-                    joining: *joining,
-                    addr,
-                });
+                joined[rank] = Some(member(Some(ch), *joining, addr));
             }
         }
     }
     if let Some(why) = refused {
         return Err(PlanError(why).into());
     }
-    let mut members: Vec<Member> = joined.into_iter().flatten().collect();
+    let mut members = absent_ranks(spec, joined)?;
     reachable_addresses(&mut members);
     Ok(members)
 }
 
-/// Why `joining` cannot take part in this sweep as started, if it cannot.
-fn refusal(
+fn member(ch: Option<Channel>, joining: Joining, addr: IpAddr) -> Member {
+    Member { ch, joining, addr }
+}
+
+/// The `Join` a new connection must send at once; anything else drops it, with a line.
+fn join_message(ch: &mut Channel) -> Option<Box<Joining>> {
+    let why = match ch.recv_within("its Join", HELLO_DEADLINE) {
+        Ok(Message::Join(joining)) => return Some(joining),
+        Ok(other) => format!("it sent {} where a rank sends its Join", other.name()),
+        Err(e) => format!("{e:#}"),
+    };
+    eprintln!("{}", dropped_line(ch.peer(), &why));
+    None
+}
+
+/// What rank 0 does with a `Join`.
+enum Admission {
+    /// A rank of this launch, joining for the first time.
+    Take,
+    /// Not a rank of this launch (or one already taken): refused, alone.
+    Refuse(String),
+    /// A rank of this launch that cannot take part as started: the sweep ends with 2.
+    EndSweep(String),
+}
+
+/// Whether `joining` takes part in this sweep. The values are the peer's own words: shown as
+/// text, never as control sequences.
+fn admission(
     spec: &SweepSpec,
     size: usize,
     joined: &[Option<Member>],
     joining: &Joining,
-) -> Option<String> {
+) -> Admission {
     let rank = joining.rank;
-    let differ = differing_options(&spec.options, &joining.options, rank);
-    let why = if !differ.is_empty() {
-        format!(
-            "rank {rank} was started with other sweep options than rank 0 ({}); give every \
-             rank the same command line",
-            differ.join("; ")
-        )
-    } else if joining.size as usize != size || rank as usize >= size {
-        format!(
-            "rank {rank} of {} joined a sweep of {size} ranks; start every rank under one \
-             launch",
+    if joining.size as usize != size || rank as usize >= size {
+        return Admission::Refuse(format!(
+            "rank {rank} of {} is not a rank of this sweep of {size} ranks; start every rank \
+             under one launch",
             joining.size
-        )
-    } else if joined.get(rank as usize).is_some_and(Option::is_some) {
-        format!("rank {rank} joined twice; start one process per rank")
-    } else {
-        return None;
-    };
-    // The values are the rank's own words: shown as text, never as control sequences.
-    Some(printable(&why))
+        ));
+    }
+    if joined.get(rank as usize).is_some_and(Option::is_some) {
+        return Admission::Refuse(format!(
+            "rank {rank} has joined already; start one process per rank"
+        ));
+    }
+    let differ = differing_options(&spec.options, &joining.options, rank);
+    if differ.is_empty() {
+        return Admission::Take;
+    }
+    Admission::EndSweep(printable(&format!(
+        "rank {rank} was started with other sweep options than rank 0 ({}); give every rank \
+         the same command line",
+        differ.join("; ")
+    )))
 }
 
-/// The ranks that did not join in time, named to those that did (the sweep ends with 1).
-fn not_joined(spec: &SweepSpec, joined: &mut [Option<Member>]) -> anyhow::Error {
+/// The launch's ranks, those that did not join among them (unreachable since the first
+/// round); fewer than two that joined is the end of the sweep (status 1).
+fn absent_ranks(spec: &SweepSpec, joined: Vec<Option<Member>>) -> Result<Vec<Member>> {
     let missing: Vec<String> = (0..joined.len())
         .filter(|&r| joined[r].is_none())
         .map(|r| r.to_string())
         .collect();
+    let mut members: Vec<Member> = Vec::with_capacity(joined.len());
+    let per_node = joined
+        .iter()
+        .flatten()
+        .map(|m| m.joining.local_rank + 1)
+        .max()
+        .unwrap_or(1);
+    for (r, slot) in joined.into_iter().enumerate() {
+        members.push(slot.unwrap_or_else(|| never_joined(r as u32, per_node)));
+    }
+    if missing.is_empty() {
+        return Ok(members);
+    }
     let reason = format!(
         "rank(s) {} did not join within {} s (--timeout)",
         missing.join(", "),
         spec.timeout.as_secs_f64()
     );
-    for m in joined.iter_mut().flatten() {
-        end_sweep(&mut m.ch, 1, &reason);
+    let reachable = members.iter().filter(|m| m.ch.is_some()).count();
+    if reachable < 2 || members[0].ch.is_none() {
+        for ch in members.iter_mut().filter_map(|m| m.ch.as_mut()) {
+            end_sweep(ch, 1, &reason);
+        }
+        bail!("{reason}");
     }
-    anyhow!("{reason}")
+    println!(
+        "rdmabench cluster: {reason}: left out as unreachable; the sweep goes on with \
+         {reachable} ranks"
+    );
+    Ok(members)
+}
+
+/// A rank that never joined: its rank alone (with `--per-rail`, the rail its rank would
+/// have on nodes of `per_node` ranks).
+fn never_joined(rank: u32, per_node: u32) -> Member {
+    let joining = Joining {
+        rank,
+        size: 0,
+        local_rank: rank % per_node,
+        options: Vec::new(),
+        host: String::new(),
+        device: String::new(),
+        fw_ver: None,
+        port: 0,
+        facts: Default::default(),
+    };
+    member(None, joining, IpAddr::from([0, 0, 0, 0]))
 }
 
 /// Tells one rank the sweep is over; a rank gone already needs no word.
@@ -252,8 +353,8 @@ fn end_sweep(ch: &mut Channel, exit: u8, reason: &str) {
 fn reachable_addresses(members: &mut [Member]) {
     let outside = members
         .iter()
-        .find(|m| !m.addr.is_loopback())
-        .and_then(|m| m.ch.local())
+        .find(|m| m.ch.is_some() && !m.addr.is_loopback())
+        .and_then(|m| m.ch.as_ref().and_then(Channel::local))
         .map(|a| a.ip());
     if let Some(ip) = outside {
         for m in members.iter_mut().filter(|m| m.addr.is_loopback()) {
@@ -287,23 +388,46 @@ fn new_record(spec: &SweepSpec, place: &Place, members: &[Member]) -> Result<Swe
         tests: spec.test_names(),
         min_pct: spec.min_pct,
         max_lat_factor: spec.max_lat_factor,
-        ranks: members
-            .iter()
-            .map(|m| RankRecord {
-                rank: m.joining.rank,
-                host: m.joining.host.clone(),
-                device: m.joining.device.clone(),
-                fw_ver: m.joining.fw_ver.clone(),
-                label: format!("{} of {}", m.joining.device, m.joining.host),
-            })
-            .collect(),
+        ranks: members.iter().map(|m| rank_record(spec, m)).collect(),
         schedule: Vec::new(),
         pairs: Vec::new(),
         fleet: Vec::new(),
         named: Vec::new(),
+        paths: Vec::new(),
+        preflight: Vec::new(),
         status: RunStatus::Incomplete,
         error: None,
     })
+}
+
+/// A rank as it joined; one that never joined is known by its rank alone.
+fn rank_record(spec: &SweepSpec, m: &Member) -> RankRecord {
+    let j = &m.joining;
+    if m.ch.is_none() {
+        let mut r = RankRecord::new(j.rank, "", "", None);
+        r.label = format!("rank {}", j.rank);
+        r.unreachable = Some(Unreachable {
+            round: 0,
+            why: format!(
+                "never joined within {} s (--timeout)",
+                spec.timeout.as_secs_f64()
+            ),
+        });
+        return r;
+    }
+    // The peer's own words: shown as text, never as control sequences.
+    let mut r = RankRecord::new(
+        j.rank,
+        &printable(&j.host),
+        &printable(&j.device),
+        j.fw_ver.as_deref().map(printable),
+    );
+    r.facts = j
+        .facts
+        .iter()
+        .map(|(k, v)| (printable(k), printable(v)))
+        .collect();
+    r
 }
 
 /// The planned rounds, then the re-runs; the record is judged and written after each.
@@ -318,7 +442,7 @@ fn sweep(
     let mut written: Option<Instant> = None;
     for (r, round) in rounds.iter().enumerate() {
         let started = Instant::now();
-        run_round(
+        let ran = run_round(
             spec,
             members,
             rec,
@@ -333,10 +457,13 @@ fn sweep(
             write_record(spec, rec)?;
             written = Some(Instant::now());
         }
+        let skipped = match round.len() - ran {
+            0 => String::new(),
+            n => format!(" ({n} not measured: a rank unreachable)"),
+        };
         println!(
-            "round {}/{total}: {} pair(s) in {:.1} s",
+            "round {}/{total}: {ran} pair(s) in {:.1} s{skipped}",
             r + 1,
-            round.len(),
             started.elapsed().as_secs_f64()
         );
     }
@@ -345,6 +472,7 @@ fn sweep(
     let again: Vec<(usize, usize)> = reruns(rec)
         .into_iter()
         .map(|(s, c)| (s as usize, c as usize))
+        .filter(|&(s, c)| reachable(members, s) && reachable(members, c))
         .collect();
     if !again.is_empty() {
         println!(
@@ -361,8 +489,14 @@ fn sweep(
     Ok(())
 }
 
+/// Whether rank 0 still reaches rank `rank`.
+fn reachable(members: &[Member], rank: usize) -> bool {
+    members.get(rank).is_some_and(|m| m.ch.is_some())
+}
+
 /// Each test that failed in the planned rounds, once more (a transient failure is not a
-/// verdict); one that fails again stays failed.
+/// verdict); one that fails again stays failed. A pair with a rank lost since is not
+/// tried again.
 fn retry_failed(
     spec: &SweepSpec,
     members: &mut [Member],
@@ -376,6 +510,7 @@ fn retry_failed(
             .iter()
             .filter(|p| p.error.is_some() && p.test == name)
             .map(|p| (p.server as usize, p.client as usize))
+            .filter(|&(s, c)| reachable(members, s) && reachable(members, c))
             .collect();
         if failed.is_empty() {
             continue;
@@ -402,7 +537,13 @@ enum Attempt {
     Rerun,
 }
 
-/// One round: each of `tests` in turn on every pair at once; every rank answers each.
+/// A rank's answer to one assignment: the client's record or the server's, or its error.
+type Answer = (Option<Box<RunRecord>>, Option<String>);
+
+/// One round: each of `tests` in turn on every pair of reachable ranks at once; every
+/// reachable rank answers each. A rank that does not answer (it died, hung, or broke the
+/// protocol) is lost: unreachable from this round on, its pair of this round not measured.
+/// Returns how many of `pairs` were measured.
 fn run_round(
     spec: &SweepSpec,
     members: &mut [Member],
@@ -410,39 +551,102 @@ fn run_round(
     (round, attempt): (u32, Attempt),
     pairs: &[Pair],
     tests: &[usize],
-) -> Result<()> {
+) -> Result<usize> {
+    let mut ran = pairs.len();
     for &t in tests {
         let test = &spec.tests[t];
-        assign(members, rec, round, t as u32, pairs)?;
+        let live: Vec<Pair> = pairs
+            .iter()
+            .filter(|p| reachable(members, p.a) && reachable(members, p.b))
+            .copied()
+            .collect();
+        assign(members, rec, round, t as u32, &live)?;
         let within = Duration::from_secs_f64(test.estimate_secs() * 2.0) + spec.timeout * 3;
-        let mut answers: Vec<(Option<Box<RunRecord>>, Option<String>)> = Vec::new();
-        for m in members.iter_mut() {
-            let rank = m.joining.rank;
-            let msg = m
-                .ch
-                .recv_within("its part of the round", within)
-                .map_err(|e| anyhow!("rank {rank} ({}) left the sweep: {e:#}", label(rec, rank)))?;
-            let Message::PairDone { record, error } = msg else {
-                bail!(
-                    "protocol error: rank {rank} answered {} to an assignment",
-                    msg.name()
-                );
-            };
-            answers.push((record, error));
-        }
+        let mut answers = collect_answers(members, rec, round, within)?;
         note_firmware(rec, &answers);
-        for p in pairs {
+        let measured: Vec<&Pair> = live
+            .iter()
+            .filter(|p| reachable(members, p.a) && reachable(members, p.b))
+            .collect();
+        ran = ran.min(measured.len());
+        for p in measured {
             let mut pair = pair_record(rec, test, round, p, &mut answers);
             pair.rerun = attempt == Attempt::Rerun;
             pair.retry = attempt == Attempt::Retry;
             rec.pairs.push(pair);
         }
     }
+    Ok(ran)
+}
+
+/// How long an answer is waited for once the round's deadline passed.
+const ANSWER_GRACE: Duration = Duration::from_secs(1);
+
+/// Every reachable rank's answer, all within `within` of now; a rank that gives none is
+/// lost. Losing rank 0 (this process's own rank), or all but one rank, ends the sweep.
+fn collect_answers(
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    round: u32,
+    within: Duration,
+) -> Result<Vec<Answer>> {
+    let deadline = Instant::now() + within;
+    let mut answers: Vec<Answer> = (0..members.len()).map(|_| (None, None)).collect();
+    for (r, m) in members.iter_mut().enumerate() {
+        let Some(ch) = m.ch.as_mut() else {
+            continue;
+        };
+        // One deadline for all (they worked at once); an answer already sent is read even
+        // after it, when an earlier rank took the time.
+        let left = deadline.saturating_duration_since(Instant::now());
+        let why = match ch.recv_within("its part of the round", left.max(ANSWER_GRACE)) {
+            Ok(Message::PairDone { record, error }) => {
+                answers[r] = (record, error);
+                continue;
+            }
+            Ok(other) => format!("it answered {} to an assignment", other.name()),
+            Err(e) => format!("{e:#}"),
+        };
+        lose(m, rec, round, &why)?;
+    }
+    enough_left(members)?;
+    Ok(answers)
+}
+
+/// Rank 0 no longer reaches `m`: its channel is closed, and the record says since when and
+/// why. Rank 0 itself lost is the end of the sweep.
+fn lose(m: &mut Member, rec: &mut SweepRecord, round: u32, why: &str) -> Result<()> {
+    m.ch = None;
+    let rank = m.joining.rank;
+    let shown = label(rec, rank);
+    if rank == 0 {
+        bail!("rank 0 ({shown}), this rank, left the sweep: {why}");
+    }
+    println!(
+        "rank {rank} ({shown}) is unreachable since round {}: {why}; the sweep goes on \
+         without it",
+        round + 1
+    );
+    if let Some(r) = rec.ranks.iter_mut().find(|r| r.rank == rank) {
+        r.unreachable = Some(Unreachable {
+            round,
+            why: why.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// A sweep needs two ranks that rank 0 reaches.
+fn enough_left(members: &[Member]) -> Result<()> {
+    let left = members.iter().filter(|m| m.ch.is_some()).count();
+    if left < 2 {
+        bail!("only {left} rank(s) left that rank 0 reaches: the sweep cannot go on");
+    }
     Ok(())
 }
 
 /// Each rank's firmware, from the first record of its device.
-fn note_firmware(rec: &mut SweepRecord, answers: &[(Option<Box<RunRecord>>, Option<String>)]) {
+fn note_firmware(rec: &mut SweepRecord, answers: &[Answer]) {
     for (rank, (record, _)) in rec.ranks.iter_mut().zip(answers) {
         if let (None, Some(r)) = (&rank.fw_ver, record) {
             rank.fw_ver = Some(r.device.fw_ver.clone()).filter(|f| !f.is_empty());
@@ -450,17 +654,21 @@ fn note_firmware(rec: &mut SweepRecord, answers: &[(Option<Box<RunRecord>>, Opti
     }
 }
 
-/// Tells every rank its part in test `test` of this round.
+/// Tells every reachable rank its part in test `test` of this round; one the word does
+/// not reach is lost.
 fn assign(
     members: &mut [Member],
-    rec: &SweepRecord,
+    rec: &mut SweepRecord,
     round: u32,
     test: u32,
     pairs: &[Pair],
 ) -> Result<()> {
     let works: Vec<Work> = (0..members.len())
         .map(|r| match pairs.iter().find(|p| p.a == r || p.b == r) {
-            Some(p) if p.a == r => Work::Serve { client: p.b as u32 },
+            Some(p) if p.a == r => Work::Serve {
+                client: p.b as u32,
+                from: members[p.b].addr.to_string(),
+            },
             Some(p) => Work::Measure {
                 server: p.a as u32,
                 host: members[p.a].addr.to_string(),
@@ -470,11 +678,14 @@ fn assign(
         })
         .collect();
     for (m, work) in members.iter_mut().zip(works) {
-        let rank = m.joining.rank;
-        m.ch.send(&Message::Assign { round, test, work })
-            .map_err(|e| anyhow!("rank {rank} ({}) left the sweep: {e:#}", label(rec, rank)))?;
+        let Some(ch) = m.ch.as_mut() else {
+            continue;
+        };
+        if let Err(e) = ch.send(&Message::Assign { round, test, work }) {
+            lose(m, rec, round, &format!("{e:#}"))?;
+        }
     }
-    Ok(())
+    enough_left(members)
 }
 
 /// The pair's result from both ranks' answers.
@@ -483,7 +694,7 @@ fn pair_record(
     test: &SweepTest,
     round: u32,
     p: &Pair,
-    answers: &mut [(Option<Box<RunRecord>>, Option<String>)],
+    answers: &mut [Answer],
 ) -> PairRecord {
     let (client_record, client_error) = std::mem::take(&mut answers[p.b]);
     let (server_record, server_error) = std::mem::take(&mut answers[p.a]);
@@ -547,26 +758,253 @@ mod tests {
         Wrap::try_parse_from(argv).unwrap().args.resolve().unwrap()
     }
 
+    /// Rank `rank` of `size` joined to rank 0 at `port` with `spec`'s options.
+    fn joined(port: u16, rank: u32, size: u32, spec: &SweepSpec) -> Channel {
+        let t = Duration::from_secs(5);
+        let mut ch = Channel::connect("127.0.0.1", port, t, None).unwrap();
+        let joining = Joining {
+            rank,
+            size,
+            local_rank: 0,
+            options: spec.options.clone(),
+            host: "node".into(),
+            device: format!("rxe{rank}"),
+            fw_ver: None,
+            port: 1,
+            facts: Default::default(),
+        };
+        ch.send(&Message::Join(Box::new(joining))).unwrap();
+        ch
+    }
+
     /// Rank `rank` of `size` joining rank 0 at `port` with `spec`'s options; it hands back
     /// rank 0's next word.
     fn join(port: u16, rank: u32, size: u32, spec: &SweepSpec) -> thread::JoinHandle<Message> {
-        let options = spec.options.clone();
+        let spec = spec.clone();
         thread::spawn(move || {
-            let t = Duration::from_secs(5);
-            let mut ch = Channel::connect("127.0.0.1", port, t, None).unwrap();
-            let joining = Joining {
-                rank,
-                size,
-                local_rank: 0,
-                options,
-                host: "node".into(),
-                device: format!("rxe{rank}"),
-                fw_ver: None,
-                port: 1,
-            };
-            ch.send(&Message::Join(Box::new(joining))).unwrap();
+            let mut ch = joined(port, rank, size, &spec);
             ch.recv("the sweep's end").unwrap()
         })
+    }
+
+    /// How a fake rank leaves the sweep.
+    #[derive(Clone, Copy)]
+    enum Leaves {
+        /// Never: it answers every assignment (each test failed, as with no device).
+        Never,
+        /// It closes its connection when assigned a test of this round.
+        Dies(u32),
+        /// It stops answering from this round on (a hung process).
+        Hangs(u32),
+    }
+
+    /// A rank that joins and answers every assignment until it leaves; hands back how the
+    /// sweep ended for it, if it heard.
+    fn fake_rank(
+        port: u16,
+        rank: u32,
+        size: u32,
+        spec: &SweepSpec,
+        leaves: Leaves,
+    ) -> thread::JoinHandle<Option<(u8, String)>> {
+        let spec = spec.clone();
+        thread::spawn(move || {
+            let mut ch = joined(port, rank, size, &spec);
+            loop {
+                match ch
+                    .recv_within("the next step", Duration::from_secs(60))
+                    .ok()?
+                {
+                    Message::Assign { round, .. } => match leaves {
+                        Leaves::Dies(r) if round >= r => return None,
+                        Leaves::Hangs(r) if round >= r => {
+                            // Reads on, answers nothing, until rank 0 lets it go.
+                            let _ = ch.recv_within("nothing", Duration::from_secs(60));
+                            return None;
+                        }
+                        _ => {
+                            let error = Some("no device here".to_string());
+                            ch.send(&Message::PairDone {
+                                record: None,
+                                error,
+                            })
+                            .ok()?;
+                        }
+                    },
+                    Message::SweepEnd { exit, reason } => return Some((exit, reason)),
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    /// A sweep of four fake ranks; rank 0 coordinates it as the binary does.
+    fn sweep_of_four(spec: &SweepSpec, leaves: [Leaves; 4]) -> (SweepEnd, SweepRecord) {
+        let listener =
+            Listener::bind("127.0.0.1", 0, Greeting::coordinator(None, spec.timeout)).unwrap();
+        let port = listener.port().unwrap();
+        let ranks: Vec<_> = (0..4)
+            .filter(|&r| !matches!(leaves[r as usize], Leaves::Dies(0)))
+            .map(|r| fake_rank(port, r, 4, spec, leaves[r as usize]))
+            .collect();
+        let place = Place {
+            launcher: super::super::launcher::Launcher::Torchrun,
+            rank: 0,
+            size: 4,
+            local_rank: 0,
+        };
+        let end = coordinate(spec, &place, &listener).unwrap();
+        for r in ranks {
+            if let Some((exit, _)) = r.join().unwrap() {
+                assert_eq!(exit, end.exit, "every rank that stayed ends alike");
+            }
+        }
+        let path = spec.json.as_ref().unwrap();
+        let rec: SweepRecord = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+        (end, rec)
+    }
+
+    fn spec_to(name: &str, timeout: &str) -> SweepSpec {
+        let dir = std::env::temp_dir().join(format!("rdmabench-coord-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let json = dir.join(format!("{name}.json"));
+        let argv = [
+            "cluster",
+            "--tests",
+            "write-bw",
+            "-D",
+            "1",
+            "--timeout",
+            timeout,
+        ];
+        let mut s = Wrap::try_parse_from(argv).unwrap().args.resolve().unwrap();
+        s.json = Some(json);
+        s
+    }
+
+    #[test]
+    fn a_rank_that_dies_in_round_2_is_left_out_and_the_others_finish_the_sweep() {
+        let spec = spec_to("dies", "3");
+        let leaves = [Leaves::Never, Leaves::Never, Leaves::Never, Leaves::Dies(1)];
+        let (end, rec) = sweep_of_four(&spec, leaves);
+        assert_eq!(end.exit, 3, "{}", end.reason);
+        assert_eq!(rec.status, RunStatus::Complete);
+        let lost = rec.ranks[3]
+            .unreachable
+            .as_ref()
+            .expect("rank 3 unreachable");
+        assert_eq!(lost.round, 1, "{lost:?}");
+        assert!(lost.why.contains("closed the connection"), "{}", lost.why);
+        assert!(
+            rec.named
+                .iter()
+                .any(|n| n.rank == 3 && n.kind == "unreachable" && n.why.contains("round 2")),
+            "{:?}",
+            rec.named
+        );
+        // Rank 3's pair of round 1 was measured; from round 2 on none of its pairs.
+        let with_3: Vec<u32> = rec
+            .pairs
+            .iter()
+            .filter(|p| p.client == 3 || p.server == 3)
+            .map(|p| p.round)
+            .collect();
+        assert_eq!(with_3, [0], "{with_3:?}");
+        // Every pair of the others was measured in the planned rounds.
+        for a in 0..3u32 {
+            for b in a + 1..3 {
+                assert!(
+                    rec.pairs.iter().any(|p| !p.retry
+                        && ((p.client, p.server) == (a, b) || (p.client, p.server) == (b, a))),
+                    "pair {a}-{b} measured"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_rank_that_never_joins_or_hangs_is_left_out_and_the_sweep_goes_on() {
+        let spec = spec_to("absent", "1");
+        let leaves = [
+            Leaves::Never,
+            Leaves::Hangs(2),
+            Leaves::Never,
+            Leaves::Dies(0),
+        ];
+        let start = Instant::now();
+        let (end, rec) = sweep_of_four(&spec, leaves);
+        assert_eq!(end.exit, 3, "{}", end.reason);
+        assert_eq!(rec.status, RunStatus::Complete);
+        let absent = rec.ranks[3]
+            .unreachable
+            .as_ref()
+            .expect("rank 3 unreachable");
+        assert_eq!(
+            (absent.round, absent.why.as_str()),
+            (0, "never joined within 1 s (--timeout)")
+        );
+        assert_eq!(rec.ranks[3].label, "rank 3");
+        let hung = rec.ranks[1]
+            .unreachable
+            .as_ref()
+            .expect("rank 1 unreachable");
+        assert_eq!(hung.round, 2, "{hung:?}");
+        assert!(hung.why.contains("timed out"), "{}", hung.why);
+        assert!(rec.pairs.iter().all(|p| p.client != 3 && p.server != 3));
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            start.elapsed()
+        );
+    }
+
+    #[test]
+    fn strangers_and_a_taken_rank_are_refused_alone() {
+        use std::io::Write as _;
+        let ours = spec(&[]);
+        let greeting = Greeting::coordinator(None, ours.timeout);
+        let listener = Listener::bind("127.0.0.1", 0, greeting).unwrap();
+        let port = listener.port().unwrap();
+        // Garbage instead of a hello; a peer that greets, then sends no Join.
+        let mut raw = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        raw.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
+        let t = Duration::from_secs(5);
+        let silent = thread::spawn(move || {
+            let mut ch = Channel::connect("127.0.0.1", port, t, None).unwrap();
+            ch.send(&Message::Heartbeat).unwrap();
+            ch.recv("anything").is_err()
+        });
+        let spec = ours.clone();
+        let joins = thread::spawn(move || accept_joins(&spec, 3, &listener));
+        // In this order: rank 1, rank 1 again, a rank of another launch, ranks 0 and 2.
+        let pause = || thread::sleep(Duration::from_millis(300));
+        let first = join(port, 1, 3, &ours);
+        pause();
+        let second = join(port, 1, 3, &ours);
+        let outside = join(port, 7, 9, &ours);
+        pause();
+        let ranks = [join(port, 0, 3, &ours), join(port, 2, 3, &ours)];
+        let members = joins.join().unwrap().unwrap();
+        assert!(members.iter().all(|m| m.ch.is_some()));
+        for (refused, why) in [
+            (
+                second,
+                "rank 1 has joined already; start one process per rank",
+            ),
+            (
+                outside,
+                "rank 7 of 9 is not a rank of this sweep of 3 ranks; start every rank under \
+                 one launch",
+            ),
+        ] {
+            match refused.join().unwrap() {
+                Message::SweepEnd { exit, reason } => assert_eq!((exit, reason.as_str()), (2, why)),
+                other => panic!("expected SweepEnd, got {}", other.name()),
+            }
+        }
+        assert!(silent.join().unwrap(), "the peer without a Join is dropped");
+        drop(members);
+        drop((first, ranks, raw));
     }
 
     #[test]

@@ -6,7 +6,10 @@
 //! - `args.rs`: the command line and the sweep it means (the same on every rank);
 //! - `schedule.rs`: which ranks meet in which round (no rank in two pairs of a round);
 //! - `worker.rs`: every rank's part (serve, measure, rest); `coordinator.rs`: rank 0's;
-//! - `verdict.rs`: suspects, re-runs and named NICs; `summary.rs`: what rank 0 prints.
+//! - `verdict.rs`: suspects, re-runs and named NICs; `locate.rs`: the slow paths beyond one
+//!   NIC it names first; `summary.rs`: what rank 0 prints;
+//! - `fabric.rs`: `--topology`, where each NIC attaches (leaf, rail), for `locate.rs`;
+//! - `preflight.rs`: each rank's configuration facts, and the outliers among them.
 //!
 //! The sweep runs over the control protocol (`control/`): ranks join rank 0 with the same
 //! handshake, token and deadlines as a two-node run, and each pair's test is an ordinary
@@ -14,8 +17,11 @@
 
 pub mod args;
 mod coordinator;
+pub mod fabric;
 pub mod hostlist;
 pub mod launcher;
+pub mod locate;
+pub mod preflight;
 pub mod schedule;
 mod summary;
 pub mod verdict;
@@ -28,7 +34,7 @@ use anyhow::{anyhow, Result};
 use self::args::{ClusterArgs, SweepSpec, COORDINATOR_PORT};
 use self::launcher::{Coordinator, Place};
 use self::worker::{SweepEnd, Worker};
-use crate::control::{Greeting, Listener};
+use crate::control::{anyone_may_join, Greeting, Listener};
 use crate::exit::SweepFindings;
 use crate::files::check_writable;
 use crate::plan::PlanError;
@@ -81,8 +87,11 @@ fn coordinate_and_work(
     let listener = Listener::bind(
         bind,
         coordinator.port,
-        Greeting::coordinator(token, spec.timeout),
+        Greeting::coordinator(token.clone(), spec.timeout),
     )?;
+    if token.is_none() {
+        eprintln!("{}", anyone_may_join(bind, listener.port()?));
+    }
     let local = Coordinator {
         host: if bind == "0.0.0.0" {
             "127.0.0.1".into()
@@ -144,10 +153,15 @@ fn dry_run(spec: &SweepSpec, place: &Place, c: &Coordinator, device: Option<&str
         Err(e) => format!("cannot be built: {e}"),
     };
     let per_round = spec.round_secs();
+    let topology = spec
+        .fabric
+        .as_ref()
+        .map(|f| format!("topology     {}\n", f.describe()))
+        .unwrap_or_default();
     format!(
         "launcher     {}\nrank         {} of {} (local rank {})\ndevice       {}\n\
          coordinator  {}:{} (from {})\npattern      {}: {rounds_text}\ntests        {}\n\
-         estimate     about {:.0} s ({:.1} s per round, plus re-runs of suspects)\n",
+         {topology}estimate     about {:.0} s ({:.1} s per round, plus re-runs of suspects)\n",
         place.launcher.name(),
         place.rank,
         place.size,

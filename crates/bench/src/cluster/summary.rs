@@ -1,11 +1,12 @@
 //! What rank 0 prints: the plan before the sweep, and the summary after it (the fleet's
-//! figures per test, the worst pairs, failed tests, the NICs named). Pure functions of the
-//! spec and the sweep record.
+//! figures per test, the worst pairs, failed tests, the paths and the NICs named). Pure
+//! functions of the spec and the sweep record.
 
 use std::fmt::Write as _;
 
 use super::args::SweepSpec;
 use super::launcher::Place;
+use super::locate::headline;
 use super::verdict::{badness, label, vs_median};
 use crate::report::sweep::lower_is_better;
 use crate::report::{PairRecord, SweepRecord};
@@ -64,6 +65,9 @@ pub fn render(rec: &SweepRecord) -> String {
     }
     worst_pairs(&mut out, rec, width);
     failed(&mut out, rec);
+    for p in &rec.paths {
+        let _ = writeln!(out, "path {}: {}", headline(p), p.why);
+    }
     if rec.named.is_empty() {
         let _ = writeln!(out, "no NIC named");
     } else {
@@ -194,6 +198,31 @@ mod tests {
         assert!(text.contains("1139 us  380x the median  SUSPECT"), "{text}");
         assert!(
             text.contains("slow      write-lat 380x the median in 3 of 3 pairs"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_slow_path_between_leaves_is_printed_before_the_nics() {
+        // Two leaves of three; the pairs across at a tenth.
+        let mut pairs = Vec::new();
+        for a in 0..6u32 {
+            for b in a + 1..6 {
+                let across = (a < 3) != (b < 3);
+                pairs.push(pair(a, b, if across { 1.5 } else { 15.0 }));
+            }
+        }
+        let mut rec = sweep(6, pairs);
+        for r in &mut rec.ranks {
+            r.leaf = Some(if r.rank < 3 { "leaf0" } else { "leaf1" }.to_string());
+        }
+        judge(&mut rec);
+        let text = render(&rec);
+        assert!(
+            text.contains(
+                "path between leaves leaf0 and leaf1: write-bw 10% of the median in 9 of 9 \
+                 pairs across, 100% inside\nno NIC named\n"
+            ),
             "{text}"
         );
     }

@@ -7,6 +7,12 @@
 //! logarithm over the pairs of no NIC named slow): under emulation healthy pairs differ by
 //! 2-3x, and a healthy NIC must not be named for it.
 //!
+//! First, `locate.rs` names the paths beyond one NIC that the pairs show (between two
+//! leaves, one node toward a leaf, or a cut inferred without a topology). The pairs a path
+//! explains stay out of the median, the spread and the NICs' tallies, and are not re-run:
+//! in a fleet of two leaves with a slow uplink every NIC has most of its partners across
+//! it, and none of them is to blame.
+//!
 //! A pair is between two NICs, so a suspect pair alone does not say which one is slow. Ranks
 //! are named one at a time, worst first: a rank most of whose partners (at least two) are in
 //! a suspect pair with it is named slow, and its pairs no longer count against the others
@@ -20,6 +26,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use super::locate;
 use crate::compare::stats::median;
 use crate::doctor::congestion::classify;
 use crate::report::sweep::lower_is_better;
@@ -29,28 +36,95 @@ use crate::report::{FleetFigures, NamedNic, PairRecord, SweepRecord};
 const NOISE_SPREADS: f64 = 3.0;
 
 /// The fewest pairs of healthy NICs whose spread says how noisy the fleet is.
-const SPREAD_PAIRS: usize = 5;
+pub(super) const SPREAD_PAIRS: usize = 5;
 
-/// Fills every pair's place against the median, the fleet's figures and the named NICs.
+/// Fills every pair's place against the median, the fleet's figures, the paths beyond one
+/// NIC (`locate.rs`) and the named NICs, in that order: the fleet's figures and suspects
+/// leave out the pairs a path explains, and the NICs are named on the pairs left.
 pub fn judge(rec: &mut SweepRecord) {
-    rec.fleet = rec
-        .tests
-        .iter()
-        .filter_map(|t| fleet(&rec.pairs, t))
+    rec.paths = locate::find(rec);
+    settle(rec);
+    // A path the final suspects do not bear out is dropped, and its pairs count again.
+    let found = std::mem::take(&mut rec.paths);
+    let before = found.len();
+    rec.paths = found
+        .into_iter()
+        .filter(|p| locate::borne_out(rec, p))
         .collect();
-    // First by the thresholds alone, to find the pairs of no slow NIC; then with the bar
-    // their spread sets.
-    mark_suspects(rec);
-    let slow = slow_by_majority(&rec.pairs);
-    for f in &mut rec.fleet {
-        f.spread = spread(&rec.pairs, &f.test, &slow);
-        f.suspect_bar = bar(f, rec.min_pct, rec.max_lat_factor);
+    if rec.paths.len() != before {
+        settle(rec);
     }
-    mark_suspects(rec);
+    locate::describe(rec);
     let mut named = name_slow(rec);
     named.extend(name_failing(rec));
     named.extend(name_counters(rec));
+    named.extend(name_unreachable(rec));
     rec.named = named;
+    super::preflight::annotate(rec);
+}
+
+/// The fleet's figures and each pair's place against them, over the pairs no path in
+/// `rec.paths` explains: first by the thresholds alone, to find the pairs of no slow NIC;
+/// then with the bar their spread sets.
+fn settle(rec: &mut SweepRecord) {
+    let explained = locate::explained(&rec.paths);
+    rec.fleet = fleet_figures(rec, &explained);
+    mark_suspects(rec);
+    let slow = slow_by_majority(&rec.pairs, &explained);
+    let kept = unexplained(&rec.pairs, &explained);
+    // The pairs no path explains tell the noise; where they are too few, the pairs across
+    // the paths add their scatter (around their own level). Not before: a shaped path's
+    // pairs sit closer together than a fleet's healthy ones, and would hide their noise.
+    let spreads: Vec<Option<f64>> = rec
+        .fleet
+        .iter()
+        .map(|f| {
+            spread(&kept, &f.test, &slow).or_else(|| {
+                (!rec.paths.is_empty())
+                    .then(|| locate::spread_beside_paths(rec, &f.test, &slow))
+                    .flatten()
+            })
+        })
+        .collect();
+    for (f, s) in rec.fleet.iter_mut().zip(spreads) {
+        f.spread = s;
+        f.suspect_bar = bar(f, rec.min_pct, rec.max_lat_factor);
+    }
+    mark_suspects(rec);
+}
+
+/// The pairs no path explains.
+fn unexplained<'a>(
+    pairs: &'a [PairRecord],
+    explained: &BTreeSet<(u32, u32)>,
+) -> Vec<&'a PairRecord> {
+    pairs
+        .iter()
+        .filter(|p| !explained.contains(&pair_key(p)))
+        .collect()
+}
+
+/// A pair's two ranks in increasing order.
+fn pair_key(p: &PairRecord) -> (u32, u32) {
+    (p.client.min(p.server), p.client.max(p.server))
+}
+
+/// Per test, the fleet's figures: the count, smallest, largest and ceiling over every
+/// planned pair, the median over those no path explains; the bar from the thresholds alone.
+fn fleet_figures(rec: &SweepRecord, explained: &BTreeSet<(u32, u32)>) -> Vec<FleetFigures> {
+    let all: Vec<&PairRecord> = rec.pairs.iter().collect();
+    let kept = unexplained(&rec.pairs, explained);
+    rec.tests
+        .iter()
+        .filter_map(|t| {
+            let mut f = fleet(&all, t)?;
+            if let Some(healthy) = fleet(&kept, t) {
+                f.median = healthy.median;
+            }
+            f.suspect_bar = bar(&f, rec.min_pct, rec.max_lat_factor);
+            Some(f)
+        })
+        .collect()
 }
 
 /// Each measured pair's percentage of its test's median and whether it crosses the bar.
@@ -71,7 +145,7 @@ fn mark_suspects(rec: &mut SweepRecord) {
 /// The value a pair of test `f` must cross to be a suspect: below `min_pct` of the median
 /// (bandwidth) or above `max_lat_factor` times it (latency), or further out where the healthy
 /// pairs spread wider.
-fn bar(f: &FleetFigures, min_pct: f64, max_lat_factor: f64) -> f64 {
+pub(super) fn bar(f: &FleetFigures, min_pct: f64, max_lat_factor: f64) -> f64 {
     let noise = f.spread.map_or(1.0, |s| (NOISE_SPREADS * s).exp());
     if lower_is_better(&f.unit) {
         f.median * max_lat_factor.max(noise)
@@ -84,7 +158,7 @@ fn bar(f: &FleetFigures, min_pct: f64, max_lat_factor: f64) -> f64 {
 /// median absolute deviation of the logarithm of their values (a robust standard deviation
 /// of the ratio between pairs); `None` with fewer than [`SPREAD_PAIRS`] such pairs, too few
 /// to tell noise from a slow NIC (the threshold alone decides then).
-fn spread(pairs: &[PairRecord], test: &str, slow: &BTreeSet<u32>) -> Option<f64> {
+pub(super) fn spread(pairs: &[&PairRecord], test: &str, slow: &BTreeSet<u32>) -> Option<f64> {
     let logs: Vec<f64> = pairs
         .iter()
         .filter(|p| p.test == test && !p.rerun)
@@ -103,7 +177,7 @@ fn spread(pairs: &[PairRecord], test: &str, slow: &BTreeSet<u32>) -> Option<f64>
 /// median over ranks of each rank's median pair: a slow rank is in n - 1 of the n(n-1)/2
 /// pairs (half of them for 4 ranks), which would drag a median over pairs toward it, but it
 /// is one rank among n.
-fn fleet(pairs: &[PairRecord], test: &str) -> Option<FleetFigures> {
+pub(super) fn fleet(pairs: &[&PairRecord], test: &str) -> Option<FleetFigures> {
     let of_test = || pairs.iter().filter(|p| p.test == test && !p.rerun);
     let values: Vec<f64> = of_test().filter_map(|p| p.value).collect();
     let mut per_rank: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
@@ -156,23 +230,25 @@ fn partners_in(tests: &[(u32, u32, bool)], leave_out: &BTreeSet<u32>) -> Partner
     out
 }
 
-/// The planned pairs that measured a figure, and whether each is a suspect.
-fn measured(pairs: &[PairRecord]) -> Vec<(u32, u32, bool)> {
+/// The planned pairs that measured a figure and that no path explains, and whether each is
+/// a suspect.
+fn measured(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> Vec<(u32, u32, bool)> {
     pairs
         .iter()
-        .filter(|p| !p.rerun && p.value.is_some())
+        .filter(|p| !p.rerun && p.value.is_some() && !explained.contains(&pair_key(p)))
         .map(|p| (p.client, p.server, p.suspect))
         .collect()
 }
 
-/// Per rank: the partners of its planned pairs, and those of them in a suspect pair.
-fn partners(pairs: &[PairRecord]) -> Partners {
-    partners_in(&measured(pairs), &BTreeSet::new())
+/// Per rank: the partners of its planned pairs no path explains, and those of them in a
+/// suspect pair.
+fn partners(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> Partners {
+    partners_in(&measured(pairs, explained), &BTreeSet::new())
 }
 
 /// Ranks named one at a time, worst first: a rank most of whose partners (at least two) are
 /// in a bad test with it, counting only tests between ranks not named yet.
-fn by_majority(tests: &[(u32, u32, bool)]) -> BTreeSet<u32> {
+pub(super) fn by_majority(tests: &[(u32, u32, bool)]) -> BTreeSet<u32> {
     let mut named = BTreeSet::new();
     loop {
         let worst = partners_in(tests, &named)
@@ -192,17 +268,18 @@ fn by_majority(tests: &[(u32, u32, bool)]) -> BTreeSet<u32> {
     }
 }
 
-/// Ranks named slow by their planned pairs.
-fn slow_by_majority(pairs: &[PairRecord]) -> BTreeSet<u32> {
-    by_majority(&measured(pairs))
+/// Ranks named slow by their planned pairs that no path explains.
+fn slow_by_majority(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> BTreeSet<u32> {
+    by_majority(&measured(pairs, explained))
 }
 
 /// The re-runs the verdict needs, as (server, client): each rank of a suspect pair that no
-/// slow rank explains, against a known-good partner; empty when nothing is unexplained or
-/// no rank is known to be good.
+/// slow rank and no path explains, against a known-good partner not across a path from it;
+/// empty when nothing is unexplained or no rank is known to be good.
 pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
-    let slow = slow_by_majority(&rec.pairs);
-    let partners = partners(&rec.pairs);
+    let explained = locate::explained(&rec.paths);
+    let slow = slow_by_majority(&rec.pairs, &explained);
+    let partners = partners(&rec.pairs, &explained);
     // Good: not slow, and in no suspect pair that a slow rank does not explain.
     let good: Vec<u32> = partners
         .iter()
@@ -211,26 +288,28 @@ pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
         .collect();
     let mut doubtful = BTreeSet::new();
     for p in rec.pairs.iter().filter(|p| p.suspect && !p.rerun) {
-        if !slow.contains(&p.client) && !slow.contains(&p.server) {
+        let unexplained = !explained.contains(&pair_key(p));
+        if unexplained && !slow.contains(&p.client) && !slow.contains(&p.server) {
             doubtful.insert(p.client);
             doubtful.insert(p.server);
         }
     }
     let mut out = Vec::new();
     for (i, &rank) in doubtful.iter().enumerate() {
-        if good.is_empty() {
-            break;
+        // Spread the re-runs over the good ranks; none across a path from this one.
+        let fits = |&&g: &&u32| g != rank && !explained.contains(&(g.min(rank), g.max(rank)));
+        let choices: Vec<&u32> = good.iter().filter(fits).collect();
+        if let Some(&&partner) = choices.get(i % choices.len().max(1)) {
+            out.push((partner, rank));
         }
-        // Spread the re-runs over the good ranks.
-        let partner = good[i % good.len()];
-        out.push((partner, rank));
     }
     out
 }
 
 fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
-    let majority = slow_by_majority(&rec.pairs);
-    let partners = partners(&rec.pairs);
+    let explained = locate::explained(&rec.paths);
+    let majority = slow_by_majority(&rec.pairs, &explained);
+    let partners = partners(&rec.pairs, &explained);
     let mut out = Vec::new();
     for (&rank, (all, bad)) in &partners {
         if majority.contains(&rank) {
@@ -243,8 +322,9 @@ fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
             ));
         }
     }
-    // A suspect again against a known-good partner.
-    for p in rec.pairs.iter().filter(|p| p.rerun && p.suspect) {
+    // A suspect again against a known-good partner (not across a path).
+    let again = |p: &&PairRecord| p.rerun && p.suspect && !explained.contains(&pair_key(p));
+    for p in rec.pairs.iter().filter(again) {
         if !out.iter().any(|n| n.rank == p.client && n.kind == "slow") {
             let worst = worst_pct(rec, p.client, true);
             out.push(named(
@@ -256,6 +336,19 @@ fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
         }
     }
     out
+}
+
+/// The ranks rank 0 lost (never joined, died, stopped answering), each with since when and
+/// what rank 0 saw.
+fn name_unreachable(rec: &SweepRecord) -> Vec<NamedNic> {
+    rec.ranks
+        .iter()
+        .filter_map(|r| {
+            let lost = r.unreachable.as_ref()?;
+            let why = format!("since round {}: {}", lost.round + 1, lost.why);
+            Some(named(rec, r.rank, "unreachable", why))
+        })
+        .collect()
 }
 
 /// The planned tests that failed and never passed (a retry that passed saves a test), each
@@ -477,18 +570,14 @@ pub(crate) mod tests {
             min_pct: 90.0,
             max_lat_factor: 2.0,
             ranks: (0..n)
-                .map(|r| RankRecord {
-                    rank: r,
-                    host: "node".into(),
-                    device: format!("rxe{r}"),
-                    fw_ver: None,
-                    label: format!("rxe{r} of node"),
-                })
+                .map(|r| RankRecord::new(r, "node", &format!("rxe{r}"), None))
                 .collect(),
             schedule: Vec::new(),
             pairs,
             fleet: Vec::new(),
             named: Vec::new(),
+            paths: Vec::new(),
+            preflight: Vec::new(),
             status: RunStatus::Complete,
             error: None,
         }
@@ -506,6 +595,47 @@ pub(crate) mod tests {
         let mut p = sample_pair(0, client, server, "write-bw", "GB/s", Some(gbps), gbps);
         (p.pct_of_median, p.suspect) = (None, false);
         p
+    }
+
+    /// A sweep measured in the six-node guest, the uplink between ranks 0-2 and 3-5 held to
+    /// 20 Mbit/s, with no topology: the pairs inside each side spread 40x (5 to 213 MB/s, two
+    /// of them slow in one round), the pairs across sit at 0.76-2.4 MB/s, and the suspects'
+    /// re-runs against known-good partners at about 34 MB/s. The cut is named, and no NIC:
+    /// the shaped pairs' tight scatter must not stand for the noise of the healthy ones.
+    #[test]
+    fn a_cut_through_a_noisy_fleet_names_no_nic() {
+        let planned = [
+            (0, 5, 0.76),
+            (1, 4, 0.78),
+            (2, 3, 0.76),
+            (0, 1, 204.55),
+            (2, 5, 2.35),
+            (3, 4, 213.15),
+            (0, 2, 5.35),
+            (1, 3, 0.76),
+            (4, 5, 5.44),
+            (0, 3, 0.76),
+            (2, 4, 0.78),
+            (1, 5, 0.77),
+            (0, 4, 2.38),
+            (3, 5, 159.91),
+            (1, 2, 116.76),
+        ];
+        let mut pairs: Vec<PairRecord> = planned
+            .iter()
+            .map(|&(server, client, mbs)| pair(server, client, mbs / 1000.0))
+            .collect();
+        for (server, client, mbs) in [(1, 0, 34.58), (3, 4, 33.89), (1, 2, 34.08), (3, 5, 35.26)] {
+            let mut p = pair(server, client, mbs / 1000.0);
+            p.rerun = true;
+            pairs.push(p);
+        }
+        let mut rec = sweep(6, pairs);
+        judge(&mut rec);
+        assert_eq!(names(&rec), [], "{:?}", rec.named);
+        assert_eq!(rec.paths.len(), 1, "{:?}", rec.paths);
+        assert_eq!(rec.paths[0].kind, "cut");
+        assert_eq!(rec.paths[0].ranks, [vec![0, 1, 2], vec![3, 4, 5]]);
     }
 
     /// Every pair of `n` ranks, rank `slow`'s at a tenth of the others' bandwidth.

@@ -2,7 +2,7 @@
 //! serve one run on this rank's measuring port, run the client side against another rank,
 //! or rest — and answer each assignment, until the coordinator ends the sweep.
 
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -63,6 +63,7 @@ impl<'a> Worker<'a> {
             device: self.device.clone(),
             fw_ver: None,
             port: self.listener.port()?,
+            facts: super::preflight::gather(&self.device, self.spec.tests[0].opts.side.port),
         })))?;
         // A round takes every test once, each side within its timeout; a resting rank waits
         // for the others' round.
@@ -98,7 +99,14 @@ impl<'a> Worker<'a> {
         };
         let result = match work {
             Work::Rest => return done(Ok(None)),
-            Work::Serve { .. } => {
+            Work::Serve { client, from } => {
+                let Ok(partner) = from.parse::<IpAddr>() else {
+                    return done(Err(anyhow!(
+                        "rank 0 assigned rank {client} at '{}', which is no address",
+                        printable(from)
+                    )));
+                };
+                self.listener.serve_only(Some(partner));
                 ServerSide::open(&t.opts).and_then(|side| side.serve(&t.opts, &self.listener))
             }
             Work::Measure { host, port, .. } => run_client(&t.opts, &t.plan, host, *port),

@@ -468,6 +468,34 @@ mod tests {
     }
 
     #[test]
+    fn sweeps_with_leaves_and_paths_compare_as_others_and_older_ones_read() {
+        let before = sample_sweep();
+        let mut after = renumbered("write-bw", 0, 0.8);
+        for r in &mut after.ranks {
+            (r.leaf, r.rail) = (Some(format!("leaf{}", r.rank % 2)), Some("rail0".into()));
+        }
+        after.paths.push(crate::report::NamedPath {
+            kind: "between leaves".into(),
+            between: ["leaf0".into(), "leaf1".into()],
+            ranks: [vec![0, 2], vec![1, 3]],
+            why: "write-bw 43% of the median in 4 of 4 pairs across, 100% inside".into(),
+        });
+        // Through JSON, as compare reads it.
+        let text = serde_json::to_string(&after).unwrap();
+        assert!(text.contains(r#""leaf":"leaf1","rail":"rail0""#), "{text}");
+        let read: SweepRecord = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, after);
+        let c = cmp(&before, &read);
+        assert_eq!((c.pairs.len(), c.slower, c.same), (12, 3, 9));
+        // A record from before --topology: no leaf, no rail, no paths.
+        let mut old = serde_json::to_value(&before).unwrap();
+        old.as_object_mut().unwrap().remove("paths");
+        let old: SweepRecord = serde_json::from_value(old).unwrap();
+        assert!(old.paths.is_empty() && old.ranks.iter().all(|r| r.leaf.is_none()));
+        assert!(!serde_json::to_string(&old).unwrap().contains("leaf"));
+    }
+
+    #[test]
     fn latency_is_slower_when_it_rises_beyond_its_own_threshold() {
         let before = sample_sweep();
         let c = cmp(&before, &renumbered("write-lat", 1, 1.08));

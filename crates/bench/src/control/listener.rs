@@ -48,6 +48,14 @@ pub fn anyone_may_connect(bind: &str, port: u16) -> String {
     )
 }
 
+/// A sweep's rank 0's line when it runs without a token.
+pub fn anyone_may_join(bind: &str, port: u16) -> String {
+    format!(
+        "rdmabench: no token (--token FILE or RDMABENCH_TOKEN): anyone who can reach {bind}:{port} \
+         can take the place of a rank that has not joined this sweep yet"
+    )
+}
+
 /// How the server greets connections.
 #[derive(Debug, Clone)]
 pub struct Greeting {
@@ -113,6 +121,8 @@ struct LobbyState {
     closing: bool,
     /// Greetings in progress, per peer address.
     greeting: HashMap<IpAddr, usize>,
+    /// The one address a client may come from (a sweep's assigned partner); any, if none.
+    only_from: Option<IpAddr>,
 }
 
 /// Held by the channel of a run: while it lives, admitted clients are told the server is busy.
@@ -156,6 +166,13 @@ impl Listener {
     /// The port it listens on.
     pub fn port(&self) -> Result<u16> {
         Ok(self.local.port())
+    }
+
+    /// From now on, a client may come from `peer` only (a sweep's measuring server serves
+    /// the partner rank 0 assigned); `None`: from anywhere. Connections from elsewhere are
+    /// dropped, each with a line.
+    pub fn serve_only(&self, peer: Option<IpAddr>) {
+        self.lobby.lock().only_from = peer;
     }
 
     /// Waits up to `timeout` for an admitted client and takes it for a run.
@@ -340,9 +357,28 @@ fn greet(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>) {
     let _ = stream.set_write_timeout(Some(g.hello_deadline));
     let deadline = Instant::now() + g.hello_deadline;
     match admit(&mut stream, g.token.as_ref(), deadline) {
-        Ok(admitted) => seat(stream, peer, lobby, &admitted),
+        Ok(admitted) if from_partner(&mut stream, peer, lobby) => {
+            seat(stream, peer, lobby, &admitted)
+        }
+        Ok(_) => {}
         Err(why) => dropped(peer, &why.0),
     }
+}
+
+/// Whether an admitted client comes from where the server may take one
+/// ([`Listener::serve_only`]); one from elsewhere is told so and dropped.
+fn from_partner(stream: &mut TcpStream, peer: SocketAddr, lobby: &Lobby) -> bool {
+    let Some(only) = lobby.lock().only_from.filter(|&ip| ip != peer.ip()) else {
+        return true;
+    };
+    let reason = format!("this server serves only its assigned partner, at {only}");
+    let refused = Message::Reject {
+        reason: reason.clone(),
+        refused: true,
+    };
+    let _ = write_message(stream, &refused);
+    dropped(peer, &reason);
+    false
 }
 
 /// What an admitted client gets: the server's place when it waits, `Busy` during a run, a
@@ -443,6 +479,26 @@ mod tests {
         std::thread::spawn(move || {
             Channel::connect("127.0.0.1", port, Duration::from_secs(5), token.as_ref())
         })
+    }
+
+    #[test]
+    fn a_sweeps_server_takes_only_its_assigned_partner() {
+        let l = listen(None, Duration::from_secs(2));
+        let port = l.port().unwrap();
+        l.serve_only(Some(IpAddr::from([10, 251, 0, 3])));
+        let stranger = connect(port, None);
+        let err = stranger.join().unwrap().unwrap_err();
+        assert_eq!(
+            format!("{err:#}"),
+            format!(
+                "the server at 127.0.0.1:{port} refused this client: this server serves only \
+                 its assigned partner, at 10.251.0.3"
+            )
+        );
+        l.serve_only(Some(IpAddr::from([127, 0, 0, 1])));
+        let partner = connect(port, None);
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(partner.join().unwrap().is_ok());
     }
 
     /// Whether the server closed `stream` within `within` (reads until EOF or reset).

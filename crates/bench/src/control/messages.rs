@@ -21,7 +21,7 @@ use crate::report::{RunRecord, SizeResult};
 /// Identifies an rdmabench peer in the first message.
 pub const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -174,16 +174,23 @@ pub struct Joining {
     pub fw_ver: Option<String>,
     /// The TCP port its measuring server listens on.
     pub port: u16,
+    /// What its host says of itself (fact name to value), for rank 0's preflight:
+    /// firmware, link, active MTU, PCIe, GPUDirect readiness, kernel, rdma-core, RoCE QoS.
+    /// (Protocol 7.)
+    pub facts: std::collections::BTreeMap<String, String>,
 }
 
 /// A rank's part in one test of a round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum Work {
-    /// Serve one run to rank `client`.
+    /// Serve one run to rank `client`, and to no one else.
     Serve {
         /// The rank that will connect.
         client: u32,
+        /// The address it connects from (as rank 0 saw it): a connection from any other
+        /// address is dropped. (Protocol 7.)
+        from: String,
     },
     /// Run the client side against rank `server` at `host`:`port`.
     Measure {

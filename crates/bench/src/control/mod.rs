@@ -14,8 +14,8 @@ mod wire;
 pub use companion::Listen;
 pub use handshake::{admit, greet_server, printable, welcome, Admitted, Stranger, HANDSHAKE_MAX};
 pub use listener::{
-    anyone_may_connect, dropped_line, Greeting, Listener, NoClient, HELLO_DEADLINE, MAX_GREETINGS,
-    MAX_GREETINGS_PER_HOST,
+    anyone_may_connect, anyone_may_join, dropped_line, Greeting, Listener, NoClient,
+    HELLO_DEADLINE, MAX_GREETINGS, MAX_GREETINGS_PER_HOST,
 };
 pub use messages::{Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
 pub use token::{Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};

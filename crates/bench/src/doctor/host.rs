@@ -231,6 +231,21 @@ impl GdrFacts {
     pub fn driver_major(&self) -> Option<u32> {
         self.driver.as_deref()?.split('.').next()?.parse().ok()
     }
+
+    /// Whether dma-buf GPUDirect can work as far as the files tell, by the rules of
+    /// doctor's GPUDirect check: `Some(false)` when something blocks it (a kernel before
+    /// 5.12, no `CONFIG_DMA_SHARED_BUFFER`, a driver before R515, the proprietary kernel
+    /// modules), `None` when the kernel release or its configuration is unknown.
+    pub fn dma_buf_ready(&self) -> Option<bool> {
+        let blocked = self.kernel_has_dmabuf_mr() == Some(false)
+            || self.config.dma_buf == Some(false)
+            || self.driver_major().is_some_and(|major| major < 515)
+            || self.open_modules == Some(false);
+        if blocked {
+            return Some(false);
+        }
+        Some(self.kernel_has_dmabuf_mr()? && self.config.dma_buf?)
+    }
 }
 
 #[cfg(test)]

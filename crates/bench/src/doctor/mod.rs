@@ -450,7 +450,7 @@ fn cpus(live: bool, opts: &Options) -> Cpus {
 }
 
 /// The active MTU from verbs, or why not.
-fn verbs_active_mtu(device: &str, port: u32) -> Result<u32, String> {
+pub(crate) fn verbs_active_mtu(device: &str, port: u32) -> Result<u32, String> {
     let port = u8::try_from(port).map_err(|_| format!("port {port} is beyond verbs' 255"))?;
     let dev = verbs::Device::open(Some(device)).map_err(|e| e.to_string())?;
     dev.port(port)

@@ -3,8 +3,11 @@
 //! measurements` picks it), coloured by its figure as a percentage of the fleet's median, on
 //! a scale where slow is red whichever way the test counts (bandwidth: low is slow; latency:
 //! high is slow). Pairs not measured stay blank, failed ones are hatched, the diagonal is
-//! grey; the NICs the verdict names carry a "*" and a caption line. The model ([`HeatMap`])
-//! is pure data; [`draw`] lays it out on any plotters backend.
+//! grey; the NICs the verdict names carry a "*" and a caption line, and so do the paths it
+//! names. Where ranks have leaves (`--topology`), they are ordered by leaf (leaves by name,
+//! ranks without one last, by rank within each), with a line between leaves and each leaf's
+//! name over its columns. The model ([`HeatMap`]) is pure data; [`draw`] lays it out on any
+//! plotters backend.
 //!
 //! Long because the map's model, its colour scale and its layout are one concern, with about
 //! 150 lines of tests.
@@ -16,6 +19,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
 
 use super::FONT_FAMILY as FONT;
+use crate::cluster::locate::headline;
 use crate::report::sweep::lower_is_better;
 use crate::report::{RunStatus, SweepRecord};
 
@@ -49,13 +53,17 @@ pub struct HeatMap {
     pub subtitle: String,
     /// True for latency: a high figure is slow.
     pub lower_is_better: bool,
-    /// Per rank, in rank order: its label, with " *" when the verdict names it.
+    /// Per rank, in the map's order (rank order, or by leaf): its label, with " *" when the
+    /// verdict names it.
     pub labels: Vec<String>,
-    /// Per rank: named by the verdict.
+    /// Per rank, in the map's order: named by the verdict.
     pub named: Vec<bool>,
-    /// Lines under the map: the named NICs and why.
+    /// The leaves along both axes, in the map's order: each leaf and how many ranks it holds
+    /// ("no leaf" for ranks without one); empty when no rank has a leaf.
+    pub leaves: Vec<(String, usize)>,
+    /// Lines under the map: the named NICs and paths, and why.
     pub caption: Vec<String>,
-    /// `cells[i][j]`: rank i against rank j (the index in `labels`).
+    /// `cells[i][j]`: the rank at i against the rank at j (indices as in `labels`).
     pub cells: Vec<Vec<Cell>>,
     /// Whether each cell prints its figure.
     pub show_values: bool,
@@ -72,14 +80,46 @@ pub fn short(value: f64) -> String {
     }
 }
 
+/// What a rank without a leaf is listed under when others have one.
+const NO_LEAF: &str = "no leaf";
+
+/// The ranks in the map's order (indices into `sweep.ranks`) and the leaves' blocks: by leaf
+/// when a rank has one (leaves by name, ranks without one last; by rank within each), else
+/// in rank order with no blocks.
+pub fn rank_order(sweep: &SweepRecord) -> (Vec<usize>, Vec<(String, usize)>) {
+    let mut order: Vec<usize> = (0..sweep.ranks.len()).collect();
+    order.sort_by_key(|&i| sweep.ranks[i].rank);
+    if sweep.ranks.iter().all(|r| r.leaf.is_none()) {
+        return (order, Vec::new());
+    }
+    // None sorts first: ranks without a leaf go last with `(true, "")`.
+    order.sort_by_key(|&i| match &sweep.ranks[i].leaf {
+        Some(leaf) => (false, leaf.as_str()),
+        None => (true, ""),
+    });
+    let mut blocks: Vec<(String, usize)> = Vec::new();
+    for &i in &order {
+        let leaf = sweep.ranks[i].leaf.as_deref().unwrap_or(NO_LEAF);
+        match blocks.last_mut() {
+            Some((name, count)) if name == leaf => *count += 1,
+            _ => blocks.push((leaf.to_string(), 1)),
+        }
+    }
+    (order, blocks)
+}
+
 /// The heat map of `test` in `sweep`.
 pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap {
     let measured = sweep.measurements(test);
     let unit = sweep.unit_of(test);
     let fleet_median = sweep.fleet_median(test);
     let (shown_unit, factor) = sweep.shown_unit(test);
-    let index = |rank: u32| sweep.ranks.iter().position(|r| r.rank == rank);
-    let n = sweep.ranks.len();
+    let (order, leaves) = rank_order(sweep);
+    let ranks: Vec<&crate::report::RankRecord> = order.iter().map(|&i| &sweep.ranks[i]).collect();
+    let at: std::collections::BTreeMap<u32, usize> =
+        ranks.iter().enumerate().map(|(i, r)| (r.rank, i)).collect();
+    let index = |rank: u32| at.get(&rank).copied();
+    let n = ranks.len();
     let mut cells = vec![vec![Cell::NotMeasured; n]; n];
     for (i, row) in cells.iter_mut().enumerate() {
         row[i] = Cell::Itself;
@@ -100,13 +140,11 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
         cells[i][j] = cell;
         cells[j][i] = cell;
     }
-    let named: Vec<bool> = sweep
-        .ranks
+    let named: Vec<bool> = ranks
         .iter()
         .map(|r| sweep.named.iter().any(|nic| nic.rank == r.rank))
         .collect();
-    let labels = sweep
-        .ranks
+    let labels = ranks
         .iter()
         .zip(&named)
         .map(|(r, &star)| {
@@ -117,10 +155,15 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
             }
         })
         .collect();
+    let paths = sweep
+        .paths
+        .iter()
+        .map(|p| format!("path {}: {}", headline(p), p.why));
     let caption = sweep
         .named
         .iter()
         .map(|nic| format!("* {} ({}): {}", nic.label, nic.kind, nic.why))
+        .chain(paths)
         .collect();
     let title = match (title, fleet_median) {
         (Some(t), _) => t.to_string(),
@@ -129,25 +172,27 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
     };
     HeatMap {
         title,
-        subtitle: subtitle(sweep, lower_is_better(&unit)),
+        subtitle: subtitle(sweep, lower_is_better(&unit), !leaves.is_empty()),
         lower_is_better: lower_is_better(&unit),
         labels,
         named,
+        leaves,
         caption,
         cells,
         show_values: n <= MAX_RANKS_WITH_VALUES,
     }
 }
 
-fn subtitle(sweep: &SweepRecord, lower_is_better: bool) -> String {
+fn subtitle(sweep: &SweepRecord, lower_is_better: bool, by_leaf: bool) -> String {
     let status = match sweep.status {
         RunStatus::Complete => String::new(),
         RunStatus::Incomplete => ", INCOMPLETE".to_string(),
         RunStatus::Failed => ", FAILED".to_string(),
     };
     format!(
-        "{} ranks, {} pattern, {}{status}; colour: % of the fleet median ({} is slow)",
+        "{} ranks{}, {} pattern, {}{status}; colour: % of the fleet median ({} is slow)",
         sweep.ranks.len(),
+        if by_leaf { " by leaf" } else { "" },
         sweep.pattern,
         sweep.started_at,
         if lower_is_better { "high" } else { "low" }
@@ -331,6 +376,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &HeatMap) ->
             draw_cell(root, map, at, (i as i32, j as i32), *cell)?;
         }
     }
+    draw_leaves(root, map, at)?;
     draw_labels(root, map, at)?;
     draw_bar(root, map, at)?;
     draw_caption(root, map, at)?;
@@ -442,6 +488,33 @@ fn draw_labels<DB: DrawingBackend>(
             column,
         ))
         .map_err(err)?;
+    }
+    Ok(())
+}
+
+/// Where ranks are ordered by leaf: a line between leaves across the grid, both ways, and
+/// each leaf's name over its columns.
+fn draw_leaves<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    map: &HeatMap,
+    at: Layout,
+) -> Result<()> {
+    let line = BLACK.stroke_width(2);
+    let name = style(13, &BLACK).pos(Pos::new(HPos::Center, VPos::Bottom));
+    let mut start = 0;
+    for (leaf, count) in &map.leaves {
+        let x_mid = at.left + at.cell * (2 * start + *count as i32) / 2;
+        root.draw(&Text::new(leaf.clone(), (x_mid, at.top - 4), name.clone()))
+            .map_err(err)?;
+        start += *count as i32;
+        if start < at.n {
+            let edge = at.cell * start;
+            let (x, y) = (at.left + edge, at.top + edge);
+            root.draw(&PathElement::new(vec![(x, at.top), (x, at.bottom())], line))
+                .map_err(err)?;
+            root.draw(&PathElement::new(vec![(at.left, y), (at.right(), y)], line))
+                .map_err(err)?;
+        }
     }
     Ok(())
 }
@@ -627,6 +700,40 @@ mod tests {
         // Faster than the median is a light blue, not an alarm.
         let fast = colour(score(120.0, false));
         assert!(fast.2 > fast.0, "{fast:?}");
+    }
+
+    #[test]
+    fn ranks_are_ordered_by_leaf_with_the_leaves_marked() {
+        let mut s = sample_sweep();
+        let leaves = [Some("b"), Some("a"), None, Some("a")];
+        for (r, leaf) in s.ranks.iter_mut().zip(leaves) {
+            r.leaf = leaf.map(str::to_string);
+        }
+        let m = heat_map(&s, "write-bw", None);
+        let blocks: Vec<(&str, usize)> = m.leaves.iter().map(|(l, n)| (l.as_str(), *n)).collect();
+        assert_eq!(blocks, [("a", 2), ("b", 1), ("no leaf", 1)]);
+        // Ranks 1 and 3 (leaf a), 0 (leaf b), 2 (none).
+        assert_eq!(
+            m.labels,
+            [
+                "mlx5_1 of node1",
+                "mlx5_1 of node2 *",
+                "mlx5_0 of node1",
+                "mlx5_0 of node2"
+            ]
+        );
+        assert_eq!(m.named, [false, true, false, false]);
+        assert_eq!(value(m.cells[0][1]), Some(20.0), "ranks 1 and 3");
+        assert_eq!(value(m.cells[2][3]), Some(46.0), "ranks 0 and 2");
+        assert_eq!(m.cells[1][1], Cell::Itself);
+        assert!(
+            m.subtitle.starts_with("4 ranks by leaf, "),
+            "{}",
+            m.subtitle
+        );
+        // Without leaves: rank order, no blocks.
+        let m = heat_map(&sample_sweep(), "write-bw", None);
+        assert!(m.leaves.is_empty() && m.labels[0] == "mlx5_0 of node1");
     }
 
     #[test]

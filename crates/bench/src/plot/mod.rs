@@ -547,6 +547,32 @@ mod tests {
     }
 
     #[test]
+    fn a_sweep_with_leaves_is_drawn_by_leaf_with_its_slow_path() {
+        use crate::cluster::verdict::judge;
+        use crate::cluster::verdict::tests::{pair, sweep};
+        // Six ranks, alternately on leaf0 and leaf1; the pairs between the leaves slow.
+        let leaf = |r: u32| format!("leaf{}", r % 2);
+        let mut pairs = Vec::new();
+        for a in 0..6u32 {
+            for b in a + 1..6 {
+                let v = 40.0 + f64::from((a * 7 + b * 3) % 5);
+                pairs.push(pair(a, b, if leaf(a) == leaf(b) { v } else { v / 10.0 }));
+            }
+        }
+        let mut rec = sweep(6, pairs);
+        for r in &mut rec.ranks {
+            r.leaf = Some(leaf(r.rank));
+        }
+        judge(&mut rec);
+        assert_eq!(rec.paths.len(), 1, "{:?}", rec.paths);
+        let map = build_heat_map(&rec, &args(&["s.json", "-o", "x.svg"])).unwrap();
+        let svg =
+            String::from_utf8(render_heat_map(&map, Format::Svg, (1000, 620)).unwrap()).unwrap();
+        roxmltree::Document::parse(&svg).unwrap();
+        insta::assert_snapshot!("heat_map_of_a_sweep_by_leaf", svg);
+    }
+
+    #[test]
     fn a_heat_map_refuses_the_options_of_charts_and_unknown_tests() {
         let sweep = crate::report::sweep::sample_sweep();
         for extra in [&["--kind", "bw"][..], &["--gbits"], &["--label", "a"]] {

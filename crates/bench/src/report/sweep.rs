@@ -42,8 +42,18 @@ pub struct SweepRecord {
     pub pairs: Vec<PairRecord>,
     /// Per test: the fleet's figures.
     pub fleet: Vec<FleetFigures>,
-    /// The ranks whose NICs the verdict names (slow, or with climbing counters).
+    /// The ranks whose NICs the verdict names (slow, failing, with climbing counters, or
+    /// unreachable).
     pub named: Vec<NamedNic>,
+    /// The parts of the fabric beyond one NIC the verdict names: a path between two leaves
+    /// (from `--topology`, or a cut inferred from the matrix), or one node's path toward a
+    /// leaf.
+    #[serde(default)]
+    pub paths: Vec<NamedPath>,
+    /// The configuration outliers rank 0 found in the ranks' facts before measuring
+    /// (`cluster::preflight::outliers`): one per rank and fact.
+    #[serde(default)]
+    pub preflight: Vec<Outlier>,
     /// Whether the sweep ran to its end.
     pub status: RunStatus,
     /// Why the sweep stopped early (`status: failed` only).
@@ -65,6 +75,20 @@ pub struct RankRecord {
     pub fw_ver: Option<String>,
     /// The label a person reads: "mlx5_3 of node17".
     pub label: String,
+    /// Its leaf switch, from `--topology`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub leaf: Option<String>,
+    /// Its rail group, from `--topology`, where known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rail: Option<String>,
+    /// Since when and why rank 0 could not reach it; its pairs from then on were not
+    /// measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable: Option<Unreachable>,
+    /// What its host said of itself when it joined (fact name to value: "active_mtu",
+    /// "fw_ver", "link", "kernel", ...), for the preflight's outliers.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub facts: BTreeMap<String, String>,
 }
 
 /// One test between two ranks.
@@ -156,11 +180,58 @@ pub struct NamedNic {
     /// "mlx5_3 of node17".
     pub label: String,
     /// "slow" (its pairs are suspects, with more than one partner or against a known-good
-    /// one), "failing" (its tests failed, also on their retry, with most of its partners) or
-    /// "counters" (error or congestion counters climbed during its tests).
+    /// one), "failing" (its tests failed, also on their retry, with most of its partners),
+    /// "counters" (error or congestion counters climbed during its tests) or "unreachable"
+    /// (rank 0 lost it: it never joined, died, or stopped answering).
     pub kind: String,
     /// What a person reads: "write-bw 42% of the median in 3 of 3 pairs" (a figure beyond
     /// twice the median as a multiple: "write-lat 380x the median ...").
+    pub why: String,
+}
+
+/// A rank rank 0 lost: it never joined, died, or stopped answering.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Unreachable {
+    /// The round it was lost in (0-based, as `pairs[].round`; 0 for a rank that never
+    /// joined).
+    pub round: u32,
+    /// What rank 0 saw: "never joined within 60 s (--timeout)", "left the sweep: the peer
+    /// closed the connection", "did not answer within 185 s".
+    pub why: String,
+}
+
+/// A part of the fabric beyond one NIC that the verdict names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NamedPath {
+    /// "between leaves" (every pair across two leaves slow, pairs inside each fine),
+    /// "cut" (the same, inferred from the matrix without a topology) or "toward leaf" (one
+    /// node's pairs slow only toward one leaf).
+    pub kind: String,
+    /// The two sides: leaf names, or for "toward leaf" the NIC's label and the leaf; for a
+    /// cut, each side's ranks ("ranks 0-2").
+    pub between: [String; 2],
+    /// The ranks on each side.
+    pub ranks: [Vec<u32>; 2],
+    /// What a person reads: "write-bw 9% of the median in 9 of 9 pairs across, 100% inside".
+    pub why: String,
+}
+
+/// One rank whose configuration differs from most of the fleet's.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outlier {
+    /// Its rank.
+    pub rank: u32,
+    /// The fact ("active_mtu").
+    pub fact: String,
+    /// Its value.
+    pub value: String,
+    /// The value a strict majority of the ranks that told this fact have (at least two).
+    pub usual: String,
+    /// How many ranks have the usual value, of how many that told this fact.
+    pub usual_count: u32,
+    /// Ranks that told this fact.
+    pub of: u32,
+    /// What a person reads: "rxe3 of node3: active MTU 1024 where 3 of 4 have 4096".
     pub why: String,
 }
 
@@ -170,6 +241,21 @@ pub fn lower_is_better(unit: &str) -> bool {
 }
 
 impl RankRecord {
+    /// A rank as it joined: "`device` of `host`", nothing else known yet.
+    pub fn new(rank: u32, host: &str, device: &str, fw_ver: Option<String>) -> Self {
+        RankRecord {
+            rank,
+            host: host.to_string(),
+            device: device.to_string(),
+            fw_ver,
+            label: format!("{device} of {host}"),
+            leaf: None,
+            rail: None,
+            unreachable: None,
+            facts: BTreeMap::new(),
+        }
+    }
+
     /// The NIC's identity across launches, which may number the ranks differently:
     /// "host/device", or the label when the host or the device is unknown.
     pub fn nic_key(&self) -> String {
@@ -328,12 +414,8 @@ pub(crate) fn sample_sweep() -> SweepRecord {
     let ranks: Vec<RankRecord> = hosts
         .iter()
         .enumerate()
-        .map(|(i, (host, device))| RankRecord {
-            rank: i as u32,
-            host: host.to_string(),
-            device: device.to_string(),
-            fw_ver: Some("28.39.1002".to_string()),
-            label: format!("{device} of {host}"),
+        .map(|(i, (host, device))| {
+            RankRecord::new(i as u32, host, device, Some("28.39.1002".to_string()))
         })
         .collect();
     let schedule = vec![
@@ -391,6 +473,8 @@ pub(crate) fn sample_sweep() -> SweepRecord {
             kind: "slow".to_string(),
             why: "write-bw 43% of the fleet median in 3 of 3 pairs".to_string(),
         }],
+        paths: Vec::new(),
+        preflight: Vec::new(),
         status: RunStatus::Complete,
         error: None,
     }

@@ -1,0 +1,159 @@
+//! `rdmabench cluster` in a six-node guest with two leaf switches (`RXE_VM_NODES=6
+//! RXE_VM_LEAVES=2`: nodes 0-2 on bridge brx0, nodes 3-5 on brx1, the bridges joined by the
+//! veth pair up1 <-> dn1, the "uplink"). With the uplink held to 20 Mbit/s each way, a sweep
+//! at its default options under `mpirun` names the path between the two leaves and no NIC:
+//! with `--topology` (the leaves by name) and without it (a cut inferred from the matrix).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Command, Output};
+
+use common::{bin, load_record, scratch, sh, text};
+
+const NODES: usize = 6;
+
+/// True when rxe0..rxe5 sit on two leaves; panics when the guest must have them.
+fn two_leaves(test: &str) -> bool {
+    let devices = bin()
+        .arg("devices")
+        .output()
+        .expect("run rdmabench devices");
+    let listed = String::from_utf8_lossy(&devices.stdout);
+    let leaves = std::path::Path::new("/sys/class/net/up1").exists();
+    if leaves && (0..NODES).all(|k| listed.contains(&format!("rxe{k}"))) {
+        return true;
+    }
+    if std::env::var("RDMABENCH_REQUIRE_RDMA").as_deref() == Ok("1") {
+        panic!("{test}: needs rxe0..rxe5 on two leaves: RXE_VM_NODES=6 RXE_VM_LEAVES=2");
+    }
+    eprintln!("skipped {test}: needs scripts/rxe-vm.sh with RXE_VM_NODES=6 RXE_VM_LEAVES=2");
+    false
+}
+
+/// The uplink held to 20 Mbit/s each way (a queue deep enough that frames wait instead of
+/// being dropped), released when dropped.
+struct SlowUplink;
+
+impl SlowUplink {
+    fn new() -> SlowUplink {
+        for dev in ["up1", "dn1"] {
+            sh(&format!(
+                "tc qdisc add dev {dev} root tbf rate 20mbit burst 32kbit limit 16mb"
+            ));
+        }
+        SlowUplink
+    }
+}
+
+impl Drop for SlowUplink {
+    fn drop(&mut self) {
+        for dev in ["up1", "dn1"] {
+            let _ = Command::new("tc")
+                .args(["qdisc", "del", "dev", dev, "root"])
+                .status();
+        }
+    }
+}
+
+/// A sweep of six ranks under `mpirun`, one per device, at the default options and `more`.
+fn sweep(json: &std::path::Path, port: u16, more: &[&str]) -> Output {
+    let exe = env!("CARGO_BIN_EXE_rdmabench");
+    let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .arg("--oversubscribe");
+    let coordinator = format!("127.0.0.1:{port}");
+    for k in 0..NODES {
+        if k > 0 {
+            cmd.arg(":");
+        }
+        cmd.args([
+            "-np",
+            "1",
+            exe,
+            "cluster",
+            "-d",
+            &format!("rxe{k}"),
+            "-x",
+            "1",
+        ]);
+        cmd.args([
+            "--json",
+            json.to_str().unwrap(),
+            "--coordinator",
+            &coordinator,
+        ]);
+        cmd.args(more);
+    }
+    cmd.output().expect("run mpirun (openmpi-bin)")
+}
+
+/// Checks that the sweep named one path, of `kind` between `sides`, and no NIC.
+fn names_the_path_only(out: &Output, json: &std::path::Path, kind: &str, sides: [&str; 2]) {
+    let printed = text(out);
+    assert_eq!(out.status.code(), Some(3), "a finding:\n{printed}");
+    let rec = load_record(json);
+    assert_eq!(rec["status"], "complete", "{printed}");
+    let planned = rec["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["rerun"] == false && p["retry"] == false);
+    assert!(
+        planned.clone().all(|p| p["value"].as_f64().is_some()),
+        "every pair measured:\n{printed}"
+    );
+    assert_eq!(planned.count(), 30, "15 pairs x 2 tests:\n{printed}");
+    assert_eq!(
+        rec["named"].as_array().unwrap().len(),
+        0,
+        "no NIC named: {}\n{printed}",
+        rec["named"]
+    );
+    let paths = rec["paths"].as_array().unwrap();
+    assert_eq!(paths.len(), 1, "one path named: {paths:?}\n{printed}");
+    assert_eq!(paths[0]["kind"], kind, "{paths:?}");
+    assert_eq!(paths[0]["between"][0], sides[0], "{paths:?}");
+    assert_eq!(paths[0]["between"][1], sides[1], "{paths:?}");
+    assert_eq!(
+        paths[0]["ranks"][0],
+        serde_json::json!([0, 1, 2]),
+        "{paths:?}"
+    );
+    assert_eq!(
+        paths[0]["ranks"][1],
+        serde_json::json!([3, 4, 5]),
+        "{paths:?}"
+    );
+}
+
+#[test]
+fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
+    if !two_leaves("a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is") {
+        return;
+    }
+    let dir = scratch("fleet-uplink");
+    // Every rank runs on the guest's one host: the file names each NIC as host/device.
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    let topology = dir.join("fabric.txt");
+    let lines: Vec<String> = (0..NODES)
+        .map(|k| format!("{}/rxe{k} leaf{}", host.trim(), k * 2 / NODES))
+        .collect();
+    std::fs::write(&topology, lines.join("\n") + "\n").unwrap();
+    let _slow = SlowUplink::new();
+
+    let json = dir.join("with-topology.json");
+    let out = sweep(&json, 19430, &["--topology", topology.to_str().unwrap()]);
+    names_the_path_only(&out, &json, "between leaves", ["leaf0", "leaf1"]);
+    assert!(
+        text(&out).contains("leaf0") && text(&out).contains("leaf1"),
+        "{}",
+        text(&out)
+    );
+
+    let json = dir.join("inferred.json");
+    let out = sweep(&json, 19431, &[]);
+    names_the_path_only(&out, &json, "cut", ["ranks 0-2", "ranks 3-5"]);
+}
