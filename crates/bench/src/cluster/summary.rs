@@ -75,7 +75,7 @@ pub fn render(rec: &SweepRecord) -> String {
         for n in &rec.named {
             let _ = writeln!(
                 out,
-                "  {} (rank {})  {:8}  {}",
+                "  {} (rank {})  {:11}  {}",
                 n.label, n.rank, n.kind, n.why
             );
         }
@@ -197,7 +197,7 @@ mod tests {
         assert!(!text.contains("ceiling"), "{text}");
         assert!(text.contains("1139 us  380x the median  SUSPECT"), "{text}");
         assert!(
-            text.contains("slow      write-lat 380x the median in 3 of 3 pairs"),
+            text.contains("slow         write-lat 380x the median in 3 of 3 pairs"),
             "{text}"
         );
     }

@@ -456,7 +456,10 @@ pub fn badness(p: &PairRecord) -> f64 {
 /// multiple ("380x the median", not "37952%").
 pub fn vs_median(pct: f64) -> String {
     let times = pct / 100.0;
-    if times <= 2.0 {
+    if pct < 0.95 {
+        // Never "0%" of a figure that is there.
+        format!("{pct:.1}% of the median")
+    } else if times <= 2.0 {
         format!("{pct:.0}% of the median")
     } else if times < 10.0 {
         format!("{times:.1}x the median")
@@ -862,6 +865,7 @@ pub(crate) mod tests {
         assert_eq!(vs_median(200.0), "200% of the median");
         assert_eq!(vs_median(250.0), "2.5x the median");
         assert_eq!(vs_median(37_952.0), "380x the median");
+        assert_eq!(vs_median(0.47), "0.5% of the median");
     }
 
     #[test]
