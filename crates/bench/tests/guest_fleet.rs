@@ -106,10 +106,20 @@ fn names_the_path_only(out: &Output, json: &std::path::Path, kind: &str, sides: 
         "every pair measured:\n{printed}"
     );
     assert_eq!(planned.count(), 30, "15 pairs x 2 tests:\n{printed}");
+    let figures: Vec<String> = rec["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|p| p["test"] == "write-bw")
+        .map(|p| {
+            let rerun = if p["rerun"] == true { " rerun" } else { "" };
+            format!("{}<-{} {}{rerun}", p["server"], p["client"], p["value"])
+        })
+        .collect();
     assert_eq!(
         rec["named"].as_array().unwrap().len(),
         0,
-        "no NIC named: {}\n{printed}",
+        "no NIC named: {}\nwrite-bw pairs: {figures:?}\n{printed}",
         rec["named"]
     );
     let paths = rec["paths"].as_array().unwrap();
