@@ -389,3 +389,44 @@ fn strangers_do_not_disturb_a_sweep_and_the_mtu_outlier_is_named_before_it() {
         "{outliers:?}"
     );
 }
+
+#[test]
+fn rank_0_killed_ends_every_other_rank_at_once_naming_rank_0() {
+    if !four_nodes("rank_0_killed_ends_every_other_rank_at_once_naming_rank_0") {
+        return;
+    }
+    let dir = scratch("cluster-rank0");
+    let json = dir.join("sweep.json");
+    let args = sweep_args(json.to_str().unwrap(), 19440, &[]);
+    let mut ranks: Vec<Child> = (0..NODES).map(|r| rank(r, &args)).collect();
+    let start = Instant::now();
+    while recorded_pairs(&json) < 4 {
+        assert!(
+            start.elapsed() < Duration::from_secs(180),
+            "round 1 never ended"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    ranks[0].kill().unwrap();
+    let killed = Instant::now();
+    let _ = ranks[0].wait();
+    for (r, child) in ranks.into_iter().enumerate().skip(1) {
+        let out = child.wait_with_output().unwrap();
+        let printed = text(&out);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "rank {r}: the sweep cannot go on:\n{printed}"
+        );
+        assert!(
+            printed.contains("rank 0"),
+            "rank {r} names rank 0:\n{printed}"
+        );
+    }
+    // A rank measuring against rank 0 ends its run within the default --timeout (60 s).
+    assert!(
+        killed.elapsed() < Duration::from_secs(75),
+        "{:?}",
+        killed.elapsed()
+    );
+}
