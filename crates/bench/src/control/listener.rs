@@ -26,10 +26,12 @@ use super::{Channel, Message};
 pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Greetings in progress at once, in all: a flood of connections costs at most this many
-/// threads, each for at most the hello deadline.
+/// threads, each for at most the hello deadline. When all are taken, a new connection
+/// evicts the oldest that has not proved itself yet.
 pub const MAX_GREETINGS: usize = 256;
 
-/// Greetings in progress at once from one address, so that one host cannot take them all.
+/// Greetings in progress at once from one host (an IPv4 address, an IPv6 /64), so that one
+/// host cannot take them all.
 pub const MAX_GREETINGS_PER_HOST: usize = 32;
 
 /// No client came within the timeout (a `--persistent` server just waits again).
@@ -119,8 +121,14 @@ struct LobbyState {
     next_joining: Option<(mpsc::Sender<Channel>, usize)>,
     /// The listener is closing.
     closing: bool,
-    /// Greetings in progress, per peer address.
+    /// Greetings in progress, per host (an IPv4 address, an IPv6 /64).
     greeting: HashMap<IpAddr, usize>,
+    /// Every greeting counted in, by id: its host.
+    counted: HashMap<u64, IpAddr>,
+    /// The greetings that have not proved themselves yet, oldest first, with their socket.
+    unproven: std::collections::VecDeque<(u64, TcpStream)>,
+    /// The next greeting's id.
+    next_greeting: u64,
     /// The one address a client may come from (a sweep's assigned partner); any, if none.
     only_from: Option<IpAddr>,
 }
@@ -263,43 +271,100 @@ impl Lobby {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Counts a greeting in, unless too many are in progress (in all or from `ip`).
-    fn enter(&self, ip: IpAddr) -> Result<(), String> {
+    /// Counts a greeting of `stream` in, unless its host (an IPv4 address, an IPv6 /64) has
+    /// too many in progress. When all slots are taken, the oldest greeting that has not
+    /// proved itself is evicted (its socket shut, its slot freed at once), so that a few
+    /// hosts holding silent sockets cannot keep a real client out.
+    fn enter(self: &Arc<Self>, ip: IpAddr, stream: &TcpStream) -> Result<Entry, String> {
+        let host = host_key(ip);
         let mut state = self.lock();
-        let total: usize = state.greeting.values().sum();
-        if total >= MAX_GREETINGS {
-            return Err(format!("{total} greetings are already in progress"));
-        }
-        let mine = state.greeting.entry(ip).or_insert(0);
-        if *mine >= MAX_GREETINGS_PER_HOST {
+        let mine = state.greeting.get(&host).copied().unwrap_or(0);
+        if mine >= MAX_GREETINGS_PER_HOST {
             return Err(format!(
-                "{mine} of its connections are already being greeted"
+                "{mine} of its host's connections are already being greeted"
             ));
         }
-        *mine += 1;
-        Ok(())
+        if state.counted.len() >= MAX_GREETINGS && !state.evict_oldest() {
+            return Err(format!(
+                "{} greetings are already in progress",
+                state.counted.len()
+            ));
+        }
+        let id = state.next_greeting;
+        state.next_greeting += 1;
+        *state.greeting.entry(host).or_insert(0) += 1;
+        state.counted.insert(id, host);
+        if let Ok(clone) = stream.try_clone() {
+            state.unproven.push_back((id, clone));
+        }
+        Ok(Entry {
+            lobby: Arc::clone(self),
+            id,
+        })
     }
 
-    fn leave(&self, ip: IpAddr) {
+    /// Greeting `id` proved itself: it can no longer be evicted.
+    fn proved(&self, id: u64) {
+        self.lock().unproven.retain(|(g, _)| *g != id);
+    }
+
+    fn leave(&self, id: u64) {
         let mut state = self.lock();
-        if let Some(n) = state.greeting.get_mut(&ip) {
+        state.unproven.retain(|(g, _)| *g != id);
+        state.uncount(id);
+    }
+}
+
+impl LobbyState {
+    /// Frees the slot of the oldest unproven greeting and shuts its socket (its thread
+    /// then fails its read at once and ends).
+    /// Whether there was one to evict.
+    fn evict_oldest(&mut self) -> bool {
+        let Some((id, stream)) = self.unproven.pop_front() else {
+            return false;
+        };
+        let _ = stream.shutdown(std::net::Shutdown::Both);
+        self.uncount(id);
+        true
+    }
+
+    fn uncount(&mut self, id: u64) {
+        let Some(host) = self.counted.remove(&id) else {
+            return;
+        };
+        if let Some(n) = self.greeting.get_mut(&host) {
             *n -= 1;
             if *n == 0 {
-                state.greeting.remove(&ip);
+                self.greeting.remove(&host);
             }
         }
+    }
+}
+
+/// Whose greetings count together: an IPv4 address, or an IPv6 address's /64 (one host
+/// may hold a whole /64); an IPv4-mapped IPv6 address is its IPv4 address.
+fn host_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V4(_) => ip,
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let bits = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(Ipv6Addr::from(bits))
+            }
+        },
     }
 }
 
 /// One greeting counted in; counted out when dropped (also when its thread never started).
 struct Entry {
     lobby: Arc<Lobby>,
-    ip: IpAddr,
+    id: u64,
 }
 
 impl Drop for Entry {
     fn drop(&mut self) {
-        self.lobby.leave(self.ip);
+        self.lobby.leave(self.id);
     }
 }
 
@@ -333,17 +398,16 @@ fn accept_loop(listener: &TcpListener, lobby: &Arc<Lobby>) {
         let Ok(peer) = stream.peer_addr() else {
             continue;
         };
-        if let Err(why) = lobby.enter(peer.ip()) {
-            dropped(peer, &why);
-            continue;
-        }
-        let entry = Entry {
-            lobby: Arc::clone(lobby),
-            ip: peer.ip(),
+        let entry = match lobby.enter(peer.ip(), &stream) {
+            Ok(entry) => entry,
+            Err(why) => {
+                dropped(peer, &why);
+                continue;
+            }
         };
         let spawned = thread::Builder::new()
             .name("rdmabench-greet".into())
-            .spawn(move || greet(stream, peer, &entry.lobby));
+            .spawn(move || greet(stream, peer, &entry));
         if let Err(e) = spawned {
             dropped(peer, &format!("no thread to greet it: {e}"));
         }
@@ -351,12 +415,17 @@ fn accept_loop(listener: &TcpListener, lobby: &Arc<Lobby>) {
 }
 
 /// Greets one connection: a stranger is dropped; an admitted client is seated.
-fn greet(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>) {
+fn greet(mut stream: TcpStream, peer: SocketAddr, entry: &Entry) {
+    let lobby = &entry.lobby;
     let g = &lobby.greeting;
     let _ = stream.set_nodelay(true);
     let _ = stream.set_write_timeout(Some(g.hello_deadline));
     let deadline = Instant::now() + g.hello_deadline;
-    match admit(&mut stream, g.token.as_ref(), deadline) {
+    let admitted = admit(&mut stream, g.token.as_ref(), deadline);
+    if admitted.is_ok() {
+        lobby.proved(entry.id);
+    }
+    match admitted {
         Ok(admitted) if from_partner(&mut stream, peer, lobby) => {
             seat(stream, peer, lobby, &admitted)
         }
@@ -447,6 +516,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
     match Channel::new(stream, peer, g.timeout) {
         Ok(mut ch) => {
             ch.seat = seat;
+            ch.framing = admitted.framing(peer);
             let _ = hand.send(ch);
         }
         Err(e) => {
@@ -479,6 +549,82 @@ mod tests {
         std::thread::spawn(move || {
             Channel::connect("127.0.0.1", port, Duration::from_secs(5), token.as_ref())
         })
+    }
+
+    /// A TCP connection to `to` from the loopback address `from` (127.0.0.0/8 is all local).
+    fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
+        use std::os::fd::FromRawFd;
+        let sockaddr = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: port.to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(ip).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let SocketAddr::V4(to) = to else {
+            panic!("an IPv4 listener")
+        };
+        let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        // SAFETY: a new socket, bound and connected with valid sockaddr_in values; its
+        // descriptor is handed to the TcpStream, which owns and closes it.
+        unsafe {
+            let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+            assert!(fd >= 0);
+            let src = sockaddr(from, 0);
+            let dst = sockaddr(*to.ip(), to.port());
+            assert_eq!(
+                libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len),
+                0
+            );
+            assert_eq!(
+                libc::connect(fd, (&dst as *const libc::sockaddr_in).cast(), len),
+                0
+            );
+            TcpStream::from_raw_fd(fd)
+        }
+    }
+
+    #[test]
+    fn silent_strangers_filling_every_greeting_slot_do_not_keep_a_client_out() {
+        let l = listen(None, Duration::from_secs(20));
+        let port = l.port().unwrap();
+        let to = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        let hosts = MAX_GREETINGS / MAX_GREETINGS_PER_HOST;
+        let silent: Vec<TcpStream> = (0..hosts)
+            .flat_map(|h| {
+                let from = Ipv4Addr::new(127, 0, 1, 2 + h as u8);
+                (0..MAX_GREETINGS_PER_HOST).map(move |_| connect_from(from, to))
+            })
+            .collect();
+        // Every slot taken, and a host at its own cap is still refused.
+        let start = Instant::now();
+        while l.lobby.lock().counted.len() < MAX_GREETINGS {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "the slots never filled"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let mut over = connect_from(Ipv4Addr::new(127, 0, 1, 2), to);
+        assert!(closed_within(&mut over, Duration::from_secs(5)));
+        // A real client gets in, within its own handshake's time.
+        let client = connect(port, None);
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(client.join().unwrap().is_ok());
+        assert!(l.lobby.lock().counted.len() <= MAX_GREETINGS);
+        drop(silent);
+    }
+
+    #[test]
+    fn an_ipv6_host_counts_as_its_64() {
+        let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
+        let b: IpAddr = "2001:db8:1:2:bbbb::9".parse().unwrap();
+        let other: IpAddr = "2001:db8:1:3::1".parse().unwrap();
+        assert_eq!(host_key(a), host_key(b));
+        assert_ne!(host_key(a), host_key(other));
+        let mapped: IpAddr = "::ffff:10.0.0.7".parse().unwrap();
+        assert_eq!(host_key(mapped), IpAddr::from([10, 0, 0, 7]));
     }
 
     #[test]
