@@ -7,25 +7,42 @@
 //! ([`report`]). Exit codes (`exit.rs`): 0 pass, 1 run failed, 2 what was asked cannot run as
 //! asked (a bad value or combination, or a limit of a device), 3 below a `--limit-*`.
 
+#[forbid(unsafe_code)]
 pub mod cli;
 pub mod clock;
 pub mod cluster;
+#[forbid(unsafe_code)]
 pub mod compare;
+#[deny(unsafe_code)] // (its tests open sockets from chosen addresses through libc)
 pub mod control;
+#[forbid(unsafe_code)]
 pub mod devices;
 pub mod doctor;
 pub mod engine;
+#[forbid(unsafe_code)]
 pub mod exit;
+#[forbid(unsafe_code)]
 pub mod files;
+#[forbid(unsafe_code)]
 pub mod histogram;
+#[forbid(unsafe_code)]
 pub mod memory;
+#[forbid(unsafe_code)]
 pub mod output;
 pub mod placement;
+#[forbid(unsafe_code)]
 pub mod plan;
+#[forbid(unsafe_code)]
 pub mod plot;
+#[forbid(unsafe_code)]
 pub mod report;
+#[forbid(unsafe_code)]
 pub mod run;
+#[forbid(unsafe_code)]
 pub mod show;
+#[forbid(unsafe_code)]
 pub mod sysroot;
+#[forbid(unsafe_code)]
 pub mod thresholds;
+#[forbid(unsafe_code)]
 pub mod units;

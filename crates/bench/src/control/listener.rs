@@ -552,6 +552,7 @@ mod tests {
     }
 
     /// A TCP connection to `to` from the loopback address `from` (127.0.0.0/8 is all local).
+    #[allow(unsafe_code)]
     fn connect_from(from: Ipv4Addr, to: SocketAddr) -> TcpStream {
         use std::os::fd::FromRawFd;
         let sockaddr = |ip: Ipv4Addr, port: u16| libc::sockaddr_in {
