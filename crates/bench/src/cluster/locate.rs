@@ -900,6 +900,15 @@ mod tests {
         let both = |a: u32, b: u32| uplink(6)(a, b) * if a == 1 || b == 1 { 0.3 } else { 1.0 };
         let mut rec = two_leaves(6, fleet_of(6, 5, 1.2, both), true);
         judge(&mut rec);
+        // Two partners beside the path are too few alone: its re-run against a known-good
+        // partner confirms it.
+        assert!(rec.named.is_empty(), "{:?}", rec.named);
+        let again = reruns(&rec);
+        assert!(again.iter().any(|&(_, c)| c == 1), "{again:?}");
+        let mut confirm = pair(0, 1, 15.0 * 0.3);
+        confirm.rerun = true;
+        rec.pairs.push(confirm);
+        judge(&mut rec);
         assert_eq!(
             kinds(&rec),
             [(BETWEEN, "leaf0", "leaf1")],
