@@ -650,14 +650,9 @@ pub(crate) mod tests {
             (3, 5, 159.91),
             (1, 2, 116.76),
         ];
-        let mut pairs: Vec<PairRecord> = planned
-            .iter()
-            .map(|&(server, client, mbs)| pair(server, client, mbs / 1000.0))
-            .collect();
+        let mut pairs = in_mbs(&planned);
         for (server, client, mbs) in [(1, 0, 34.58), (3, 4, 33.89), (1, 2, 34.08), (3, 5, 35.26)] {
-            let mut p = pair(server, client, mbs / 1000.0);
-            p.rerun = true;
-            pairs.push(p);
+            pairs.push(rerun(server, client, mbs / 1000.0));
         }
         let mut rec = sweep(6, pairs);
         judge(&mut rec);
@@ -690,14 +685,9 @@ pub(crate) mod tests {
             (2, 4, 0.78),
             (2, 5, 2.35),
         ];
-        let mut pairs: Vec<PairRecord> = planned
-            .iter()
-            .map(|&(server, client, mbs)| pair(server, client, mbs / 1000.0))
-            .collect();
+        let mut pairs = in_mbs(&planned);
         for (server, client) in [(0, 1), (0, 2)] {
-            let mut p = pair(server, client, 0.054);
-            p.rerun = true;
-            pairs.push(p);
+            pairs.push(rerun(server, client, 0.054));
         }
         let mut rec = sweep(6, pairs);
         judge(&mut rec);
@@ -729,10 +719,7 @@ pub(crate) mod tests {
             (3, 5, 8.73),
             (1, 2, 8.48),
         ];
-        let pairs: Vec<PairRecord> = planned
-            .iter()
-            .map(|&(server, client, mbs)| pair(server, client, mbs / 1000.0))
-            .collect();
+        let pairs = in_mbs(&planned);
         let mut rec = sweep(6, pairs);
         judge(&mut rec);
         assert_eq!(names(&rec), [], "{:?}", rec.named);
@@ -742,12 +729,25 @@ pub(crate) mod tests {
         let clients: Vec<u32> = again.iter().map(|&(_, c)| c).collect();
         assert!(clients.contains(&1) && clients.contains(&3), "{again:?}");
         for (server, client) in again {
-            let mut p = pair(server, client, 0.05);
-            p.rerun = true;
-            rec.pairs.push(p);
+            rec.pairs.push(rerun(server, client, 0.05));
         }
         judge(&mut rec);
         assert_eq!(names(&rec), [], "{:?}", rec.named);
+    }
+
+    /// Pairs measured in the guest, as (server, client, MB/s).
+    fn in_mbs(planned: &[(u32, u32, f64)]) -> Vec<PairRecord> {
+        planned
+            .iter()
+            .map(|&(server, client, mbs)| pair(server, client, mbs / 1000.0))
+            .collect()
+    }
+
+    /// A re-run of `client` against `server`.
+    fn rerun(server: u32, client: u32, gbps: f64) -> PairRecord {
+        let mut p = pair(server, client, gbps);
+        p.rerun = true;
+        p
     }
 
     /// Every pair of `n` ranks, rank `slow`'s at a tenth of the others' bandwidth.
