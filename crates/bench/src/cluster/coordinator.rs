@@ -469,24 +469,49 @@ fn sweep(
     }
     let mut next = total as u32;
     retry_failed(spec, members, rec, &mut next)?;
-    let again: Vec<(usize, usize)> = reruns(rec)
-        .into_iter()
-        .map(|(s, c)| (s as usize, c as usize))
-        .filter(|&(s, c)| reachable(members, s) && reachable(members, c))
+    let first = reruns(rec);
+    rerun_alone(spec, members, rec, &mut next, &first, "suspect rank(s)")?;
+    let second = verdict::second_opinions(rec);
+    rerun_alone(
+        spec,
+        members,
+        rec,
+        &mut next,
+        &second,
+        "rank(s) a re-run found slow",
+    )
+}
+
+/// Each of `pairs` (server, client) alone, every test: a second opinion runs with no other
+/// pair on the fabric (or, emulated, on the CPUs). Pairs with a rank lost are left out.
+fn rerun_alone(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    next: &mut u32,
+    pairs: &[(u32, u32)],
+    who: &str,
+) -> Result<()> {
+    let again: Vec<Pair> = pairs
+        .iter()
+        .map(|&(s, c)| Pair {
+            a: s as usize,
+            b: c as usize,
+        })
+        .filter(|p| reachable(members, p.a) && reachable(members, p.b))
         .collect();
-    if !again.is_empty() {
-        println!(
-            "re-running {} suspect rank(s) against known-good partners",
-            again.len()
-        );
-        // A second opinion runs alone: no other pair on the fabric (or, emulated, on the
-        // CPUs) speaks in it.
-        let extra: Vec<Vec<Pair>> = again.iter().map(|&(a, b)| vec![Pair { a, b }]).collect();
-        for round in &extra {
-            run_round(spec, members, rec, (next, Attempt::Rerun), round, &all)?;
-            next += 1;
-            judge(rec);
-        }
+    if again.is_empty() {
+        return Ok(());
+    }
+    println!(
+        "re-running {} {who} against known-good partners",
+        again.len()
+    );
+    let all: Vec<usize> = (0..spec.tests.len()).collect();
+    for pair in again {
+        run_round(spec, members, rec, (*next, Attempt::Rerun), &[pair], &all)?;
+        *next += 1;
+        judge(rec);
     }
     Ok(())
 }

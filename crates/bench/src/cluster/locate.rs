@@ -20,14 +20,16 @@
 //!   (a slow NIC's pairs all sit low, wherever noise puts them around the bar); and most
 //!   pairs of A's other ranks toward X are fine.
 //! - **cut** (no rank has a leaf): the pairs' figures fall in two clusters far apart (Otsu's
-//!   split; each cluster at least 3 figures, their medians at least three of their own
+//!   split; each cluster at least 3 figures, their medians at least three of their pooled
 //!   spreads and the threshold apart, an empty gap of a spread between them); the pairs of
-//!   the upper cluster join the ranks into groups, and two groups of at least two ranks
-//!   each are cut apart when at least 80% of the pairs across (at least 2) are bad. A slow
-//!   NIC isolates one rank, so it never makes a cut; noise makes no two clusters far apart.
+//!   the upper cluster join the ranks into groups (a rank left out joins the group its
+//!   pairs are clearly best with), and two groups of at least two ranks each are cut apart
+//!   when at least 80% of the pairs across (at least 2) are bad. A slow NIC isolates one
+//!   rank, so it never makes a cut; noise makes no two clusters far apart.
 //!
 //! Once the fleet's figures are settled without the pairs the paths explain, a path stays
-//! only where the suspects bear it out (the same shares, by the final bar); its `why` is
+//! only where the pairs bear it out (the same shares, a pair across bad when it is a
+//! suspect by the final bar or worse than every pair beside the path); its `why` is
 //! written then. **Invariants:** one NIC's pairs alone never make a path (a slow NIC is
 //! named, not its leaf); a path explains every pair across it and no other.
 //!
@@ -56,7 +58,7 @@ const CUT_SHARE: f64 = 0.8;
 const CLUSTER_LEAST: usize = 3;
 
 /// Two clusters of figures are far apart when their medians are at least this many of
-/// their own spreads apart (and the empty gap between them is at least one spread wide).
+/// their pooled spreads apart (and the empty gap between them is at least one spread wide).
 const CLUSTER_GAP_SPREADS: f64 = 3.0;
 
 /// A pair's key: its two ranks in increasing order.
@@ -489,11 +491,54 @@ fn cuts(rec: &SweepRecord, test: &str, pairs: &[&PairRecord]) -> Vec<NamedPath> 
         .filter(|s| s.2 >= threshold)
         .map(|s| (s.0, s.1))
         .collect();
-    let groups = groups(&good);
+    let mut groups = groups(&good);
     if groups.len() < 2 {
         return Vec::new();
     }
+    attach_loose(&scored, &mut groups, floor);
     cut_groups(rec, test, pairs, &groups)
+}
+
+/// Each rank in no group joins the group its pairs are clearly best with: their median (on
+/// the goodness scale) above its median with every other group by at least `floor` (the
+/// threshold). Noise can drop all of a healthy rank's pairs inside its side below the
+/// clusters' split, and it must not stay outside the cut (its pairs across would name it);
+/// a slow NIC is as slow toward every group, and stays out.
+fn attach_loose(scored: &[(u32, u32, f64)], groups: &mut [Vec<u32>], floor: f64) {
+    let mut ranks: BTreeSet<u32> = BTreeSet::new();
+    for s in scored {
+        ranks.insert(s.0);
+        ranks.insert(s.1);
+    }
+    let placed: BTreeSet<u32> = groups.iter().flatten().copied().collect();
+    let mut joins: Vec<(usize, u32)> = Vec::new();
+    for r in ranks.difference(&placed) {
+        let toward: Vec<f64> = groups
+            .iter()
+            .map(|g| {
+                let with: Vec<f64> = scored
+                    .iter()
+                    .filter(|s| (s.0 == *r && g.contains(&s.1)) || (s.1 == *r && g.contains(&s.0)))
+                    .map(|s| s.2)
+                    .collect();
+                median(&with).unwrap_or(f64::NEG_INFINITY)
+            })
+            .collect();
+        let Some((best, &top)) = toward.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)) else {
+            continue;
+        };
+        let clear = toward
+            .iter()
+            .enumerate()
+            .all(|(i, &m)| i == best || top - m >= floor);
+        if clear && top.is_finite() {
+            joins.push((best, *r));
+        }
+    }
+    for (g, r) in joins {
+        groups[g].push(r);
+        groups[g].sort_unstable();
+    }
 }
 
 /// The groups whose pairs across are cut, judged against the pairs inside the groups.
@@ -544,8 +589,8 @@ fn robust_sd(values: &[f64]) -> f64 {
 
 /// Where `values` split into two clusters far apart (Otsu's split, kept when each holds at
 /// least [`CLUSTER_LEAST`], their medians are at least `floor` and [`CLUSTER_GAP_SPREADS`]
-/// of their own spreads apart, and the empty gap between them is at least one spread
-/// wide): the lowest value of the upper cluster; `None` when they do not.
+/// of their pooled spreads apart, and the empty gap between them is at least one such
+/// spread wide): the lowest value of the upper cluster; `None` when they do not.
 fn two_clusters(values: &[f64], floor: f64) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
@@ -571,7 +616,11 @@ fn two_clusters(values: &[f64], floor: f64) -> Option<f64> {
         return None;
     }
     let gap = median(high)? - median(low)?;
-    let within = robust_sd(low).max(robust_sd(high));
+    // Pooled over both clusters: a tight cluster of shaped pairs beside healthy ones that
+    // emulation scatters 20x apart is still two clusters.
+    let (n_low, n_high) = (low.len() as f64, high.len() as f64);
+    let pooled = n_low * robust_sd(low).powi(2) + n_high * robust_sd(high).powi(2);
+    let within = (pooled / (n_low + n_high)).sqrt();
     let clear = high[0] - low[low.len() - 1];
     let apart = gap >= floor && gap >= CLUSTER_GAP_SPREADS * within && clear >= within;
     apart.then_some(high[0])
@@ -645,22 +694,25 @@ fn sides<'a>(rec: &'a SweepRecord, p: &NamedPath, test: &str) -> [Vec<&'a PairRe
     out
 }
 
-/// Whether the final suspects bear the path out in some test: the same shares as found it.
+/// Whether the final suspects bear the path out in some test: the same shares as found it,
+/// a pair across counting as bad when it is a suspect or worse than every pair beside the
+/// path (noise beside a path can widen the fleet's bar past some pairs across, but a pair
+/// below all the healthy ones is still the path's).
 pub(super) fn borne_out(rec: &SweepRecord, p: &NamedPath) -> bool {
     let share = if p.kind == CUT { CUT_SHARE } else { 0.5 };
     let side = side_map(p);
     rec.tests.iter().any(|test| {
-        let [across, _] = sides(rec, p, test);
-        let list: Vec<Judged> = across
-            .iter()
-            .map(|q| {
+        let [across, beside] = sides(rec, p, test);
+        let list: Vec<Judged> = worse_across(&across, &beside)
+            .into_iter()
+            .map(|(q, bad)| {
                 let first = side.get(&q.client) == Some(&0);
                 let (a, b) = if first {
                     (q.client, q.server)
                 } else {
                     (q.server, q.client)
                 };
-                (a, b, q.suspect)
+                (a, b, bad)
             })
             .collect();
         if p.kind == TOWARD {
@@ -670,6 +722,32 @@ pub(super) fn borne_out(rec: &SweepRecord, p: &NamedPath) -> bool {
             bad_across(&list, share)
         }
     })
+}
+
+/// The pairs across a path, each with whether it is bad: a suspect, or worse than every
+/// pair `beside` the path.
+fn worse_across<'a>(
+    across: &[&'a PairRecord],
+    beside: &[&PairRecord],
+) -> Vec<(&'a PairRecord, bool)> {
+    let below_all = below_every(beside);
+    across
+        .iter()
+        .map(|&q| (q, q.suspect || q.value.is_some_and(&below_all)))
+        .collect()
+}
+
+/// Whether a figure is worse than every one of `pairs` (at least two; never with fewer).
+fn below_every(pairs: &[&PairRecord]) -> impl Fn(f64) -> bool {
+    let values: Vec<f64> = pairs.iter().filter_map(|p| p.value).collect();
+    let lower = pairs.first().is_some_and(|p| lower_is_better(&p.unit));
+    let enough = values.len() >= 2;
+    let worst = if lower {
+        values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+    } else {
+        values.iter().copied().fold(f64::INFINITY, f64::min)
+    };
+    move |v| enough && if lower { v > worst } else { v < worst }
 }
 
 /// Writes each path's `why`, from the pairs as the verdict marked them.
@@ -699,10 +777,10 @@ fn why(rec: &SweepRecord, p: &NamedPath) -> String {
 fn test_why(rec: &SweepRecord, p: &NamedPath, test: &str) -> Option<String> {
     let [across, beside] = sides(rec, p, test);
     let pct = |q: &&PairRecord| q.pct_of_median;
-    let slow: Vec<f64> = across
+    let slow: Vec<f64> = worse_across(&across, &beside)
         .iter()
-        .filter(|q| q.suspect)
-        .filter_map(pct)
+        .filter(|(_, bad)| *bad)
+        .filter_map(|(q, _)| q.pct_of_median)
         .collect();
     let typical = median(&slow)?;
     let (where_, inside) = if p.kind == TOWARD {
@@ -905,10 +983,13 @@ mod tests {
         assert!(rec.named.is_empty(), "{:?}", rec.named);
         let again = reruns(&rec);
         assert!(again.iter().any(|&(_, c)| c == 1), "{again:?}");
-        let mut confirm = pair(0, 1, 15.0 * 0.3);
-        confirm.rerun = true;
-        rec.pairs.push(confirm);
-        judge(&mut rec);
+        // Twice: one re-run is one opinion.
+        for server in [0, 2] {
+            let mut confirm = pair(server, 1, 15.0 * 0.3);
+            confirm.rerun = true;
+            rec.pairs.push(confirm);
+            judge(&mut rec);
+        }
         assert_eq!(
             kinds(&rec),
             [(BETWEEN, "leaf0", "leaf1")],
