@@ -450,6 +450,20 @@ fn from_partner(stream: &mut TcpStream, peer: SocketAddr, lobby: &Lobby) -> bool
     false
 }
 
+/// Whether the peer closed `stream` (or it broke): a look that does not wait, nor take a
+/// byte.
+fn gone(stream: &TcpStream) -> bool {
+    if stream.set_nonblocking(true).is_err() {
+        return true;
+    }
+    let closed = match stream.peek(&mut [0u8; 1]) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    };
+    stream.set_nonblocking(false).is_err() || closed
+}
+
 /// What an admitted client gets: the server's place when it waits, `Busy` during a run, a
 /// wait (up to `--timeout`) in between.
 fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &Admitted) {
@@ -476,6 +490,15 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
             drop(state);
             let _ = write_message(&mut stream, &Message::Busy);
             eprintln!("rdmabench: told {peer} that the server is busy with another run");
+            return;
+        }
+        if state.waiting.is_some() && gone(&stream) {
+            // A client killed while it waited must not take the seat from the next one.
+            drop(state);
+            dropped(
+                peer,
+                "it closed the connection while it waited for the server",
+            );
             return;
         }
         if let Some(tx) = state.waiting.take() {
@@ -780,6 +803,30 @@ mod tests {
         std::thread::sleep(Duration::from_millis(500));
         assert!(l.accept_client(Duration::from_secs(5)).is_ok());
         assert!(client.join().unwrap().is_ok());
+    }
+
+    /// A client killed while it waited between runs (the soak test kills every 25th) left
+    /// its greeter in the lobby: it took the seat, and the next client was told Busy.
+    #[test]
+    fn a_client_that_left_while_it_waited_does_not_take_the_seat() {
+        let l = listen(None, Duration::from_secs(5));
+        let addr = SocketAddr::from(([127, 0, 0, 1], l.port().unwrap()));
+        let mut left = TcpStream::connect(addr).unwrap();
+        let quick = Instant::now() + Duration::from_millis(300);
+        assert!(super::super::handshake::greet_server(&mut left, None, quick, addr).is_err());
+        drop(left);
+        std::thread::sleep(Duration::from_millis(200));
+        let next = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(500));
+            Channel::connect("127.0.0.1", addr.port(), Duration::from_secs(5), None)
+        });
+        let run = l.accept_client(Duration::from_secs(5)).unwrap();
+        let client = next.join().unwrap().unwrap();
+        assert_eq!(
+            Some(run.peer()),
+            client.local(),
+            "the live client has the seat"
+        );
     }
 
     #[test]

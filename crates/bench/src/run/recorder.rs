@@ -46,7 +46,7 @@ impl RecordFiles {
     /// Writes the run's last `record` (complete, or with how it failed) to every file, and
     /// to stdout where `-` was given.
     pub fn write_last(&self, record: &RunRecord) -> Result<()> {
-        self.write_to(record, Some(&mut std::io::stdout().lock()))
+        self.write_to(record, Some(&mut std::io::stdout()))
     }
 
     /// [`RecordFiles::write`] when `stdout` is `None`, else [`RecordFiles::write_last`] with
@@ -135,7 +135,7 @@ impl Recorder {
     /// where `-` was given). A file that cannot be written is said on stderr; the run's own
     /// error is the one that counts.
     pub fn fail(&self, e: &anyhow::Error) {
-        self.fail_to(e, &mut std::io::stdout().lock());
+        self.fail_to(e, &mut std::io::stdout());
     }
 
     /// [`Recorder::fail`], with `stdout` standing for the process's.
@@ -154,7 +154,7 @@ impl Recorder {
     /// The whole run was measured: the complete record, with the port counters' deltas,
     /// written (to stdout too, where `-` was given) and returned.
     pub fn finish(self, counters: Option<BTreeMap<String, u64>>) -> Result<RunRecord> {
-        self.finish_to(counters, &mut std::io::stdout().lock())
+        self.finish_to(counters, &mut std::io::stdout())
     }
 
     /// [`Recorder::finish`], with `stdout` standing for the process's.
@@ -343,5 +343,40 @@ mod tests {
         v.as_object_mut().unwrap().remove("status");
         let r: RunRecord = serde_json::from_value(v).unwrap();
         assert_eq!(r.status, RunStatus::Complete);
+    }
+
+    /// A rail's record goes to its board, whose lock is taken while it prints: a rail that
+    /// held stdout while it waited for the board, as another rail printed under the board's
+    /// lock, would wait forever (two rails ending together hung a two-rail server). A rail
+    /// ends without touching stdout, whoever holds it.
+    #[test]
+    fn a_rail_ends_while_another_thread_holds_stdout() {
+        use crate::run::rails::{RailBoard, RailLink};
+        use std::sync::{mpsc, Arc};
+        use std::time::Duration;
+        let files = RecordFiles::default();
+        let board = RailBoard::new(
+            vec!["rxe0".into(), "rxe1".into()],
+            String::new(),
+            true,
+            Duration::from_millis(30),
+            files.clone(),
+        );
+        let rail = RailLink {
+            index: 0,
+            board: Arc::new(board),
+        };
+        let mut template = sample_record();
+        template.results.clear();
+        let held = std::io::stdout().lock();
+        let (done, ended) = mpsc::channel();
+        let rec = Recorder::start_on_rail(template, 1, &files, Some(rail)).unwrap();
+        std::thread::spawn(move || {
+            rec.fail(&anyhow::anyhow!("the peer left"));
+            let _ = done.send(());
+        });
+        let ended = ended.recv_timeout(Duration::from_secs(10));
+        drop(held);
+        assert!(ended.is_ok(), "the rail waited for stdout");
     }
 }
