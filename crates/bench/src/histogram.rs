@@ -1,8 +1,10 @@
 //! Latency statistics: an HdrHistogram of nanoseconds (1 ns .. 60 s, 3 significant digits)
 //! that records without allocating, the figures the report shows, and the base64 V2 form
-//! the record carries so that runs can be merged.
+//! the record carries so that runs can be merged. A histogram read back (from the peer, or
+//! from a record) is input: its header is checked against its own bytes and rdmabench's range
+//! before the decoder, which allocates the length the header announces, sees it.
 
-use anyhow::{anyhow, Result};
+use anyhow::{anyhow, bail, Result};
 use base64::Engine as _;
 use hdrhistogram::serialization::{Deserializer, Serializer, V2Serializer};
 use hdrhistogram::Histogram;
@@ -11,6 +13,26 @@ use crate::report::LatencyStats;
 
 /// Highest latency recorded: 60 s; a longer one counts as 60 s.
 pub const MAX_NS: u64 = 60_000_000_000;
+
+/// Significant digits recorded.
+const DIGITS: u8 = 3;
+
+/// The cookie of an uncompressed V2 HdrHistogram, the one form rdmabench writes.
+const V2_COOKIE: u32 = 0x1c84_9313;
+
+/// A V2 header's bytes: cookie, payload length, normalizing offset and significant digits
+/// (4 bytes each), lowest and highest value and the integer-to-double ratio (8 bytes each).
+const V2_HEADER: usize = 40;
+
+/// The counts of a histogram of rdmabench's range.
+const COUNTS: u64 = 27_648;
+
+/// The most payload a histogram of rdmabench's range encodes to: 9 bytes at most for each of
+/// its [`COUNTS`] counts.
+pub const MAX_PAYLOAD: usize = 256 * 1024;
+
+/// The longest base64 text of a histogram.
+const MAX_TEXT: usize = (V2_HEADER + MAX_PAYLOAD).div_ceil(3) * 4;
 
 /// Records latencies in nanoseconds.
 #[derive(Debug, Clone)]
@@ -22,7 +44,7 @@ impl LatencyRecorder {
     /// An empty recorder.
     pub fn new() -> Result<Self> {
         let hist =
-            Histogram::new_with_bounds(1, MAX_NS, 3).map_err(|e| anyhow!("histogram: {e}"))?;
+            Histogram::new_with_bounds(1, MAX_NS, DIGITS).map_err(|e| anyhow!("histogram: {e}"))?;
         Ok(LatencyRecorder { hist })
     }
 
@@ -72,11 +94,22 @@ impl LatencyRecorder {
         Ok(base64::engine::general_purpose::STANDARD.encode(bytes))
     }
 
-    /// A histogram back from [`LatencyRecorder::to_base64`].
+    /// A histogram back from [`LatencyRecorder::to_base64`]: refused, before the decoder
+    /// allocates anything, unless its header describes rdmabench's histogram and the bytes
+    /// that follow it ([`check_header`]).
     pub fn from_base64(text: &str) -> Result<Self> {
+        let text = text.trim();
+        if text.len() > MAX_TEXT {
+            bail!(
+                "the histogram is {} characters of base64, beyond the {MAX_TEXT} of the largest \
+                 rdmabench writes",
+                text.len()
+            );
+        }
         let bytes = base64::engine::general_purpose::STANDARD
-            .decode(text.trim())
+            .decode(text)
             .map_err(|e| anyhow!("the histogram is not base64: {e}"))?;
+        check_header(&bytes)?;
         let hist: Histogram<u64> = Deserializer::new()
             .deserialize(&mut bytes.as_slice())
             .map_err(|e| anyhow!("the histogram does not decode: {e:?}"))?;
@@ -91,9 +124,194 @@ impl LatencyRecorder {
     }
 }
 
+/// Reads a serialized histogram's header as the decoder would, and refuses one that does not
+/// describe `bytes`: another form than the uncompressed V2 rdmabench writes, another range or
+/// precision than its histograms', or a payload length other than the bytes that follow
+/// (beyond [`MAX_PAYLOAD`] at most). The decoder allocates the announced length before it
+/// reads a byte of it.
+fn check_header(bytes: &[u8]) -> Result<()> {
+    let Some((header, payload)) = bytes.split_first_chunk::<V2_HEADER>() else {
+        bail!(
+            "the histogram is {} bytes, shorter than the {V2_HEADER}-byte header of a V2 \
+             HdrHistogram",
+            bytes.len()
+        );
+    };
+    let cookie = be_u32(header, 0);
+    if cookie != V2_COOKIE {
+        bail!(
+            "the histogram's cookie is {cookie:#010x}; rdmabench reads only the uncompressed V2 \
+             form it writes ({V2_COOKIE:#010x})"
+        );
+    }
+    let announced = be_u32(header, 4);
+    if u64::from(announced) != payload.len() as u64 {
+        bail!(
+            "the histogram announces a payload of {announced} bytes but carries {} after its \
+             {V2_HEADER}-byte header",
+            payload.len()
+        );
+    }
+    if payload.len() > MAX_PAYLOAD {
+        bail!(
+            "the histogram's payload of {} bytes is beyond the {MAX_PAYLOAD} bytes any \
+             histogram of rdmabench's range takes",
+            payload.len()
+        );
+    }
+    let (digits, low, high) = (be_u32(header, 12), be_u64(header, 16), be_u64(header, 24));
+    if (digits, low, high) != (u32::from(DIGITS), 1, MAX_NS) {
+        bail!(
+            "the histogram records {low} .. {high} ns at {digits} significant digits; \
+             rdmabench's record 1 .. {MAX_NS} ns at {DIGITS}"
+        );
+    }
+    check_counts(payload)
+}
+
+/// Walks a V2 payload's numbers (LEB128 varints of at most 9 bytes, zig-zag encoded: a count,
+/// or when negative a run of empty counts) and refuses a run longer than a histogram of
+/// rdmabench's range has counts: the decoder negates the run's number, which overflows for
+/// the most negative one.
+fn check_counts(payload: &[u8]) -> Result<()> {
+    let mut rest = payload;
+    while !rest.is_empty() {
+        let (value, len) = varint(rest);
+        rest = rest.get(len..).unwrap_or_default();
+        // Zig-zag: odd numbers are the negative ones, -(value / 2) - 1.
+        let zeros = (value & 1 == 1).then(|| (value >> 1) + 1);
+        if let Some(zeros) = zeros.filter(|&z| z > COUNTS) {
+            bail!(
+                "the histogram's payload skips {zeros} empty counts; rdmabench's histograms \
+                 have {COUNTS}"
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The LEB128-64b9B varint at the start of `bytes` (7 bits a byte while the high bit is set,
+/// the ninth byte whole) and its length; a truncated one ends with `bytes`.
+fn varint(bytes: &[u8]) -> (u64, usize) {
+    let mut value = 0u64;
+    for (i, &b) in bytes.iter().enumerate().take(9) {
+        if i == 8 {
+            return (value | u64::from(b) << 56, 9);
+        }
+        value |= u64::from(b & 0x7f) << (7 * i);
+        if b & 0x80 == 0 {
+            return (value, i + 1);
+        }
+    }
+    (value, bytes.len())
+}
+
+/// The big-endian `u32` at `at` in a V2 header.
+fn be_u32(header: &[u8; V2_HEADER], at: usize) -> u32 {
+    let mut word = [0u8; 4];
+    word.copy_from_slice(&header[at..at + 4]);
+    u32::from_be_bytes(word)
+}
+
+/// The big-endian `u64` at `at` in a V2 header.
+fn be_u64(header: &[u8; V2_HEADER], at: usize) -> u64 {
+    let mut word = [0u8; 8];
+    word.copy_from_slice(&header[at..at + 8]);
+    u64::from_be_bytes(word)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A histogram's bytes, from its base64.
+    fn bytes_of(r: &LatencyRecorder) -> Vec<u8> {
+        base64::engine::general_purpose::STANDARD
+            .decode(r.to_base64().unwrap())
+            .unwrap()
+    }
+
+    fn base64_of(bytes: &[u8]) -> String {
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    #[test]
+    fn the_payload_cap_holds_the_largest_histogram_of_rdmabenchs_range() {
+        let r = LatencyRecorder::new().unwrap();
+        assert_eq!(r.hist.distinct_values() as u64, COUNTS);
+        assert!(COUNTS * 9 <= MAX_PAYLOAD as u64);
+        // Every value of the range recorded, some many times.
+        let mut full = LatencyRecorder::new().unwrap();
+        let mut v = 1;
+        while v <= MAX_NS {
+            full.hist.saturating_record_n(v, v);
+            v = full.hist.next_non_equivalent(v);
+        }
+        let text = full.to_base64().unwrap();
+        assert!(text.len() <= MAX_TEXT, "{}", text.len());
+        assert_eq!(LatencyRecorder::from_base64(&text).unwrap().hist, full.hist);
+    }
+
+    #[test]
+    fn a_histogram_whose_header_does_not_describe_it_is_refused_naming_what_differs() {
+        let mut a = LatencyRecorder::new().unwrap();
+        a.record(1_500);
+        let good = bytes_of(&a);
+        let refused = |bytes: Vec<u8>| match LatencyRecorder::from_base64(&base64_of(&bytes)) {
+            Ok(_) => panic!("{bytes:?} was taken"),
+            Err(e) => format!("{e:#}"),
+        };
+        let e = refused(good[..39].to_vec());
+        assert!(
+            e.contains("39 bytes, shorter than the 40-byte header"),
+            "{e}"
+        );
+        let mut compressed = good.clone();
+        compressed[3] = 0x14;
+        let e = refused(compressed);
+        assert!(e.contains("0x1c849314") && e.contains("0x1c849313"), "{e}");
+        let mut trailing = good.clone();
+        trailing.push(0);
+        let payload = good.len() - V2_HEADER;
+        let e = refused(trailing);
+        assert!(
+            e.contains(&format!("{payload} bytes but carries {}", payload + 1)),
+            "{e}"
+        );
+        let mut wide = good.clone();
+        wide[24..32].copy_from_slice(&u64::MAX.to_be_bytes());
+        let e = refused(wide);
+        assert!(e.contains(&format!("1 .. {} ns at 3", u64::MAX)), "{e}");
+        let e = format!(
+            "{:#}",
+            LatencyRecorder::from_base64(&"A".repeat(MAX_TEXT + 4)).unwrap_err()
+        );
+        assert!(e.contains("beyond the"), "{e}");
+        assert_eq!(
+            LatencyRecorder::from_base64(&base64_of(&good))
+                .unwrap()
+                .len(),
+            1
+        );
+    }
+
+    /// The decoder negates a run of empty counts; the most negative number (nine bytes of
+    /// 0xff) would overflow it (a panic where overflow is checked).
+    #[test]
+    fn a_run_of_empty_counts_longer_than_the_histogram_is_refused() {
+        let mut bytes = bytes_of(&LatencyRecorder::new().unwrap());
+        bytes.truncate(V2_HEADER);
+        bytes[4..8].copy_from_slice(&9u32.to_be_bytes());
+        bytes.extend([0xff; 9]);
+        let e = format!(
+            "{:#}",
+            LatencyRecorder::from_base64(&base64_of(&bytes)).unwrap_err()
+        );
+        assert!(e.contains("skips 9223372036854775808 empty counts"), "{e}");
+        assert_eq!(varint(&[0x81, 0x01]), (129, 2));
+        assert_eq!(varint(&[0xff; 9]), (u64::MAX, 9));
+        assert_eq!(varint(&[0x80]), (0, 1));
+    }
 
     #[test]
     fn statistics_follow_the_values_with_sub_microsecond_precision() {

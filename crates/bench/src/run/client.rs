@@ -234,7 +234,8 @@ fn run_size(
         bail!("protocol error: expected the server's report");
     };
     if !ok {
-        bail!("the server found wrong bytes: {detail}");
+        // "found wrong bytes: ...", "refused the client's figures: ...".
+        bail!("the server {detail}");
     }
     // Checked only now: with -b the server's operations land here until its loop ends.
     if let Err(detail) = check_received(side, plan, size, Role::Client, &server_ops) {

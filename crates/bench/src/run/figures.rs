@@ -1,6 +1,13 @@
 //! From measured windows to the figures both sides report: the client's own figures, the
 //! server's part combined in (what a SEND receiver counted, the other direction of `-b`),
-//! and repetitions folded into medians.
+//! and repetitions folded into medians. The client's figures reach the server as input:
+//! `peer.rs` checks them before they are combined.
+
+mod peer;
+
+pub use peer::check_ops_per_qp;
+
+use std::time::Duration;
 
 use anyhow::{bail, Result};
 
@@ -11,6 +18,7 @@ use crate::plan::{Mode, TestPlan, Verb};
 use crate::report::{
     DirectionFigures, Directions, LatencyStats, Repetition, SizeResult, WindowFacts,
 };
+use crate::run::limits::ReportBound;
 
 /// Figures from one window, with what it held.
 pub fn from_window(size: u64, w: Window) -> Result<SizeResult> {
@@ -63,16 +71,23 @@ pub struct ServerPart {
     pub staged: bool,
     /// Its own operations completed per QP (`-b`).
     pub ops_per_qp: Vec<u64>,
+    /// How long the size lasted on the server, from its `Ready` to the client's `SizeDone`:
+    /// no window the client reports is longer.
+    pub seen: Option<Duration>,
+    /// The most bandwidth the client may report for its direction.
+    pub bound: ReportBound,
 }
 
 /// The figures both sides report for one size (the client's peak of operations in flight
-/// stays with them).
+/// stays with them), from the client's, refused unless they are a measurement of `size`
+/// under `plan` within the server's bounds (`peer.rs`).
 pub fn combine(
     plan: &TestPlan,
     size: u64,
     client: SizeResult,
     server: ServerPart,
 ) -> Result<SizeResult> {
+    peer::check_client(plan, size, &client, &server.bound, server.seen)?;
     let (in_flight_max, window) = (client.in_flight_max, client.window);
     let mut r = combine_figures(plan, size, client, server)?;
     r.in_flight_max = in_flight_max;
@@ -92,11 +107,15 @@ fn combine_figures(
             bail!("the server did not measure its direction of a bidirectional run");
         };
         let back = from_window(size, sent)?;
-        let mut sum = SizeResult::from_window(
-            size,
-            client.iterations + back.iterations,
-            client.seconds.max(back.seconds),
-        )?;
+        let Some(iterations) = client.iterations.checked_add(back.iterations) else {
+            bail!(
+                "the client's {} and the server's {} operations for size {size} overflow a \
+                 count: not a measurement",
+                client.iterations,
+                back.iterations
+            );
+        };
+        let mut sum = SizeResult::from_window(size, iterations, client.seconds.max(back.seconds))?;
         // The sum of two rates, not the rate of the sum over the longer window.
         sum.bw_gbps = client.bw_gbps + back.bw_gbps;
         sum.gbits = client.gbits + back.gbits;
@@ -298,6 +317,211 @@ mod tests {
         )
         .unwrap();
         assert_eq!(r, client);
+    }
+
+    /// The client's figures of one 65536-byte size of a WRITE bandwidth run (5000
+    /// iterations on one QP).
+    fn reported(iterations: u64, seconds: f64) -> SizeResult {
+        SizeResult::from_window(65536, iterations, seconds).unwrap()
+    }
+
+    /// What the server makes of figures a hostile client reports (no ceiling known, no time
+    /// seen): each is refused naming the figure, never stored.
+    fn refused(plan: &TestPlan, size: u64, client: SizeResult, server: ServerPart) -> String {
+        match combine(plan, size, client.clone(), server) {
+            Ok(r) => panic!("the server took {client:?} as {r:?}"),
+            Err(e) => format!("{e:#}"),
+        }
+    }
+
+    #[test]
+    fn a_clients_figures_that_are_no_measurement_are_refused() {
+        let write = plan(Verb::Write, false, None);
+        let none = ServerPart::default;
+        // A window of 5e-324 s makes an infinite bandwidth, which a record holds as null.
+        let mut tiny = reported(1000, 1.0);
+        tiny.seconds = 5e-324;
+        let e = refused(&write, 65536, tiny, none());
+        assert!(
+            e.contains("the client reported 1000 operations in 5e-324 s for size 65536")
+                && e.contains("not a measurement"),
+            "{e}"
+        );
+        let e = refused(&write, 65536, reported(1000, 1e-300), none());
+        assert!(
+            e.contains("1e-300 s") && e.contains("not a measurement"),
+            "{e}"
+        );
+        // More operations than the plan posts: -n 5000 on one QP.
+        let e = refused(&write, 65536, reported(5001, 1.0), none());
+        assert!(
+            e.contains("5001 operations") && e.contains("-n 5000 x 1 QP"),
+            "{e}"
+        );
+        let e = refused(&write, 65536, reported(0, 1.0), none());
+        assert!(e.contains("0 operations"), "{e}");
+        // Another size than the one started.
+        let e = refused(&write, 4096, reported(1000, 1.0), none());
+        assert!(
+            e.contains("size 65536") && e.contains("started size 4096"),
+            "{e}"
+        );
+        // A bandwidth its own counts do not make.
+        let mut inflated = reported(1000, 1.0);
+        inflated.bw_gbps = 1e300;
+        let e = refused(&write, 65536, inflated, none());
+        assert!(
+            e.contains("1e300 GB/s") && e.contains("make 0.065536"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_client_reports_one_repetition_of_its_own_direction_only() {
+        let write = plan(Verb::Write, false, None);
+        let mut reps = reported(1000, 1.0);
+        reps.repetitions = vec![
+            Repetition {
+                iterations: 1,
+                seconds: 1.0,
+                bw_gbps: 0.0,
+                msg_rate_mpps: 0.0,
+                lat_us: None,
+            };
+            3
+        ];
+        let e = refused(&write, 65536, reps, ServerPart::default());
+        assert!(e.contains("3 repetitions"), "{e}");
+        let mut both = reported(1000, 1.0);
+        both.directions = Some(Directions {
+            client_to_server: direction(&both),
+            server_to_client: direction(&both),
+        });
+        let e = refused(&write, 65536, both, ServerPart::default());
+        assert!(e.contains("directions"), "{e}");
+    }
+
+    #[test]
+    fn a_bidirectional_sum_of_counts_never_overflows() {
+        // -D has no count to bound the client's by: its sum with the server's overflows.
+        let b = plan(Verb::Write, true, Some(5.0));
+        let server = ServerPart {
+            sent: Some(Window {
+                ops: 500,
+                seconds: 0.5,
+                events: 50,
+                ..Window::default()
+            }),
+            ..ServerPart::default()
+        };
+        let e = refused(&b, 65536, reported(u64::MAX, 1e300), server);
+        assert!(e.contains("18446744073709551615"), "{e}");
+    }
+
+    /// What the server knows of a size that lasted `seen` seconds on a NIC whose figures
+    /// are bounded at 30 GB/s.
+    fn seen(seen: f64) -> ServerPart {
+        ServerPart {
+            seen: Some(Duration::from_secs_f64(seen)),
+            bound: ReportBound {
+                gbps: 30.0,
+                why: "1.5 x the 20.000 GB/s PCIe ceiling of NIC 0000:17:00.0".to_string(),
+            },
+            ..ServerPart::default()
+        }
+    }
+
+    #[test]
+    fn an_honest_clients_figures_pass_every_check() {
+        let write = plan(Verb::Write, false, None);
+        let mut r = reported(5000, 0.1);
+        r.in_flight_max = Some(128);
+        r.window = Some(WindowFacts {
+            completions: 50,
+            signal_every: Some(write.cq_mod),
+            extended_s: None,
+        });
+        assert_eq!(combine(&write, 65536, r.clone(), seen(0.2)).unwrap(), r);
+        let lat = PlanRequest::default()
+            .resolve(TestKind::new(Verb::Write, Mode::Lat))
+            .unwrap();
+        let mut h = LatencyRecorder::new().unwrap();
+        (1..=100).for_each(|i| h.record(1_000 + 37 * i));
+        let m = LatMeasured {
+            window: Window {
+                ops: 100,
+                seconds: 0.01,
+                ..Window::default()
+            },
+            hist: h,
+            total: 116,
+        };
+        let r = from_latency(2, &m).unwrap();
+        assert_eq!(combine(&lat, 2, r.clone(), seen(0.05)).unwrap(), r);
+
+        // Latencies its histogram does not make, or a histogram of other round trips.
+        let mut faster = r.clone();
+        faster.lat_us.as_mut().unwrap().p99 = 0.5;
+        let e = refused(&lat, 2, faster, seen(0.05));
+        assert!(e.contains("that its histogram does not make"), "{e}");
+        let fewer = SizeResult {
+            lat_us: r.lat_us,
+            hdr: r.hdr.clone(),
+            ..SizeResult::from_window(2, 99, 0.01).unwrap()
+        };
+        let e = refused(&lat, 2, fewer, seen(0.05));
+        assert!(e.contains("holds 100 latencies, its figures 99"), "{e}");
+        let mut lost = r;
+        lost.hdr = None;
+        let e = refused(&lat, 2, lost, seen(0.05));
+        assert!(e.contains("no latency statistics or histogram"), "{e}");
+    }
+
+    #[test]
+    fn figures_beyond_the_ceiling_or_the_time_the_server_saw_are_refused() {
+        let write = plan(Verb::Write, false, None);
+        // 5000 x 65536 bytes in 0.01 s: 32.8 GB/s, above 1.5 x a 20 GB/s ceiling.
+        let e = refused(&write, 65536, reported(5000, 0.01), seen(0.2));
+        assert!(
+            e.contains("above 30 GB/s (1.5 x the 20.000 GB/s PCIe ceiling of NIC 0000:17:00.0)"),
+            "{e}"
+        );
+        // A window of 2 s in a size that lasted 0.5 s on the server.
+        let e = refused(&write, 65536, reported(5000, 2.0), seen(0.5));
+        assert!(e.contains("longer than the 0.500 s the size lasted"), "{e}");
+        // -D: no count in the plan, the message rate bounds it.
+        let d = plan(Verb::Write, false, Some(2.0));
+        let mut r = SizeResult::from_window(2, 1 << 40, 1.0).unwrap();
+        let e = refused(&d, 2, r.clone(), seen(1.5));
+        assert!(e.contains("10000 Mpps"), "{e}");
+        r = SizeResult::from_window(2, 1 << 20, 1.0).unwrap();
+        r.window = Some(WindowFacts {
+            completions: 1 << 21,
+            signal_every: None,
+            extended_s: None,
+        });
+        let e = refused(&d, 2, r.clone(), seen(1.5));
+        assert!(e.contains("2097152 completion events"), "{e}");
+        r.window = Some(WindowFacts {
+            completions: 10,
+            signal_every: Some(1000),
+            extended_s: Some(1e300),
+        });
+        let e = refused(&d, 2, r.clone(), seen(1.5));
+        let cq_mod = d.cq_mod;
+        assert!(
+            e.contains(&format!("--cq-mod {cq_mod} allows 1 to {cq_mod}")),
+            "{e}"
+        );
+        r.window.as_mut().unwrap().signal_every = None;
+        let e = refused(&d, 2, r.clone(), seen(1.5));
+        assert!(e.contains("extended by 1e300 s"), "{e}");
+        r.window = None;
+        r.in_flight_max = Some(1 << 40);
+        let e = refused(&d, 2, r, seen(1.5));
+        assert!(e.contains("in flight"), "{e}");
+        assert!(check_ops_per_qp(&d, 2, &[1, 2]).is_err());
+        assert!(check_ops_per_qp(&d, 2, &[1]).is_ok());
     }
 
     #[test]

@@ -19,10 +19,67 @@ pub struct RunLimits {
     pub warnings: Vec<String>,
 }
 
+/// A figure a peer reports may pass the highest of the NIC's ceilings by this factor (the
+/// ceilings are a model) before it is refused as no measurement.
+pub const CEILING_SLACK: f64 = 1.5;
+
+/// The most bandwidth a peer may report (GB/s) when no ceiling bounds the run: 10 TB/s, a
+/// hundred times today's fastest NIC.
+pub const MAX_GBPS: f64 = 10_000.0;
+
+/// The most messages per second a peer may report, in millions: 10^10 a second, fifty times
+/// today's fastest NIC.
+pub const MAX_MPPS: f64 = 10_000.0;
+
+/// The most bandwidth a peer may report for its direction of one size, and where it comes
+/// from (for the refusal of a figure beyond it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportBound {
+    /// GB/s.
+    pub gbps: f64,
+    /// Where it comes from.
+    pub why: String,
+}
+
+impl Default for ReportBound {
+    /// No ceiling known: [`MAX_GBPS`].
+    fn default() -> Self {
+        ReportBound {
+            gbps: MAX_GBPS,
+            why: "no ceiling of a NIC on PCIe is known".to_string(),
+        }
+    }
+}
+
 impl RunLimits {
     /// The binding ceiling in GB/s, when one is known.
     pub fn limit_gbps(&self) -> Option<f64> {
         self.ceilings.limit_gbps
+    }
+
+    /// The most bandwidth a peer may report for one direction: [`CEILING_SLACK`] times the
+    /// highest of the NIC's wire and PCIe ceilings when the NIC's PCIe ceiling is known (all
+    /// it moves crosses its PCIe link, and a loopback run's traffic never crosses the wire),
+    /// else [`MAX_GBPS`]: a virtual device's rate is its netdev's nominal one (soft-RoCE on a
+    /// netdev of unknown speed says 2.5 Gb/s), and a wire alone does not bound a loopback run.
+    pub fn report_bound(&self) -> ReportBound {
+        let c = &self.ceilings;
+        match (&self.pcie.nic, c.pcie_gbps) {
+            (Some(nic), Some(pcie)) if pcie.is_finite() && pcie > 0.0 => {
+                let (top, which) = match c.wire_gbps {
+                    Some(w) if w > pcie => (w, "wire"),
+                    _ => (pcie, "PCIe"),
+                };
+                ReportBound {
+                    gbps: CEILING_SLACK * top,
+                    why: format!(
+                        "{CEILING_SLACK} x the {top:.3} GB/s {which} ceiling of NIC {}",
+                        nic.bdf
+                    ),
+                }
+            }
+            _ => ReportBound::default(),
+        }
     }
 }
 
@@ -200,6 +257,21 @@ mod tests {
         let mut l = limits_from(&fixture("dgx-h100"), "mlx5_0", 1, 4096);
         add_gpu(&fixture("dgx-h100"), "mlx5_0", "0000:9e:00.0", &mut l);
         assert_eq!(l.pcie.path_class.as_deref(), Some("SYS"));
+    }
+
+    #[test]
+    fn a_peers_figures_are_bounded_by_a_nics_pcie_link_not_a_virtual_devices_rate() {
+        // A 400G NIC behind Gen5: everything it moves crosses its PCIe link.
+        let l = limits_from(&fixture("dgx-h100"), "mlx5_0", 1, 4096);
+        let (wire, pcie) = (l.ceilings.wire_gbps.unwrap(), l.ceilings.pcie_gbps.unwrap());
+        let b = l.report_bound();
+        assert!((b.gbps - 1.5 * wire.max(pcie)).abs() < 1e-9, "{b:?}");
+        assert!(b.why.contains("PCIe ceiling of NIC"), "{b:?}");
+        // Soft-RoCE's nominal 2.5 Gb/s bounds nothing.
+        let l = limits_from(&fixture("rxe-vm"), "rxe0", 1, 1024);
+        assert!(l.ceilings.wire_gbps.is_some());
+        assert_eq!(l.report_bound(), ReportBound::default());
+        assert_eq!(ReportBound::default().gbps, MAX_GBPS);
     }
 
     #[test]

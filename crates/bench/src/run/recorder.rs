@@ -121,8 +121,16 @@ impl Recorder {
         Ok(r)
     }
 
-    /// Planned size `i` was measured once more: kept, and the files rewritten.
+    /// Planned size `i` was measured once more: kept, and the files rewritten. Figures with
+    /// a number that is not finite (which JSON would hold as `null`, unreadable to `compare`
+    /// and `plot`) are refused, naming it, and never reach the record.
     pub fn add(&mut self, i: usize, r: SizeResult) -> Result<()> {
+        if let Some((name, value)) = not_finite(&r) {
+            anyhow::bail!(
+                "size {}: its {name} is {value:?}; a record holds finite numbers only",
+                r.size
+            );
+        }
         let (Some(reps), Some(folded)) = (self.reps.get_mut(i), self.folded.get_mut(i)) else {
             anyhow::bail!("internal error: size index {i} is not in the plan");
         };
@@ -201,6 +209,64 @@ impl Recorder {
     }
 }
 
+/// The first number of `r`'s figures that is not finite, with its name in the record.
+fn not_finite(r: &SizeResult) -> Option<(String, f64)> {
+    let mut named: Vec<(String, f64)> = vec![
+        ("seconds".into(), r.seconds),
+        ("bw_gbps".into(), r.bw_gbps),
+        ("gbits".into(), r.gbits),
+        ("msg_rate_mpps".into(), r.msg_rate_mpps),
+    ];
+    named.extend(r.pct_of_ceiling.map(|p| ("pct_of_ceiling".into(), p)));
+    named.extend(
+        r.window
+            .and_then(|w| w.extended_s)
+            .map(|x| ("window.extended_s".into(), x)),
+    );
+    named.extend(
+        r.lat_us
+            .as_ref()
+            .map_or_else(Vec::new, |l| latencies("lat_us", l)),
+    );
+    if let Some(d) = &r.directions {
+        for (way, f) in [
+            ("client_to_server", &d.client_to_server),
+            ("server_to_client", &d.server_to_client),
+        ] {
+            named.push((format!("directions.{way}.seconds"), f.seconds));
+            named.push((format!("directions.{way}.bw_gbps"), f.bw_gbps));
+            named.push((format!("directions.{way}.msg_rate_mpps"), f.msg_rate_mpps));
+        }
+    }
+    for (i, rep) in r.repetitions.iter().enumerate() {
+        named.push((format!("repetitions[{i}].seconds"), rep.seconds));
+        named.push((format!("repetitions[{i}].bw_gbps"), rep.bw_gbps));
+        named.push((format!("repetitions[{i}].msg_rate_mpps"), rep.msg_rate_mpps));
+        if let Some(l) = &rep.lat_us {
+            named.extend(latencies(&format!("repetitions[{i}].lat_us"), l));
+        }
+    }
+    named.into_iter().find(|(_, v)| !v.is_finite())
+}
+
+/// Latency statistics `l`, each named under `at`.
+fn latencies(at: &str, l: &crate::report::LatencyStats) -> Vec<(String, f64)> {
+    [
+        ("min", l.min),
+        ("p50", l.p50),
+        ("p90", l.p90),
+        ("p99", l.p99),
+        ("p999", l.p999),
+        ("p9999", l.p9999),
+        ("max", l.max),
+        ("mean", l.mean),
+        ("stdev", l.stdev),
+    ]
+    .into_iter()
+    .map(|(name, v)| (format!("{at}.{name}"), v))
+    .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -254,6 +320,24 @@ mod tests {
             r.error
         );
         assert_eq!(csv.lines().count(), 3);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_figure_that_is_not_a_number_never_reaches_the_record() {
+        let (dir, files) = files("recorder-finite");
+        let mut template = sample_record();
+        let sizes: Vec<SizeResult> = template.results.drain(..).collect();
+        let mut rec = Recorder::start(template, 2, &files).unwrap();
+        rec.add(0, sizes[0].clone()).unwrap();
+        let mut bad = sizes[1].clone();
+        bad.bw_gbps = f64::INFINITY;
+        let e = format!("{:#}", rec.add(1, bad).unwrap_err());
+        assert!(e.contains("bw_gbps") && e.contains("inf"), "{e}");
+        // The record written holds what was measured before, every number a number.
+        let (r, _) = read(&files);
+        assert_eq!(r.results, sizes[..1]);
+        assert_eq!(rec.results(), sizes[..1]);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

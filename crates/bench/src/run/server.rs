@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Result};
 
 use super::client::{bw_shape, lat_shape, pinned};
-use super::figures::{combine, ServerPart};
+use super::figures::{check_ops_per_qp, combine, ServerPart};
+use super::limits::RunLimits;
 use super::rails::read_rail;
 use super::{measure_run, started_at, Measuring, Outcome, Printer, Recorder, RunOptions};
 use crate::control::{Channel, Listen, Listener, Message};
@@ -115,15 +116,15 @@ fn serve(
         measuring,
         started,
         |side, printer, limits, recorder| {
-            let limit_gbps = limits.limit_gbps();
             serve_sizes(
-                opts, &plan, ch, side, measuring, printer, limit_gbps, admitted, recorder,
+                opts, &plan, ch, side, measuring, printer, limits, admitted, recorder,
             )
         },
     )
 }
 
-/// Serves each size the client starts until it says it is done.
+/// Serves each size and repetition the client starts, in the plan's order, until it says it
+/// is done.
 #[allow(clippy::too_many_arguments)] // the run's parts, each used here
 fn serve_sizes(
     opts: &RunOptions,
@@ -132,33 +133,118 @@ fn serve_sizes(
     side: &mut Connected,
     measuring: &Measuring,
     printer: &Printer,
-    limit_gbps: Option<f64>,
+    limits: &RunLimits,
     admitted: Instant,
     recorder: &mut Recorder,
 ) -> Result<()> {
+    let mut steps = Steps::new(plan);
     loop {
-        match ch.recv("the client's next step")? {
-            Message::StartSize { size, rep } => {
+        match steps.next(ch.recv("the client's next step")?)? {
+            Step::Measure { index, size, rep } => {
                 opts.admission
                     .check_elapsed(admitted.elapsed())
                     .map_err(|r| PlanError(r.0))?;
-                let Some(i) = plan.sizes.iter().position(|&s| s == size) else {
-                    bail!("the client started size {size}, which is not in the plan");
-                };
-                let r = serve_size(opts, plan, ch, side, measuring, size, limit_gbps)?;
+                let r = serve_size(opts, plan, ch, side, measuring, size, limits)?;
                 printer.row(rep, &r);
-                recorder.add(i, r)?;
+                recorder.add(index, r)?;
             }
-            Message::Heartbeat => {}
-            Message::Finish => {
+            Step::Wait => {}
+            Step::Finish => {
                 ch.run_over();
                 return Ok(());
             }
+        }
+    }
+}
+
+/// What the server does on the client's next message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Step {
+    /// Measure planned size `index` (`size` bytes), repetition `rep`.
+    Measure { index: usize, size: u64, rep: u32 },
+    /// Nothing: a heartbeat between sizes.
+    Wait,
+    /// The run is over.
+    Finish,
+}
+
+/// The client's steps through the plan, as the server follows them: every size of a
+/// repetition in the plan's order, then the next repetition (the client's loop), each step
+/// once. The server expects exactly the next one and the end only after the last.
+#[derive(Debug)]
+struct Steps<'a> {
+    plan: &'a TestPlan,
+    /// Steps measured so far.
+    done: u64,
+}
+
+impl<'a> Steps<'a> {
+    fn new(plan: &'a TestPlan) -> Self {
+        Steps { plan, done: 0 }
+    }
+
+    /// All the plan's steps: its sizes times its repetitions.
+    fn total(&self) -> u64 {
+        self.plan.sizes.len() as u64 * u64::from(self.plan.repeat)
+    }
+
+    /// The plan, as a refusal names it.
+    fn described(&self) -> String {
+        format!(
+            "{} size(s) x {} repetition(s), every size of a repetition before the next",
+            self.plan.sizes.len(),
+            self.plan.repeat
+        )
+    }
+
+    /// What the client's message `msg` asks of the server.
+    fn next(&mut self, msg: Message) -> Result<Step> {
+        match msg {
+            Message::StartSize { size, rep } => self.start(size, rep),
+            Message::Heartbeat => Ok(Step::Wait),
+            Message::Finish if self.done < self.total() => bail!(
+                "the client finished after {} of the plan's {} steps ({}): the record would \
+                 lack the rest",
+                self.done,
+                self.total(),
+                self.described()
+            ),
+            Message::Finish => Ok(Step::Finish),
             other => bail!(
                 "protocol error: unexpected {} from the client",
                 other.name()
             ),
         }
+    }
+
+    /// The client starts size `size`, repetition `rep`: the plan's next step, or refused.
+    fn start(&mut self, size: u64, rep: u32) -> Result<Step> {
+        let per_rep = self.plan.sizes.len() as u64;
+        let (Some(at), Some(want_rep)) = (
+            self.done.checked_rem(per_rep),
+            self.done.checked_div(per_rep),
+        ) else {
+            bail!("the client started size {size} repetition {rep} of a plan without sizes");
+        };
+        if self.done >= self.total() {
+            bail!(
+                "the client started size {size} repetition {rep} after all {} steps of the \
+                 plan ({}) were measured",
+                self.total(),
+                self.described()
+            );
+        }
+        let index = usize::try_from(at)?;
+        let want_size = self.plan.sizes.get(index).copied().unwrap_or_default();
+        if (size, u64::from(rep)) != (want_size, want_rep) {
+            bail!(
+                "the client started size {size} repetition {rep}, but the plan's next is size \
+                 {want_size} repetition {want_rep} ({})",
+                self.described()
+            );
+        }
+        self.done += 1;
+        Ok(Step::Measure { index, size, rep })
     }
 }
 
@@ -204,6 +290,7 @@ fn server_part(
                 },
                 staged,
                 ops_per_qp: if shape.send { m.ops_per_qp } else { Vec::new() },
+                ..ServerPart::default()
             })
         }
         Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {
@@ -221,12 +308,13 @@ fn serve_size(
     side: &mut Connected,
     measuring: &Measuring,
     size: u64,
-    ceiling_gbps: Option<f64>,
+    limits: &RunLimits,
 ) -> Result<SizeResult> {
     prepare_buffers(side, plan, size)?;
+    let started = Instant::now();
     ch.send(&Message::Ready)?;
     let peer = PeerState::default();
-    let (part, done) = ch.measuring(&peer, Listen::SizeDone, || {
+    let (mut part, done) = ch.measuring(&peer, Listen::SizeDone, || {
         pinned(measuring, || {
             server_part(opts, plan, side, measuring, size, &peer)
         })
@@ -234,12 +322,16 @@ fn serve_size(
     let Some(Message::SizeDone { result, ops_per_qp }) = done else {
         bail!("protocol error: expected the client's figures");
     };
+    part.seen = Some(started.elapsed());
+    part.bound = limits.report_bound();
+    check_ops_per_qp(plan, size, &ops_per_qp)?;
     let verdict = check_received(side, plan, size, Role::Server, &ops_per_qp);
     let own_ops = part.ops_per_qp.clone();
+    let ceiling_gbps = limits.limit_gbps();
     let figures = combine(plan, size, *result, part).map(|r| r.with_ceiling(ceiling_gbps));
     let (ok, detail) = match (&verdict, &figures) {
-        (Err(detail), _) => (false, detail.clone()),
-        (Ok(_), Err(e)) => (false, format!("{e:#}")),
+        (Err(detail), _) => (false, format!("found wrong bytes: {detail}")),
+        (Ok(_), Err(e)) => (false, format!("refused the client's figures: {e:#}")),
         (Ok(what), Ok(_)) => (true, what.clone()),
     };
     let report = figures.as_ref().cloned().unwrap_or_else(|_| SizeResult {
@@ -274,5 +366,92 @@ fn empty(size: u64) -> SizeResult {
         repetitions: Vec::new(),
         in_flight_max: None,
         window: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PlanRequest, TestKind};
+
+    /// Sizes 2 and 4096, twice each.
+    fn plan() -> TestPlan {
+        let mut plan = PlanRequest {
+            repeat: Some(2),
+            ..PlanRequest::default()
+        }
+        .resolve(TestKind::new(Verb::Write, Mode::Bw))
+        .unwrap();
+        plan.sizes = vec![2, 4096];
+        plan
+    }
+
+    /// What the server makes of a client's messages: each step, or the first refusal.
+    fn follow(plan: &TestPlan, messages: &[Message]) -> Result<Vec<Step>> {
+        let mut steps = Steps::new(plan);
+        messages.iter().map(|m| steps.next(m.clone())).collect()
+    }
+
+    fn start(size: u64, rep: u32) -> Message {
+        Message::StartSize { size, rep }
+    }
+
+    #[test]
+    fn the_client_runs_every_size_of_a_repetition_then_the_next() {
+        let plan = plan();
+        let steps = follow(
+            &plan,
+            &[
+                start(2, 0),
+                Message::Heartbeat,
+                start(4096, 0),
+                start(2, 1),
+                start(4096, 1),
+                Message::Finish,
+            ],
+        )
+        .unwrap();
+        let measure = |index, size, rep| Step::Measure { index, size, rep };
+        assert_eq!(
+            steps,
+            [
+                measure(0, 2, 0),
+                Step::Wait,
+                measure(1, 4096, 0),
+                measure(0, 2, 1),
+                measure(1, 4096, 1),
+                Step::Finish
+            ]
+        );
+    }
+
+    /// A hostile client's steps out of the plan's order: each is refused, naming what it
+    /// sent and what the plan expected, before anything is measured or recorded.
+    #[test]
+    fn a_step_out_of_the_plans_order_is_refused_naming_the_next() {
+        let plan = plan();
+        let refused = |messages: &[Message]| match follow(&plan, messages) {
+            Ok(steps) => panic!("{messages:?} were all taken: {steps:?}"),
+            Err(e) => e.to_string(),
+        };
+        let e = refused(&[start(2, 0), start(2, 0)]);
+        assert!(
+            e.contains("size 2 repetition 0") && e.contains("next is size 4096 repetition 0"),
+            "{e}"
+        );
+        let e = refused(&[start(4096, 0)]);
+        assert!(e.contains("next is size 2 repetition 0"), "{e}");
+        let e = refused(&[start(2, 0), start(4096, 0), start(2, 0)]);
+        assert!(e.contains("next is size 2 repetition 1"), "{e}");
+        let all = [start(2, 0), start(4096, 0), start(2, 1), start(4096, 1)];
+        let e = refused(&[&all[..], &[start(2, 2)]].concat());
+        assert!(
+            e.contains("all 4 steps") && e.contains("size 2 repetition 2"),
+            "{e}"
+        );
+        let e = refused(&[start(2, 0), Message::Finish]);
+        assert!(e.contains("after 1 of the plan's 4 steps"), "{e}");
+        let e = refused(&[start(3, 0)]);
+        assert!(e.contains("size 3"), "{e}");
     }
 }
