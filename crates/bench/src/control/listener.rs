@@ -539,6 +539,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
     match Channel::new(stream, peer, g.timeout) {
         Ok(mut ch) => {
             ch.seat = seat;
+            ch.framing = admitted.framing(peer);
             let _ = hand.send(ch);
         }
         Err(e) => {
