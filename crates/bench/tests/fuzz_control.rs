@@ -428,3 +428,141 @@ fn the_largest_messages_cost_a_bounded_multiple_of_the_cap() {
     assert!(got.unwrap_err().contains("exceeds the 1048576-byte limit"));
     assert!(peak < 64 * 1024, "{peak}");
 }
+
+/// A client's and a server's frame sealing of one connection with a token.
+fn sealed_pair() -> (rdmabench::control::Framing, rdmabench::control::Framing) {
+    use rdmabench::control::{Framing, Prover};
+    let token = Token::new(b"the cluster's shared secret", "test").unwrap();
+    let (s, c) = (Nonce::new().unwrap(), Nonce::new().unwrap());
+    let addr = std::net::SocketAddr::from(([10, 0, 0, 2], 18515));
+    (
+        Framing::sealed(&token.frame_keys(Prover::Client, &s, &c), addr),
+        Framing::sealed(&token.frame_keys(Prover::Server, &s, &c), addr),
+    )
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    #[test]
+    fn a_sealed_frame_with_any_bit_flipped_is_refused(
+        size in any::<u64>(),
+        rep in any::<u32>(),
+        at in any::<prop::sample::Index>(),
+        bit in 0u8..8,
+    ) {
+        let (client, server) = sealed_pair();
+        let mut bytes = Vec::new();
+        client.write(&mut bytes, &Message::StartSize { size, rep }).unwrap();
+        let i = at.index(bytes.len());
+        bytes[i] ^= 1 << bit;
+        let got = server.read::<Message>(&mut MemoryPeer::sending(bytes), soon(), MAX_MESSAGE);
+        prop_assert!(got.is_err(), "byte {i} bit {bit} altered: {got:?}");
+    }
+
+    #[test]
+    fn sealed_frames_are_taken_only_in_the_order_they_were_sent(
+        order in Just((0..6usize).collect::<Vec<_>>()).prop_shuffle(),
+        replay in prop::option::of((0..6usize, 0..7usize)),
+    ) {
+        let (client, server) = sealed_pair();
+        let frames: Vec<Vec<u8>> = (0..6u32)
+            .map(|rep| {
+                let mut f = Vec::new();
+                client.write(&mut f, &Message::StartSize { size: 4096, rep }).unwrap();
+                f
+            })
+            .collect();
+        let mut sent: Vec<usize> = order;
+        if let Some((which, at)) = replay {
+            sent.insert(at.min(sent.len()), which);
+        }
+        let mut input = MemoryPeer::sending(sent.iter().flat_map(|&i| frames[i].clone()).collect());
+        let mut taken = Vec::new();
+        while let Ok(msg) = server.read::<Message>(&mut input, soon(), MAX_MESSAGE) {
+            let Message::StartSize { rep, .. } = msg else {
+                panic!("{msg:?}");
+            };
+            taken.push(rep as usize);
+        }
+        // What is taken is the start of the order sent, and nothing after the first frame
+        // out of place.
+        let in_order = sent.iter().enumerate().take_while(|&(i, &f)| i == f).count();
+        prop_assert_eq!(taken, (0..in_order).collect::<Vec<_>>());
+    }
+}
+
+/// The 40-byte header of a V2 HdrHistogram (the form a latency size's `hdr` carries, both
+/// ways: the client's figures to the server, the server's report to the client) with the
+/// payload length it announces and the range rdmabench records (1 ns .. 60 s, 3 digits).
+fn histogram_header(announced: u32) -> Vec<u8> {
+    let mut bytes = Vec::new();
+    bytes.extend(0x1c84_9313u32.to_be_bytes()); // V2, uncompressed
+    bytes.extend(announced.to_be_bytes());
+    bytes.extend(0u32.to_be_bytes()); // normalizing offset
+    bytes.extend(3u32.to_be_bytes()); // significant digits
+    bytes.extend(1u64.to_be_bytes()); // lowest
+    bytes.extend(rdmabench::histogram::MAX_NS.to_be_bytes()); // highest
+    bytes.extend(1.0f64.to_be_bytes()); // integer-to-double ratio
+    bytes
+}
+
+fn base64_of(bytes: &[u8]) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::STANDARD.encode(bytes)
+}
+
+/// A histogram that announces more payload than it carries is refused before anything of
+/// the announced length is allocated: 40 bytes once cost 4 GiB.
+#[test]
+fn a_histogram_that_lies_about_its_length_allocates_nothing_for_it() {
+    for announced in [1u32 << 28, u32::MAX] {
+        let text = base64_of(&histogram_header(announced));
+        let (got, peak) = peak_of(|| rdmabench::histogram::LatencyRecorder::from_base64(&text));
+        let e = format!("{:#}", got.unwrap_err());
+        assert!(peak < 2 << 20, "{peak} bytes for a 40-byte histogram ({e})");
+        assert!(
+            e.contains(&format!("{announced} bytes")) && e.contains("carries 0"),
+            "{e}"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(config())]
+
+    /// Any header (cookie, lengths, range, digits) and any payload: a histogram or an error,
+    /// never more memory than rdmabench's own histogram takes, whatever the header says.
+    #[test]
+    fn any_histogram_decodes_or_is_refused_within_a_bounded_allocation(
+        cookie in prop_oneof![4 => Just(0x1c84_9313u32), 1 => Just(0x1c84_9314), 1 => any::<u32>()],
+        announced in prop_oneof![
+            4 => Just(None),
+            1 => Just(Some(u32::MAX)),
+            1 => any::<u32>().prop_map(Some)
+        ],
+        digits in prop_oneof![4 => Just(3u32), 1 => 0u32..=6, 1 => any::<u32>()],
+        low in prop_oneof![4 => Just(1u64), 1 => any::<u64>()],
+        high in prop_oneof![
+            4 => Just(rdmabench::histogram::MAX_NS),
+            1 => Just(u64::MAX),
+            1 => any::<u64>()
+        ],
+        payload in prop::collection::vec(
+            prop_oneof![3 => any::<u8>(), 1 => Just(0xffu8), 1 => Just(0u8)],
+            0..512
+        ),
+    ) {
+        let mut bytes = histogram_header(0);
+        bytes[0..4].copy_from_slice(&cookie.to_be_bytes());
+        let len = announced.unwrap_or(payload.len() as u32);
+        bytes[4..8].copy_from_slice(&len.to_be_bytes());
+        bytes[12..16].copy_from_slice(&digits.to_be_bytes());
+        bytes[16..24].copy_from_slice(&low.to_be_bytes());
+        bytes[24..32].copy_from_slice(&high.to_be_bytes());
+        bytes.extend_from_slice(&payload);
+        let text = base64_of(&bytes);
+        let (_, peak) = peak_of(|| rdmabench::histogram::LatencyRecorder::from_base64(&text));
+        prop_assert!(peak < 2 << 20, "{peak} bytes for a {}-byte histogram", bytes.len());
+    }
+}

@@ -3,7 +3,8 @@
 //! loop announced that its operations all completed) and another reads what the loop must
 //! know (the peer's `SendsOver` or `SizeDone`, a rejection, silence), through [`PeerState`].
 //! Both stop before [`Channel::measuring`] returns, so nothing else reads or writes the
-//! socket at the same time.
+//! socket at the same time. Both go through the channel's [`Framing`], so with a token their
+//! frames are sealed and checked in the same sequence as the channel's own.
 
 use std::net::{Shutdown, SocketAddr};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -11,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context, Result};
 
-use super::{read_message, write_message, Channel, Message, WireError, MAX_MESSAGE};
+use super::{Channel, Framing, Message, WireError, MAX_MESSAGE};
 use crate::engine::bw::PeerState;
 
 /// What the reader waits for while a loop measures.
@@ -45,13 +46,14 @@ impl Channel {
             .try_clone()
             .context("cannot clone the control socket")?;
         let interval = (self.timeout / 3).min(Duration::from_secs(1));
-        let (timeout, addr) = (self.timeout, self.peer);
+        let (timeout, addr, framing) = (self.timeout, self.peer, &self.framing);
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
-            let beat = s.spawn(|| write_while(&mut writer, peer, &stop, interval));
+            let beat = s.spawn(|| write_while(&mut writer, framing, peer, &stop, interval));
             let beat_thread = beat.thread().clone();
-            let heard = (listen != Listen::Nothing)
-                .then(|| s.spawn(move || listen_for(&mut reader, listen, peer, timeout, addr)));
+            let heard = (listen != Listen::Nothing).then(|| {
+                s.spawn(move || listen_for(&mut reader, framing, listen, peer, timeout, addr))
+            });
             let out = work();
             stop.store(true, Ordering::Release);
             beat_thread.unpark();
@@ -85,6 +87,7 @@ impl Channel {
 /// spinning on the same CPUs more than it must.
 fn write_while(
     out: &mut std::net::TcpStream,
+    framing: &Framing,
     peer: &PeerState,
     stop: &AtomicBool,
     interval: Duration,
@@ -93,7 +96,7 @@ fn write_while(
     let mut next = Instant::now() + interval;
     loop {
         let stopping = stop.load(Ordering::Acquire);
-        if peer.take_sends_over() && write_message(out, &Message::SendsOver).is_err() {
+        if peer.take_sends_over() && framing.write(out, &Message::SendsOver).is_err() {
             return;
         }
         if stopping {
@@ -104,7 +107,7 @@ fn write_while(
             std::thread::park_timeout(next - now);
             continue;
         }
-        if write_message(out, &Message::Heartbeat).is_err() {
+        if framing.write(out, &Message::Heartbeat).is_err() {
             return;
         }
         next += interval;
@@ -114,6 +117,7 @@ fn write_while(
 /// Reads the peer's messages until the one `listen` waits for; heartbeats are passed over.
 fn listen_for(
     from: &mut std::net::TcpStream,
+    framing: &Framing,
     listen: Listen,
     peer: &PeerState,
     timeout: Duration,
@@ -124,7 +128,7 @@ fn listen_for(
         Err(e)
     };
     loop {
-        match read_message::<Message>(from, Instant::now() + timeout, MAX_MESSAGE) {
+        match framing.read::<Message>(from, Instant::now() + timeout, MAX_MESSAGE) {
             Ok(Message::Heartbeat) => continue,
             Ok(Message::SendsOver) => {
                 peer.set_done();
@@ -157,6 +161,7 @@ fn listen_for(
                     "the peer {addr} closed the connection while measuring"
                 ))
             }
+            Err(forged @ WireError::Forged { .. }) => return failed(forged.into()),
             Err(e) => return failed(anyhow!("bad message from {addr} while measuring: {e}")),
         }
     }

@@ -14,8 +14,11 @@
 //! deadline for its hello and its proof together, whatever `--timeout` says; a connection that
 //! misses it, or says anything else, is a stranger: dropped, with one line naming why. Both
 //! sides check each other's proof, so a wrong or missing token fails both, naming neither
-//! secret. The functions here take any [`TimedRead`] stream, so that they can be driven by a
-//! hostile in-memory peer in tests.
+//! secret. With a token, both sides then derive the connection's frame keys from the secret and
+//! both nonces ([`Token::frame_keys`]), and every frame after `Welcome` is sealed with them
+//! (`wire.rs`): the proofs alone would let an on-path relay pass the handshake through and
+//! rewrite what follows. The functions here take any [`TimedRead`] stream, so that they can
+//! be driven by a hostile in-memory peer in tests.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -23,8 +26,8 @@ use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 
-use super::token::{Nonce, Prover, Token, TOKEN_ENV};
-use super::wire::{read_message, write_message, TimedRead, WireError};
+use super::token::{FrameKeys, Nonce, Prover, Token, TOKEN_ENV};
+use super::wire::{read_message, write_message, Framing, TimedRead, WireError};
 use super::{Message, MAGIC, PROTOCOL_VERSION};
 
 /// The largest handshake message accepted, in bytes (a hello takes about 150).
@@ -36,11 +39,23 @@ pub const HANDSHAKE_MAX: u32 = 4096;
 pub struct Stranger(pub String);
 
 /// A client that said hello and proved the token (or that needed none): the nonces the
-/// server's welcome must cover.
+/// server's welcome must cover, and the server's frame keys of the connection (with a token).
 #[derive(Debug)]
 pub struct Admitted {
     server: Nonce,
     client: Nonce,
+    keys: Option<FrameKeys>,
+}
+
+impl Admitted {
+    /// How the server's channel to this client frames what follows the welcome: sealed with
+    /// the connection's keys when there is a token, plain otherwise.
+    pub fn framing(&self, peer: SocketAddr) -> Framing {
+        match &self.keys {
+            Some(keys) => Framing::sealed(keys, peer),
+            None => Framing::plain(),
+        }
+    }
 }
 
 /// Most characters of a peer's text shown.
@@ -128,7 +143,12 @@ pub fn admit<S: TimedRead + Write>(
         );
         return Err(stranger(why));
     }
-    Ok(Admitted { server, client })
+    let keys = token.map(|t| t.frame_keys(Prover::Server, &server, &client));
+    Ok(Admitted {
+        server,
+        client,
+        keys,
+    })
 }
 
 /// Reads the client's hello: its nonce, or why it is a stranger (an rdmabench client of another
@@ -186,6 +206,7 @@ fn wire_why(e: &WireError) -> String {
         WireError::Closed => "it closed the connection".to_string(),
         WireError::TooLarge(n, _) => format!("its message announced {n} bytes"),
         WireError::Malformed(_) => "it sent bytes that are not a message".to_string(),
+        WireError::Forged { .. } => "its frame failed its MAC".to_string(),
         WireError::Io(e) => e.to_string(),
     }
 }
@@ -200,13 +221,14 @@ pub fn welcome(
     write_message(stream, &Message::Welcome { proof })
 }
 
-/// The client's side: hello, proof, and the server's answer, all before `deadline`.
+/// The client's side: hello, proof, and the server's answer, all before `deadline`; with a
+/// token, the client's frame keys of the connection.
 pub fn greet_server<S: TimedRead + Write>(
     stream: &mut S,
     token: Option<&Token>,
     deadline: Instant,
     server: SocketAddr,
-) -> Result<()> {
+) -> Result<Option<FrameKeys>> {
     let client = Nonce::new().map_err(|e| anyhow!("no random nonce: {e}"))?;
     write_message(stream, &Message::hello(client.to_base64()))
         .map_err(|e| anyhow!("sending the hello to {server} failed: {e}"))?;
@@ -233,7 +255,10 @@ pub fn greet_server<S: TimedRead + Write>(
     write_message(stream, &Message::Auth { proof })
         .map_err(|e| anyhow!("sending the token's proof to {server} failed: {e}"))?;
     match server_says(stream, deadline, server, "its welcome")? {
-        Message::Welcome { proof } => check_server_proof(token, proof, &nonce, &client, server),
+        Message::Welcome { proof } => {
+            check_server_proof(token, proof, &nonce, &client, server)?;
+            Ok(token.map(|t| t.frame_keys(Prover::Client, &nonce, &client)))
+        }
         Message::Busy => bail!(
             "the server at {server} is busy with another run; try again when it is done, or \
              start another server (-p)"

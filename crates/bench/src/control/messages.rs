@@ -10,6 +10,7 @@
 //! `Ready`, `Heartbeat`s while it measures, `SendsOver` once its own operations completed
 //! (`-b`), and `SizeReport`. Either side may send `Reject` to end the run with a reason.
 //! A side that waits for a particular message passes over heartbeats.
+//! With a token, every message after `Welcome`, each way, travels in a sealed frame (`wire.rs`).
 
 use serde::{Deserialize, Serialize};
 use verbs::Endpoint;
@@ -20,8 +21,10 @@ use crate::report::{RunRecord, SizeResult};
 
 /// Identifies an rdmabench peer in the first message.
 pub const MAGIC: &str = "rdmabench";
-/// Bumped whenever a message changes shape or meaning.
-pub const PROTOCOL_VERSION: u32 = 7;
+/// Bumped whenever a message or its framing changes shape or meaning. 8: with a token, every
+/// frame after the handshake carries a sequence number and an HMAC-SHA256 under a key of the
+/// connection (`wire.rs`); frames without a token are as in 7.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]

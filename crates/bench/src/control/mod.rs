@@ -2,7 +2,9 @@
 //! endpoints, barriers and results. Every connect has a timeout and every message a deadline
 //! for the whole of it, so a dead, silent or trickling peer ends the run with a clear message
 //! instead of a hang; the server greets connections in threads of their own (`listener.rs`),
-//! so strangers never stand in a client's way.
+//! so strangers never stand in a client's way. With a token, every frame after the handshake
+//! carries a sequence number and a MAC under a key of the connection (`wire.rs`), so an
+//! on-path relay can neither alter, replay nor reorder the plan, the endpoints or the figures.
 
 mod companion;
 mod handshake;
@@ -18,10 +20,10 @@ pub use listener::{
     HELLO_DEADLINE, MAX_GREETINGS, MAX_GREETINGS_PER_HOST,
 };
 pub use messages::{Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
-pub use token::{Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};
+pub use token::{FrameKey, FrameKeys, Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};
 pub use wire::{
-    decode, frame, read_frame, read_message, write_message, MemoryPeer, TimedRead, WireError,
-    MAX_MESSAGE,
+    decode, frame, read_frame, read_message, write_message, Framing, MemoryPeer, TimedRead,
+    WireError, MAX_MESSAGE,
 };
 
 use std::io::ErrorKind;
@@ -158,6 +160,9 @@ pub struct Channel {
     stream: TcpStream,
     peer: SocketAddr,
     timeout: Duration,
+    /// How frames are written and read after the handshake (sealed with a token); every
+    /// writer and reader of `stream`, the companion threads' too, goes through it.
+    framing: Framing,
     /// The server's side of a run: while the channel lives, other clients are told `Busy`.
     seat: Option<listener::Seat>,
 }
@@ -170,6 +175,7 @@ impl Channel {
             stream,
             peer,
             timeout,
+            framing: Framing::plain(),
             seat: None,
         })
     }
@@ -202,7 +208,10 @@ impl Channel {
         token: Option<&Token>,
     ) -> Result<Self> {
         let mut ch = Channel::new(stream, addr, timeout)?;
-        greet_server(&mut ch.stream, token, Instant::now() + timeout, addr)?;
+        let keys = greet_server(&mut ch.stream, token, Instant::now() + timeout, addr)?;
+        if let Some(keys) = keys {
+            ch.framing = Framing::sealed(&keys, addr);
+        }
         Ok(ch)
     }
 
@@ -224,7 +233,8 @@ impl Channel {
 
     /// Sends one message.
     pub fn send(&mut self, msg: &Message) -> Result<()> {
-        write_message(&mut self.stream, msg)
+        self.framing
+            .write(&mut self.stream, msg)
             .map_err(|e| anyhow!("sending {} to {} failed: {e}", msg.name(), self.peer))
     }
 
@@ -238,13 +248,14 @@ impl Channel {
     /// `--timeout`, such as a cluster sweep's round); otherwise as [`Channel::recv`].
     pub fn recv_within(&mut self, what: &str, within: Duration) -> Result<Message> {
         let deadline = Instant::now() + within;
-        let msg = read_message::<Message>(&mut self.stream, deadline, MAX_MESSAGE).map_err(|e| match e {
+        let msg = self.framing.read::<Message>(&mut self.stream, deadline, MAX_MESSAGE).map_err(|e| match e {
             WireError::TimedOut => anyhow!(
                 "timed out after {} s waiting for {what} from {}; is the peer still alive? (--timeout)",
                 within.as_secs_f64(),
                 self.peer
             ),
             WireError::Closed => anyhow!("the peer {} closed the connection while we waited for {what}", self.peer),
+            forged @ WireError::Forged { .. } => forged.into(),
             other => anyhow!("bad message from {} while waiting for {what}: {other}", self.peer),
         })?;
         if let Message::Reject { reason, refused } = msg {
@@ -301,7 +312,10 @@ impl Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Write;
+    use crate::engine::bw::PeerState;
+    use std::io::{Read, Write};
+    use std::net::TcpListener;
+    use std::sync::mpsc;
 
     fn listen() -> Listener {
         Listener::bind("127.0.0.1", 0, Greeting::new(None, Duration::from_secs(5))).unwrap()
@@ -466,6 +480,206 @@ mod tests {
         assert!(
             err.is::<PlanError>(),
             "the peer's refusal is a refusal here too"
+        );
+    }
+
+    /// One frame off `from` (its length prefix and body), or `None` once it closed.
+    fn raw_frame(from: &mut TcpStream) -> Option<Vec<u8>> {
+        let mut prefix = [0u8; 4];
+        from.read_exact(&mut prefix).ok()?;
+        let mut frame = prefix.to_vec();
+        frame.resize(4 + u32::from_be_bytes(prefix) as usize, 0);
+        from.read_exact(&mut frame[4..]).ok()?;
+        Some(frame)
+    }
+
+    /// What an on-path relay does with the client's frames after the handshake: given each
+    /// one's place (from 0) and bytes, the frames to pass on.
+    type Tamper = Box<dyn FnMut(usize, Vec<u8>) -> Vec<Vec<u8>> + Send>;
+
+    /// An on-path relay to the server at `port`, on a port of its own (returned): the server's
+    /// bytes pass as they are, the client's hello and proof too, its later frames through
+    /// `tamper`.
+    fn relay(port: u16, mut tamper: Tamper) -> u16 {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let relay_port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            let (mut client, _) = l.accept().unwrap();
+            let mut server = TcpStream::connect(("127.0.0.1", port)).unwrap();
+            let mut from_server = server.try_clone().unwrap();
+            let mut to_client = client.try_clone().unwrap();
+            std::thread::spawn(move || std::io::copy(&mut from_server, &mut to_client));
+            let mut n = 0;
+            while let Some(frame) = raw_frame(&mut client) {
+                let out = if n < 2 {
+                    vec![frame]
+                } else {
+                    tamper(n - 2, frame)
+                };
+                for f in out {
+                    if server.write_all(&f).is_err() {
+                        return;
+                    }
+                }
+                n += 1;
+            }
+        });
+        relay_port
+    }
+
+    fn secret() -> Token {
+        Token::new(b"the cluster's shared secret", "test").unwrap()
+    }
+
+    /// A server channel and a client channel connected through `tamper`'s relay, both with
+    /// `token`; `--timeout` is `timeout`.
+    fn relayed(
+        token: Option<Token>,
+        timeout: Duration,
+        tamper: Tamper,
+    ) -> (Listener, Channel, Channel) {
+        let l = Listener::bind("127.0.0.1", 0, Greeting::new(token.clone(), timeout)).unwrap();
+        let port = relay(l.port().unwrap(), tamper);
+        let t = std::thread::spawn(move || {
+            Channel::connect("127.0.0.1", port, timeout, token.as_ref())
+        });
+        let server = l.accept_client(Duration::from_secs(5)).unwrap();
+        let client = t.join().unwrap().unwrap();
+        (l, server, client)
+    }
+
+    fn replace(frame: Vec<u8>, from: &[u8], to: &[u8]) -> Vec<u8> {
+        match frame.windows(from.len()).position(|w| w == from) {
+            Some(at) => [&frame[..at], to, &frame[at + from.len()..]].concat(),
+            None => frame,
+        }
+    }
+
+    fn start(rep: u32) -> Message {
+        Message::StartSize { size: 4096, rep }
+    }
+
+    fn forged(n: u64, server: &Channel) -> String {
+        format!(
+            "frame {n} from {} failed its MAC: altered, replayed or out of order",
+            server.peer()
+        )
+    }
+
+    #[test]
+    fn with_a_token_an_altered_frame_ends_the_run() {
+        let alter: Tamper = Box::new(|_, f| vec![replace(f, b"4096", b"8192")]);
+        let (_l, mut server, mut client) = relayed(Some(secret()), Duration::from_secs(5), alter);
+        client.send(&start(0)).unwrap();
+        let err = server.expect("StartSize").unwrap_err();
+        assert_eq!(err.to_string(), forged(1, &server));
+        assert!(err.downcast_ref::<WireError>().is_some(), "{err:?}");
+        // Nothing more is taken from that channel.
+        client.send(&Message::Finish).unwrap();
+        assert!(server.recv("the client's next step").is_err());
+    }
+
+    #[test]
+    fn with_a_token_a_replayed_frame_ends_the_run() {
+        let replay: Tamper = Box::new(|n, f| if n == 0 { vec![f.clone(), f] } else { vec![f] });
+        let (_l, mut server, mut client) = relayed(Some(secret()), Duration::from_secs(5), replay);
+        client.send(&start(0)).unwrap();
+        server.expect("StartSize").unwrap();
+        let err = server.recv("the client's next step").unwrap_err();
+        assert_eq!(err.to_string(), forged(2, &server));
+    }
+
+    #[test]
+    fn with_a_token_two_swapped_frames_end_the_run() {
+        let mut held = None;
+        let swap: Tamper = Box::new(move |n, f| match n {
+            0 => {
+                held = Some(f);
+                vec![]
+            }
+            1 => vec![f].into_iter().chain(held.take()).collect(),
+            _ => vec![f],
+        });
+        let (_l, mut server, mut client) = relayed(Some(secret()), Duration::from_secs(5), swap);
+        client.send(&start(0)).unwrap();
+        client.send(&start(1)).unwrap();
+        let err = server.expect("StartSize").unwrap_err();
+        assert_eq!(err.to_string(), forged(1, &server));
+    }
+
+    /// Both sides measure at once, their companion threads writing sealed heartbeats and
+    /// `SendsOver` between the channels' own messages.
+    fn measure_both(server: &mut Channel, client: &mut Channel) {
+        std::thread::scope(|s| {
+            let theirs = s.spawn(|| {
+                let ps = PeerState::default();
+                client.measuring(&ps, Listen::Nothing, || {
+                    std::thread::sleep(Duration::from_millis(1200));
+                    ps.announce_sends_over();
+                    std::thread::sleep(Duration::from_millis(100));
+                    Ok(())
+                })
+            });
+            let ps = PeerState::default();
+            let (_, heard) = server
+                .measuring(&ps, Listen::SendsOver, || {
+                    let until = Instant::now() + Duration::from_secs(5);
+                    while !ps.is_done() && !ps.is_failed() && Instant::now() < until {
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    Ok(())
+                })
+                .unwrap();
+            assert_eq!(heard.map(|m| m.name()), Some("SendsOver"));
+            theirs.join().unwrap().unwrap();
+        });
+    }
+
+    #[test]
+    fn a_peer_with_the_token_runs_through_an_honest_relay() {
+        let (tx, rx) = mpsc::channel();
+        let watch: Tamper = Box::new(move |_, f| {
+            let _ = tx.send(f.clone());
+            vec![f]
+        });
+        let (_l, mut server, mut client) =
+            relayed(Some(secret()), Duration::from_millis(1500), watch);
+        client.send(&Message::Ready).unwrap();
+        assert_eq!(server.expect("Ready").unwrap().name(), "Ready");
+        server.send(&Message::PlanAccepted).unwrap();
+        assert_eq!(
+            client.expect("PlanAccepted").unwrap().name(),
+            "PlanAccepted"
+        );
+        measure_both(&mut server, &mut client);
+        client.send(&Message::Finish).unwrap();
+        assert_eq!(server.expect("Finish").unwrap().name(), "Finish");
+        server.send(&Message::Ready).unwrap();
+        assert_eq!(client.expect("Ready").unwrap().name(), "Ready");
+        // The first frame is sealed: sequence 1, the JSON, a MAC.
+        let first = rx.recv().unwrap();
+        assert_eq!(&first[4..12], &1u64.to_be_bytes());
+        assert_eq!(&first[12..first.len() - 32], br#"{"type":"ready"}"#);
+    }
+
+    #[test]
+    fn without_a_token_frames_are_plain_as_before() {
+        let (tx, rx) = mpsc::channel();
+        let watch: Tamper = Box::new(move |_, f| {
+            let _ = tx.send(f.clone());
+            vec![replace(f, b"4096", b"8192")]
+        });
+        let (_l, mut server, mut client) = relayed(None, Duration::from_millis(1500), watch);
+        client.send(&Message::Ready).unwrap();
+        assert_eq!(server.expect("Ready").unwrap().name(), "Ready");
+        assert_eq!(rx.recv().unwrap(), frame(br#"{"type":"ready"}"#));
+        measure_both(&mut server, &mut client);
+        // Nothing guards the frames: a relay's rewrite goes through, as before protocol 8.
+        client.send(&start(0)).unwrap();
+        let got = server.expect("StartSize").unwrap();
+        assert!(
+            matches!(got, Message::StartSize { size: 8192, .. }),
+            "{got:?}"
         );
     }
 }

@@ -1,7 +1,9 @@
 //! The shared secret (`--token FILE`, or `RDMABENCH_TOKEN` holding the secret itself) and the
 //! proofs of it that the handshake exchanges: HMAC-SHA256 over both sides' nonces, each side's
 //! proof under its own label, so the secret never crosses the wire, a proof is good for one
-//! connection only, and a client's proof cannot be sent back as the server's.
+//! connection only, and a client's proof cannot be sent back as the server's. The same secret
+//! and nonces give the connection's frame keys (one per direction, under labels of their own),
+//! with which every frame after the handshake is sealed (`wire.rs`).
 
 use std::fmt;
 use std::path::Path;
@@ -99,6 +101,34 @@ impl Token {
         BASE64.encode(self.mac(prover, first, second).finalize().into_bytes())
     }
 
+    /// The keys of the frames after the handshake on the connection whose nonces these are,
+    /// for the side `me`: HMAC-SHA256(token, direction label, server nonce, client nonce), one
+    /// key per direction, so a frame cannot be reflected back to its sender.
+    pub fn frame_keys(&self, me: Prover, server: &Nonce, client: &Nonce) -> FrameKeys {
+        let key = |label: &[u8]| {
+            let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(&self.secret)
+                .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"));
+            mac.update(label);
+            mac.update(&server.0);
+            mac.update(&client.0);
+            let mut bytes = [0u8; 32];
+            bytes.copy_from_slice(&mac.finalize().into_bytes());
+            FrameKey(bytes)
+        };
+        let to_server = key(b"rdmabench protocol 8 session client to server");
+        let to_client = key(b"rdmabench protocol 8 session server to client");
+        match me {
+            Prover::Client => FrameKeys {
+                send: to_server,
+                receive: to_client,
+            },
+            Prover::Server => FrameKeys {
+                send: to_client,
+                receive: to_server,
+            },
+        }
+    }
+
     /// Whether `proof` is `prover`'s proof for these nonces (compared in constant time).
     pub fn verify(&self, prover: Prover, server: &Nonce, client: &Nonce, proof: &str) -> bool {
         let Ok(bytes) = BASE64.decode(proof) else {
@@ -109,7 +139,7 @@ impl Token {
     }
 }
 
-/// Which side a proof is from.
+/// Which side a proof is from (or, for [`Token::frame_keys`], which side this is).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Prover {
     /// The client, over the server's nonce then its own.
@@ -133,6 +163,33 @@ impl Prover {
             Prover::Server => (client, server),
         }
     }
+}
+
+/// One direction's key of a connection's frames. Its `Debug` shows no byte of it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct FrameKey([u8; 32]);
+
+impl fmt::Debug for FrameKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("FrameKey(..)")
+    }
+}
+
+impl FrameKey {
+    /// A fresh HMAC-SHA256 keyed with it.
+    pub fn mac(&self) -> Hmac<Sha256> {
+        <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
+            .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"))
+    }
+}
+
+/// A side's keys of one connection's frames after the handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FrameKeys {
+    /// What this side's frames are sealed with.
+    pub send: FrameKey,
+    /// What the peer's frames are checked with.
+    pub receive: FrameKey,
 }
 
 /// 32 bytes from the OS's random number generator, one per side and connection.
@@ -189,6 +246,22 @@ mod tests {
         );
         assert!(!t.verify(Prover::Client, &s, &c, "not base64!"));
         assert!(!t.verify(Prover::Client, &s, &c, ""));
+    }
+
+    #[test]
+    fn frame_keys_pair_up_per_direction_and_connection() {
+        let (s, c) = (Nonce::new().unwrap(), Nonce::new().unwrap());
+        let t = token("correct horse battery staple");
+        let client = t.frame_keys(Prover::Client, &s, &c);
+        let server = t.frame_keys(Prover::Server, &s, &c);
+        assert_eq!(client.send, server.receive);
+        assert_eq!(client.receive, server.send);
+        assert_ne!(client.send, client.receive, "one key per direction");
+        let other = t.frame_keys(Prover::Client, &Nonce::new().unwrap(), &c);
+        assert_ne!(other.send, client.send, "one key per connection");
+        let elsewhere = token("another secret of enough length").frame_keys(Prover::Client, &s, &c);
+        assert_ne!(elsewhere.send, client.send);
+        assert_eq!(format!("{:?}", client.send), "FrameKey(..)");
     }
 
     #[test]

@@ -1,4 +1,26 @@
-//! Framing: each message is a 4-byte big-endian length followed by that many bytes of JSON.
+//! Framing: each message is a 4-byte big-endian length followed by that many bytes.
+//!
+//! Without a token (and during the handshake) those bytes are the message's JSON, nothing else:
+//!
+//! ```text
+//! length (u32, big-endian) | JSON
+//! ```
+//!
+//! With a token, every frame after the handshake (the server's `Welcome` is the last plain
+//! one), in both directions, heartbeats and the companion thread's frames included, is sealed
+//! ([`Framing`]):
+//!
+//! ```text
+//! length (u32, big-endian) | sequence (u64, big-endian) | JSON | MAC (32 bytes)
+//! ```
+//!
+//! `length` counts the sequence, the JSON and the MAC; `sequence` numbers the frames of one
+//! direction from 1; the MAC is HMAC-SHA256, under the direction's frame key
+//! ([`super::token::Token::frame_keys`]: from the secret and both nonces), of every byte of
+//! the frame before it, length included. A reader takes a frame only when its sequence is
+//! the next one it expects and its MAC checks (in constant time): an altered, replayed,
+//! reordered, dropped, injected or reflected frame is refused with [`WireError::Forged`],
+//! which ends the run, and every later frame of that channel is refused too.
 //!
 //! A read has a deadline for the whole message, not for each `read()` call: a peer that
 //! trickles a byte every few seconds is cut off when the message's time is up. A length above
@@ -6,12 +28,18 @@
 //! the body grows only as its bytes arrive, so a peer that announces a large message and
 //! sends little costs little.
 
+use std::fmt;
 use std::io::{self, Read, Write};
-use std::net::TcpStream;
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use hmac::{Hmac, Mac};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
+use sha2::Sha256;
+
+use super::token::FrameKeys;
 
 /// The largest message accepted, in bytes.
 pub const MAX_MESSAGE: u32 = 1 << 20;
@@ -31,6 +59,15 @@ pub enum WireError {
     /// The bytes are not a message of the protocol.
     #[error("malformed message: {0}")]
     Malformed(String),
+    /// A sealed frame whose sequence or MAC is not the one expected: altered, replayed,
+    /// reordered or forged on the way. The channel refuses every frame after it.
+    #[error("frame {frame} from {peer} failed its MAC: altered, replayed or out of order")]
+    Forged {
+        /// The frame's place in its direction, from 1: the one that was expected.
+        frame: u64,
+        /// Who it came from.
+        peer: SocketAddr,
+    },
     /// Any other I/O failure.
     #[error("{0}")]
     Io(io::Error),
@@ -138,6 +175,153 @@ fn read_until(
     Ok(())
 }
 
+/// Bytes of a sealed frame's sequence number.
+const SEQUENCE_BYTES: usize = 8;
+
+/// Bytes of a sealed frame's MAC.
+const MAC_BYTES: usize = 32;
+
+/// How a channel writes and reads its frames after the handshake: plain (no token), or
+/// sealed with the connection's frame keys (see the module's documentation). Its methods take
+/// `&self`, so the threads that share a connection (`companion.rs`) share one sequence per
+/// direction: a frame is numbered and written under one lock, so frames leave in the order
+/// of their numbers.
+#[derive(Debug, Default)]
+pub struct Framing {
+    sealed: Option<Sealed>,
+}
+
+/// A sealed channel's keys and counts.
+struct Sealed {
+    send: Hmac<Sha256>,
+    receive: Hmac<Sha256>,
+    peer: SocketAddr,
+    /// Frames sent so far.
+    sent: Mutex<u64>,
+    /// Frames taken so far, and whether one failed its MAC (after which none is taken).
+    received: Mutex<(u64, bool)>,
+}
+
+impl fmt::Debug for Sealed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sealed")
+            .field("peer", &self.peer)
+            .finish_non_exhaustive()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Framing {
+    /// Frames as they are without a token.
+    pub fn plain() -> Framing {
+        Framing::default()
+    }
+
+    /// Frames sealed with `keys` (this side's), to and from `peer`.
+    pub fn sealed(keys: &FrameKeys, peer: SocketAddr) -> Framing {
+        Framing {
+            sealed: Some(Sealed {
+                send: keys.send.mac(),
+                receive: keys.receive.mac(),
+                peer,
+                sent: Mutex::new(0),
+                received: Mutex::new((0, false)),
+            }),
+        }
+    }
+
+    /// Whether frames are sealed.
+    pub fn is_sealed(&self) -> bool {
+        self.sealed.is_some()
+    }
+
+    /// Writes one message.
+    pub fn write<T: Serialize>(&self, out: &mut impl Write, msg: &T) -> Result<(), WireError> {
+        match &self.sealed {
+            None => write_message(out, msg),
+            Some(sealed) => sealed.write(out, msg),
+        }
+    }
+
+    /// Reads one message of at most `max` bytes (its whole frame), all of it before
+    /// `deadline`; a sealed frame is taken only if it is the next one and its MAC checks.
+    pub fn read<T: DeserializeOwned>(
+        &self,
+        input: &mut impl TimedRead,
+        deadline: Instant,
+        max: u32,
+    ) -> Result<T, WireError> {
+        let Some(sealed) = &self.sealed else {
+            return read_message(input, deadline, max);
+        };
+        let body = read_frame(input, deadline, max)?;
+        decode(sealed.open(&body)?)
+    }
+}
+
+impl Sealed {
+    /// Numbers, seals and writes one message (one allocation: the frame).
+    fn write<T: Serialize>(&self, out: &mut impl Write, msg: &T) -> Result<(), WireError> {
+        let mut frame = vec![0u8; 4 + SEQUENCE_BYTES];
+        serde_json::to_writer(&mut frame, msg).map_err(|e| WireError::Malformed(e.to_string()))?;
+        let body = frame.len() - 4 + MAC_BYTES;
+        let len = u32::try_from(body)
+            .ok()
+            .filter(|&n| n <= MAX_MESSAGE)
+            .ok_or(WireError::TooLarge(
+                u32::try_from(body).unwrap_or(u32::MAX),
+                MAX_MESSAGE,
+            ))?;
+        let mut sent = lock(&self.sent);
+        let sequence = *sent + 1;
+        frame[..4].copy_from_slice(&len.to_be_bytes());
+        frame[4..4 + SEQUENCE_BYTES].copy_from_slice(&sequence.to_be_bytes());
+        let mut mac = self.send.clone();
+        mac.update(&frame);
+        frame.extend_from_slice(&mac.finalize().into_bytes());
+        *sent = sequence;
+        out.write_all(&frame)?;
+        out.flush()?;
+        Ok(())
+    }
+
+    /// The JSON of a frame's body, if it is the next frame and its MAC checks.
+    fn open<'a>(&self, body: &'a [u8]) -> Result<&'a [u8], WireError> {
+        let mut received = lock(&self.received);
+        let expected = received.0 + 1;
+        let good = !received.1 && self.checks(body, expected);
+        if !good {
+            received.1 = true;
+            return Err(WireError::Forged {
+                frame: expected,
+                peer: self.peer,
+            });
+        }
+        received.0 = expected;
+        Ok(&body[SEQUENCE_BYTES..body.len() - MAC_BYTES])
+    }
+
+    /// Whether `body` carries sequence `expected` and a MAC of its frame under the peer's key.
+    fn checks(&self, body: &[u8], expected: u64) -> bool {
+        let Some(signed_len) = body.len().checked_sub(MAC_BYTES) else {
+            return false;
+        };
+        let (signed, tag) = body.split_at(signed_len);
+        let (Some(sequence), Ok(len)) = (signed.get(..SEQUENCE_BYTES), u32::try_from(body.len()))
+        else {
+            return false;
+        };
+        let mut mac = self.receive.clone();
+        mac.update(&len.to_be_bytes());
+        mac.update(signed);
+        let mac_ok = mac.verify_slice(tag).is_ok();
+        mac_ok && sequence == expected.to_be_bytes()
+    }
+}
+
 /// An in-memory peer for tests: reads come from `input` (at most `step` bytes each, each
 /// taking `delay`), writes go to `output`.
 #[derive(Debug, Default)]
@@ -200,6 +384,8 @@ pub fn frame(body: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::control::token::{Nonce, Prover, Token};
+    use std::sync::Arc;
 
     fn soon() -> Instant {
         Instant::now() + Duration::from_secs(5)
@@ -268,5 +454,166 @@ mod tests {
             "{:?}",
             start.elapsed()
         );
+    }
+
+    /// A client's and a server's frame keys of one connection.
+    fn keys() -> (FrameKeys, FrameKeys) {
+        let t = Token::new(b"the cluster's shared secret", "test").unwrap();
+        let (s, c) = (Nonce::new().unwrap(), Nonce::new().unwrap());
+        (
+            t.frame_keys(Prover::Client, &s, &c),
+            t.frame_keys(Prover::Server, &s, &c),
+        )
+    }
+
+    fn client_addr() -> SocketAddr {
+        SocketAddr::from(([10, 0, 0, 2], 18515))
+    }
+
+    /// `msgs` sealed by a client, one frame each, and the server's keys that read them.
+    fn sealed(msgs: &[u32]) -> (Vec<Vec<u8>>, FrameKeys) {
+        let (client, server) = keys();
+        let out = Framing::sealed(&client, SocketAddr::from(([10, 0, 0, 1], 18515)));
+        let frames = msgs
+            .iter()
+            .map(|m| {
+                let mut f = Vec::new();
+                out.write(&mut f, &vec![*m]).unwrap();
+                f
+            })
+            .collect();
+        (frames, server)
+    }
+
+    /// A fresh server framing with `keys`.
+    fn reader(keys: &FrameKeys) -> Framing {
+        Framing::sealed(keys, client_addr())
+    }
+
+    fn read_all(framing: &Framing, frames: &[Vec<u8>]) -> Vec<Result<Vec<u32>, String>> {
+        let mut peer = MemoryPeer::sending(frames.concat());
+        (0..frames.len())
+            .map(|_| {
+                framing
+                    .read::<Vec<u32>>(&mut peer, soon(), MAX_MESSAGE)
+                    .map_err(|e| e.to_string())
+            })
+            .collect()
+    }
+
+    const FORGED: &str = "from 10.0.0.2:18515 failed its MAC: altered, replayed or out of order";
+
+    #[test]
+    fn sealed_frames_carry_their_sequence_and_read_in_order() {
+        let (frames, keys) = sealed(&[7, 8, 9]);
+        assert_eq!(&frames[1][..4], &43u32.to_be_bytes());
+        assert_eq!(&frames[1][4..12], &2u64.to_be_bytes());
+        assert_eq!(&frames[1][12..15], b"[8]");
+        assert_eq!(frames[1].len(), 4 + 8 + 3 + 32);
+        let got = read_all(&reader(&keys), &frames);
+        assert_eq!(got, [Ok(vec![7]), Ok(vec![8]), Ok(vec![9])]);
+    }
+
+    #[test]
+    fn any_altered_byte_of_a_sealed_frame_is_refused() {
+        let (frames, keys) = sealed(&[4096]);
+        assert_eq!(read_all(&reader(&keys), &frames), [Ok(vec![4096])]);
+        for at in 0..frames[0].len() {
+            let mut altered = frames.clone();
+            altered[0][at] ^= 0x01;
+            let got = read_all(&reader(&keys), &altered);
+            assert!(got[0].is_err(), "byte {at} altered: {got:?}");
+        }
+        // An altered byte of the JSON ("[4096]" becomes "[5096]") is named as such.
+        let mut altered = frames.clone();
+        altered[0][13] ^= 0x01;
+        let got = read_all(&reader(&keys), &altered);
+        assert_eq!(got, [Err(format!("frame 1 {FORGED}"))]);
+    }
+
+    #[test]
+    fn a_replayed_or_reordered_sealed_frame_is_refused() {
+        let (frames, keys) = sealed(&[1, 2]);
+        let replayed = [frames[0].clone(), frames[0].clone()];
+        let got = read_all(&reader(&keys), &replayed);
+        assert_eq!(got, [Ok(vec![1]), Err(format!("frame 2 {FORGED}"))]);
+        let swapped = [frames[1].clone(), frames[0].clone()];
+        let got = read_all(&reader(&keys), &swapped);
+        assert_eq!(
+            got,
+            [
+                Err(format!("frame 1 {FORGED}")),
+                Err(format!("frame 1 {FORGED}"))
+            ],
+            "after one refused frame, none is taken"
+        );
+    }
+
+    #[test]
+    fn a_sealed_frame_sent_back_to_its_writer_or_another_connection_is_refused() {
+        let (client, _) = keys();
+        let writer = Framing::sealed(&client, client_addr());
+        let mut frame = Vec::new();
+        writer.write(&mut frame, &vec![1u32]).unwrap();
+        // The same side's keys read it as the peer's: the other direction's key is needed.
+        assert!(read_all(&writer, &[frame.clone()])[0].is_err());
+        let (_, elsewhere) = sealed(&[]);
+        assert!(read_all(&reader(&elsewhere), &[frame])[0].is_err());
+        // Plain frames (a peer without the token) are refused by a sealed reader.
+        assert!(read_all(&reader(&elsewhere), &[frame_of(&[1])])[0].is_err());
+    }
+
+    fn frame_of(v: &[u32]) -> Vec<u8> {
+        frame(&serde_json::to_vec(v).unwrap())
+    }
+
+    #[test]
+    fn plain_framing_is_the_unauthenticated_format() {
+        let mut out = Vec::new();
+        Framing::plain().write(&mut out, &vec![1u32, 2]).unwrap();
+        assert_eq!(out, frame_of(&[1, 2]));
+        let back: Vec<u32> = Framing::plain()
+            .read(&mut MemoryPeer::sending(out), soon(), MAX_MESSAGE)
+            .unwrap();
+        assert_eq!(back, [1, 2]);
+    }
+
+    /// A writer the threads of a test share, as they share a socket.
+    #[derive(Clone, Default)]
+    struct Shared(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Shared {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            lock(&*self.0).extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn threads_sharing_a_sealed_channel_send_frames_in_the_order_of_their_numbers() {
+        let (client, server) = keys();
+        let writer = Framing::sealed(&client, client_addr());
+        let out = Shared::default();
+        std::thread::scope(|s| {
+            for t in 0..4u32 {
+                let (writer, mut out) = (&writer, out.clone());
+                s.spawn(move || {
+                    for i in 0..100 {
+                        writer.write(&mut out, &vec![t, i]).unwrap();
+                    }
+                });
+            }
+        });
+        let bytes = lock(&*out.0).clone();
+        let reader = Framing::sealed(&server, client_addr());
+        let mut peer = MemoryPeer::sending(bytes);
+        for n in 0..400 {
+            let got = reader.read::<Vec<u32>>(&mut peer, soon(), MAX_MESSAGE);
+            assert!(got.is_ok(), "frame {n}: {got:?}");
+        }
     }
 }
