@@ -566,3 +566,31 @@ proptest! {
         prop_assert!(peak < 2 << 20, "{peak} bytes for a {}-byte histogram", bytes.len());
     }
 }
+
+/// A client that sends only heartbeats (sealed with the token, every 200 ms) to a server
+/// waiting for its next step with `--timeout 1`: the heartbeats do not extend the wait, so
+/// the server drops it within the timeout instead of keeping its seat for it.
+#[test]
+fn a_client_that_only_heartbeats_is_dropped_within_the_timeout() {
+    use rdmabench::control::{Channel, Greeting, Listener};
+    let token = Token::new(b"the cluster's shared secret", "test").unwrap();
+    let timeout = Duration::from_secs(1);
+    let l = Listener::bind("127.0.0.1", 0, Greeting::new(Some(token.clone()), timeout)).unwrap();
+    let port = l.port().unwrap();
+    let beats = std::thread::spawn(move || {
+        let mut ch =
+            Channel::connect("127.0.0.1", port, Duration::from_secs(5), Some(&token)).unwrap();
+        let until = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < until && ch.send(&Message::Heartbeat).is_ok() {
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    });
+    let mut server = l.accept_client(Duration::from_secs(5)).unwrap();
+    let start = Instant::now();
+    let err = server.expect("StartSize").unwrap_err();
+    let took = start.elapsed();
+    assert!(took < Duration::from_millis(1500), "{took:?}");
+    assert!(err.to_string().contains("timed out after 1 s"), "{err}");
+    drop(server);
+    beats.join().unwrap();
+}

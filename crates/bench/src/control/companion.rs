@@ -1,7 +1,9 @@
-//! The control channel while a loop measures: a companion thread writes (heartbeats, so the
-//! peer's read timeout measures silence rather than run length, and `SendsOver` once the
-//! loop announced that its operations all completed) and another reads what the loop must
-//! know (the peer's `SendsOver` or `SizeDone`, a rejection, silence), through [`PeerState`].
+//! The control channel while a loop measures: a companion thread writes (heartbeats, which
+//! say the peer is alive while it measures, and `SendsOver` once the loop announced that its
+//! operations all completed) and another reads what the loop must know (the peer's
+//! `SendsOver` or `SizeDone`, a rejection, silence), through [`PeerState`]. The reader waits
+//! with one deadline, the loop's planned length plus `--timeout`: heartbeats never extend
+//! it, so a peer that only heartbeats cannot hold this side longer than the plan allows.
 //! Both stop before [`Channel::measuring`] returns, so nothing else reads or writes the
 //! socket at the same time. Both go through the channel's [`Framing`], so with a token their
 //! frames are sealed and checked in the same sequence as the channel's own.
@@ -29,12 +31,16 @@ pub enum Listen {
 impl Channel {
     /// Runs `work` while the companion threads write and read for it: the peer's
     /// `SendsOver` or `SizeDone` marks `peer` done, a dead, silent or rejecting peer marks it
-    /// failed (which `work` is expected to notice). Returns the message `listen` waited for.
-    /// When `work` fails, the read side is shut so the reader ends at once.
+    /// failed (which `work` is expected to notice). `length` is how long the peer's loop may
+    /// honestly take (the plan's length for the size); what `listen` waits for must come
+    /// within `length` plus `--timeout`, however many heartbeats come meanwhile. Returns the
+    /// message `listen` waited for. When `work` fails, the read side is shut so the reader
+    /// ends at once.
     pub fn measuring<T>(
         &mut self,
         peer: &PeerState,
         listen: Listen,
+        length: Duration,
         work: impl FnOnce() -> Result<T>,
     ) -> Result<(T, Option<Message>)> {
         let mut writer = self
@@ -46,13 +52,14 @@ impl Channel {
             .try_clone()
             .context("cannot clone the control socket")?;
         let interval = (self.timeout / 3).min(Duration::from_secs(1));
-        let (timeout, addr, framing) = (self.timeout, self.peer, &self.framing);
+        let within = length.saturating_add(self.timeout);
+        let (addr, framing) = (self.peer, &self.framing);
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
             let beat = s.spawn(|| write_while(&mut writer, framing, peer, &stop, interval));
             let beat_thread = beat.thread().clone();
             let heard = (listen != Listen::Nothing).then(|| {
-                s.spawn(move || listen_for(&mut reader, framing, listen, peer, timeout, addr))
+                s.spawn(move || listen_for(&mut reader, framing, listen, peer, within, addr))
             });
             let out = work();
             stop.store(true, Ordering::Release);
@@ -114,21 +121,25 @@ fn write_while(
     }
 }
 
-/// Reads the peer's messages until the one `listen` waits for; heartbeats are passed over.
+/// Reads the peer's messages until the one `listen` waits for, all within `within` (one
+/// deadline: heartbeats are passed over and do not extend it).
 fn listen_for(
     from: &mut std::net::TcpStream,
     framing: &Framing,
     listen: Listen,
     peer: &PeerState,
-    timeout: Duration,
+    within: Duration,
     addr: SocketAddr,
 ) -> Result<Message> {
     let failed = |e: anyhow::Error| -> Result<Message> {
         peer.set_failed();
         Err(e)
     };
+    let deadline = Instant::now().checked_add(within);
     loop {
-        match framing.read::<Message>(from, Instant::now() + timeout, MAX_MESSAGE) {
+        // A length beyond the clock's range is no deadline worth keeping: a day is.
+        let by = deadline.unwrap_or_else(|| Instant::now() + Duration::from_secs(86_400));
+        match framing.read::<Message>(from, by, MAX_MESSAGE) {
             Ok(Message::Heartbeat) => continue,
             Ok(Message::SendsOver) => {
                 peer.set_done();
@@ -151,9 +162,10 @@ fn listen_for(
             }
             Err(WireError::TimedOut) => {
                 return failed(anyhow!(
-                    "nothing from {addr} for {} s while measuring; is the peer still alive? \
-                     (--timeout)",
-                    timeout.as_secs_f64()
+                    "no {} from {addr} within {:.1} s while measuring (the size's planned \
+                     length and --timeout); is the peer still alive and measuring?",
+                    awaited(listen),
+                    within.as_secs_f64()
                 ))
             }
             Err(WireError::Closed) => {
@@ -164,5 +176,14 @@ fn listen_for(
             Err(forged @ WireError::Forged { .. }) => return failed(forged.into()),
             Err(e) => return failed(anyhow!("bad message from {addr} while measuring: {e}")),
         }
+    }
+}
+
+/// What the reader waits for, as an error names it.
+fn awaited(listen: Listen) -> &'static str {
+    match listen {
+        Listen::Nothing => "message",
+        Listen::SendsOver => "SendsOver",
+        Listen::SizeDone => "SizeDone",
     }
 }

@@ -247,7 +247,11 @@ impl Channel {
     /// Receives one message, all of it within `within` (a step known to take longer than
     /// `--timeout`, such as a cluster sweep's round); otherwise as [`Channel::recv`].
     pub fn recv_within(&mut self, what: &str, within: Duration) -> Result<Message> {
-        let deadline = Instant::now() + within;
+        self.recv_until(what, Instant::now() + within, within)
+    }
+
+    /// Receives one message by `deadline`, the end of a wait of `within` (named in errors).
+    fn recv_until(&mut self, what: &str, deadline: Instant, within: Duration) -> Result<Message> {
         let msg = self.framing.read::<Message>(&mut self.stream, deadline, MAX_MESSAGE).map_err(|e| match e {
             WireError::TimedOut => anyhow!(
                 "timed out after {} s waiting for {what} from {}; is the peer still alive? (--timeout)",
@@ -264,20 +268,24 @@ impl Channel {
         Ok(msg)
     }
 
-    /// The next message that is not a heartbeat (the peer's companion thread sends them
-    /// while it measures, and they may still be on their way after).
-    fn next(&mut self, what: &str) -> Result<Message> {
+    /// The next message that is not a heartbeat, all of it within `within` (the peer's
+    /// companion thread sends heartbeats while it measures, and they may still be on their
+    /// way after). The wait has one deadline: heartbeats do not extend it, so a peer that
+    /// sends nothing else cannot hold this side beyond `within`.
+    pub fn next_within(&mut self, what: &str, within: Duration) -> Result<Message> {
+        let deadline = Instant::now() + within;
         loop {
-            match self.recv(what)? {
+            match self.recv_until(what, deadline, within)? {
                 Message::Heartbeat => continue,
                 msg => return Ok(msg),
             }
         }
     }
 
-    /// Receives a message and checks it is the one expected.
+    /// Receives a message and checks it is the one expected, all within `--timeout`
+    /// (heartbeats passed over, not extending it).
     pub fn expect(&mut self, name: &'static str) -> Result<Message> {
-        let msg = self.next(name)?;
+        let msg = self.next_within(name, self.timeout)?;
         if msg.name() != name {
             bail!(
                 "protocol error: expected {name} from {}, got {}",
@@ -286,6 +294,11 @@ impl Channel {
             );
         }
         Ok(msg)
+    }
+
+    /// `--timeout`: the wait for one message.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Tells the peer the run failed, so it stops waiting; errors here are ignored because
@@ -463,6 +476,77 @@ mod tests {
         let _ = t.join();
     }
 
+    /// A peer that sends only heartbeats, one every 200 ms, until it is dropped (or 5 s).
+    fn heartbeats_only(mut peer: Channel) -> std::thread::JoinHandle<()> {
+        std::thread::spawn(move || {
+            let until = Instant::now() + Duration::from_secs(5);
+            while Instant::now() < until && peer.send(&Message::Heartbeat).is_ok() {
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        })
+    }
+
+    #[test]
+    fn a_peer_that_only_heartbeats_is_dropped_at_the_timeout() {
+        let (_l, mut server, client) = pair(Duration::from_secs(5));
+        server.timeout = Duration::from_secs(1);
+        let beats = heartbeats_only(client);
+        let start = Instant::now();
+        let err = server.expect("StartSize").unwrap_err();
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(900) && took < Duration::from_millis(1500),
+            "{took:?}"
+        );
+        assert!(
+            err.to_string()
+                .contains("timed out after 1 s waiting for StartSize"),
+            "{err}"
+        );
+        drop(server);
+        beats.join().unwrap();
+    }
+
+    #[test]
+    fn heartbeats_before_the_expected_message_are_passed_over() {
+        let (_l, mut server, mut client) = pair(Duration::from_secs(5));
+        server.timeout = Duration::from_secs(1);
+        for _ in 0..3 {
+            client.send(&Message::Heartbeat).unwrap();
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        client.send(&start(0)).unwrap();
+        assert_eq!(server.expect("StartSize").unwrap().name(), "StartSize");
+    }
+
+    #[test]
+    fn a_peer_that_only_heartbeats_while_measuring_fails_at_the_planned_length() {
+        let (_l, mut server, client) = pair(Duration::from_secs(5));
+        server.timeout = Duration::from_secs(1);
+        let beats = heartbeats_only(client);
+        let ps = PeerState::default();
+        let start = Instant::now();
+        let err = server
+            .measuring(&ps, Listen::SizeDone, Duration::from_millis(300), || {
+                let until = Instant::now() + Duration::from_secs(10);
+                while !ps.is_done() && !ps.is_failed() && Instant::now() < until {
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+                anyhow::ensure!(!ps.is_failed(), "the peer failed");
+                Ok(())
+            })
+            .unwrap_err();
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(1200) && took < Duration::from_millis(1900),
+            "{took:?}"
+        );
+        assert!(err.to_string().contains("no SizeDone from"), "{err}");
+        assert!(err.to_string().contains("within 1.3 s"), "{err}");
+        drop(server);
+        beats.join().unwrap();
+    }
+
     #[test]
     fn a_reject_carries_the_peers_reason() {
         let (_l, mut server, mut client) = pair(Duration::from_secs(5));
@@ -613,7 +697,7 @@ mod tests {
         std::thread::scope(|s| {
             let theirs = s.spawn(|| {
                 let ps = PeerState::default();
-                client.measuring(&ps, Listen::Nothing, || {
+                client.measuring(&ps, Listen::Nothing, Duration::from_secs(2), || {
                     std::thread::sleep(Duration::from_millis(1200));
                     ps.announce_sends_over();
                     std::thread::sleep(Duration::from_millis(100));
@@ -622,7 +706,7 @@ mod tests {
             });
             let ps = PeerState::default();
             let (_, heard) = server
-                .measuring(&ps, Listen::SendsOver, || {
+                .measuring(&ps, Listen::SendsOver, Duration::from_secs(2), || {
                     let until = Instant::now() + Duration::from_secs(5);
                     while !ps.is_done() && !ps.is_failed() && Instant::now() < until {
                         std::thread::sleep(Duration::from_millis(10));

@@ -4,7 +4,8 @@
 //! names the limit and the value asked, and goes to the client as the reason of its `Reject`.
 //! The memory asked is the engine's own [`Footprint`], so what is checked is what would be
 //! allocated. A run timed with `-D` is checked in full up front; any run is also ended between
-//! sizes once it has gone on longer than `--max-duration`.
+//! sizes once it has gone on longer than `--max-duration`, and inside a size (its deadlines
+//! end there, plus `--timeout`).
 
 use std::time::Duration;
 
@@ -30,7 +31,8 @@ pub struct Admission {
     pub max_qps: u32,
 
     /// Server: refuse a plan timed (-D) to run longer than SECS in all (-D x sizes x
-    /// --repeat), and end any run that has gone on longer (checked between sizes)
+    /// --repeat), and end any run that has gone on longer (between sizes, and within a size
+    /// once its time is up)
     #[arg(long, value_name = "SECS", default_value_t = DEFAULT_MAX_DURATION,
           value_parser = parse_seconds, conflicts_with = "server")]
     pub max_duration: f64,
@@ -142,6 +144,14 @@ impl Admission {
             caps.host.as_ref(),
         )?;
         check_mem("GPU memory", need.gpu_bytes(), &payload, caps.gpu.as_ref())
+    }
+
+    /// What is left of `--max-duration` after `elapsed` (zero once it is spent): a size's
+    /// deadlines end there, so a run that never ends a size is ended inside it too.
+    pub fn time_left(&self, elapsed: Duration) -> Duration {
+        Duration::try_from_secs_f64(self.max_duration)
+            .unwrap_or(Duration::MAX)
+            .saturating_sub(elapsed)
     }
 
     /// Refuses to go on with a run that has lasted `elapsed`, beyond `--max-duration`.
@@ -326,6 +336,11 @@ mod tests {
             .unwrap_err();
         assert!(err.to_string().contains("gone on for 61 s"), "{err}");
         assert!(admission.check_elapsed(Duration::from_secs(59)).is_ok());
+        assert_eq!(
+            admission.time_left(Duration::from_secs(59)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(admission.time_left(Duration::from_secs(61)), Duration::ZERO);
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! The client: sends the plan, drives the measured loops, reports each size to the server.
 
+use std::time::Duration;
+
 use anyhow::{bail, Context, Result};
 
 use super::figures::{from_latency, from_window};
@@ -7,7 +9,7 @@ use super::rails::rail_message;
 use super::{measure_run, started_at, stop_of, Measuring, Outcome, RunOptions, LAT_WARMUP};
 use crate::clock::Clock;
 use crate::control::{Channel, Listen, Message};
-use crate::engine::bw::{measure_bw, LoopShape, PeerState};
+use crate::engine::bw::{measure_bw, LoopShape, PeerState, Stop};
 use crate::engine::lat::{initiate, LatShape};
 use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
@@ -90,6 +92,36 @@ fn drive(
             ch.send(&Message::Finish)
         },
     )
+}
+
+/// The rate, in Gb/s, at which [`planned_length`] counts a `-n` loop's bytes: far below any
+/// RDMA link's, so that an honest run, soft-RoCE's included, ends well within it.
+const FLOOR_GBPS: f64 = 0.1;
+
+/// The time [`planned_length`] allows each operation of a `-n` loop on top of its bytes.
+const PER_OP: Duration = Duration::from_millis(1);
+
+/// The longest [`planned_length`]: a week.
+const MAX_LENGTH: Duration = Duration::from_secs(7 * 86_400);
+
+/// How long one size's loop may honestly take, which bounds the peer's waits while it
+/// measures (heartbeats do not extend them): with `-D`, the whole run of the loop (window
+/// and margins) plus the `--timeout` a loop may wait for its last completions; with `-n`, a
+/// generous estimate (every operation's bytes at [`FLOOR_GBPS`], plus [`PER_OP`] each, both
+/// directions with `-b`), so that only a peer that holds the seat without measuring meets
+/// it.
+pub fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration {
+    let secs = match stop_of(plan) {
+        Stop::Duration { total, .. } => total.saturating_add(timeout).as_secs_f64(),
+        Stop::Iters(n) => {
+            let ways = if plan.bidirectional { 2.0 } else { 1.0 };
+            let ops = (n as f64 + LAT_WARMUP as f64) * f64::from(plan.qps.max(1)) * ways;
+            ops * (size as f64 * 8.0 / (FLOOR_GBPS * 1e9) + PER_OP.as_secs_f64())
+        }
+    };
+    Duration::try_from_secs_f64(secs)
+        .unwrap_or(MAX_LENGTH)
+        .min(MAX_LENGTH)
 }
 
 /// The shape of this plan's bandwidth loop for one size. Every verb keeps `tx-depth`
@@ -186,6 +218,7 @@ fn run_size(
     ch.send(&Message::StartSize { size, rep })?;
     ch.expect("Ready")?;
     let peer = PeerState::default();
+    let length = planned_length(plan, size, opts.timeout);
     let (mine, ops_per_qp) = match plan.test.mode {
         Mode::Bw => {
             let shape = bw_shape(opts, plan, size, Role::Client)?;
@@ -196,11 +229,11 @@ fn run_size(
                 Listen::Nothing
             };
             let (m, _) = if side.staging.is_some() {
-                ch.measuring(&peer, listen, || {
+                ch.measuring(&peer, listen, length, || {
                     pinned(measuring, || measure_staged(side, &shape, &peer))
                 })?
             } else {
-                ch.measuring(&peer, listen, || {
+                ch.measuring(&peer, listen, length, || {
                     pinned(measuring, || measure_bw(side, &shape, &peer))
                 })?
             };
@@ -214,7 +247,7 @@ fn run_size(
         }
         Mode::Lat => {
             let shape = lat_shape(opts, plan, size, measuring.clock)?;
-            let (m, _) = ch.measuring(&peer, Listen::Nothing, || {
+            let (m, _) = ch.measuring(&peer, Listen::Nothing, length, || {
                 pinned(measuring, || initiate(side, &shape))
             })?;
             (from_latency(size, &m)?, vec![m.total])
@@ -278,5 +311,32 @@ mod tests {
         assert_eq!(lat(Verb::Send, Some(Connection::Ud)), 188);
         assert_eq!(lat(Verb::Read, None), 0);
         assert_eq!(perftest_inline(&plan(Verb::Write, Mode::Bw, None)), 0);
+    }
+
+    #[test]
+    fn a_sizes_planned_length_bounds_an_honest_loop() {
+        let timeout = Duration::from_secs(30);
+        let timed = PlanRequest {
+            duration: Some(5.0),
+            ..Default::default()
+        }
+        .resolve(TestKind::new(Verb::Write, Mode::Bw))
+        .unwrap();
+        assert_eq!(
+            planned_length(&timed, 65536, timeout),
+            Duration::from_secs(35)
+        );
+        // 5000 x 64 KiB at 0.1 Gb/s and 1 ms each: some 31 s, where a soft-RoCE link takes
+        // well under 3.
+        let counted = plan(Verb::Write, Mode::Bw, None);
+        let n = planned_length(&counted, 65536, timeout).as_secs_f64();
+        assert!((30.0..32.0).contains(&n), "{n}");
+        // Latency: a millisecond a round trip.
+        let lat = planned_length(&plan(Verb::Send, Mode::Lat, None), 2, timeout);
+        assert!(lat >= Duration::from_secs(1), "{lat:?}");
+        // Absurd counts are bounded, not overflowed.
+        let mut huge = counted.clone();
+        huge.iters = u64::MAX;
+        assert_eq!(planned_length(&huge, u64::MAX, timeout), MAX_LENGTH);
     }
 }

@@ -2,11 +2,12 @@
 //! SEND receiver, the other direction of `-b`, the latency responder), checks the payload
 //! when asked, and reports the figures both sides print.
 
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Result};
 
-use super::client::{bw_shape, lat_shape, pinned};
+use super::client::{bw_shape, lat_shape, pinned, planned_length};
 use super::figures::{check_ops_per_qp, combine, ServerPart};
 use super::limits::RunLimits;
 use super::rails::read_rail;
@@ -124,7 +125,10 @@ fn serve(
 }
 
 /// Serves each size and repetition the client starts, in the plan's order, until it says it
-/// is done.
+/// is done. Each step has one deadline that the client's heartbeats do not extend:
+/// `--timeout`, plus the planned length of the size just measured (a rail of a multi-rail
+/// client waits for its other rails to end that size, heartbeating meanwhile), or before the
+/// first size another `--timeout` (for the other rails to end their set-up).
 #[allow(clippy::too_many_arguments)] // the run's parts, each used here
 fn serve_sizes(
     opts: &RunOptions,
@@ -138,13 +142,19 @@ fn serve_sizes(
     recorder: &mut Recorder,
 ) -> Result<()> {
     let mut steps = Steps::new(plan);
+    let mut last = ch.timeout();
     loop {
-        match steps.next(ch.recv("the client's next step")?)? {
+        let within = ch.timeout().saturating_add(last);
+        match steps.next(ch.next_within("the client's next step", within)?)? {
             Step::Measure { index, size, rep } => {
                 opts.admission
                     .check_elapsed(admitted.elapsed())
                     .map_err(|r| PlanError(r.0))?;
-                let r = serve_size(opts, plan, ch, side, measuring, size, limits)?;
+                // The size's deadlines end with the run's --max-duration too.
+                let left = opts.admission.time_left(admitted.elapsed());
+                last = planned_length(plan, size, opts.timeout).min(left);
+                let r = serve_size(opts, plan, ch, side, measuring, size, last, limits)
+                    .map_err(|e| beyond_max_duration(opts, admitted, e))?;
                 printer.row(rep, &r);
                 recorder.add(index, r)?;
             }
@@ -154,6 +164,15 @@ fn serve_sizes(
                 return Ok(());
             }
         }
+    }
+}
+
+/// A size's failure `e`, or the refusal of a run that went on beyond `--max-duration` (its
+/// deadlines end there), which is what ended it then.
+fn beyond_max_duration(opts: &RunOptions, admitted: Instant, e: anyhow::Error) -> anyhow::Error {
+    match opts.admission.check_elapsed(admitted.elapsed()) {
+        Err(r) => PlanError(r.0).into(),
+        Ok(()) => e,
     }
 }
 
@@ -248,11 +267,20 @@ impl<'a> Steps<'a> {
     }
 }
 
-/// Waits for the peer's operations to end (a passive target). It looks every 10 ms: waking
-/// more often would take CPU time from the machine's other spinning threads (the client's,
-/// in loopback or a one-machine run) for nothing.
-fn wait_for(peer: &PeerState) -> Result<ServerPart> {
+/// Waits for the peer's operations to end (a passive target), up to `within` (the size's
+/// planned length plus `--timeout`), after which the size fails naming the peer `who`. It
+/// looks every 10 ms: waking more often would take CPU time from the machine's other
+/// spinning threads (the client's, in loopback or a one-machine run) for nothing.
+fn wait_for(peer: &PeerState, within: Duration, who: SocketAddr) -> Result<ServerPart> {
+    let deadline = Instant::now().checked_add(within);
     while !peer.is_done() && !peer.is_failed() {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            bail!(
+                "the client {who} did not end its loop within {:.1} s (the size's planned \
+                 length and --timeout)",
+                within.as_secs_f64()
+            );
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     Ok(ServerPart::default())
@@ -266,6 +294,7 @@ fn server_part(
     measuring: &Measuring,
     size: u64,
     peer: &PeerState,
+    waits: (Duration, SocketAddr),
 ) -> Result<ServerPart> {
     match plan.test.mode {
         Mode::Bw
@@ -297,10 +326,13 @@ fn server_part(
             respond(side, &lat_shape(opts, plan, size, measuring.clock)?, peer)?;
             Ok(ServerPart::default())
         }
-        _ => wait_for(peer),
+        _ => wait_for(peer, waits.0, waits.1),
     }
 }
 
+/// Serves one size; the client's loop may take `length` (its planned length), and its
+/// figures must come within that and `--timeout`, heartbeats or not.
+#[allow(clippy::too_many_arguments)] // the run's parts, each used here
 fn serve_size(
     opts: &RunOptions,
     plan: &TestPlan,
@@ -308,15 +340,17 @@ fn serve_size(
     side: &mut Connected,
     measuring: &Measuring,
     size: u64,
+    length: Duration,
     limits: &RunLimits,
 ) -> Result<SizeResult> {
     prepare_buffers(side, plan, size)?;
     let started = Instant::now();
     ch.send(&Message::Ready)?;
     let peer = PeerState::default();
-    let (mut part, done) = ch.measuring(&peer, Listen::SizeDone, || {
+    let waits = (length.saturating_add(ch.timeout()), ch.peer());
+    let (mut part, done) = ch.measuring(&peer, Listen::SizeDone, length, || {
         pinned(measuring, || {
-            server_part(opts, plan, side, measuring, size, &peer)
+            server_part(opts, plan, side, measuring, size, &peer, waits)
         })
     })?;
     let Some(Message::SizeDone { result, ops_per_qp }) = done else {
@@ -427,6 +461,26 @@ mod tests {
 
     /// A hostile client's steps out of the plan's order: each is refused, naming what it
     /// sent and what the plan expected, before anything is measured or recorded.
+    #[test]
+    fn a_passive_target_waits_no_longer_than_its_deadline() {
+        let who: SocketAddr = ([192, 0, 2, 7], 40000).into();
+        let start = Instant::now();
+        let err = wait_for(&PeerState::default(), Duration::from_millis(300), who).unwrap_err();
+        let took = start.elapsed();
+        assert!(
+            took >= Duration::from_millis(300) && took < Duration::from_secs(1),
+            "{took:?}"
+        );
+        assert!(
+            err.to_string()
+                .starts_with("the client 192.0.2.7:40000 did not end its loop within 0.3 s"),
+            "{err}"
+        );
+        let done = PeerState::default();
+        done.set_done();
+        assert!(wait_for(&done, Duration::from_millis(300), who).is_ok());
+    }
+
     #[test]
     fn a_step_out_of_the_plans_order_is_refused_naming_the_next() {
         let plan = plan();
