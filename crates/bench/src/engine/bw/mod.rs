@@ -312,8 +312,8 @@ pub struct Window {
     pub seconds: f64,
     /// Completion events inside it (the count moved this many times).
     pub events: u64,
-    /// How long past its planned end it was kept open to hold [`MIN_WINDOW_EVENTS`]
-    /// (duration mode); zero when it was not.
+    /// How long past its planned end it was kept open (duration mode): to span its planned
+    /// length when it opened late, and to hold [`MIN_WINDOW_EVENTS`]; zero when it was not.
     pub extended: Duration,
 }
 
@@ -333,6 +333,10 @@ pub struct Measured {
     /// choose one, as a staged loop, which signals each chunk's last operation).
     pub signal_every: u32,
 }
+
+/// A window that opens later than this after its planned start says so (`extended`):
+/// with a completion every 1/50 of the window, an opening a few of those late is the pace.
+const LATE_ENOUGH: Duration = Duration::from_millis(50);
 
 /// Opens and closes a window on (time, count) events: at the loop's start (iteration mode),
 /// or at the margins (duration mode), where it closes only once it holds
@@ -355,6 +359,9 @@ struct Planned {
     open_at: Instant,
     close_at: Instant,
     give_up_at: Instant,
+    /// How much later than planned the window opened (`close_at` and `give_up_at` moved
+    /// by as much).
+    late: Duration,
 }
 
 impl Meter {
@@ -369,6 +376,7 @@ impl Meter {
                     open_at: start + margin,
                     close_at,
                     give_up_at: close_at + extend_limit,
+                    late: Duration::ZERO,
                 };
                 (Some(planned), None)
             }
@@ -391,8 +399,14 @@ impl Meter {
             return;
         }
         if self.opened.is_none() {
-            if self.plan.is_some_and(|p| now >= p.open_at) {
+            if let Some(p) = self.plan.as_mut().filter(|p| now >= p.open_at) {
                 self.opened = Some((now, count));
+                // A window that opens late (nothing completed for a while after the
+                // warm-up: a peer still getting ready, a first loss retransmitted) still
+                // spans its planned length; else a burst at its opening would be the rate.
+                p.late = now.saturating_duration_since(p.open_at);
+                p.close_at += p.late;
+                p.give_up_at += p.late;
             }
             return;
         }
@@ -427,7 +441,9 @@ impl Meter {
         let (t0, c0) = self.opened?;
         let (t1, c1) = self.closed.or(self.last)?;
         let extended = match self.plan {
-            Some(p) if self.extending => t1.saturating_duration_since(p.close_at),
+            Some(p) if self.extending || p.late > LATE_ENOUGH => {
+                t1.saturating_duration_since(p.close_at - p.late)
+            }
             _ => Duration::ZERO,
         };
         Some(Window {
@@ -659,11 +675,34 @@ mod tests {
         let t0 = Instant::now();
         let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(2));
         ticks_every(&mut m, t0, 500, (0, 5_000));
-        // closes at the first event past 0.9 + 2 s: 3.0 s, after 5 events.
+        // Opens at its first event, 0.5 s, 0.4 s late: its planned end moves to 1.3 s and its
+        // limit to 3.3 s. Closes at the first event past that, 3.5 s, after 6 events.
         let w = m.window().unwrap();
-        assert_eq!(w.events, 5);
-        assert!((w.seconds - 2.5).abs() < 1e-9, "{w:?}");
-        assert!(m.may_end(t0 + Duration::from_millis(2_900)));
+        assert_eq!(w.events, 6);
+        assert!((w.seconds - 3.0).abs() < 1e-9, "{w:?}");
+        assert!(m.may_end(t0 + Duration::from_millis(3_300)));
+    }
+
+    /// In the six-node guest a pair that shared its round stalled for its first 0.85 s of
+    /// `-D 1`, and its window, opened at its first completion, closed ten events later:
+    /// 0.05 s of the burst that ended the stall, three times the pair's true rate.
+    #[test]
+    fn a_window_that_opens_late_still_spans_its_planned_length() {
+        let t0 = Instant::now();
+        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(30));
+        // Nothing until 0.85 s, a burst of 100 ops over 50 ms, then 1 op every 10 ms.
+        for k in 0..10u64 {
+            m.tick(t0 + Duration::from_millis(850 + 5 * k), 10 * (k + 1));
+        }
+        ticks_every(&mut m, t0, 10, (900, 1_600));
+        assert!(!m.may_end(t0 + Duration::from_millis(1_600)));
+        ticks_every(&mut m, t0, 10, (1_600, 3_000));
+        let w = m.window().unwrap();
+        // Opened at 0.85 s, closed 0.8 s later, at 1.65 s.
+        assert!((w.seconds - 0.8).abs() < 1e-9, "{w:?}");
+        assert_eq!(w.extended, Duration::from_millis(750));
+        assert!(w.ops < 200, "the burst is a small part: {w:?}");
+        assert!(m.may_end(t0 + Duration::from_millis(1_650)));
     }
 
     #[test]
