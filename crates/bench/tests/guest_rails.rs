@@ -140,6 +140,48 @@ fn differing_rail_counts_and_bad_lists_are_usage_errors() {
     );
 }
 
+/// Each rail's buffers (a 32 MiB slot for 16 MiB messages) fit the server's --max-mem of 48
+/// MiB; the two rails' together do not: refused on both sides, before allocating.
+fn two_rails_over_max_mem_together_are_refused_on_both_sides() {
+    let server = Server::start(&[
+        "write-bw",
+        "-d",
+        "rxe0,rxe1",
+        "-x",
+        "1",
+        "-p",
+        "19840",
+        "--max-mem",
+        "48M",
+    ]);
+    let out = client(&[
+        "write-bw",
+        SERVER_ADDR,
+        "-d",
+        "rxe1,rxe0",
+        "-x",
+        "1",
+        "-p",
+        "19840",
+        "-s",
+        "16M",
+        "-n",
+        "10",
+    ]);
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}\nserver:\n{server_text}");
+    assert!(!server_ok, "{server_text}");
+    for who in [&said, &server_text] {
+        assert!(
+            who.contains(
+                "of host memory on its 2 rails together, above this server's --max-mem 48 MiB"
+            ),
+            "{who}"
+        );
+    }
+}
+
 fn a_dead_server_ends_every_rail_within_the_timeout_keeping_the_record() {
     let dir = scratch("rails-dead");
     let cj = dir.join("client.json");
@@ -195,5 +237,6 @@ fn bad_rail_lists_and_counts_are_refused_and_a_dead_peer_ends_every_rail() {
         return;
     }
     differing_rail_counts_and_bad_lists_are_usage_errors();
+    two_rails_over_max_mem_together_are_refused_on_both_sides();
     a_dead_server_ends_every_rail_within_the_timeout_keeping_the_record();
 }

@@ -24,6 +24,25 @@ pub struct Footprint {
     pub bounce: Option<Bounce>,
     /// The payload lives in GPU memory.
     pub on_gpu: bool,
+    /// Bytes of the work and completion queues, in host memory: what the device's driver
+    /// allocates for the plan's depths ([`queue_bytes`]).
+    pub queues: u64,
+}
+
+/// Bytes a send work request takes in its queue, at most (a ConnectX WQE with inline data
+/// and its segments spans up to four 64-byte basic blocks).
+const SEND_WQE_BYTES: u64 = 256;
+/// Bytes a receive work request takes in its queue (a scatter entry or two).
+const RECV_WQE_BYTES: u64 = 64;
+/// Bytes a completion queue entry takes (a ConnectX CQE).
+const CQE_BYTES: u64 = 64;
+
+/// Bytes of the queues of `plan`: per QP, its send and receive queues, and the completion
+/// queue's entries for both.
+pub fn queue_bytes(plan: &TestPlan) -> u64 {
+    let (tx, rx) = (u64::from(plan.tx_depth), u64::from(plan.rx_depth));
+    let per_qp = tx * SEND_WQE_BYTES + rx * RECV_WQE_BYTES + (tx + rx) * CQE_BYTES;
+    per_qp.saturating_mul(u64::from(plan.qps))
 }
 
 /// A staged side's bounce buffers.
@@ -55,6 +74,7 @@ impl Footprint {
             qps: plan.qps,
             bounce,
             on_gpu: !matches!(mem, MemMode::Host),
+            queues: queue_bytes(plan),
         })
     }
 
@@ -69,10 +89,12 @@ impl Footprint {
             .map_or(0, |b| b.stride.saturating_mul(u64::from(self.qps)))
     }
 
-    /// Bytes of host memory the buffers pin.
+    /// Bytes of host memory the buffers pin, and the queues.
     pub fn host_bytes(&self) -> u64 {
         let payload = if self.on_gpu { 0 } else { self.payload_bytes() };
-        payload.saturating_add(self.bounce_bytes())
+        payload
+            .saturating_add(self.bounce_bytes())
+            .saturating_add(self.queues)
     }
 
     /// Bytes of GPU memory the buffers take.
@@ -179,10 +201,16 @@ mod tests {
         let p = plan(Verb::Write, Mode::Bw, request);
         let host = Footprint::new(&p, &MemMode::Host, cuda::StagingConfig::default()).unwrap();
         assert_eq!((host.slot, host.peer_slot), (2 << 20, 2 << 20));
-        assert_eq!((host.host_bytes(), host.gpu_bytes()), (8 << 20, 0));
+        // The queues: per QP 128 send WQEs, 512 receive WQEs and a CQE for each.
+        let queues = 4 * (128 * 256 + 512 * 64 + 640 * 64);
+        assert_eq!(host.queues, queues);
+        assert_eq!(
+            (host.host_bytes(), host.gpu_bytes()),
+            ((8 << 20) + queues, 0)
+        );
         let gpu = MemMode::parse("cuda:0").unwrap();
         let on_gpu = Footprint::new(&p, &gpu, cuda::StagingConfig::default()).unwrap();
-        assert_eq!((on_gpu.host_bytes(), on_gpu.gpu_bytes()), (0, 8 << 20));
+        assert_eq!((on_gpu.host_bytes(), on_gpu.gpu_bytes()), (queues, 8 << 20));
     }
 
     #[test]
@@ -206,7 +234,10 @@ mod tests {
                 stride: 4 << 20
             })
         );
-        assert_eq!((f.gpu_bytes(), f.host_bytes()), (4 << 20, 8 << 20));
+        assert_eq!(
+            (f.gpu_bytes(), f.host_bytes()),
+            (4 << 20, (8 << 20) + f.queues)
+        );
     }
 
     #[test]

@@ -253,6 +253,16 @@ impl Local {
         Footprint::new(plan, &self.mem, self.staging)
     }
 
+    /// Where this side's buffers live (its memory mode, staging and GPU's size), for a
+    /// server's rails' budget.
+    pub fn rail_mem(&self) -> crate::run::rails::RailMem {
+        crate::run::rails::RailMem {
+            mem: self.mem.clone(),
+            staging: self.staging,
+            gpu_total: self.gpu_memory(),
+        }
+    }
+
     /// The GPU's memory in bytes, for the GPU memory modes.
     pub fn gpu_memory(&self) -> Option<u64> {
         self.gpu.as_ref().map(|g| g.total_memory() as u64)

@@ -83,8 +83,8 @@ pub struct WindowFacts {
     /// each bounce buffer's last operation).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signal_every: Option<u32>,
-    /// Seconds the window was kept open past its planned end to hold enough completions;
-    /// absent when it was not.
+    /// Seconds the window was kept open past its planned end: to span its planned length
+    /// when it opened late, or to hold enough completions; absent when it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub extended_s: Option<f64>,
 }

@@ -131,12 +131,16 @@ impl Admission {
         }
         let qps = format!("{} QP{}", need.qps, if need.qps == 1 { "" } else { "s" });
         let payload = format!("{qps} x {}", format_size_approx(need.slot));
-        let host_detail = match need.bounce {
+        let buffers = match need.bounce {
             Some(b) if need.on_gpu => {
                 format!("{qps} x {} of bounce buffers", format_size_approx(b.stride))
             }
             _ => payload.clone(),
         };
+        let host_detail = format!(
+            "{buffers}, and {} of queues",
+            format_size_approx(need.queues)
+        );
         check_mem(
             "host memory",
             need.host_bytes(),
@@ -244,8 +248,8 @@ mod tests {
         let text = refusal(&admission, &p, "host", &caps);
         assert_eq!(
             text,
-            "the server refused the plan: the client's plan needs 8 GiB of host memory \
-             (4 QPs x 2 GiB), above this server's --max-mem 1 GiB"
+            "the server refused the plan: the client's plan needs 8.0 GiB of host memory \
+             (4 QPs x 2 GiB, and 416 KiB of queues), above this server's --max-mem 1 GiB"
         );
         let text = refusal(&admission, &p, "cuda:0", &caps);
         assert!(text.contains("8 GiB of GPU memory"), "{text}");
@@ -266,7 +270,7 @@ mod tests {
         let caps = admission.caps(Some(16_400_000_000), Some(80 * GIB));
         let text = refusal(&admission, &p, "host", &caps);
         assert!(
-            text.contains("16 GiB of host memory")
+            text.contains("16.0 GiB of host memory")
                 && text.contains("limit of 7.6 GiB (half of its memory, 15.3 GiB; --max-mem"),
             "{text}"
         );
@@ -290,7 +294,10 @@ mod tests {
         let caps = admission.caps(None, None);
         let text = refusal(&admission, &p, "cuda-staged", &caps);
         assert!(
-            text.contains("256 MiB of host memory (64 QPs x 4 MiB of bounce buffers)"),
+            text.contains(
+                "262.5 MiB of host memory (64 QPs x 4 MiB of bounce buffers, and 6.5 MiB of \
+                 queues)"
+            ),
             "{text}"
         );
     }

@@ -38,6 +38,11 @@ pub struct ServerSide {
 }
 
 impl ServerSide {
+    /// Where this side's buffers live, for its rails' budget.
+    pub fn rail_mem(&self) -> crate::run::rails::RailMem {
+        self.local.rail_mem()
+    }
+
     /// Opens the device (and the GPU) and chooses the CPU and clock.
     pub fn open(opts: &RunOptions) -> Result<Self> {
         let started = started_at();
@@ -91,6 +96,12 @@ fn serve(
     // Above this server's limits is a plan that cannot run as asked: a refusal (exit 2 on
     // both sides), said before anything is allocated.
     admit_plan(&opts.admission, &plan, &local).map_err(|r| PlanError(r.0))?;
+    if let Some(l) = &opts.rail {
+        l.board
+            .budget
+            .admit(l.index, &plan, &opts.admission)
+            .map_err(|r| PlanError(r.0))?;
+    }
     let admitted = Instant::now();
     ch.send(&Message::PlanAccepted)?;
     let prepared = local.prepare(&plan, Role::Server)?;

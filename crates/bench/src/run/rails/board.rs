@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 
+use super::budget::RailBudget;
 use super::combine::{combine_sizes, combined_record, summed_ceilings};
 use crate::output::header;
 use crate::output::table::{with_rail, Table};
@@ -42,6 +43,8 @@ pub struct RailBoard {
     files: RecordFiles,
     state: Mutex<BoardState>,
     changed: Condvar,
+    /// What the rails take together (a server's: their plans agree and fit its limits).
+    pub budget: RailBudget,
 }
 
 #[derive(Debug, Default)]
@@ -82,6 +85,7 @@ impl RailBoard {
                 ..BoardState::default()
             }),
             changed: Condvar::new(),
+            budget: RailBudget::new(n),
         }
     }
 

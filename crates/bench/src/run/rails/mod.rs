@@ -3,13 +3,16 @@
 //! device, QPs, buffers, measuring CPU and control connection; the client opens one connection
 //! per rail, each starting with `Message::Rail`, and the server pairs them with its own rails
 //! by position. `board.rs` is what the rails share (the terminal, the record, the start of
-//! each size), `combine.rs` the figures of all rails together.
+//! each size), `budget.rs` what a server's rails take together (one plan, their memory
+//! within its limits), `combine.rs` the figures of all rails together.
 
 mod board;
+mod budget;
 mod combine;
 pub mod gpus;
 
 pub use board::{RailAborted, RailBoard, RailLink};
+pub use budget::{RailBudget, RailMem};
 pub use combine::{combine_sizes, combined_record, summed_ceilings};
 
 use std::sync::{mpsc, Arc};
@@ -240,6 +243,7 @@ impl ServerRails {
         for (k, mem) in mems.iter().enumerate() {
             let o = rail_options(opts, &board, k, mem);
             let side = ServerSide::open(&o).with_context(|| format!("rail {k}"))?;
+            board.budget.register(k, side.rail_mem());
             sides.push((o, side));
         }
         Ok(ServerRails { board, sides })
