@@ -1,10 +1,13 @@
 //! The files rdmabench writes (`--json`, `--csv`, `plot -o`): each path is checked before any
 //! work starts, so a typo costs nothing, and written atomically (a temporary file beside it,
-//! then a rename), so a reader never sees half a file. Every message names the path as the
+//! synced, then a rename), so a reader never sees half a file. The temporary file has a random
+//! name and is created only where nothing is (`O_EXCL`), so a link planted beside the output
+//! is never followed. Every message names the path as the
 //! user gave it. A test's record may go to stdout instead (`--json -`, `--csv -`); the other
 //! outputs refuse `-`.
 
-use std::fs::OpenOptions;
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -46,17 +49,29 @@ fn folder_of(path: &Path) -> &Path {
         .unwrap_or(Path::new("."))
 }
 
-/// A temporary file name beside `path` (the same folder, so that renaming it over `path` is
-/// atomic), ending in `suffix`.
-pub fn temp_beside(path: &Path, suffix: &str) -> Result<PathBuf, PlanError> {
+/// 16 random hex digits.
+fn random_hex() -> io::Result<String> {
+    let mut bytes = [0u8; 8];
+    getrandom::fill(&mut bytes).map_err(|e| io::Error::other(e.to_string()))?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Creates a temporary file beside `path` (the same folder, so that renaming it over `path`
+/// is atomic), its name random and ending in `suffix`, and only where nothing is yet
+/// (`O_EXCL`: a link planted at the name is not followed).
+fn create_temp(path: &Path, suffix: &str) -> io::Result<(PathBuf, File)> {
     let name = path
         .file_name()
-        .ok_or_else(|| PlanError(format!("'{}' is not a file path", path.display())))?;
-    Ok(folder_of(path).join(format!(
-        ".{}.{}{suffix}",
-        name.to_string_lossy(),
-        std::process::id()
-    )))
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "not a file path"))?;
+    let mut tries = 0;
+    loop {
+        let hex = random_hex()?;
+        let tmp = folder_of(path).join(format!(".{}.{hex}{suffix}", name.to_string_lossy()));
+        match OpenOptions::new().write(true).create_new(true).open(&tmp) {
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && tries < 3 => tries += 1,
+            opened => return opened.map(|file| (tmp, file)),
+        }
+    }
 }
 
 /// Checks that `path`, given to `flag`, can be written: it is not `-` (stdout: only a test's
@@ -76,11 +91,11 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
             "{flag} '{shown}' is a folder; give the path of a file (in it, or elsewhere)"
         )));
     }
-    let tmp = temp_beside(path, ".check").map_err(|_| {
-        PlanError(format!(
+    if path.file_name().is_none() {
+        return Err(PlanError(format!(
             "{flag} '{shown}' is not a file path; give a file name"
-        ))
-    })?;
+        )));
+    }
     let folder = folder_of(path);
     if !folder.is_dir() {
         let what = if folder.exists() {
@@ -94,8 +109,8 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
             folder.display()
         )));
     }
-    match OpenOptions::new().write(true).create_new(true).open(&tmp) {
-        Ok(_) => {
+    match create_temp(path, ".check") {
+        Ok((tmp, _)) => {
             let _ = std::fs::remove_file(&tmp);
             Ok(())
         }
@@ -107,13 +122,27 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
     }
 }
 
-/// Writes `bytes` to `path` atomically: a temporary file beside it, then a rename.
+/// Writes `bytes` to `path` atomically: a new temporary file beside it, synced to the disk,
+/// then a rename.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = temp_beside(path, ".tmp")?;
-    std::fs::write(&tmp, bytes)
-        .map_err(anyhow::Error::from)
-        .and_then(|()| replace_with(&tmp, path))
-        .with_context(|| format!("cannot write '{}'", path.display()))
+    write_through_temp(path, bytes).with_context(|| format!("cannot write '{}'", path.display()))
+}
+
+fn write_through_temp(path: &Path, bytes: &[u8]) -> Result<()> {
+    let (tmp, mut file) = create_temp(path, ".tmp")?;
+    let written = file.write_all(bytes).and_then(|()| file.sync_all());
+    drop(file);
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e.into());
+    }
+    replace_with(&tmp, path)?;
+    // The rename itself reaches the disk with its folder (best effort: not every system
+    // lets a folder be synced).
+    if let Ok(folder) = File::open(folder_of(path)) {
+        let _ = folder.sync_all();
+    }
+    Ok(())
 }
 
 /// Renames the finished temporary file `tmp` over `path`; on failure the temporary file is
@@ -156,6 +185,41 @@ mod tests {
         assert_eq!(names(&dir), vec!["run.json"]);
         // An existing file is replaced.
         check_writable("--json", &dir.join("run.json")).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_link_planted_at_a_predictable_temporary_name_is_not_followed() {
+        let dir = scratch("planted");
+        let victim = dir.join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        // Where a temporary name made of the process id would be, for each use of one.
+        for suffix in [".tmp", ".check"] {
+            let planted = dir.join(format!(".run.json.{}{suffix}", std::process::id()));
+            std::os::unix::fs::symlink(&victim, planted).unwrap();
+        }
+        let path = dir.join("run.json");
+        check_writable("--json", &path).unwrap();
+        write_atomically(&path, b"{}").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        let kind = std::fs::symlink_metadata(&path).unwrap().file_type();
+        assert!(kind.is_file(), "{kind:?}");
+        assert_eq!(std::fs::read(&path).unwrap(), b"{}");
+        let mut left = names(&dir);
+        left.retain(|n| n.ends_with(".tmp") || n.ends_with(".check"));
+        assert_eq!(left.len(), 2, "only the planted links: {left:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn temporary_files_have_random_names_and_are_created_new() {
+        let dir = scratch("random");
+        let path = dir.join("run.json");
+        let (first, _) = create_temp(&path, ".tmp").unwrap();
+        let (second, _) = create_temp(&path, ".tmp").unwrap();
+        assert_ne!(first, second);
+        assert_eq!(first.parent(), Some(dir.as_path()));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -244,7 +244,7 @@ proptest! {
         if let Ok(msg) = got {
             // What decoded encodes and decodes to the same kind of message.
             let mut again = Vec::new();
-            rdmabench::control::write_message(&mut again, &msg).unwrap();
+            rdmabench::control::write_message(&mut again, &msg, soon()).unwrap();
             let (back, _) = decode_from(again, MAX_MESSAGE);
             prop_assert_eq!(back.map(|m| m.name()), Ok(msg.name()));
         }
@@ -261,8 +261,8 @@ proptest! {
         let mut input = Vec::new();
         if hello_first {
             let hello = Message::hello(Nonce::new().unwrap().to_base64());
-            rdmabench::control::write_message(&mut input, &hello).unwrap();
-            rdmabench::control::write_message(&mut input, &Message::Auth { proof }).unwrap();
+            rdmabench::control::write_message(&mut input, &hello, soon()).unwrap();
+            rdmabench::control::write_message(&mut input, &Message::Auth { proof }, soon()).unwrap();
         }
         if let Some(v) = trailing {
             input.extend(frame(&serde_json::to_vec(&v).unwrap()));
@@ -453,7 +453,7 @@ proptest! {
     ) {
         let (client, server) = sealed_pair();
         let mut bytes = Vec::new();
-        client.write(&mut bytes, &Message::StartSize { size, rep }).unwrap();
+        client.write(&mut bytes, &Message::StartSize { size, rep }, soon()).unwrap();
         let i = at.index(bytes.len());
         bytes[i] ^= 1 << bit;
         let got = server.read::<Message>(&mut MemoryPeer::sending(bytes), soon(), MAX_MESSAGE);
@@ -469,7 +469,7 @@ proptest! {
         let frames: Vec<Vec<u8>> = (0..6u32)
             .map(|rep| {
                 let mut f = Vec::new();
-                client.write(&mut f, &Message::StartSize { size: 4096, rep }).unwrap();
+                client.write(&mut f, &Message::StartSize { size: 4096, rep }, soon()).unwrap();
                 f
             })
             .collect();
@@ -569,7 +569,8 @@ proptest! {
 
 /// A client that sends only heartbeats (sealed with the token, every 200 ms) to a server
 /// waiting for its next step with `--timeout 1`: the heartbeats do not extend the wait, so
-/// the server drops it within the timeout instead of keeping its seat for it.
+/// the server drops it within the timeout instead of keeping its seat for it, and the next
+/// client is served right after.
 #[test]
 fn a_client_that_only_heartbeats_is_dropped_within_the_timeout() {
     use rdmabench::control::{Channel, Greeting, Listener};
@@ -577,6 +578,7 @@ fn a_client_that_only_heartbeats_is_dropped_within_the_timeout() {
     let timeout = Duration::from_secs(1);
     let l = Listener::bind("127.0.0.1", 0, Greeting::new(Some(token.clone()), timeout)).unwrap();
     let port = l.port().unwrap();
+    let token_for_next = token.clone();
     let beats = std::thread::spawn(move || {
         let mut ch =
             Channel::connect("127.0.0.1", port, Duration::from_secs(5), Some(&token)).unwrap();
@@ -592,5 +594,14 @@ fn a_client_that_only_heartbeats_is_dropped_within_the_timeout() {
     assert!(took < Duration::from_millis(1500), "{took:?}");
     assert!(err.to_string().contains("timed out after 1 s"), "{err}");
     drop(server);
+    // The seat is free again: a real client is taken at once, while the dropped one may
+    // still be heartbeating into its closed connection.
+    let real = std::thread::spawn(move || {
+        let t = Duration::from_secs(5);
+        Channel::connect("127.0.0.1", port, t, Some(&token_for_next)).map(|_| ())
+    });
+    let next = l.accept_client(Duration::from_secs(5));
+    assert!(next.is_ok(), "{:?}", next.err());
+    assert!(real.join().unwrap().is_ok());
     beats.join().unwrap();
 }

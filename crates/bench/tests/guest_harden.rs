@@ -118,10 +118,13 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
         client_text.contains("the server refused the run:"),
         "{client_text}"
     );
-    let reason = "the client's plan needs 2 MiB of host memory (1 QP x 2 MiB), above this \
-                  server's --max-mem 1 MiB";
+    // The buffer, and the queues beside it.
+    let reason = [
+        "the client's plan needs 2.1 MiB of host memory (1 QP x 2 MiB, and ",
+        " KiB of queues), above this server's --max-mem 1 MiB",
+    ];
     for t in [&client_text, &server_text] {
-        assert!(t.contains(reason), "{t}");
+        assert!(reason.iter().all(|r| t.contains(r)), "{t}");
     }
 
     // Without --max-mem, half of the guest's memory: 1024 QPs x 2 GiB is refused at once, not
@@ -138,7 +141,8 @@ fn a_plan_above_the_servers_memory_limit_is_refused_before_allocation() {
     let client_text = text(&out);
     assert_eq!(out.status.code(), Some(2), "{client_text}");
     assert!(
-        client_text.contains("the client's plan needs 2048 GiB of host memory (1024 QPs x 2 GiB)")
+        client_text
+            .contains("the client's plan needs 2048.1 GiB of host memory (1024 QPs x 2 GiB, ")
             && client_text.contains("(half of its memory,"),
         "{client_text}\nserver:\n{server_text}"
     );

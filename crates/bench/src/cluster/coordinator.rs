@@ -725,11 +725,13 @@ fn pair_record(
 ) -> PairRecord {
     let (client_record, client_error) = std::mem::take(&mut answers[p.b]);
     let (server_record, server_error) = std::mem::take(&mut answers[p.a]);
+    // A rank's error is its text: printable before it reaches the record and the screen.
     let error = match (client_error, server_error) {
-        (Some(e), _) => Some(format!("rank {} ({}): {e}", p.b, label(rec, p.b as u32))),
-        (None, Some(e)) => Some(format!("rank {} ({}): {e}", p.a, label(rec, p.a as u32))),
+        (Some(e), _) => Some((p.b, e)),
+        (None, Some(e)) => Some((p.a, e)),
         (None, None) => None,
-    };
+    }
+    .map(|(r, e)| format!("rank {r} ({}): {}", label(rec, r as u32), printable(&e)));
     let first = client_record.as_ref().and_then(|r| r.results.first());
     let value = first.and_then(|r| match test.unit() {
         "us" => r.lat_us.map(|l| l.p50),
@@ -1111,5 +1113,18 @@ mod tests {
         let mut healthy = sweep(4, Vec::new());
         judge(&mut healthy);
         assert_eq!(verdict_end(&healthy, None).exit, 0);
+    }
+
+    /// A rank's error is a peer's text: it reaches the record and the screen printable.
+    #[test]
+    fn a_ranks_error_is_recorded_printable() {
+        let rec = sweep(2, Vec::new());
+        let test = &spec(&[]).tests[0];
+        let mut answers: Vec<Answer> = vec![(None, None), (None, Some("\u{1b}[2Jgone".into()))];
+        let p = pair_record(&rec, test, 0, &Pair { a: 0, b: 1 }, &mut answers);
+        assert_eq!(
+            p.error.as_deref(),
+            Some("rank 1 (rxe1 of node): \\u{1b}[2Jgone")
+        );
     }
 }

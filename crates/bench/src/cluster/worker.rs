@@ -2,7 +2,7 @@
 //! serve one run on this rank's measuring port, run the client side against another rank,
 //! or rest — and answer each assignment, until the coordinator ends the sweep.
 
-use std::net::{IpAddr, SocketAddr, TcpStream, ToSocketAddrs};
+use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -169,9 +169,8 @@ const RETRY_PAUSE: Duration = Duration::from_millis(200);
 /// A TCP connection to rank 0 within `within`, waiting while it does not listen yet
 /// ([`dial`]; its host name resolved anew each time, as a launcher's may come up late).
 fn reach(coordinator: &Coordinator, within: Duration) -> std::io::Result<(SocketAddr, TcpStream)> {
-    let addrs: Vec<SocketAddr> = (coordinator.host.as_str(), coordinator.port)
-        .to_socket_addrs()?
-        .collect();
+    let addrs = crate::control::resolve(&coordinator.host, coordinator.port, within)
+        .map_err(|e| std::io::Error::new(std::io::ErrorKind::NotFound, format!("{e:#}")))?;
     dial(&addrs, within, &mut |_, _| {}).map_err(|not| match not.addr {
         Some(_) => not.error,
         None => std::io::Error::new(

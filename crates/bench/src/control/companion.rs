@@ -53,10 +53,17 @@ impl Channel {
             .context("cannot clone the control socket")?;
         let interval = (self.timeout / 3).min(Duration::from_secs(1));
         let within = length.saturating_add(self.timeout);
-        let (addr, framing) = (self.peer, &self.framing);
+        let (addr, framing, timeout) = (self.peer, &self.framing, self.timeout);
         let stop = AtomicBool::new(false);
         std::thread::scope(|s| {
-            let beat = s.spawn(|| write_while(&mut writer, framing, peer, &stop, interval));
+            let beat = s.spawn(|| {
+                let send = |msg: &Message| {
+                    framing
+                        .write(&mut writer, msg, Instant::now() + timeout)
+                        .is_ok()
+                };
+                write_while(send, peer, &stop, interval)
+            });
             let beat_thread = beat.thread().clone();
             let heard = (listen != Listen::Nothing).then(|| {
                 s.spawn(move || listen_for(&mut reader, framing, listen, peer, within, addr))
@@ -88,13 +95,12 @@ impl Channel {
     }
 }
 
-/// Writes a heartbeat every `interval` and `SendsOver` once the loop announced it, until
-/// `stop`; an announcement made just before the stop still goes out. Between two it sleeps
-/// (woken by the announcement or the stop), so that it does not interrupt a measuring thread
-/// spinning on the same CPUs more than it must.
+/// Sends (through `send`, which says whether it could) a heartbeat every `interval` and
+/// `SendsOver` once the loop announced it, until `stop`; an announcement made just before the
+/// stop still goes out. Between two it sleeps (woken by the announcement or the stop), so
+/// that it does not interrupt a measuring thread spinning on the same CPUs more than it must.
 fn write_while(
-    out: &mut std::net::TcpStream,
-    framing: &Framing,
+    mut send: impl FnMut(&Message) -> bool,
     peer: &PeerState,
     stop: &AtomicBool,
     interval: Duration,
@@ -103,7 +109,7 @@ fn write_while(
     let mut next = Instant::now() + interval;
     loop {
         let stopping = stop.load(Ordering::Acquire);
-        if peer.take_sends_over() && framing.write(out, &Message::SendsOver).is_err() {
+        if peer.take_sends_over() && !send(&Message::SendsOver) {
             return;
         }
         if stopping {
@@ -114,7 +120,7 @@ fn write_while(
             std::thread::park_timeout(next - now);
             continue;
         }
-        if framing.write(out, &Message::Heartbeat).is_err() {
+        if !send(&Message::Heartbeat) {
             return;
         }
         next += interval;

@@ -19,15 +19,18 @@
 //! (`wire.rs`): the proofs alone would let an on-path relay pass the handshake through and
 //! rewrite what follows. The functions here take any [`TimedRead`] stream, so that they can
 //! be driven by a hostile in-memory peer in tests.
+//!
+//! Before a client proved the token it learns the protocol's version and nothing else of the
+//! server: a server with a token names no rdmabench version in its hello, and its refusals
+//! say what the client must change, never a host, a device or a setting of the server.
 
-use std::io::Write;
 use std::net::SocketAddr;
 use std::time::Instant;
 
 use anyhow::{anyhow, bail, Result};
 
 use super::token::{FrameKeys, Nonce, Prover, Token, TOKEN_ENV};
-use super::wire::{read_message, write_message, Framing, TimedRead, WireError};
+use super::wire::{read_message, write_message, Framing, TimedRead, TimedWrite, WireError};
 use super::{Message, MAGIC, PROTOCOL_VERSION};
 
 /// The largest handshake message accepted, in bytes (a hello takes about 150).
@@ -84,14 +87,14 @@ fn stranger(text: impl Into<String>) -> Stranger {
 
 /// The server's side: reads the client's hello and proof, all before `deadline`, answering
 /// each; a client that cannot be admitted was told why when it speaks the protocol.
-pub fn admit<S: TimedRead + Write>(
+pub fn admit<S: TimedRead + TimedWrite>(
     stream: &mut S,
     token: Option<&Token>,
     deadline: Instant,
 ) -> Result<Admitted, Stranger> {
-    let client = read_hello(stream, deadline)?;
+    let client = read_hello(stream, token, deadline)?;
     let server = Nonce::new().map_err(|e| stranger(format!("no random nonce: {e}")))?;
-    write_message(stream, &Message::hello(server.to_base64()))
+    write_message(stream, &server_hello(token, &server), deadline)
         .map_err(|e| stranger(format!("could not answer its hello: {e}")))?;
     let proof = match read_message::<Message>(stream, deadline, HANDSHAKE_MAX) {
         Ok(Message::Auth { proof }) => proof,
@@ -140,6 +143,7 @@ pub fn admit<S: TimedRead + Write>(
                 reason,
                 refused: false,
             },
+            deadline,
         );
         return Err(stranger(why));
     }
@@ -151,9 +155,23 @@ pub fn admit<S: TimedRead + Write>(
     })
 }
 
+/// The server's hello: with a token, it names no rdmabench version, so that a client learns
+/// no more than the protocol's version before it proved the token.
+fn server_hello(token: Option<&Token>, nonce: &Nonce) -> Message {
+    let mut hello = Message::hello(nonce.to_base64());
+    if let (Some(_), Message::Hello { tool_version, .. }) = (token, &mut hello) {
+        tool_version.clear();
+    }
+    hello
+}
+
 /// Reads the client's hello: its nonce, or why it is a stranger (an rdmabench client of another
 /// protocol version is told, with this side's hello, so that it can say so too).
-fn read_hello<S: TimedRead + Write>(stream: &mut S, deadline: Instant) -> Result<Nonce, Stranger> {
+fn read_hello<S: TimedRead + TimedWrite>(
+    stream: &mut S,
+    token: Option<&Token>,
+    deadline: Instant,
+) -> Result<Nonce, Stranger> {
     let (magic, protocol, tool_version, nonce) =
         match read_message::<Message>(stream, deadline, HANDSHAKE_MAX) {
             Ok(Message::Hello {
@@ -185,7 +203,7 @@ fn read_hello<S: TimedRead + Write>(stream: &mut S, deadline: Instant) -> Result
             printable(&tool_version)
         );
         if let Ok(n) = Nonce::new() {
-            let _ = write_message(stream, &Message::hello(n.to_base64()));
+            let _ = write_message(stream, &server_hello(token, &n), deadline);
         }
         let _ = write_message(
             stream,
@@ -193,6 +211,7 @@ fn read_hello<S: TimedRead + Write>(stream: &mut S, deadline: Instant) -> Result
                 reason: reason.clone(),
                 refused: false,
             },
+            deadline,
         );
         return Err(Stranger(reason));
     }
@@ -211,26 +230,28 @@ fn wire_why(e: &WireError) -> String {
     }
 }
 
-/// Takes an admitted client for a run: `Welcome`, with this side's proof.
+/// Takes an admitted client for a run: `Welcome`, with this side's proof, all of it before
+/// `deadline`.
 pub fn welcome(
-    stream: &mut impl Write,
+    stream: &mut impl TimedWrite,
     token: Option<&Token>,
     admitted: &Admitted,
+    deadline: Instant,
 ) -> Result<(), WireError> {
     let proof = token.map(|t| t.prove(Prover::Server, &admitted.server, &admitted.client));
-    write_message(stream, &Message::Welcome { proof })
+    write_message(stream, &Message::Welcome { proof }, deadline)
 }
 
 /// The client's side: hello, proof, and the server's answer, all before `deadline`; with a
 /// token, the client's frame keys of the connection.
-pub fn greet_server<S: TimedRead + Write>(
+pub fn greet_server<S: TimedRead + TimedWrite>(
     stream: &mut S,
     token: Option<&Token>,
     deadline: Instant,
     server: SocketAddr,
 ) -> Result<Option<FrameKeys>> {
     let client = Nonce::new().map_err(|e| anyhow!("no random nonce: {e}"))?;
-    write_message(stream, &Message::hello(client.to_base64()))
+    write_message(stream, &Message::hello(client.to_base64()), deadline)
         .map_err(|e| anyhow!("sending the hello to {server} failed: {e}"))?;
     let (protocol, tool_version, nonce) = match server_says(stream, deadline, server, "hello")? {
         Message::Hello {
@@ -244,15 +265,15 @@ pub fn greet_server<S: TimedRead + Write>(
     };
     if protocol != PROTOCOL_VERSION {
         bail!(
-            "protocol mismatch: this rdmabench speaks version {PROTOCOL_VERSION}, the peer ({}) \
-             speaks {protocol}; run the same rdmabench on both hosts",
-            printable(&tool_version)
+            "protocol mismatch: this rdmabench speaks version {PROTOCOL_VERSION}, {} speaks \
+             {protocol}; run the same rdmabench on both hosts",
+            the_peer(&tool_version)
         );
     }
     let nonce = Nonce::from_base64(&nonce)
         .ok_or_else(|| anyhow!("the server at {server} sent no valid nonce in its hello"))?;
     let proof = token.map(|t| t.prove(Prover::Client, &nonce, &client));
-    write_message(stream, &Message::Auth { proof })
+    write_message(stream, &Message::Auth { proof }, deadline)
         .map_err(|e| anyhow!("sending the token's proof to {server} failed: {e}"))?;
     match server_says(stream, deadline, server, "its welcome")? {
         Message::Welcome { proof } => {
@@ -267,6 +288,16 @@ pub fn greet_server<S: TimedRead + Write>(
             "protocol error: expected a welcome from {server}, got {}",
             other.name()
         ),
+    }
+}
+
+/// The server as a mismatch names it: with its version when its hello gave one (a server with
+/// a token gives none before the client proved it).
+fn the_peer(tool_version: &str) -> String {
+    if tool_version.is_empty() {
+        "the peer".to_string()
+    } else {
+        format!("the peer ({})", printable(tool_version))
     }
 }
 
@@ -343,7 +374,7 @@ mod tests {
     fn frames(msgs: &[Message]) -> Vec<u8> {
         let mut bytes = Vec::new();
         for m in msgs {
-            write_message(&mut bytes, m).unwrap();
+            write_message(&mut bytes, m, soon()).unwrap();
         }
         bytes
     }
@@ -390,18 +421,31 @@ mod tests {
             )),
             "{err}"
         );
+        let unnamed = Message::Hello {
+            magic: MAGIC.into(),
+            protocol: 2,
+            tool_version: String::new(),
+            nonce: String::new(),
+        };
+        let mut peer = MemoryPeer::sending(frames(&[unnamed]));
+        let err = greet_server(&mut peer, None, soon(), addr()).unwrap_err();
+        assert!(err.to_string().contains(", the peer speaks 2;"), "{err}");
     }
 
-    #[test]
-    fn the_server_refuses_a_wrong_proof_and_says_so() {
+    /// A client's hello and a proof of another token than the server's.
+    fn wrong_proof() -> MemoryPeer {
         let client = Nonce::new().unwrap();
-        let input = frames(&[
+        MemoryPeer::sending(frames(&[
             Message::hello(client.to_base64()),
             Message::Auth {
                 proof: Some(token("a guess at the secret").prove(Prover::Client, &client, &client)),
             },
-        ]);
-        let mut peer = MemoryPeer::sending(input);
+        ]))
+    }
+
+    #[test]
+    fn the_server_refuses_a_wrong_proof_and_says_so() {
+        let mut peer = wrong_proof();
         let why = admit(&mut peer, Some(&token("the real shared secret")), soon()).unwrap_err();
         assert_eq!(why.0, "wrong token");
         let msgs = written(&peer);
@@ -409,6 +453,36 @@ mod tests {
             matches!(&msgs[1], Message::Reject { reason, .. } if reason.contains("not the server's")),
             "{msgs:?}"
         );
+    }
+
+    #[test]
+    fn a_client_with_a_wrong_token_learns_only_the_protocol_version() {
+        let mut peer = wrong_proof();
+        admit(&mut peer, Some(&token("the real shared secret")), soon()).unwrap_err();
+        let msgs = written(&peer);
+        let Message::Hello {
+            protocol,
+            tool_version,
+            ..
+        } = &msgs[0]
+        else {
+            panic!("{msgs:?}")
+        };
+        assert_eq!((*protocol, tool_version.as_str()), (PROTOCOL_VERSION, ""));
+        let Message::Reject { reason, .. } = &msgs[1] else {
+            panic!("{msgs:?}")
+        };
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        let host = host.trim();
+        assert!(host.is_empty() || !reason.contains(host), "{reason}");
+        let said = String::from_utf8_lossy(&peer.output);
+        assert!(!said.contains(env!("CARGO_PKG_VERSION")), "{said}");
+        // Without a token anyone may run tests: the hello names the version, for a mismatch.
+        let client = Nonce::new().unwrap();
+        let mut peer = MemoryPeer::sending(frames(&[Message::hello(client.to_base64())]));
+        admit(&mut peer, None, soon()).unwrap_err();
+        let said = String::from_utf8_lossy(&peer.output);
+        assert!(said.contains(env!("CARGO_PKG_VERSION")), "{said}");
     }
 
     #[test]

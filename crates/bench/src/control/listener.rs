@@ -445,7 +445,11 @@ fn from_partner(stream: &mut TcpStream, peer: SocketAddr, lobby: &Lobby) -> bool
         reason: reason.clone(),
         refused: true,
     };
-    let _ = write_message(stream, &refused);
+    let _ = write_message(
+        stream,
+        &refused,
+        Instant::now() + lobby.greeting.hello_deadline,
+    );
     dropped(peer, &reason);
     false
 }
@@ -479,6 +483,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
                     reason,
                     refused: false,
                 },
+                Instant::now() + g.hello_deadline,
             );
             return;
         }
@@ -488,7 +493,11 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
                 break (tx.clone(), false);
             }
             drop(state);
-            let _ = write_message(&mut stream, &Message::Busy);
+            let _ = write_message(
+                &mut stream,
+                &Message::Busy,
+                Instant::now() + g.hello_deadline,
+            );
             eprintln!("rdmabench: told {peer} that the server is busy with another run");
             return;
         }
@@ -519,6 +528,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
                     reason,
                     refused: false,
                 },
+                Instant::now() + g.hello_deadline,
             );
             return;
         }
@@ -531,7 +541,8 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
     // From here the seat is taken: dropping the channel (a failed welcome, or the run's end)
     // frees it. A further rail's channel joins the run's seat.
     let seat = seated.then(|| Seat(Arc::clone(lobby)));
-    if let Err(e) = welcome(&mut stream, g.token.as_ref(), admitted) {
+    let deadline = Instant::now() + g.hello_deadline;
+    if let Err(e) = welcome(&mut stream, g.token.as_ref(), admitted, deadline) {
         drop(seat);
         dropped(peer, &format!("the welcome could not be sent: {e}"));
         return;

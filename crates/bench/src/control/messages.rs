@@ -36,7 +36,8 @@ pub enum Message {
         magic: String,
         /// [`PROTOCOL_VERSION`] of the sender.
         protocol: u32,
-        /// The sender's rdmabench version.
+        /// The sender's rdmabench version; empty in the hello of a server with a token (a
+        /// client learns no more than the protocol's version before it proved the token).
         tool_version: String,
         /// 32 random bytes from the OS, base64: what the other side's proof must cover.
         /// (Absent before protocol 3, so that an older peer still gets the version check.)

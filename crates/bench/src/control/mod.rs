@@ -23,7 +23,7 @@ pub use messages::{Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
 pub use token::{FrameKey, FrameKeys, Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};
 pub use wire::{
     decode, frame, read_frame, read_message, write_message, Framing, MemoryPeer, TimedRead,
-    WireError, MAX_MESSAGE,
+    TimedWrite, WireError, MAX_MESSAGE,
 };
 
 use std::io::ErrorKind;
@@ -154,6 +154,43 @@ fn reach(
     )
 }
 
+/// The addresses of `host`:`port`, looked up within `timeout`: a broken resolver can block a
+/// lookup for minutes, so it runs in a thread of its own, left to finish on its own when the
+/// time is up.
+pub fn resolve(host: &str, port: u16, timeout: Duration) -> Result<Vec<SocketAddr>> {
+    resolve_with(host, port, timeout, |host, port| {
+        Ok((host, port).to_socket_addrs()?.collect())
+    })
+}
+
+/// How a name is looked up ([`resolve`]; tests give a slow one).
+type Lookup = fn(&str, u16) -> std::io::Result<Vec<SocketAddr>>;
+
+/// [`resolve`] with `lookup` doing the looking up.
+fn resolve_with(
+    host: &str,
+    port: u16,
+    timeout: Duration,
+    lookup: Lookup,
+) -> Result<Vec<SocketAddr>> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let name = host.to_string();
+    std::thread::Builder::new()
+        .name("rdmabench-resolve".into())
+        .spawn(move || {
+            let _ = tx.send(lookup(&name, port));
+        })
+        .context("cannot start a thread to look up the server's address")?;
+    match rx.recv_timeout(timeout) {
+        Ok(found) => found.with_context(|| format!("cannot resolve server address '{host}'")),
+        Err(_) => bail!(
+            "looking up the server's address '{host}' took longer than --timeout {} s; check \
+             the name and the resolver (/etc/resolv.conf), or give an IP address",
+            timeout.as_secs_f64()
+        ),
+    }
+}
+
 /// A connected control channel to the peer.
 #[derive(Debug)]
 pub struct Channel {
@@ -180,20 +217,17 @@ impl Channel {
         })
     }
 
-    /// Connects to the server at `host`:`port` within `timeout` and shakes hands (proving
-    /// `token` when given, and checking the server's proof of it). A server not listening yet
-    /// (a script starts both sides at once) is waited for, up to `timeout`, with one line
-    /// on stderr saying so.
+    /// Looks up `host` and connects to the server at `host`:`port`, each within `timeout`,
+    /// and shakes hands (proving `token` when given, and checking the server's proof of it).
+    /// A server not listening yet (a script starts both sides at once) is waited for, up to
+    /// `timeout`, with one line on stderr saying so.
     pub fn connect(
         host: &str,
         port: u16,
         timeout: Duration,
         token: Option<&Token>,
     ) -> Result<Self> {
-        let addrs: Vec<SocketAddr> = (host, port)
-            .to_socket_addrs()
-            .with_context(|| format!("cannot resolve server address '{host}'"))?
-            .collect();
+        let addrs = resolve(host, port, timeout)?;
         let (addr, stream) = reach(host, &addrs, timeout, &mut |line| eprintln!("{line}"))?;
         Channel::greet(stream, addr, timeout, token)
     }
@@ -233,8 +267,9 @@ impl Channel {
 
     /// Sends one message.
     pub fn send(&mut self, msg: &Message) -> Result<()> {
+        let deadline = Instant::now() + self.timeout;
         self.framing
-            .write(&mut self.stream, msg)
+            .write(&mut self.stream, msg, deadline)
             .map_err(|e| anyhow!("sending {} to {} failed: {e}", msg.name(), self.peer))
     }
 
@@ -349,6 +384,29 @@ mod tests {
         let (_l, mut server, mut client) = pair(Duration::from_secs(5));
         client.send(&Message::Ready).unwrap();
         assert_eq!(server.expect("Ready").unwrap().name(), "Ready");
+    }
+
+    #[test]
+    fn a_name_is_looked_up_within_the_timeout() {
+        let found = resolve("localhost", 18515, Duration::from_secs(5)).unwrap();
+        assert!(!found.is_empty(), "{found:?}");
+        assert!(found.iter().all(|a| a.port() == 18515), "{found:?}");
+        fn stuck(_: &str, _: u16) -> std::io::Result<Vec<SocketAddr>> {
+            std::thread::sleep(Duration::from_secs(5));
+            Ok(Vec::new())
+        }
+        let start = Instant::now();
+        let err = resolve_with("stuck.example", 1, Duration::from_millis(300), stuck).unwrap_err();
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        assert_eq!(
+            err.to_string(),
+            "looking up the server's address 'stuck.example' took longer than --timeout 0.3 s; \
+             check the name and the resolver (/etc/resolv.conf), or give an IP address"
+        );
     }
 
     #[test]

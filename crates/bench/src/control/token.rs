@@ -6,6 +6,7 @@
 //! with which every frame after the handshake is sealed (`wire.rs`).
 
 use std::fmt;
+use std::io::Read;
 use std::path::Path;
 
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -20,6 +21,9 @@ pub const TOKEN_ENV: &str = "RDMABENCH_TOKEN";
 
 /// The shortest secret accepted, in bytes.
 pub const MIN_TOKEN_BYTES: usize = 16;
+
+/// The largest token file accepted, in bytes: a token is one line.
+pub const MAX_TOKEN_FILE: u64 = 4096;
 
 /// Bytes of a nonce.
 const NONCE_BYTES: usize = 32;
@@ -53,12 +57,32 @@ impl Token {
         })
     }
 
-    /// The token in `path`.
+    /// The token in `path`, at most [`MAX_TOKEN_FILE`] bytes; a file that others may read is
+    /// taken with a warning on stderr.
     pub fn from_file(path: &Path) -> Result<Token, PlanError> {
         let origin = format!("--token {}", path.display());
-        let text = std::fs::read(path)
-            .map_err(|e| PlanError(format!("{origin}: cannot read the token file: {e}")))?;
-        Token::new(&text, &origin)
+        let cannot =
+            |e: std::io::Error| PlanError(format!("{origin}: cannot read the token file: {e}"));
+        let file = std::fs::File::open(path).map_err(cannot)?;
+        let meta = file.metadata().map_err(cannot)?;
+        let mut text = Vec::new();
+        // One byte beyond the limit tells a file that is too large (or grows, or never ends).
+        file.take(MAX_TOKEN_FILE + 1)
+            .read_to_end(&mut text)
+            .map_err(cannot)?;
+        if text.len() as u64 > MAX_TOKEN_FILE {
+            return Err(PlanError(format!(
+                "{origin}: the token file has {} bytes, more than the {MAX_TOKEN_FILE}-byte \
+                 limit; a token is one line (`head -c 32 /dev/urandom | base64`)",
+                meta.len().max(text.len() as u64)
+            )));
+        }
+        let token = Token::new(&text, &origin)?;
+        // Only a token that will be used is worth a warning.
+        if let Some(warning) = readable_by_others(path, &meta) {
+            eprintln!("{warning}");
+        }
+        Ok(token)
     }
 
     /// This side's token: `--token FILE` when given, else `RDMABENCH_TOKEN` when set, else none.
@@ -137,6 +161,21 @@ impl Token {
         let (first, second) = prover.order(server, client);
         self.mac(prover, first, second).verify_slice(&bytes).is_ok()
     }
+}
+
+/// The warning for a token file that its group or others may read (Unix permissions), naming
+/// the file and the fix; `None` for a file only its owner may read.
+pub fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = meta.permissions().mode() & 0o777;
+    (mode & 0o077 != 0).then(|| {
+        format!(
+            "rdmabench: warning: the token file {} can be read by other users (mode {mode:03o}); \
+             anyone who reads it can run tests through your servers: chmod 600 {}",
+            path.display(),
+            path.display()
+        )
+    })
 }
 
 /// Which side a proof is from (or, for [`Token::frame_keys`], which side this is).
@@ -285,6 +324,58 @@ mod tests {
         let got = Token::resolve_from(None, Some(env)).unwrap();
         assert_eq!(got, Some(token("from the environment, long enough")));
         assert_eq!(Token::resolve_from(None, None).unwrap(), None);
+    }
+
+    /// A token file in a scratch folder of its own, with `text` and permissions `mode`.
+    fn token_file(name: &str, text: &[u8], mode: u32) -> std::path::PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("rdmabench-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("token");
+        std::fs::write(&file, text).unwrap();
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        file
+    }
+
+    #[test]
+    fn a_token_file_others_may_read_is_warned_of() {
+        let file = token_file("token-mode", b"a secret long enough to use\n", 0o644);
+        let meta = std::fs::metadata(&file).unwrap();
+        let warning = readable_by_others(&file, &meta).unwrap();
+        assert!(
+            warning.contains(&format!(
+                "{} can be read by other users (mode 644)",
+                file.display()
+            )),
+            "{warning}"
+        );
+        assert!(
+            warning.contains(&format!("chmod 600 {}", file.display())),
+            "{warning}"
+        );
+        assert!(Token::from_file(&file).is_ok(), "a warning, not a refusal");
+        std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o600))
+            .unwrap();
+        let meta = std::fs::metadata(&file).unwrap();
+        assert_eq!(readable_by_others(&file, &meta), None);
+        std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
+    }
+
+    #[test]
+    fn a_token_file_over_the_limit_is_refused_naming_its_size() {
+        let file = token_file("token-size", &[b'a'; 5000], 0o600);
+        let err = Token::from_file(&file).unwrap_err();
+        assert_eq!(
+            err.0,
+            format!(
+                "--token {}: the token file has 5000 bytes, more than the 4096-byte limit; a \
+                 token is one line (`head -c 32 /dev/urandom | base64`)",
+                file.display()
+            )
+        );
+        std::fs::write(&file, [b'a'; 4096]).unwrap();
+        assert!(Token::from_file(&file).is_ok(), "the limit itself is taken");
+        std::fs::remove_dir_all(file.parent().unwrap()).unwrap();
     }
 
     #[test]

@@ -23,10 +23,11 @@
 //! which ends the run, and every later frame of that channel is refused too.
 //!
 //! A read has a deadline for the whole message, not for each `read()` call: a peer that
-//! trickles a byte every few seconds is cut off when the message's time is up. A length above
-//! the reader's cap ([`MAX_MESSAGE`], or less) is refused before anything is allocated, and
-//! the body grows only as its bytes arrive, so a peer that announces a large message and
-//! sends little costs little.
+//! trickles a byte every few seconds is cut off when the message's time is up. A write has
+//! one too ([`TimedWrite`]): a peer that reads a little now and then cannot keep the writer
+//! going past the message's deadline. A length above the reader's cap ([`MAX_MESSAGE`], or
+//! less) is refused before anything is allocated, and the body grows only as its bytes
+//! arrive, so a peer that announces a large message and sends little costs little.
 
 use std::fmt;
 use std::io::{self, Read, Write};
@@ -39,6 +40,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::Sha256;
 
+use super::handshake::printable;
 use super::token::FrameKeys;
 
 /// The largest message accepted, in bytes.
@@ -103,8 +105,37 @@ impl TimedRead for &TcpStream {
     }
 }
 
-/// Writes one message.
-pub fn write_message<T: Serialize>(out: &mut impl Write, msg: &T) -> Result<(), WireError> {
+/// A byte stream whose next `write()` can be bounded in time (a socket's send timeout).
+pub trait TimedWrite: Write {
+    /// Lets the next writes block at most `limit` (never zero).
+    fn limit_next_write(&mut self, limit: Duration) -> io::Result<()>;
+}
+
+impl TimedWrite for TcpStream {
+    fn limit_next_write(&mut self, limit: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(limit))
+    }
+}
+
+impl TimedWrite for &TcpStream {
+    fn limit_next_write(&mut self, limit: Duration) -> io::Result<()> {
+        self.set_write_timeout(Some(limit))
+    }
+}
+
+/// Memory never blocks: a frame written to a buffer (tests, a frame built to be sent later).
+impl TimedWrite for Vec<u8> {
+    fn limit_next_write(&mut self, _limit: Duration) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Writes one message, all of it before `deadline`.
+pub fn write_message<T: Serialize>(
+    out: &mut impl TimedWrite,
+    msg: &T,
+    deadline: Instant,
+) -> Result<(), WireError> {
     let body = serde_json::to_vec(msg).map_err(|e| WireError::Malformed(e.to_string()))?;
     let len = u32::try_from(body.len())
         .ok()
@@ -113,7 +144,30 @@ pub fn write_message<T: Serialize>(out: &mut impl Write, msg: &T) -> Result<(), 
     let mut frame = Vec::with_capacity(4 + body.len());
     frame.extend_from_slice(&len.to_be_bytes());
     frame.extend_from_slice(&body);
-    out.write_all(&frame)?;
+    write_until(out, &frame, deadline)
+}
+
+/// Writes all of `bytes` before `deadline`, each write limited to the time left: a peer that
+/// reads a little now and then does not extend it.
+fn write_until(
+    out: &mut impl TimedWrite,
+    bytes: &[u8],
+    deadline: Instant,
+) -> Result<(), WireError> {
+    let mut sent = 0;
+    while sent < bytes.len() {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(WireError::TimedOut);
+        }
+        out.limit_next_write(left)?;
+        match out.write(&bytes[sent..]) {
+            Ok(0) => return Err(WireError::Closed),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     out.flush()?;
     Ok(())
 }
@@ -147,7 +201,8 @@ pub fn read_frame(
 
 /// Decodes a frame's body.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
-    serde_json::from_slice(body).map_err(|e| WireError::Malformed(e.to_string()))
+    // serde's errors quote the peer's text (an unknown message type, say) as it came.
+    serde_json::from_slice(body).map_err(|e| WireError::Malformed(printable(&e.to_string())))
 }
 
 /// Appends bytes to `buf` until it holds `want`, each read limited to the time left.
@@ -238,11 +293,16 @@ impl Framing {
         self.sealed.is_some()
     }
 
-    /// Writes one message.
-    pub fn write<T: Serialize>(&self, out: &mut impl Write, msg: &T) -> Result<(), WireError> {
+    /// Writes one message, all of it before `deadline`.
+    pub fn write<T: Serialize>(
+        &self,
+        out: &mut impl TimedWrite,
+        msg: &T,
+        deadline: Instant,
+    ) -> Result<(), WireError> {
         match &self.sealed {
-            None => write_message(out, msg),
-            Some(sealed) => sealed.write(out, msg),
+            None => write_message(out, msg, deadline),
+            Some(sealed) => sealed.write(out, msg, deadline),
         }
     }
 
@@ -263,8 +323,13 @@ impl Framing {
 }
 
 impl Sealed {
-    /// Numbers, seals and writes one message (one allocation: the frame).
-    fn write<T: Serialize>(&self, out: &mut impl Write, msg: &T) -> Result<(), WireError> {
+    /// Numbers, seals and writes one message (one allocation: the frame) before `deadline`.
+    fn write<T: Serialize>(
+        &self,
+        out: &mut impl TimedWrite,
+        msg: &T,
+        deadline: Instant,
+    ) -> Result<(), WireError> {
         let mut frame = vec![0u8; 4 + SEQUENCE_BYTES];
         serde_json::to_writer(&mut frame, msg).map_err(|e| WireError::Malformed(e.to_string()))?;
         let body = frame.len() - 4 + MAC_BYTES;
@@ -283,9 +348,7 @@ impl Sealed {
         mac.update(&frame);
         frame.extend_from_slice(&mac.finalize().into_bytes());
         *sent = sequence;
-        out.write_all(&frame)?;
-        out.flush()?;
-        Ok(())
+        write_until(out, &frame, deadline)
     }
 
     /// The JSON of a frame's body, if it is the next frame and its MAC checks.
@@ -364,6 +427,12 @@ impl TimedRead for MemoryPeer {
     }
 }
 
+impl TimedWrite for MemoryPeer {
+    fn limit_next_write(&mut self, _limit: Duration) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Write for MemoryPeer {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         self.output.write(buf)
@@ -398,7 +467,7 @@ mod tests {
     #[test]
     fn a_message_round_trips() {
         let mut buf = Vec::new();
-        write_message(&mut buf, &vec![1u32, 2, 3]).unwrap();
+        write_message(&mut buf, &vec![1u32, 2, 3], soon()).unwrap();
         assert_eq!(&buf[..4], &7u32.to_be_bytes());
         let back: Vec<u32> = read(buf).unwrap();
         assert_eq!(back, vec![1, 2, 3]);
@@ -456,6 +525,61 @@ mod tests {
         );
     }
 
+    #[test]
+    fn a_peers_text_quoted_by_a_decoding_error_cannot_drive_the_terminal() {
+        let err = read::<crate::control::Message>(frame(br#"{"type":"\u001b[2J"}"#)).unwrap_err();
+        let text = err.to_string();
+        assert!(text.contains("unknown variant `\\u{1b}[2J`"), "{text}");
+        assert!(!text.contains('\x1b'), "{text:?}");
+    }
+
+    /// A connected pair of loopback sockets: this side's end and the peer's.
+    fn socket_pair() -> (TcpStream, TcpStream) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mine = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (theirs, _) = l.accept().unwrap();
+        (mine, theirs)
+    }
+
+    /// Reads 64 KiB every 100 ms from `peer` until `stop`: a peer that keeps a writer's
+    /// every send() call making progress, and yet takes seconds per message.
+    fn read_slowly(mut peer: TcpStream, stop: &std::sync::atomic::AtomicBool) {
+        use std::sync::atomic::Ordering;
+        let _ = peer.set_read_timeout(Some(Duration::from_millis(100)));
+        let mut buf = vec![0u8; 64 * 1024];
+        while !stop.load(Ordering::Acquire) {
+            if matches!(peer.read(&mut buf), Ok(0)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    #[test]
+    fn a_slow_reader_cannot_keep_a_write_going_past_the_messages_deadline() {
+        let (mut out, peer) = socket_pair();
+        let stop = std::sync::atomic::AtomicBool::new(false);
+        let big = "x".repeat(MAX_MESSAGE as usize - 64);
+        let limit = Duration::from_millis(300);
+        let failed = std::thread::scope(|s| {
+            s.spawn(|| read_slowly(peer, &stop));
+            // The socket buffers take the first messages; the first one they cannot take
+            // must fail at its deadline, not when the slow reader has taken all of it.
+            let slow = (0..64).find_map(|_| {
+                let start = Instant::now();
+                let got = write_message(&mut out, &big, start + limit);
+                let took = start.elapsed();
+                let late = took > limit + Duration::from_millis(200);
+                (got.is_err() || late).then_some((got, took))
+            });
+            stop.store(true, std::sync::atomic::Ordering::Release);
+            slow
+        });
+        let (got, took) = failed.expect("a write should have met the slow reader");
+        assert!(matches!(got, Err(WireError::TimedOut)), "{got:?}");
+        assert!(took < limit + Duration::from_millis(700), "{took:?}");
+    }
+
     /// A client's and a server's frame keys of one connection.
     fn keys() -> (FrameKeys, FrameKeys) {
         let t = Token::new(b"the cluster's shared secret", "test").unwrap();
@@ -478,7 +602,7 @@ mod tests {
             .iter()
             .map(|m| {
                 let mut f = Vec::new();
-                out.write(&mut f, &vec![*m]).unwrap();
+                out.write(&mut f, &vec![*m], soon()).unwrap();
                 f
             })
             .collect();
@@ -554,7 +678,7 @@ mod tests {
         let (client, _) = keys();
         let writer = Framing::sealed(&client, client_addr());
         let mut frame = Vec::new();
-        writer.write(&mut frame, &vec![1u32]).unwrap();
+        writer.write(&mut frame, &vec![1u32], soon()).unwrap();
         // The same side's keys read it as the peer's: the other direction's key is needed.
         assert!(read_all(&writer, &[frame.clone()])[0].is_err());
         let (_, elsewhere) = sealed(&[]);
@@ -570,7 +694,9 @@ mod tests {
     #[test]
     fn plain_framing_is_the_unauthenticated_format() {
         let mut out = Vec::new();
-        Framing::plain().write(&mut out, &vec![1u32, 2]).unwrap();
+        Framing::plain()
+            .write(&mut out, &vec![1u32, 2], soon())
+            .unwrap();
         assert_eq!(out, frame_of(&[1, 2]));
         let back: Vec<u32> = Framing::plain()
             .read(&mut MemoryPeer::sending(out), soon(), MAX_MESSAGE)
@@ -593,6 +719,12 @@ mod tests {
         }
     }
 
+    impl TimedWrite for Shared {
+        fn limit_next_write(&mut self, _limit: Duration) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
     #[test]
     fn threads_sharing_a_sealed_channel_send_frames_in_the_order_of_their_numbers() {
         let (client, server) = keys();
@@ -603,7 +735,7 @@ mod tests {
                 let (writer, mut out) = (&writer, out.clone());
                 s.spawn(move || {
                     for i in 0..100 {
-                        writer.write(&mut out, &vec![t, i]).unwrap();
+                        writer.write(&mut out, &vec![t, i], soon()).unwrap();
                     }
                 });
             }

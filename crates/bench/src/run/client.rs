@@ -8,7 +8,7 @@ use super::figures::{from_latency, from_window};
 use super::rails::rail_message;
 use super::{measure_run, started_at, stop_of, Measuring, Outcome, RunOptions, LAT_WARMUP};
 use crate::clock::Clock;
-use crate::control::{Channel, Listen, Message};
+use crate::control::{printable, Channel, Listen, Message};
 use crate::engine::bw::{measure_bw, LoopShape, PeerState, Stop};
 use crate::engine::lat::{initiate, LatShape};
 use crate::engine::staged::measure_staged;
@@ -266,15 +266,21 @@ fn run_size(
     else {
         bail!("protocol error: expected the server's report");
     };
-    if !ok {
-        // "found wrong bytes: ...", "refused the client's figures: ...".
-        bail!("the server {detail}");
-    }
+    server_verdict(ok, &detail)?;
     // Checked only now: with -b the server's operations land here until its loop ends.
     if let Err(detail) = check_received(side, plan, size, Role::Client, &server_ops) {
         bail!("payload check failed on the client: {detail}");
     }
     Ok(*result)
+}
+
+/// The server's verdict on a size: its `detail` ("found wrong bytes: ...", "refused the
+/// client's figures: ...") is the peer's text, shown as text only.
+fn server_verdict(ok: bool, detail: &str) -> Result<()> {
+    if !ok {
+        bail!("the server {}", printable(detail));
+    }
+    Ok(())
 }
 
 /// Runs a measured loop on the measuring thread's CPU (helper threads started before keep
@@ -338,5 +344,15 @@ mod tests {
         let mut huge = counted.clone();
         huge.iters = u64::MAX;
         assert_eq!(planned_length(&huge, u64::MAX, timeout), MAX_LENGTH);
+    }
+
+    #[test]
+    fn the_servers_verdict_is_shown_as_text() {
+        assert!(server_verdict(true, "").is_ok());
+        let err = server_verdict(false, "found wrong bytes\x1b]0;owned\x07").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "the server found wrong bytes\\u{1b}]0;owned\\u{7}"
+        );
     }
 }

@@ -569,4 +569,63 @@ mod tests {
             "medians, not pooled: {lat:?}"
         );
     }
+
+    /// Any number in the likeness of a figure: ordinary, tiny, huge, zero, negative or not
+    /// a number at all.
+    fn any_number() -> impl proptest::strategy::Strategy<Value = f64> {
+        use proptest::prelude::*;
+        prop_oneof![
+            0.0..1e3f64,
+            Just(5e-324),
+            Just(f64::MAX),
+            Just(0.0),
+            Just(-1.0),
+            Just(f64::NAN),
+            Just(f64::INFINITY),
+            any::<f64>(),
+        ]
+    }
+
+    /// 64 cases, unless PROPTEST_CASES says otherwise (the long run).
+    fn fuzz_config() -> proptest::prelude::ProptestConfig {
+        let mut config = proptest::prelude::ProptestConfig::default();
+        if std::env::var_os("PROPTEST_CASES").is_none() {
+            config.cases = 64;
+        }
+        config.failure_persistence = None;
+        config
+    }
+
+    proptest::proptest! {
+        #![proptest_config(fuzz_config())]
+
+        /// Whatever figures a client reports, the server takes none that is not finite,
+        /// or a bandwidth beyond its bound, or a window longer than it saw the size last
+        /// (a fuzz target of the README's long run).
+        #[test]
+        fn a_clients_figures_are_refused_or_finite_and_within_bounds(
+            iterations in proptest::prelude::any::<u64>(),
+            seconds in any_number(),
+            bw in any_number(),
+            rate in any_number(),
+            gbits in any_number(),
+        ) {
+            let write = plan(Verb::Write, false, None);
+            let r = SizeResult {
+                iterations,
+                seconds,
+                bw_gbps: bw,
+                msg_rate_mpps: rate,
+                gbits,
+                ..reported(1, 1.0)
+            };
+            if let Ok(took) = combine(&write, 65536, r, seen(0.2)) {
+                for v in [took.seconds, took.bw_gbps, took.msg_rate_mpps, took.gbits] {
+                    proptest::prop_assert!(v.is_finite() && v >= 0.0, "{took:?}");
+                }
+                proptest::prop_assert!(took.bw_gbps <= 30.0, "{took:?}");
+                proptest::prop_assert!(took.seconds <= 0.2 * 1.1 + 0.05, "{took:?}");
+            }
+        }
+    }
 }
