@@ -1,6 +1,7 @@
 //! A server nobody can block or exhaust, end to end between rxe0 and rxe1: a silent connection
-//! does not spoil a run, a wrong token fails both sides clearly, and a plan above the server's
-//! memory limit is refused before anything is allocated.
+//! or more strangers than greeting slots do not spoil a run, a wrong token fails both sides
+//! clearly, and a plan above the server's memory limit is refused before anything is
+//! allocated.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -34,6 +35,72 @@ fn a_silent_connection_just_before_a_client_does_not_affect_the_run() {
     );
     assert!(server_ok, "server:\n{server_text}");
     drop(silent);
+}
+
+/// A TCP connection to `port` on this host from the loopback address `from`
+/// (127.0.0.0/8 is all local): strangers from many hosts, on one machine.
+#[allow(unsafe_code)]
+fn connect_from(from: std::net::Ipv4Addr, port: u16) -> Option<TcpStream> {
+    use std::os::fd::FromRawFd;
+    let sockaddr = |ip: std::net::Ipv4Addr, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr {
+            s_addr: u32::from(ip).to_be(),
+        },
+        sin_zero: [0; 8],
+    };
+    let len = std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t;
+    let (src, dst) = (
+        sockaddr(from, 0),
+        sockaddr(std::net::Ipv4Addr::LOCALHOST, port),
+    );
+    // SAFETY: a new socket, bound and connected with valid sockaddr_in values of `len`
+    // bytes; its descriptor is handed to the TcpStream (which closes it), or closed here.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        if fd < 0 {
+            return None;
+        }
+        let ok = libc::bind(fd, (&src as *const libc::sockaddr_in).cast(), len) == 0
+            && libc::connect(fd, (&dst as *const libc::sockaddr_in).cast(), len) == 0;
+        if !ok {
+            libc::close(fd);
+            return None;
+        }
+        Some(TcpStream::from_raw_fd(fd))
+    }
+}
+
+/// More silent strangers than the server's 256 greeting slots, 32 from each of ten hosts
+/// (each host's cap): a real client still gets in, evicting the oldest, and runs.
+#[test]
+fn strangers_beyond_every_greeting_slot_do_not_keep_a_client_out() {
+    if !rdma_ready("strangers_beyond_every_greeting_slot_do_not_keep_a_client_out") {
+        return;
+    }
+    let server = Server::start(&server_args("write-bw", 19435, 10, &[]));
+    std::thread::sleep(Duration::from_millis(500));
+    let strangers: Vec<TcpStream> = (2..12u8)
+        .flat_map(|host| (0..32).map(move |_| host))
+        .filter_map(|host| connect_from(std::net::Ipv4Addr::new(127, 0, 0, host), 19435))
+        .collect();
+    assert!(strangers.len() > 256, "{} strangers", strangers.len());
+    let start = Instant::now();
+    let out = client(&client_args("write-bw", 19435, 10, &SHORT));
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
+    assert!(
+        out.status.success(),
+        "client:\n{}\nserver:\n{server_text}",
+        text(&out)
+    );
+    assert!(server_ok, "server:\n{server_text}");
+    assert!(
+        start.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        start.elapsed()
+    );
+    drop(strangers);
 }
 
 #[test]
