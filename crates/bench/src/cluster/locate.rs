@@ -24,8 +24,9 @@
 //!   spreads and the threshold apart, an empty gap of a spread between them); the pairs of
 //!   the upper cluster join the ranks into groups (a rank left out joins the group its
 //!   pairs are clearly best with), and two groups of at least two ranks each are cut apart
-//!   when at least 80% of the pairs across (at least 2) are bad. A slow NIC isolates one
-//!   rank, so it never makes a cut; noise makes no two clusters far apart.
+//!   when at least 80% of the pairs across (at least 2) are bad, by the bar or by being
+//!   worse than every pair inside the two groups. A slow NIC isolates one rank, so it never
+//!   makes a cut; noise makes no two clusters far apart.
 //!
 //! Once the fleet's figures are settled without the pairs the paths explain, a path stays
 //! only where the pairs bear it out (the same shares, a pair across bad when it is a
@@ -258,20 +259,32 @@ pub(super) fn spread_beside_paths(
     pooled_spread(classes.iter())
 }
 
-/// Each pair judged against the bar of `f`.
+/// Each pair with a figure judged against the bar of `f`.
 fn judged(pairs: &[&PairRecord], f: &FleetFigures) -> Vec<Judged> {
+    let with_figure: Vec<&PairRecord> = pairs
+        .iter()
+        .filter(|p| p.value.is_some())
+        .copied()
+        .collect();
+    judged_all(&with_figure, f)
+}
+
+/// Every one of `pairs` judged against the bar of `f`, in order (one without a figure is
+/// not bad).
+fn judged_all(pairs: &[&PairRecord], f: &FleetFigures) -> Vec<Judged> {
     let lower = lower_is_better(&f.unit);
     pairs
         .iter()
-        .filter_map(|p| {
-            let v = p.value?;
-            let bad = if lower {
-                v > f.suspect_bar
-            } else {
-                v < f.suspect_bar
-            };
+        .map(|p| {
+            let bad = p.value.is_some_and(|v| {
+                if lower {
+                    v > f.suspect_bar
+                } else {
+                    v < f.suspect_bar
+                }
+            });
             let (a, b) = key(p.client, p.server);
-            Some((a, b, bad))
+            (a, b, bad)
         })
         .collect()
 }
@@ -556,17 +569,40 @@ fn cut_groups(
     let Some(f) = level(rec, test, pairs, |r| group_of.get(&r).copied()) else {
         return Vec::new();
     };
-    let mut across: BTreeMap<(usize, usize), Vec<Judged>> = BTreeMap::new();
-    for (a, b, bad) in judged(pairs, &f) {
-        if let (Some(&ga), Some(&gb)) = (group_of.get(&a), group_of.get(&b)) {
-            match ga.cmp(&gb) {
-                std::cmp::Ordering::Less => across.entry((ga, gb)).or_default().push((a, b, bad)),
-                std::cmp::Ordering::Greater => {
-                    across.entry((gb, ga)).or_default().push((b, a, bad))
-                }
-                std::cmp::Ordering::Equal => {}
+    // Each group's pairs inside it: a pair across worse than every one of them in its two
+    // groups is bad, whatever noise beside the cut did to the bar.
+    let lower = lower_is_better(&f.unit);
+    let mut inside: BTreeMap<usize, Worst> = BTreeMap::new();
+    for p in pairs {
+        if let (Some(&ga), Some(&gb), Some(v)) =
+            (group_of.get(&p.client), group_of.get(&p.server), p.value)
+        {
+            if ga == gb {
+                inside.entry(ga).or_insert_with(|| Worst::new(lower)).add(v);
             }
         }
+    }
+    let mut across: BTreeMap<(usize, usize), Vec<Judged>> = BTreeMap::new();
+    for (p, (a, b, bad)) in pairs.iter().zip(judged_all(pairs, &f)) {
+        let (Some(&ga), Some(&gb)) = (group_of.get(&a), group_of.get(&b)) else {
+            continue;
+        };
+        if ga == gb {
+            continue;
+        }
+        let mut beside = Worst::new(lower);
+        for g in [ga, gb] {
+            if let Some(w) = inside.get(&g) {
+                beside.join(w);
+            }
+        }
+        let bad = bad || p.value.is_some_and(|v| beside.beaten_by(v));
+        let ((i, j), t) = if ga < gb {
+            ((ga, gb), (a, b, bad))
+        } else {
+            ((gb, ga), (b, a, bad))
+        };
+        across.entry((i, j)).or_default().push(t);
     }
     across
         .into_iter()
@@ -739,15 +775,62 @@ fn worse_across<'a>(
 
 /// Whether a figure is worse than every one of `pairs` (at least two; never with fewer).
 fn below_every(pairs: &[&PairRecord]) -> impl Fn(f64) -> bool {
-    let values: Vec<f64> = pairs.iter().filter_map(|p| p.value).collect();
     let lower = pairs.first().is_some_and(|p| lower_is_better(&p.unit));
-    let enough = values.len() >= 2;
-    let worst = if lower {
-        values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
-    } else {
-        values.iter().copied().fold(f64::INFINITY, f64::min)
-    };
-    move |v| enough && if lower { v > worst } else { v < worst }
+    let mut worst = Worst::new(lower);
+    pairs
+        .iter()
+        .filter_map(|p| p.value)
+        .for_each(|v| worst.add(v));
+    move |v| worst.beaten_by(v)
+}
+
+/// The worst of some figures (the lowest bandwidth, the highest latency) and how many.
+#[derive(Debug, Clone, Copy)]
+struct Worst {
+    lower_is_better: bool,
+    value: f64,
+    count: usize,
+}
+
+impl Worst {
+    fn new(lower_is_better: bool) -> Self {
+        let value = if lower_is_better {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        };
+        Worst {
+            lower_is_better,
+            value,
+            count: 0,
+        }
+    }
+
+    fn add(&mut self, v: f64) {
+        self.value = if self.lower_is_better {
+            self.value.max(v)
+        } else {
+            self.value.min(v)
+        };
+        self.count += 1;
+    }
+
+    fn join(&mut self, other: &Worst) {
+        if other.count > 0 {
+            self.add(other.value);
+            self.count += other.count - 1;
+        }
+    }
+
+    /// Whether `v` is worse than all of them (at least two; never with fewer).
+    fn beaten_by(&self, v: f64) -> bool {
+        let worse = if self.lower_is_better {
+            v > self.value
+        } else {
+            v < self.value
+        };
+        self.count >= 2 && worse
+    }
 }
 
 /// Writes each path's `why`, from the pairs as the verdict marked them.

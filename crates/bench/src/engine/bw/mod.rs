@@ -359,8 +359,8 @@ struct Planned {
     open_at: Instant,
     close_at: Instant,
     give_up_at: Instant,
-    /// How much later than planned the window opened (`close_at` and `give_up_at` moved
-    /// by as much).
+    /// How much later than planned the window opened (`close_at` moved by as much, up to
+    /// `give_up_at`).
     late: Duration,
 }
 
@@ -404,9 +404,12 @@ impl Meter {
                 // A window that opens late (nothing completed for a while after the
                 // warm-up: a peer still getting ready, a first loss retransmitted) still
                 // spans its planned length; else a burst at its opening would be the rate.
-                p.late = now.saturating_duration_since(p.open_at);
+                // The limit stays where it was: a run lasts no longer than before, and
+                // its peer's deadline (the planned length plus --timeout) holds.
+                p.late = now
+                    .saturating_duration_since(p.open_at)
+                    .min(p.give_up_at.saturating_duration_since(p.close_at));
                 p.close_at += p.late;
-                p.give_up_at += p.late;
             }
             return;
         }
@@ -675,12 +678,12 @@ mod tests {
         let t0 = Instant::now();
         let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(2));
         ticks_every(&mut m, t0, 500, (0, 5_000));
-        // Opens at its first event, 0.5 s, 0.4 s late: its planned end moves to 1.3 s and its
-        // limit to 3.3 s. Closes at the first event past that, 3.5 s, after 6 events.
+        // Opens at its first event, 0.5 s, 0.4 s late: its planned end moves to 1.3 s, its
+        // limit stays at 0.9 + 2 s. Closes at the first event past that, 3.0 s, after 5.
         let w = m.window().unwrap();
-        assert_eq!(w.events, 6);
-        assert!((w.seconds - 3.0).abs() < 1e-9, "{w:?}");
-        assert!(m.may_end(t0 + Duration::from_millis(3_300)));
+        assert_eq!(w.events, 5);
+        assert!((w.seconds - 2.5).abs() < 1e-9, "{w:?}");
+        assert!(m.may_end(t0 + Duration::from_millis(2_900)));
     }
 
     /// In the six-node guest a pair that shared its round stalled for its first 0.85 s of
