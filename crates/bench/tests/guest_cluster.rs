@@ -14,7 +14,7 @@ mod common;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, scratch, text};
+use common::{bin, scratch, text, NetChange};
 
 const NODES: usize = 4;
 
@@ -37,35 +37,6 @@ fn four_nodes(test: &str) -> bool {
 
 /// What the throttle lets through, bytes per second: 20 Mbit/s.
 const SHAPED: f64 = 20e6 / 8.0;
-
-/// Node 2's link held to 20 Mbit/s each way by tbf, with a queue deep enough that frames
-/// wait instead of being dropped (a slow lossless link), removed when dropped.
-struct Throttle;
-
-impl Throttle {
-    fn node2() -> Throttle {
-        for dev in ["veth2", "vp2"] {
-            let tbf = "tbf rate 20mbit burst 32kbit limit 16mb";
-            let ok = Command::new("tc")
-                .args(["qdisc", "add", "dev", dev, "root"])
-                .args(tbf.split(' '))
-                .status()
-                .expect("run tc");
-            assert!(ok.success(), "tc qdisc add on {dev} failed");
-        }
-        Throttle
-    }
-}
-
-impl Drop for Throttle {
-    fn drop(&mut self) {
-        for dev in ["veth2", "vp2"] {
-            let _ = Command::new("tc")
-                .args(["qdisc", "del", "dev", dev, "root"])
-                .status();
-        }
-    }
-}
 
 /// The options every rank shares (so every rank resolves the same sweep): the GID, rank 0's
 /// address and its record, then `more`; nothing else, so the sweep runs at its defaults.
@@ -112,7 +83,8 @@ fn an_mpirun_sweep_measures_every_pair_and_names_the_throttled_nic() {
     }
     let dir = scratch("cluster");
     let json = dir.join("sweep.json");
-    let _throttle = Throttle::node2();
+    // Node 2's link, both ends.
+    let _throttle = NetChange::slow_link(&["veth2", "vp2"]);
     let out = mpirun(&sweep_args(json.to_str().unwrap(), 19400, &[]));
     let printed = text(&out);
     assert_eq!(
@@ -294,43 +266,17 @@ fn a_rank_killed_in_round_2_is_named_unreachable_and_the_others_finish_the_sweep
     }
 }
 
-/// Every veth but node 3's (and its bridge port) at `mtu`; undone when dropped.
-struct Mtu;
-
-impl Mtu {
-    fn all_but_node3(mtu: u32) -> Mtu {
-        for k in 0..3 {
-            for dev in [format!("veth{k}"), format!("vp{k}")] {
-                let ok = Command::new("ip")
-                    .args(["link", "set", &dev, "mtu", &mtu.to_string()])
-                    .status()
-                    .expect("run ip");
-                assert!(ok.success(), "ip link set {dev} mtu {mtu} failed");
-            }
-        }
-        Mtu
-    }
-}
-
-impl Drop for Mtu {
-    fn drop(&mut self) {
-        for k in 0..3 {
-            for dev in [format!("veth{k}"), format!("vp{k}")] {
-                let _ = Command::new("ip")
-                    .args(["link", "set", &dev, "mtu", "1500"])
-                    .status();
-            }
-        }
-    }
-}
-
 #[test]
 fn strangers_do_not_disturb_a_sweep_and_the_mtu_outlier_is_named_before_it() {
     use std::io::Write as _;
     if !four_nodes("strangers_do_not_disturb_a_sweep_and_the_mtu_outlier_is_named_before_it") {
         return;
     }
-    let _mtu = Mtu::all_but_node3(9000);
+    // Every veth but node 3's (and its bridge port).
+    let devs: Vec<String> = (0..3)
+        .flat_map(|k| [format!("veth{k}"), format!("vp{k}")])
+        .collect();
+    let _mtu = NetChange::mtu(&devs, 9000);
     let dir = scratch("cluster-strangers");
     let json = dir.join("sweep.json");
     let args = sweep_args(json.to_str().unwrap(), 19420, &[]);

@@ -16,35 +16,6 @@ const VETHS: [&str; 2] = ["veth0", "veth1"];
 /// What `tc tbf` lets through, in bytes per second: 20 Mbit/s.
 const SHAPED: f64 = 20e6 / 8.0;
 
-/// Holds both veths to 20 Mbit/s while it lives: a burst that holds a whole 1500-byte frame
-/// and a queue deep enough for what a QP keeps in flight (16 MB), so the shaper delays frames
-/// as a slow lossless link does instead of dropping them. (At tbf's `latency 50ms`, about
-/// 130 kB of queue, write-bw measures the same rate, but soft-RoCE's READ responder loses the
-/// responses the queue drops and does not send them again; the requester's retries run out
-/// and the QP fails, for perftest's `ib_read_bw` too.)
-struct Shaped;
-
-impl Shaped {
-    fn new() -> Self {
-        for v in VETHS {
-            sh(&format!(
-                "tc qdisc replace dev {v} root tbf rate 20mbit burst 32kbit limit 16mb"
-            ));
-        }
-        Shaped
-    }
-}
-
-impl Drop for Shaped {
-    fn drop(&mut self) {
-        for v in VETHS {
-            let _ = std::process::Command::new("tc")
-                .args(["qdisc", "del", "dev", v, "root"])
-                .status();
-        }
-    }
-}
-
 #[test]
 fn every_size_of_an_all_sizes_duration_sweep_gets_a_rate() {
     if !rdma_ready("every_size_of_an_all_sizes_duration_sweep_gets_a_rate") {
@@ -99,7 +70,7 @@ fn a_link_held_to_20_mbits_reports_the_shaped_rate() {
     if !rdma_ready("a_link_held_to_20_mbits_reports_the_shaped_rate") {
         return;
     }
-    let _shaped = Shaped::new();
+    let _shaped = NetChange::slow_link(&VETHS);
     for (test, port) in [("write-bw", 19710), ("read-bw", 19711)] {
         let rate = shaped_rate(test, port);
         // RoCEv2 over a 1024-byte path MTU carries about 94% payload per frame.

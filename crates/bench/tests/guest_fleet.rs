@@ -11,7 +11,7 @@ mod common;
 
 use std::process::{Command, Output};
 
-use common::{bin, load_record, scratch, sh, text};
+use common::{bin, load_record, scratch, text, NetChange};
 
 const NODES: usize = 6;
 
@@ -31,31 +31,6 @@ fn two_leaves(test: &str) -> bool {
     }
     eprintln!("skipped {test}: needs scripts/rxe-vm.sh with RXE_VM_NODES=6 RXE_VM_LEAVES=2");
     false
-}
-
-/// The uplink held to 20 Mbit/s each way (a queue deep enough that frames wait instead of
-/// being dropped), released when dropped.
-struct SlowUplink;
-
-impl SlowUplink {
-    fn new() -> SlowUplink {
-        for dev in ["up1", "dn1"] {
-            sh(&format!(
-                "tc qdisc add dev {dev} root tbf rate 20mbit burst 32kbit limit 16mb"
-            ));
-        }
-        SlowUplink
-    }
-}
-
-impl Drop for SlowUplink {
-    fn drop(&mut self) {
-        for dev in ["up1", "dn1"] {
-            let _ = Command::new("tc")
-                .args(["qdisc", "del", "dev", dev, "root"])
-                .status();
-        }
-    }
 }
 
 /// A sweep of six ranks under `mpirun`, one per device, at the default options and `more`.
@@ -149,7 +124,7 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
         .map(|k| format!("{}/rxe{k} leaf{}", host.trim(), k * 2 / NODES))
         .collect();
     std::fs::write(&topology, lines.join("\n") + "\n").unwrap();
-    let _slow = SlowUplink::new();
+    let _slow = NetChange::slow_link(&["up1", "dn1"]);
 
     let json = dir.join("with-topology.json");
     let out = sweep(&json, 19430, &["--topology", topology.to_str().unwrap()]);

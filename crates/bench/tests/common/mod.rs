@@ -54,6 +54,64 @@ pub fn sh(cmd: &str) {
     );
 }
 
+/// A change to the guest's network, undone when the guard is dropped (also when a test
+/// panics): each `set` command runs now (a failure panics), each `undo` one at the end.
+pub struct NetChange {
+    undo: Vec<String>,
+}
+
+/// A link held to 20 Mbit/s each way: a burst that holds a whole 1500-byte frame and a queue
+/// deep enough for what a QP keeps in flight (16 MB), so the shaper delays frames as a slow
+/// lossless link does instead of dropping them. (At tbf's `latency 50ms`, about 130 kB of
+/// queue, write-bw measures the same rate, but soft-RoCE's READ responder loses the
+/// responses the queue drops and does not send them again; the requester's retries run out
+/// and the QP fails, for perftest's `ib_read_bw` too.)
+pub const SLOW_LINK: &str = "tbf rate 20mbit burst 32kbit limit 16mb";
+
+impl NetChange {
+    /// Runs `set` now and `undo` when dropped.
+    pub fn new(set: &[String], undo: Vec<String>) -> NetChange {
+        for cmd in set {
+            sh(cmd);
+        }
+        NetChange { undo }
+    }
+
+    /// Each of `devs` held to [`SLOW_LINK`].
+    pub fn slow_link(devs: &[&str]) -> NetChange {
+        let set: Vec<String> = devs
+            .iter()
+            .map(|d| format!("tc qdisc replace dev {d} root {SLOW_LINK}"))
+            .collect();
+        let undo = devs
+            .iter()
+            .map(|d| format!("tc qdisc del dev {d} root"))
+            .collect();
+        NetChange::new(&set, undo)
+    }
+
+    /// Each of `devs` at MTU `mtu`, back at the guest's 1500 when dropped.
+    pub fn mtu(devs: &[String], mtu: u32) -> NetChange {
+        let set: Vec<String> = devs
+            .iter()
+            .map(|d| format!("ip link set {d} mtu {mtu}"))
+            .collect();
+        let undo = devs
+            .iter()
+            .map(|d| format!("ip link set {d} mtu 1500"))
+            .collect();
+        NetChange::new(&set, undo)
+    }
+}
+
+impl Drop for NetChange {
+    fn drop(&mut self) {
+        for cmd in &self.undo {
+            let _ = Command::new("sh").args(["-c", cmd]).status();
+        }
+    }
+}
+
 /// The binary under test.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_rdmabench"))
