@@ -115,6 +115,9 @@ struct LobbyState {
     waiting: Option<mpsc::Sender<Channel>>,
     /// A run is going on.
     running: bool,
+    /// The running client's connection (a second handle): a client that comes while that
+    /// one is gone waits for the server to notice, instead of being told `Busy`.
+    running_peer: Option<TcpStream>,
     /// The run's further rails: where to hand them, and how many more it takes.
     joining: Option<(mpsc::Sender<Channel>, usize)>,
     /// What `joining` becomes when the waiting server takes its client.
@@ -141,6 +144,7 @@ impl Drop for Seat {
     fn drop(&mut self) {
         let mut state = self.0.lock();
         state.running = false;
+        state.running_peer = None;
         state.joining = None;
         drop(state);
         self.0.changed.notify_all();
@@ -455,17 +459,34 @@ fn from_partner(stream: &mut TcpStream, peer: SocketAddr, lobby: &Lobby) -> bool
 }
 
 /// Whether the peer closed `stream` (or it broke): a look that does not wait, nor take a
-/// byte.
+/// byte, nor change the socket's flags (a second handle of a running client's socket shares
+/// them with the thread that reads it).
+#[allow(unsafe_code)]
 fn gone(stream: &TcpStream) -> bool {
-    if stream.set_nonblocking(true).is_err() {
-        return true;
-    }
-    let closed = match stream.peek(&mut [0u8; 1]) {
-        Ok(0) => true,
-        Ok(_) => false,
-        Err(e) => e.kind() != std::io::ErrorKind::WouldBlock,
+    use std::os::fd::AsRawFd;
+    let mut byte = [0u8; 1];
+    // SAFETY: recv(2) on a descriptor `stream` owns and keeps open for the call, into a
+    // 1-byte buffer that lives across it; MSG_PEEK leaves the byte, MSG_DONTWAIT makes this
+    // one call non-blocking without touching the descriptor's flags.
+    let n = unsafe {
+        libc::recv(
+            stream.as_raw_fd(),
+            byte.as_mut_ptr().cast(),
+            byte.len(),
+            libc::MSG_PEEK | libc::MSG_DONTWAIT,
+        )
     };
-    stream.set_nonblocking(false).is_err() || closed
+    match n {
+        0 => true,
+        n if n > 0 => false,
+        _ => {
+            let e = std::io::Error::last_os_error().kind();
+            !matches!(
+                e,
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            )
+        }
+    }
 }
 
 /// What an admitted client gets: the server's place when it waits, `Busy` during a run, a
@@ -487,7 +508,10 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
             );
             return;
         }
-        if state.running && g.one_at_a_time {
+        // A running client that is gone (killed mid-run) ends its run as soon as the server
+        // reads from it again: the newcomer waits for that, not told Busy.
+        let running_gone = state.running_peer.as_ref().is_some_and(gone);
+        if state.running && g.one_at_a_time && !running_gone {
             if let Some((tx, left)) = state.joining.as_mut().filter(|(_, left)| *left > 0) {
                 *left -= 1;
                 break (tx.clone(), false);
@@ -512,6 +536,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
         }
         if let Some(tx) = state.waiting.take() {
             state.running = g.one_at_a_time;
+            state.running_peer = stream.try_clone().ok();
             state.joining = state.next_joining.take();
             break (tx, true);
         }
@@ -839,6 +864,25 @@ mod tests {
             client.local(),
             "the live client has the seat"
         );
+    }
+
+    /// A client killed mid-run (the soak test kills every 25th) leaves the server in the run
+    /// until it next reads from it (it may be registering memory): the next client, which
+    /// came at once, was told Busy. It now waits for the server to notice.
+    #[test]
+    fn a_client_that_comes_after_the_running_one_died_waits_instead_of_busy() {
+        let l = listen(None, Duration::from_secs(5));
+        let port = l.port().unwrap();
+        let first = connect(port, None);
+        let run = l.accept_client(Duration::from_secs(5)).unwrap();
+        drop(first.join().unwrap().unwrap());
+        std::thread::sleep(Duration::from_millis(100));
+        let next = connect(port, None);
+        // The server has not read from the dead client yet; then it does, and ends the run.
+        std::thread::sleep(Duration::from_millis(300));
+        drop(run);
+        assert!(l.accept_client(Duration::from_secs(5)).is_ok());
+        assert!(next.join().unwrap().is_ok());
     }
 
     #[test]
