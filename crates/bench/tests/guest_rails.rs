@@ -101,29 +101,22 @@ fn two_latency_rails_each_ping_pong_and_the_worst_is_on_top() {
 }
 
 fn differing_rail_counts_and_bad_lists_are_usage_errors() {
-    let server = Server::start(&["write-bw", "-d", "rxe0,rxe1", "-x", "1", "-p", "19820"]);
-    let out = client(&[
-        "write-bw",
-        SERVER_ADDR,
-        "-d",
-        "rxe1",
-        "-x",
-        "1",
-        "-p",
-        "19820",
-        "-n",
-        "10",
-    ]);
-    let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{said}");
-    assert!(!server_ok, "{server_text}");
-    for who in [&said, &server_text] {
-        assert!(
-            who.contains("the client runs 1 rail(s) (rxe1), this server 2 (rxe0,rxe1)"),
-            "{who}"
-        );
-    }
+    refused_on_both_sides(
+        &["write-bw", "-d", "rxe0,rxe1", "-x", "1", "-p", "19820"],
+        &[
+            "write-bw",
+            SERVER_ADDR,
+            "-d",
+            "rxe1",
+            "-x",
+            "1",
+            "-p",
+            "19820",
+            "-n",
+            "10",
+        ],
+        "the client runs 1 rail(s) (rxe1), this server 2 (rxe0,rxe1)",
+    );
     let out = client(&["write-bw", SERVER_ADDR, "-d", "rxe1,mlx5_9"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
@@ -143,42 +136,51 @@ fn differing_rail_counts_and_bad_lists_are_usage_errors() {
 /// Each rail's buffers (a 32 MiB slot for 16 MiB messages) fit the server's --max-mem of 48
 /// MiB; the two rails' together do not: refused on both sides, before allocating.
 fn two_rails_over_max_mem_together_are_refused_on_both_sides() {
-    let server = Server::start(&[
-        "write-bw",
-        "-d",
-        "rxe0,rxe1",
-        "-x",
-        "1",
-        "-p",
-        "19840",
-        "--max-mem",
-        "48M",
-    ]);
-    let out = client(&[
-        "write-bw",
-        SERVER_ADDR,
-        "-d",
-        "rxe1,rxe0",
-        "-x",
-        "1",
-        "-p",
-        "19840",
-        "-s",
-        "16M",
-        "-n",
-        "10",
-    ]);
+    refused_on_both_sides(
+        &[
+            "write-bw",
+            "-d",
+            "rxe0,rxe1",
+            "-x",
+            "1",
+            "-p",
+            "19840",
+            "--max-mem",
+            "48M",
+        ],
+        &[
+            "write-bw",
+            SERVER_ADDR,
+            "-d",
+            "rxe1,rxe0",
+            "-x",
+            "1",
+            "-p",
+            "19840",
+            "-s",
+            "16M",
+            "-n",
+            "10",
+        ],
+        "of host memory on its 2 rails together, above this server's --max-mem 48 MiB",
+    );
+}
+
+/// A server with `server` and a client with `client`: the run is refused, the client exits
+/// 2, the server fails, and both say `said`.
+fn refused_on_both_sides(server: &[&str], client_args: &[&str], said: &str) {
+    let server = Server::start(server);
+    let out = client(client_args);
     let (server_ok, server_text, _) = server.finish(Duration::from_secs(30));
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{said}\nserver:\n{server_text}");
+    let client_text = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{client_text}\nserver:\n{server_text}"
+    );
     assert!(!server_ok, "{server_text}");
-    for who in [&said, &server_text] {
-        assert!(
-            who.contains(
-                "of host memory on its 2 rails together, above this server's --max-mem 48 MiB"
-            ),
-            "{who}"
-        );
+    for who in [&client_text, &server_text] {
+        assert!(who.contains(said), "{who}");
     }
 }
 

@@ -286,13 +286,16 @@ fn slow_by_majority(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> B
 /// slow rank and no path explains, against a known-good partner not across a path from it;
 /// empty when nothing is unexplained or no rank is known to be good.
 pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
-    let explained = locate::explained(&rec.paths);
-    let slow = slow_by_majority(&rec.pairs, &explained);
-    let partners = partners(&rec.pairs, &explained);
+    let standing = Standing::of(rec);
+    let Standing {
+        explained,
+        slow,
+        partners,
+    } = &standing;
     let mut doubtful: BTreeSet<u32> = slow
         .iter()
         .copied()
-        .filter(|r| thin(&partners, *r))
+        .filter(|r| thin(partners, *r))
         .collect();
     for p in rec.pairs.iter().filter(|p| p.suspect && !p.rerun) {
         let unexplained = !explained.contains(&pair_key(p));
@@ -301,7 +304,27 @@ pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
             doubtful.insert(p.server);
         }
     }
-    against_good(rec, &doubtful, &BTreeSet::new())
+    against_good(&standing, &doubtful, &BTreeSet::new())
+}
+
+/// What the planned pairs say of each rank once the paths are settled: the pairs the paths
+/// explain, the ranks slow by their majority, and each rank's partners (and the suspect
+/// ones) among the pairs left.
+struct Standing {
+    explained: BTreeSet<(u32, u32)>,
+    slow: BTreeSet<u32>,
+    partners: Partners,
+}
+
+impl Standing {
+    fn of(rec: &SweepRecord) -> Standing {
+        let explained = locate::explained(&rec.paths);
+        Standing {
+            slow: slow_by_majority(&rec.pairs, &explained),
+            partners: partners(&rec.pairs, &explained),
+            explained,
+        }
+    }
 }
 
 /// The second opinions the verdict needs, as (server, client): each rank a re-run found a
@@ -309,34 +332,37 @@ pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
 /// emulated re-run has measured 40% of the median beside a healthy fleet: a NIC is named on
 /// re-runs only when [`CONFIRMING_RERUNS`] of them agree.
 pub fn second_opinions(rec: &SweepRecord) -> Vec<(u32, u32)> {
-    let explained = locate::explained(&rec.paths);
+    let standing = Standing::of(rec);
     let mut once: BTreeSet<u32> = BTreeSet::new();
     let mut used: BTreeSet<(u32, u32)> = BTreeSet::new();
     for test in &rec.tests {
-        for (rank, runs) in reruns_by_rank(rec, test, &explained) {
+        for (rank, runs) in reruns_by_rank(rec, test, &standing.explained) {
             if runs.len() < CONFIRMING_RERUNS && runs.iter().all(|p| p.suspect) {
                 once.insert(rank);
                 used.extend(runs.iter().map(|p| (p.server, rank)));
             }
         }
     }
-    against_good(rec, &once, &used)
+    against_good(&standing, &once, &used)
 }
 
 /// Each of `ranks` against a known-good partner not across a path from it (spread over the
 /// good ranks; one not in `used` where there is one), as (server, client).
 fn against_good(
-    rec: &SweepRecord,
+    standing: &Standing,
     ranks: &BTreeSet<u32>,
     used: &BTreeSet<(u32, u32)>,
 ) -> Vec<(u32, u32)> {
-    let explained = locate::explained(&rec.paths);
-    let slow = slow_by_majority(&rec.pairs, &explained);
+    let Standing {
+        explained,
+        slow,
+        partners,
+    } = standing;
     // Good: not slow, and in no suspect pair that a slow rank does not explain.
-    let good: Vec<u32> = partners(&rec.pairs, &explained)
-        .into_iter()
-        .filter(|(r, (_, bad))| !slow.contains(r) && bad.is_subset(&slow))
-        .map(|(r, _)| r)
+    let good: Vec<u32> = partners
+        .iter()
+        .filter(|(r, (_, bad))| !slow.contains(r) && bad.is_subset(slow))
+        .map(|(&r, _)| r)
         .collect();
     let mut out = Vec::new();
     for (i, &rank) in ranks.iter().enumerate() {
@@ -374,9 +400,11 @@ fn reruns_by_rank<'a>(
 }
 
 fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
-    let explained = locate::explained(&rec.paths);
-    let majority = slow_by_majority(&rec.pairs, &explained);
-    let partners = partners(&rec.pairs, &explained);
+    let Standing {
+        explained,
+        slow: majority,
+        partners,
+    } = Standing::of(rec);
     let mut out = Vec::new();
     for (&rank, (all, bad)) in &partners {
         // Two partners are too few to tell a slow NIC from two noisy pairs: such a rank is
