@@ -54,7 +54,6 @@ fn setup() -> Result<Loop, String> {
     };
     let (ea, eb) = (end(a.qpn(), 0), end(b.qpn(), 4096));
     let path = PathConfig {
-        port: 1,
         sgid_index: if port.link_layer == LinkLayer::Ethernet {
             gid.map(|g| g.index as u8)
         } else {
@@ -63,7 +62,7 @@ fn setup() -> Result<Loop, String> {
         mtu: port.active_mtu,
         max_dest_rd_atomic: 16,
         max_rd_atomic: 16,
-        qp_timeout: 14,
+        ..PathConfig::default()
     };
     let connect = |qp: QueuePair<verbs::Created>, to: &Endpoint| {
         qp.ready_to_receive(to, &path)

@@ -28,8 +28,8 @@
 //!     mtu: port.active_mtu, rkey: mr.rkey(), addr: mr.addr(), len: mr.len() as u64, rd_atomic: 16,
 //! };
 //! let remote: Endpoint = local; // in real life: exchanged with the peer
-//! let path = PathConfig { port: 1, sgid_index: gid.map(|g| g.index as u8), mtu: port.active_mtu,
-//!                         max_dest_rd_atomic: 16, max_rd_atomic: 16, qp_timeout: 14 };
+//! let path = PathConfig { sgid_index: gid.map(|g| g.index as u8), mtu: port.active_mtu,
+//!                         max_dest_rd_atomic: 16, max_rd_atomic: 16, ..PathConfig::default() };
 //! let mut qp = qp.ready_to_receive(&remote, &path)?.ready_to_send(local.psn, &path)?;
 //! let write = SendRequest { wr_id: 1, op: Op::Write { remote_addr: remote.addr, rkey: remote.rkey },
 //!                           local_offset: 0, len: 4096, signaled: true };

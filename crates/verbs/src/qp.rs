@@ -117,6 +117,23 @@ pub struct PathConfig {
     pub qp_timeout: u8,
 }
 
+impl Default for PathConfig {
+    /// Port 1 without a GRH, a 1024-byte MTU, one outstanding READ/atomic each way and
+    /// perftest's acknowledgement timeout (14): a start to override field by field
+    /// (`PathConfig { mtu: 4096, ..PathConfig::default() }`), so that a new attribute does
+    /// not break every caller.
+    fn default() -> Self {
+        PathConfig {
+            port: 1,
+            sgid_index: None,
+            mtu: 1024,
+            max_dest_rd_atomic: 1,
+            max_rd_atomic: 1,
+            qp_timeout: 14,
+        }
+    }
+}
+
 /// What the device granted when the QP was created.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct QpCaps {
