@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::error::{ContextKind, ContextValue, ErrorKind};
-use clap::{Args, CommandFactory, Parser, Subcommand};
+use clap::{Arg, ArgAction, ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::clock::ClockChoice;
 use crate::control::{Token, DEFAULT_PORT};
@@ -15,6 +15,7 @@ use crate::engine::{self, SideConfig};
 use crate::memory::MemMode;
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, Role, TestKind, TestPlan, Verb};
+use crate::report::{Format, FORMATS};
 use crate::run::admission::Admission;
 use crate::run::rails::gpus::RailGpus;
 use crate::run::{RecordFiles, RunOptions};
@@ -153,15 +154,10 @@ pub struct TestArgs {
     #[arg(long)]
     pub no_pin: bool,
 
-    /// Write the result record (every size) to FILE as JSON; `-`: to stdout at the end (the
-    /// table goes to stderr then)
-    #[arg(long, value_name = "FILE")]
-    pub json: Option<PathBuf>,
-
-    /// Write one CSV row per size to FILE; `-`: to stdout at the end (the table goes to
-    /// stderr then)
-    #[arg(long, value_name = "FILE")]
-    pub csv: Option<PathBuf>,
+    /// Where the record goes: `--json FILE`, `--csv FILE`, one flag per format of
+    /// [`FORMATS`].
+    #[command(flatten)]
+    pub files: RecordFiles,
 
     /// Exit with code 3 when any size's bandwidth is below GBPS (GB/s)
     #[arg(long, value_name = "GBPS", value_parser = parse_positive)]
@@ -376,10 +372,7 @@ impl TestArgs {
             progress: true,
             clock: self.clock.unwrap_or_default(),
             pin: self.pin(),
-            files: RecordFiles {
-                json: self.json.clone(),
-                csv: self.csv.clone(),
-            },
+            files: self.files.clone(),
             token: self.token()?,
             admission: self.admission.clone(),
             rail: None,
@@ -411,6 +404,50 @@ impl TestArgs {
     /// The control port.
     pub fn control_port(&self) -> u16 {
         self.port.unwrap_or(DEFAULT_PORT)
+    }
+}
+
+/// The record's outputs on the command line: a `--FLAG FILE` per format of [`FORMATS`], with
+/// the format's help, so that a new exporter's flag needs no line here.
+impl Args for RecordFiles {
+    fn augment_args(cmd: clap::Command) -> clap::Command {
+        FORMATS
+            .iter()
+            .fold(cmd, |cmd, format| cmd.arg(output_arg(format)))
+    }
+
+    fn augment_args_for_update(cmd: clap::Command) -> clap::Command {
+        Self::augment_args(cmd)
+    }
+}
+
+/// `--FLAG FILE` for `format`, as the derive would declare an `Option<PathBuf>` field.
+fn output_arg(format: &Format) -> Arg {
+    Arg::new(format.flag)
+        .long(format.flag)
+        .value_name("FILE")
+        .help(format.help)
+        .value_parser(clap::value_parser!(PathBuf))
+        .action(ArgAction::Set)
+}
+
+impl FromArgMatches for RecordFiles {
+    fn from_arg_matches(matches: &ArgMatches) -> Result<Self, clap::Error> {
+        let mut files = RecordFiles::default();
+        files.update_from_arg_matches(matches)?;
+        Ok(files)
+    }
+
+    fn update_from_arg_matches(&mut self, matches: &ArgMatches) -> Result<(), clap::Error> {
+        for format in FORMATS {
+            let path = matches.try_get_one::<PathBuf>(format.flag).map_err(|e| {
+                clap::Error::raw(ErrorKind::InvalidValue, format!("--{}: {e}", format.flag))
+            })?;
+            if let Some(path) = path {
+                *self = std::mem::take(self).with(format, path.clone());
+            }
+        }
+        Ok(())
     }
 }
 
@@ -583,6 +620,36 @@ mod tests {
             .position(|w| w.starts_with('-') && w.ends_with(','))
             .map_or(words.len(), |n| start + 1 + n);
         words[start..end].join(" ")
+    }
+
+    #[test]
+    fn every_output_format_has_its_flag_in_a_tests_help() {
+        let mut cli = Cli::command();
+        let help = cli.find_subcommand_mut("write-bw").unwrap().render_help();
+        let help = help
+            .to_string()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        for format in FORMATS {
+            let line = format!("--{} <FILE> {}", format.flag, format.help);
+            let line = line.split_whitespace().collect::<Vec<_>>().join(" ");
+            assert!(help.contains(&line), "{line} is not in {help}");
+        }
+        let cli = parse(&["write-bw", "--csv", "-", "--json", "run.json"]).unwrap();
+        let (_, a) = cli.command.test().unwrap();
+        let given: Vec<_> = a
+            .files
+            .outputs()
+            .map(|(f, p)| (f.flag, p.to_owned()))
+            .collect();
+        assert_eq!(
+            given,
+            [
+                ("json", PathBuf::from("run.json")),
+                ("csv", PathBuf::from("-"))
+            ]
+        );
     }
 
     #[test]

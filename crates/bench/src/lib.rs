@@ -8,6 +8,8 @@
 //! asked (a bad value or combination, or a limit of a device), 3 below a `--limit-*`.
 
 #[forbid(unsafe_code)]
+pub mod catalogue;
+#[forbid(unsafe_code)]
 pub mod cli;
 pub mod clock;
 pub mod cluster;

@@ -10,7 +10,6 @@ use anyhow::{Context, Result};
 use rdmabench::cli::{Cli, Command, TestArgs};
 use rdmabench::control::{anyone_may_connect, Greeting, Listener, NoClient, Token};
 use rdmabench::exit::Exit;
-use rdmabench::files::check_record_outputs;
 use rdmabench::plan::{self, TestKind};
 use rdmabench::run::rails::rail_devices;
 use rdmabench::run::{
@@ -58,7 +57,8 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     // Every flag is checked together before anything opens, on the server too, and so are
     // the output files: a typo must not cost a whole run.
     let plan = args.plan.resolve(kind)?;
-    check_outputs(args)?;
+    // `--json`, `--csv` and any other format's: one of them may be `-`, stdout.
+    args.files.check()?;
     let mut opts = args.run_options(kind)?;
     args.check_memory(&plan)?;
     let sysfs = topo::Sysfs::system();
@@ -119,15 +119,6 @@ impl Side {
             Side::Rails(rails) => rails.serve(opts, listener),
         }
     }
-}
-
-/// `--json` and `--csv`, checked before any device is opened; one of them may be `-`, stdout.
-fn check_outputs(args: &TestArgs) -> Result<()> {
-    check_record_outputs(&[
-        ("--json", args.json.as_deref()),
-        ("--csv", args.csv.as_deref()),
-    ])?;
-    Ok(())
 }
 
 /// `--persistent`: serve run after run; a failed run is reported and the server goes on.

@@ -7,6 +7,7 @@
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
+use crate::catalogue::{Agree, PARAMS};
 use crate::units::{format_size, parse_size};
 
 /// The RDMA operation a test measures.
@@ -200,7 +201,14 @@ impl AtomicOp {
 }
 
 /// Everything both sides must agree on. The client's plan is the one that runs.
+///
+/// It is the wire's plan message, and the wire is strict by construction: an unknown field
+/// is refused (`deny_unknown_fields`), and so is a missing one, optional ones included (each
+/// `Option` is read with `Option::deserialize`, which has no default). So a peer that does
+/// not know a parameter refuses a plan that has it, naming it, instead of running without
+/// it; a test below removes each field in turn.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct TestPlan {
     /// Which test.
     pub test: TestKind,
@@ -209,6 +217,7 @@ pub struct TestPlan {
     /// Operations per QP and size (iteration runs).
     pub iters: u64,
     /// Seconds per size (duration runs); `None` runs `iters` operations.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub duration: Option<f64>,
     /// Number of QPs.
     pub qps: u32,
@@ -227,12 +236,15 @@ pub struct TestPlan {
     /// Both sides send at once (bandwidth tests).
     pub bidirectional: bool,
     /// Path MTU asked for; `None` uses the ports' active MTU.
-    pub mtu: Option<u32>,
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub path_mtu: Option<u32>,
     /// `-o`: READs/atomics a QP may have outstanding at the responder; `None` takes what
     /// both devices allow.
+    #[serde(deserialize_with = "Option::deserialize")]
     pub outs: Option<u32>,
     /// `-u`: RC acknowledgement timeout, 4.096 us * 2^N a try; `None` takes each device's
     /// default (`engine::qp_timeout_for`).
+    #[serde(deserialize_with = "Option::deserialize")]
     pub qp_timeout: Option<u8>,
     /// The atomic operation (atomic tests).
     pub atomic: AtomicOp,
@@ -241,8 +253,7 @@ pub struct TestPlan {
     /// Run the whole plan this many times; the record keeps every repetition.
     pub repeat: u32,
     /// `--report-gbits`: both sides print bandwidth in Gb/s (the client's choice, as every
-    /// field here; `units::bandwidth_unit`). Absent from an older client's plan: GB/s.
-    #[serde(default)]
+    /// field here; `units::bandwidth_unit`).
     pub report_gbits: bool,
 }
 
@@ -317,7 +328,7 @@ pub struct PlanRequest {
 
     /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: the ports' active MTU]
     #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
-    pub mtu: Option<u32>,
+    pub path_mtu: Option<u32>,
 
     /// READs/atomics a QP keeps outstanding at the responder (read and atomic tests; a
     /// ConnectX allows 16) [default: what both devices allow]
@@ -365,7 +376,7 @@ pub struct PlanRequest {
     pub repeat: Option<u32>,
 
     /// Report bandwidth in Gb/s instead of GB/s (the client's choice holds on both sides)
-    #[arg(long)]
+    #[arg(long, alias = "report_gbits")]
     pub report_gbits: bool,
 }
 
@@ -415,9 +426,21 @@ fn refuse(text: String) -> Result<(), PlanError> {
     Err(PlanError(text))
 }
 
+/// `value` as JSON, as the wire and the catalogue's checks read it.
+fn json_of<T: Serialize>(value: &T) -> Result<serde_json::Value, PlanError> {
+    serde_json::to_value(value).map_err(|e| PlanError(e.to_string()))
+}
+
 impl PlanRequest {
     /// Fills in defaults and checks every rule, all values together.
     pub fn resolve(&self, test: TestKind) -> Result<TestPlan, PlanError> {
+        let plan = self.fill(test)?;
+        plan.check()?;
+        Ok(plan)
+    }
+
+    /// The plan with defaults where nothing was given, unchecked.
+    fn fill(&self, test: TestKind) -> Result<TestPlan, PlanError> {
         let lat = test.mode == Mode::Lat;
         let sizes = if test.verb == Verb::Atomic {
             if self.all || self.size.is_some_and(|s| s != ATOMIC_SIZE) {
@@ -450,7 +473,7 @@ impl PlanRequest {
                 .min(tx_depth.saturating_sub(post_list) + 1)
                 .max(1)
         });
-        let plan = TestPlan {
+        Ok(TestPlan {
             test,
             sizes,
             iters: self.iters.unwrap_or(if lat {
@@ -467,16 +490,14 @@ impl PlanRequest {
             cq_mod,
             connection: self.connection.unwrap_or(Connection::Rc),
             bidirectional: self.bidirectional,
-            mtu: self.mtu,
+            path_mtu: self.path_mtu,
             outs: self.outs,
             qp_timeout: self.qp_timeout,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),
             report_gbits: self.report_gbits,
-        };
-        plan.check()?;
-        Ok(plan)
+        })
     }
 }
 
@@ -486,7 +507,7 @@ impl TestPlan {
         for &s in &self.sizes {
             check_range("--size", s, 1, MAX_SIZE)?;
         }
-        check_range("--iters", self.iters, 1, u64::from(u32::MAX))?;
+        self.check_catalogue()?;
         if let Some(d) = self.duration {
             if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
                 return refuse(format!(
@@ -494,23 +515,9 @@ impl TestPlan {
                 ));
             }
         }
-        check_range("--qps", self.qps, 1, MAX_QPS)?;
-        check_range("--tx-depth", self.tx_depth, 1, 1 << 16)?;
-        check_range("--rx-depth", self.rx_depth, 1, 1 << 16)?;
         check_range("--post-list", self.post_list, 1, self.tx_depth)?;
         check_range("--cq-mod", self.cq_mod, 1, self.tx_depth)?;
-        check_range("--inline-size", self.inline, 0, 1 << 16)?;
-        check_range("--repeat", self.repeat, 1, 1000)?;
-        if let Some(u) = self.qp_timeout {
-            check_range("--qp-timeout", u, 1, MAX_QP_TIMEOUT)?;
-            if self.connection != Connection::Rc {
-                return refuse(format!(
-                    "--qp-timeout {u} does not apply to {}: only RC waits for acknowledgements",
-                    self.connection.name()
-                ));
-            }
-        }
-        if let Some(m) = self.mtu {
+        if let Some(m) = self.path_mtu {
             if verbs::mtu_from_bytes(m).is_none() {
                 return refuse(format!(
                     "--mtu {m} is not a valid MTU: use 256, 512, 1024, 2048 or 4096"
@@ -531,6 +538,37 @@ impl TestPlan {
         }
         self.check_verb_and_transport()?;
         self.check_mode()
+    }
+
+    /// The catalogue's rules for every planned parameter: a whole number within its range,
+    /// and none given (a value other than its default) to a test it does not apply to.
+    fn check_catalogue(&self) -> Result<(), PlanError> {
+        let plan = json_of(self)?;
+        let default = json_of(&PlanRequest::default().fill(self.test)?)?;
+        for p in PARAMS.iter().filter(|p| p.agree == Agree::Plan) {
+            let value = &plan[p.key];
+            if let (Some((lo, hi)), Some(v)) = (p.range, value.as_u64()) {
+                check_range(p.name(), v, lo, hi)?;
+            }
+            if *value != default[p.key] && !(p.applies.to)(self.test, self.connection) {
+                let over = match self.connection {
+                    Connection::Rc => String::new(),
+                    other => format!(" over {}", other.name()),
+                };
+                // A switch is named alone ("--validate"), a value with its flag.
+                let given = match value {
+                    serde_json::Value::Bool(true) => String::new(),
+                    other => format!(" {}", shown(other)),
+                };
+                return refuse(format!(
+                    "{}{given} does not apply to {}{over}: {}",
+                    p.name(),
+                    self.test,
+                    p.applies.why
+                ));
+            }
+        }
+        Ok(())
     }
 
     fn check_verb_and_transport(&self) -> Result<(), PlanError> {
@@ -556,12 +594,6 @@ impl TestPlan {
             ));
         }
         if let Some(o) = self.outs {
-            if !matches!(test.verb, Verb::Read | Verb::Atomic) {
-                return refuse(format!(
-                    "--outs {o} does not apply to {test}: it caps outstanding READs and atomics \
-                     (read-bw, read-lat, atomic-bw, atomic-lat)"
-                ));
-            }
             // Above 1, the devices' own limit decides (at most 255, the QP attribute's 8
             // bits): it is named when they open (engine::check_outs).
             if o == 0 {
@@ -571,12 +603,6 @@ impl TestPlan {
                         .to_string(),
                 );
             }
-        }
-        if test.verb == Verb::Read && self.inline > 0 {
-            return refuse(format!(
-                "--inline-size {} does not apply to {test}: READ responses cannot be inline",
-                self.inline
-            ));
         }
         Ok(())
     }
@@ -590,11 +616,6 @@ impl TestPlan {
             return refuse(format!(
                 "{test} measures one QP ping-pong: --qps {} is not possible",
                 self.qps
-            ));
-        }
-        if self.bidirectional {
-            return refuse(format!(
-                "{test} is already a round trip: -b applies to bandwidth tests"
             ));
         }
         if self.post_list != 1 {
@@ -656,18 +677,19 @@ impl TestPlan {
                 ));
             }
         }
-        let given = serde_json::to_value(server).map_err(|e| PlanError(e.to_string()))?;
-        let plan = serde_json::to_value(&client).map_err(|e| PlanError(e.to_string()))?;
-        for (key, value) in given.as_object().into_iter().flatten() {
+        let given = json_of(server)?;
+        let plan = json_of(&client)?;
+        for p in PARAMS.iter().filter(|p| p.agree == Agree::Plan) {
+            let value = &given[p.key];
             let explicit = !(value.is_null() || *value == serde_json::Value::Bool(false));
-            if !explicit || key == "size" || key == "all" || plan.get(key) == Some(value) {
+            if !explicit || plan[p.key] == *value {
                 continue;
             }
             diffs.push(format!(
                 "{}: server {}, client {}",
-                key.replace('_', "-"),
+                p.name(),
                 shown(value),
-                plan.get(key).map_or_else(|| "none".to_string(), shown)
+                shown(&plan[p.key])
             ));
         }
         if !diffs.is_empty() {
@@ -815,7 +837,7 @@ mod tests {
         .unwrap_err();
         assert_eq!(
             err.0,
-            "--qp-timeout 18 does not apply to UC: only RC waits for acknowledgements"
+            "--qp-timeout 18 does not apply to write-bw over UC: only RC waits for acknowledgements"
         );
     }
 
@@ -852,7 +874,7 @@ mod tests {
         .unwrap_err();
         assert!(err.0.starts_with("--size 0"), "{err}");
         let err = PlanRequest {
-            mtu: Some(1500),
+            path_mtu: Some(1500),
             ..request()
         }
         .resolve(WRITE_BW)
@@ -1003,23 +1025,55 @@ mod tests {
         let plain = request().resolve(WRITE_BW).unwrap();
         let err = TestPlan::adopt(plain, WRITE_BW, &server).unwrap_err();
         assert!(
-            err.0.contains("report-gbits: server true, client false"),
+            err.0.contains("--report-gbits: server true, client false"),
             "{err}"
         );
-        // An older client's plan, without the field, asks for GB/s.
-        let mut old = serde_json::to_value(&client).unwrap();
-        old.as_object_mut().unwrap().remove("report_gbits");
-        let old: TestPlan = serde_json::from_value(old).unwrap();
-        assert!(!old.report_gbits);
+    }
+
+    #[test]
+    fn the_wire_refuses_a_plan_with_a_field_missing_or_unknown() {
+        // Every field, optional ones included: a peer that lacks one refuses, naming it.
+        let plan = PlanRequest {
+            outs: Some(16),
+            ..request()
+        }
+        .resolve(TestKind::new(Verb::Read, Mode::Bw))
+        .unwrap();
+        let full = serde_json::to_value(&plan).unwrap();
+        let back: TestPlan = serde_json::from_value(full.clone()).unwrap();
+        assert_eq!(back, plan);
+        for key in full.as_object().unwrap().keys() {
+            let mut less = full.clone();
+            less.as_object_mut().unwrap().remove(key);
+            let err = serde_json::from_value::<TestPlan>(less).unwrap_err();
+            assert!(
+                err.to_string().contains(&format!("missing field `{key}`")),
+                "{err}"
+            );
+        }
+        let mut more = full;
+        more["tclass_from_the_future"] = serde_json::json!(106);
+        let err = serde_json::from_value::<TestPlan>(more).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("unknown field `tclass_from_the_future`"),
+            "{err}"
+        );
     }
 
     #[test]
     fn every_flag_the_server_may_give_is_compared_by_name() {
-        // A request field with no plan field of the same name would never be compared.
+        // A request field that is not a planned parameter of the catalogue, or has no plan
+        // field of the same name, would never be compared.
         let plan = serde_json::to_value(request().resolve(WRITE_BW).unwrap()).unwrap();
         let given = serde_json::to_value(request()).unwrap();
         for key in given.as_object().unwrap().keys() {
             if key != "size" && key != "all" {
+                let row = crate::catalogue::param(key);
+                assert!(
+                    row.is_some_and(|p| p.agree == Agree::Plan),
+                    "PlanRequest.{key} is not a planned parameter of the catalogue"
+                );
                 assert!(
                     plan.get(key).is_some(),
                     "PlanRequest.{key} is not in TestPlan"
@@ -1042,9 +1096,9 @@ mod tests {
         let err =
             TestPlan::adopt(client, TestKind::new(Verb::Atomic, Mode::Bw), &server).unwrap_err();
         for needle in [
-            "tx-depth: server 32, client 64",
-            "atomic: server FETCH_AND_ADD, client CMP_AND_SWAP",
-            "validate: server true, client false",
+            "--tx-depth: server 32, client 64",
+            "--atomic-type: server FETCH_AND_ADD, client CMP_AND_SWAP",
+            "--validate: server true, client false",
         ] {
             assert!(err.0.contains(needle), "{needle}: {err}");
         }

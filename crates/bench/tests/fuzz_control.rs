@@ -390,7 +390,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             cq_mod,
             connection,
             bidirectional,
-            mtu,
+            path_mtu: mtu,
             outs,
             qp_timeout,
             atomic: if cas {

@@ -313,7 +313,7 @@ fn the_header_the_record_and_the_csv_show_the_same_parameters() {
         let mut rdr = csv::Reader::from_path(&csv_path).unwrap();
         let columns = rdr.headers().unwrap().clone();
         let row = rdr.records().next().unwrap().unwrap();
-        for param in rdmabench::report::params::PARAMS {
+        for param in rdmabench::catalogue::PARAMS {
             let value = &params[param.key];
             let want = match value {
                 serde_json::Value::Null => String::new(),

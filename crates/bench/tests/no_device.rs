@@ -106,7 +106,10 @@ fn bad_values_are_usage_errors_with_exit_code_2() {
         (vec!["atomic-bw", "-c", "UC"], "not possible over UC"),
         (vec!["atomic-bw", "-s", "64"], "8 bytes"),
         (vec!["write-lat", "-q", "4"], "--qps 4"),
-        (vec!["send-lat", "-b"], "-b applies to bandwidth tests"),
+        (
+            vec!["send-lat", "-b"],
+            "--bidirectional does not apply to send-lat: a latency test is already a round trip",
+        ),
         (vec!["read-lat", "-c", "UD"], "not possible over UD"),
         (vec!["write-bw", "-I", "100000"], "--inline-size 100000"),
         (vec!["write-bw", "-o", "4"], "--outs 4 does not apply"),

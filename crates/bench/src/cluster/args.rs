@@ -14,6 +14,7 @@ use super::fabric::{self, Fabric};
 use super::schedule::{self, Rounds, ScheduleError};
 use crate::cli::TestArgs;
 use crate::plan::{shown, Mode, PlanError, TestKind, TestPlan};
+use crate::report::{FORMATS, JSON};
 use crate::run::{RecordFiles, RunOptions};
 
 /// The coordinator's default TCP port when only Slurm's node list names it.
@@ -226,7 +227,7 @@ impl ClusterArgs {
             min_pct: self.min_pct,
             max_lat_factor: self.max_lat_factor,
             fabric,
-            json: self.test.json.clone(),
+            json: self.test.files.get(&JSON).map(Path::to_path_buf),
             timeout: self.test.timeout(),
             options: Vec::new(),
         };
@@ -236,16 +237,27 @@ impl ClusterArgs {
 
     fn refuse_two_node_options(&self) -> Result<(), PlanError> {
         let t = &self.test;
-        let given = [
+        let named = |list: &[(&str, bool)]| -> Vec<(String, bool)> {
+            list.iter().map(|(f, g)| (f.to_string(), *g)).collect()
+        };
+        let mut given = named(&[
             ("SERVER_HOST", t.server.is_some()),
             ("--loopback", t.loopback),
             ("--persistent", t.persistent),
-            ("--csv", t.csv.is_some()),
+        ]);
+        // Every record format but the JSON: the sweep's --json FILE is its own record.
+        given.extend(
+            FORMATS
+                .iter()
+                .filter(|f| f.flag != JSON.flag)
+                .map(|f| (format!("--{}", f.flag), t.files.get(f).is_some())),
+        );
+        given.extend(named(&[
             ("--limit-bw", t.limit_bw.is_some()),
             ("--limit-lat-p99", t.limit_lat_p99.is_some()),
             ("-a", t.plan.all),
             ("--rails", t.rails.is_some()),
-        ];
+        ]));
         match given.iter().find(|(_, g)| *g) {
             Some((flag, _)) => Err(PlanError(format!(
                 "{flag} has no meaning in a cluster sweep (rank 0 pairs the ranks, one rank per \
@@ -445,7 +457,7 @@ mod tests {
         assert!(s
             .tests
             .iter()
-            .all(|t| t.opts.quiet && t.opts.files.json.is_none()));
+            .all(|t| t.opts.quiet && t.opts.files.is_empty()));
     }
 
     #[test]

@@ -6,8 +6,8 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
+use crate::catalogue::{Compared, PARAMS};
 use crate::plan::{Mode, PlanError, TestKind};
-use crate::report::params::{Compared, PARAMS};
 use crate::report::{PcieLinkRecord, RunRecord};
 use crate::units::format_size;
 
@@ -362,48 +362,6 @@ mod tests {
             (fw.baseline.as_str(), fw.candidate.as_str()),
             ("28.39.1002", "28.40.1000")
         );
-    }
-
-    #[test]
-    fn every_parameter_is_compared_as_its_row_says() {
-        let mut a = record("write-bw", &[(65536, 1.0)]);
-        // Every optional parameter present, so that each can be changed.
-        a.params.rx_depth = Some(512);
-        a.params.outs = Some(16);
-        a.params.atomic = Some("FETCH_AND_ADD".to_string());
-        a.params.duration = Some(2.0);
-        a.params.warmup = Some(16);
-        a.params.latency = Some("one_way".to_string());
-        a.params.clock = Some("tsc".to_string());
-        a.params.clock_hz = Some(2.4e9);
-        a.params.cpus = Some("3".to_string());
-        a.params.numa_node = Some(0);
-        a.params.placement = Some("of the NIC's node 0 0-15".to_string());
-        let base = serde_json::to_value(&a).unwrap();
-        for param in PARAMS {
-            let mut changed = base.clone();
-            let new = match &base["params"][param.key] {
-                serde_json::Value::Bool(b) => serde_json::json!(!b),
-                serde_json::Value::String(s) => serde_json::json!(format!("{s}-other")),
-                serde_json::Value::Number(n) => match n.as_u64() {
-                    Some(u) => serde_json::json!(u + 1),
-                    None => serde_json::json!(n.as_f64().unwrap() + 1.0),
-                },
-                other => panic!("params.{} is {other}: give it a value above", param.key),
-            };
-            changed["params"][param.key] = new;
-            let b: RunRecord = serde_json::from_value(changed)
-                .unwrap_or_else(|e| panic!("params.{}: {e}", param.key));
-            let d = differences(&a, &b);
-            let field = format!("(params.{})", param.key);
-            let named = |list: &[Difference]| list.iter().any(|x| x.what.ends_with(&field));
-            let (warned, told) = (named(&d.warnings), named(&d.info));
-            match param.compare {
-                Compared::Warn => assert!(warned && !told, "{field}: {d:?}"),
-                Compared::Info => assert!(told && !warned, "{field}: {d:?}"),
-                Compared::Skip => assert!(!told && !warned, "{field}: {d:?}"),
-            }
-        }
     }
 
     #[test]

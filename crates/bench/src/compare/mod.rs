@@ -640,6 +640,7 @@ pub(crate) mod tests {
                 cpus: None,
                 numa_node: None,
                 placement: None,
+                ..ParamsRecord::default()
             },
             ceilings: CeilingsRecord {
                 wire_gbps: Some(48.5),

@@ -23,8 +23,10 @@ use crate::report::{RunRecord, SizeResult};
 pub const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message or its framing changes shape or meaning. 8: with a token, every
 /// frame after the handshake carries a sequence number and an HMAC-SHA256 under a key of the
-/// connection (`wire.rs`); frames without a token are as in 7.
-pub const PROTOCOL_VERSION: u32 = 8;
+/// connection (`wire.rs`); frames without a token are as in 7. 9: the plan is strict (an
+/// unknown or missing field refuses it: `plan::TestPlan`), so a new test parameter needs no
+/// bump: a peer that lacks it refuses the plan, naming it.
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -202,7 +202,18 @@ pub fn read_frame(
 /// Decodes a frame's body.
 pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
     // serde's errors quote the peer's text (an unknown message type, say) as it came.
-    serde_json::from_slice(body).map_err(|e| WireError::Malformed(printable(&e.to_string())))
+    serde_json::from_slice(body).map_err(|e| {
+        let text = printable(&e.to_string());
+        // The plan is strict (`plan::TestPlan`): a parameter one side has and the other
+        // lacks is a version difference, not noise on the line.
+        if text.starts_with("unknown field") || text.starts_with("missing field") {
+            return WireError::Malformed(format!(
+                "{text} (the peer runs an rdmabench with other test parameters: run the same \
+                 version on both sides)"
+            ));
+        }
+        WireError::Malformed(text)
+    })
 }
 
 /// Appends bytes to `buf` until it holds `want`, each read limited to the time left.
@@ -499,6 +510,25 @@ mod tests {
     fn garbage_is_malformed_not_a_panic() {
         let err = read::<serde_json::Value>(frame(b"GET /")).unwrap_err();
         assert!(matches!(err, WireError::Malformed(_)), "{err}");
+    }
+
+    #[test]
+    fn a_plan_with_a_parameter_this_side_lacks_is_refused_naming_it() {
+        let plan = crate::plan::PlanRequest::default()
+            .resolve(crate::plan::TestKind::ALL[0])
+            .unwrap();
+        let mut json = serde_json::to_value(super::super::Message::Plan(Box::new(plan))).unwrap();
+        json["tclass_from_the_future"] = serde_json::json!(106);
+        let err = decode::<super::super::Message>(json.to_string().as_bytes()).unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("unknown field `tclass_from_the_future`"),
+            "{text}"
+        );
+        assert!(
+            text.contains("run the same version on both sides"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! What a run's loops run with: the plan's values as the devices and the peer allowed them,
-//! computed once after connecting. The loops' shapes, the header, the record's `params` and
-//! so `compare` all read them from here, so what is reported is what ran.
+//! computed once when the QPs connect ([`Connected::effective`](super::Connected)). The
+//! loops' shapes (`run/client.rs`), the header, the record's `params` and so `compare` all
+//! read them from there, so what is reported is what ran.
 
-use super::Connected;
 use crate::plan::{AtomicOp, TestPlan, Verb};
 
 /// The effective parameters of a connected run.
@@ -34,22 +34,35 @@ pub struct Effective {
     pub relaxed_ordering: bool,
 }
 
+/// What connecting settled beside the plan: the path, the QPs' attributes, the registration.
+#[derive(Debug, Clone, Copy)]
+pub struct Settled {
+    /// The path MTU both ports and `-m` allow, in bytes.
+    pub path_mtu: u32,
+    /// READs/atomics a QP may have in flight (what both ends allow, or `-o`).
+    pub rd_atomic: u32,
+    /// RC: the acknowledgement timeout exponent; `None` for UC and UD.
+    pub qp_timeout: Option<u8>,
+    /// The memory was registered with relaxed ordering.
+    pub relaxed_ordering: bool,
+}
+
 impl Effective {
-    /// The values `plan` runs with on `side`.
-    pub fn of(plan: &TestPlan, side: &Connected) -> Effective {
+    /// The values `plan` runs with, as connecting `settled` them.
+    pub fn of(plan: &TestPlan, settled: Settled) -> Effective {
         let verb = plan.test.verb;
         Effective {
             tx_depth: plan.tx_depth,
             post_list: plan.post_list,
             cq_mod: plan.cq_mod,
             rx_depth: (verb == Verb::Send).then_some(plan.rx_depth),
-            outs: matches!(verb, Verb::Read | Verb::Atomic).then_some(side.rd_atomic),
+            outs: matches!(verb, Verb::Read | Verb::Atomic).then_some(settled.rd_atomic),
             inline: plan.inline,
-            path_mtu: side.path_mtu,
-            qp_timeout: side.qp_timeout,
+            path_mtu: settled.path_mtu,
+            qp_timeout: settled.qp_timeout,
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,
-            relaxed_ordering: side.mr.relaxed_ordering(),
+            relaxed_ordering: settled.relaxed_ordering,
         }
     }
 }

@@ -27,6 +27,7 @@ use crate::plan::{
     Connection, Mode, PlanError, Role, TestPlan, Verb, DEFAULT_QP_TIMEOUT, SOFTWARE_QP_TIMEOUT,
 };
 use buffer::{remote_access, Footprint};
+use effective::{Effective, Settled};
 
 /// What one side was told about its own hardware.
 #[derive(Debug, Clone, Default)]
@@ -127,13 +128,10 @@ pub struct Connected {
     pub stride: u64,
     /// The transport.
     pub transport: Transport,
-    /// The path MTU in bytes.
-    pub path_mtu: u32,
-    /// RDMA READs/atomics this side may have in flight per QP (what both ends allow).
-    pub rd_atomic: u32,
-    /// The acknowledgement timeout exponent of this side's RC QPs (`-u`, or the device's
-    /// default: [`qp_timeout_for`]); `None` for UC and UD, which wait for no acknowledgement.
-    pub qp_timeout: Option<u8>,
+    /// What the loops run with: the plan as the devices, the peer and the registration
+    /// allowed it (the path MTU, the READs/atomics in flight, the acknowledgement timeout:
+    /// `-u` or [`qp_timeout_for`]).
+    pub effective: Effective,
     /// The peer's bounce buffers when its memory is staged (a staged WRITE target).
     pub peer_bounce: Option<staged::BounceLayout>,
 }
@@ -194,7 +192,10 @@ fn check_device_limits(
         )));
     }
     if plan.connection == Connection::Ud {
-        let mtu = plan.mtu.unwrap_or(port.active_mtu).min(port.active_mtu);
+        let mtu = plan
+            .path_mtu
+            .unwrap_or(port.active_mtu)
+            .min(port.active_mtu);
         let whose = if mtu < port.active_mtu {
             format!("-m {mtu}")
         } else {
@@ -407,7 +408,7 @@ impl Local {
             stride,
             peer_slot,
             transport,
-            mtu: plan.mtu,
+            mtu: plan.path_mtu,
             posts_receives,
             loop_posts_receives: staged && plan.test.mode == Mode::Bw,
             role,
@@ -736,6 +737,7 @@ impl Prepared {
                 .ready_to_send(*psn, &path)?;
             qps.push(qp);
         }
+        let relaxed_ordering = self.mr.relaxed_ordering();
         Ok(Connected {
             device: self.device,
             port: self.port,
@@ -752,9 +754,15 @@ impl Prepared {
             slot: self.slot,
             stride: self.stride,
             transport: self.transport,
-            path_mtu,
-            rd_atomic,
-            qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
+            effective: Effective::of(
+                plan,
+                Settled {
+                    path_mtu,
+                    rd_atomic,
+                    qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
+                    relaxed_ordering,
+                },
+            ),
             peer_bounce,
         })
     }

@@ -3,7 +3,7 @@
 //! snapshot-tested) without a device.
 //!
 //! Which lines a test shows is decided here, from what the record holds, and nowhere else:
-//! - the parameter lines are the `params` a test has (`report::params::PARAMS`): a latency
+//! - the parameter lines are the `params` a test has (`catalogue::PARAMS`): a latency
 //!   test's record has no TX depth, CQ moderation or post list, a READ test's has its
 //!   outstanding READs, a SEND test's its RX depth;
 //! - `Run` counts iterations (with the latency tests' warm-up) or the duration, and
@@ -14,10 +14,11 @@
 
 use std::fmt::Write as _;
 
+use crate::catalogue;
 use crate::engine::bw::Stop;
 use crate::memory::MemMode;
 use crate::output::table;
-use crate::report::{params, DeviceRecord, GpuRecord, ParamsRecord, RunRecord};
+use crate::report::{DeviceRecord, GpuRecord, ParamsRecord, RunRecord};
 
 /// The header block of `record`, then its warnings (in bold when `bold`: a terminal) and
 /// notes, one a line.
@@ -64,7 +65,7 @@ pub fn fields(record: &RunRecord) -> Vec<(&'static str, String)> {
         ),
         ("GID index", gid_text(d)),
     ];
-    fields.extend(params::header_fields(p));
+    fields.extend(catalogue::header_fields(p));
     fields.push(("Run", run_text(p)));
     fields.push(("Memory", memory_text(&p.mem, record.gpu.as_ref())));
     if let Some(s) = record.gpu.as_ref().and_then(|g| g.staging.as_ref()) {
@@ -189,7 +190,7 @@ mod tests {
     /// What a live run of `s` prints on stdout: the header, the columns, each size's rows
     /// as it finishes (every repetition of the sweep in turn) and the end of the table.
     fn printed(s: &Sample) -> String {
-        let table = Table::of(&s.record.params, false);
+        let table = Table::of(&s.record.params);
         let mut out = render(&s.record, false);
         out.push_str(&table.columns());
         out.push('\n');

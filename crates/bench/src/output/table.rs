@@ -72,10 +72,10 @@ pub struct Table {
 }
 
 impl Table {
-    /// The table of a run with these parameters.
-    pub fn of(params: &ParamsRecord, gbits: bool) -> Self {
+    /// The table of a run with these parameters (in Gb/s with `--report-gbits`).
+    pub fn of(params: &ParamsRecord) -> Self {
         Table {
-            gbits,
+            gbits: params.report_gbits,
             lat: params.latency.is_some(),
             repeat: params.repeat,
         }

@@ -1,5 +1,5 @@
 //! The CSV exporter: one flat row per size, the header once; the run's parameters (every
-//! row of `report::params::PARAMS`, as the header shows them) and device facts repeat on
+//! row of `catalogue::PARAMS`, as the header shows them) and device facts repeat on
 //! every row so that a spreadsheet needs no joins. Empty cells where a field does not apply
 //! (latency columns of a bandwidth test). A multi-rail record (`rails` not empty) gets a
 //! first column `rail`: each rail's rows ("0", "1", ... with its own device), then all rails
@@ -7,40 +7,66 @@
 
 use anyhow::Result;
 
-use super::params::PARAMS;
-use super::{DeviceRecord, Exporter, RunRecord, SizeResult};
+use super::{DeviceRecord, Exporter, Format, LatencyStats, RunRecord, SizeResult};
+use crate::catalogue::PARAMS;
+
+/// `--csv FILE`: one row per size.
+pub const CSV: Format = Format {
+    flag: "csv",
+    help: "Write one CSV row per size to FILE; `-`: to stdout at the end (the table goes to \
+           stderr then)",
+    what: "the CSV",
+    exporter: &CsvExporter,
+};
 
 /// Writes the record as CSV.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct CsvExporter;
 
-/// The columns after the parameters' (`PARAMS`, whose keys name their columns).
-const COLUMNS: [&str; 21] = [
-    "device",
-    "fw_ver",
-    "port",
-    "link_layer",
-    "active_mtu",
-    "size",
-    "iterations",
-    "seconds",
-    "bw_gbps",
-    "gbits",
-    "msg_rate_mpps",
-    "pct_of_ceiling",
-    "lat_min_us",
-    "lat_p50_us",
-    "lat_p90_us",
-    "lat_p99_us",
-    "lat_p999_us",
-    "lat_p9999_us",
-    "lat_max_us",
-    "lat_mean_us",
-    "lat_stdev_us",
+/// A column after the parameters' (`PARAMS`, whose keys name their columns): its header
+/// and its cell for one size `r` on device `d`, declared together.
+struct Column {
+    name: &'static str,
+    cell: fn(&DeviceRecord, &SizeResult) -> String,
+}
+
+/// The device's columns, then the figures', in the file's order.
+const COLUMNS: &[Column] = &[
+    col("device", |d, _| d.name.clone()),
+    col("fw_ver", |d, _| d.fw_ver.clone()),
+    col("port", |d, _| d.port.to_string()),
+    col("link_layer", |d, _| d.link_layer.clone()),
+    col("active_mtu", |d, _| d.active_mtu.to_string()),
+    col("size", |_, r| r.size.to_string()),
+    col("iterations", |_, r| r.iterations.to_string()),
+    col("seconds", |_, r| r.seconds.to_string()),
+    col("bw_gbps", |_, r| r.bw_gbps.to_string()),
+    col("gbits", |_, r| r.gbits.to_string()),
+    col("msg_rate_mpps", |_, r| r.msg_rate_mpps.to_string()),
+    col("pct_of_ceiling", |_, r| opt(r.pct_of_ceiling)),
+    col("lat_min_us", |_, r| lat(r, |l| l.min)),
+    col("lat_p50_us", |_, r| lat(r, |l| l.p50)),
+    col("lat_p90_us", |_, r| lat(r, |l| l.p90)),
+    col("lat_p99_us", |_, r| lat(r, |l| l.p99)),
+    col("lat_p999_us", |_, r| lat(r, |l| l.p999)),
+    col("lat_p9999_us", |_, r| lat(r, |l| l.p9999)),
+    col("lat_max_us", |_, r| lat(r, |l| l.max)),
+    col("lat_mean_us", |_, r| lat(r, |l| l.mean)),
+    col("lat_stdev_us", |_, r| lat(r, |l| l.stdev)),
 ];
+
+/// A column named `name` whose cells `cell` gives.
+const fn col(name: &'static str, cell: fn(&DeviceRecord, &SizeResult) -> String) -> Column {
+    Column { name, cell }
+}
 
 fn opt(v: Option<f64>) -> String {
     v.map(|x| x.to_string()).unwrap_or_default()
+}
+
+/// One latency statistic of `r`, empty for a bandwidth test.
+fn lat(r: &SizeResult, stat: fn(&LatencyStats) -> f64) -> String {
+    opt(r.lat_us.as_ref().map(stat))
 }
 
 impl Exporter for CsvExporter {
@@ -49,7 +75,8 @@ impl Exporter for CsvExporter {
         let params = PARAMS.iter().map(|p| p.key);
         let rails = !record.rails.is_empty();
         let rail_col = rails.then_some("rail");
-        w.write_record(rail_col.into_iter().chain(params).chain(COLUMNS))?;
+        let columns = COLUMNS.iter().map(|c| c.name);
+        w.write_record(rail_col.into_iter().chain(params).chain(columns))?;
         if !rails {
             for r in &record.results {
                 w.write_record(row(record, &record.device, r))?;
@@ -85,38 +112,14 @@ impl Exporter for CsvExporter {
     }
 }
 
-/// One size's cells: the parameters, the device `d`, the figures.
+/// One size's cells: the parameters, then [`COLUMNS`]' for the device `d` and the figures.
 fn row(record: &RunRecord, d: &DeviceRecord, r: &SizeResult) -> Vec<String> {
-    let l = r.lat_us;
     let params = PARAMS
         .iter()
         .map(|param| (param.value)(&record.params).unwrap_or_default());
-    let device = [
-        d.name.clone(),
-        d.fw_ver.clone(),
-        d.port.to_string(),
-        d.link_layer.clone(),
-        d.active_mtu.to_string(),
-    ];
-    let figures = [
-        r.size.to_string(),
-        r.iterations.to_string(),
-        r.seconds.to_string(),
-        r.bw_gbps.to_string(),
-        r.gbits.to_string(),
-        r.msg_rate_mpps.to_string(),
-        opt(r.pct_of_ceiling),
-        opt(l.map(|l| l.min)),
-        opt(l.map(|l| l.p50)),
-        opt(l.map(|l| l.p90)),
-        opt(l.map(|l| l.p99)),
-        opt(l.map(|l| l.p999)),
-        opt(l.map(|l| l.p9999)),
-        opt(l.map(|l| l.max)),
-        opt(l.map(|l| l.mean)),
-        opt(l.map(|l| l.stdev)),
-    ];
-    params.chain(device).chain(figures).collect()
+    params
+        .chain(COLUMNS.iter().map(|c| (c.cell)(d, r)))
+        .collect()
 }
 
 #[cfg(test)]

@@ -2,7 +2,16 @@
 
 use anyhow::Result;
 
-use super::{Exporter, RunRecord};
+use super::{Exporter, Format, RunRecord};
+
+/// `--json FILE`: the whole record.
+pub const JSON: Format = Format {
+    flag: "json",
+    help: "Write the result record (every size) to FILE as JSON; `-`: to stdout at the end \
+           (the table goes to stderr then)",
+    what: "the JSON record",
+    exporter: &JsonExporter,
+};
 
 /// Writes the record as JSON.
 #[derive(Debug, Default, Clone, Copy)]

@@ -1,17 +1,17 @@
 //! The result model of a run and the files it is written to: the JSON record (written
-//! atomically) and the CSV, one exporter per format behind [`Exporter`]; `params.rs` says how
-//! each test parameter shows. The terminal's view of a live run is `output/`.
+//! atomically) and the CSV, one exporter per format behind [`Exporter`], each found through
+//! the registry [`FORMATS`]; how each test parameter shows is the
+//! parameter catalogue's (`catalogue.rs`). The terminal's view of a live run is `output/`.
 
 mod csv;
 mod json;
-pub mod params;
 mod record;
 #[cfg(test)]
 pub(crate) mod samples;
 pub mod sweep;
 
-pub use self::csv::CsvExporter;
-pub use json::JsonExporter;
+pub use self::csv::{CsvExporter, CSV};
+pub use json::{JsonExporter, JSON};
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
     PcieRecord, RailRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
@@ -186,11 +186,35 @@ impl SizeResult {
     }
 }
 
-/// A way to write a whole run record to a file.
-pub trait Exporter {
+/// A way to write a whole run record to a file. Exporters hold no state (`Sync`: the
+/// registry's entries are shared by every thread of a run).
+pub trait Exporter: Sync {
     /// The bytes of the file.
     fn render(&self, record: &RunRecord) -> Result<Vec<u8>>;
 }
+
+/// An output format of the run record: a test's `--FLAG FILE` and the exporter behind it.
+#[derive(Clone, Copy)]
+pub struct Format {
+    /// The long flag without its dashes (`json` for `--json FILE`); unique in [`FORMATS`].
+    pub flag: &'static str,
+    /// The flag's line in `--help`.
+    pub help: &'static str,
+    /// What the file holds, for messages ("writing the CSV to ...").
+    pub what: &'static str,
+    /// How the file is written.
+    pub exporter: &'static dyn Exporter,
+}
+
+impl std::fmt::Debug for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Format(--{})", self.flag)
+    }
+}
+
+/// Every output format of the run record, in `--help`'s order: a new exporter is one file
+/// (its [`Exporter`] and its [`Format`]) and one line here.
+pub const FORMATS: &[Format] = &[JSON, CSV];
 
 /// Renders `record` with `exporter` and writes it to `path` atomically.
 pub fn export(exporter: &dyn Exporter, record: &RunRecord, path: &Path) -> Result<()> {
@@ -211,6 +235,14 @@ mod tests {
         assert_eq!(r.pct_of_ceiling, None);
         let r = r.with_ceiling(Some(2.62144));
         assert!((r.pct_of_ceiling.unwrap() - 50.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_formats_flags_are_unique() {
+        let mut flags: Vec<&str> = FORMATS.iter().map(|f| f.flag).collect();
+        flags.sort_unstable();
+        flags.dedup();
+        assert_eq!(flags.len(), FORMATS.len(), "{FORMATS:?}");
     }
 
     #[test]

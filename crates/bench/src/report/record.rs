@@ -240,8 +240,8 @@ pub struct PcieRecord {
 }
 
 /// The test's parameters as the loops ran them (the effective values: see
-/// `results/schema.md`); `report::params::PARAMS` is how each shows and compares.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `results/schema.md`); `catalogue::PARAMS` is how each shows and compares.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ParamsRecord {
     /// Test name, e.g. "write-bw".
     pub test: String,
@@ -316,6 +316,10 @@ pub struct ParamsRecord {
     /// "not pinned (--no-pin)"; absent in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<String>,
+    /// The table showed bandwidth in Gb/s (`--report-gbits`); the record's figures are in
+    /// both units whatever it is. Absent in older records: false.
+    #[serde(default)]
+    pub report_gbits: bool,
 }
 
 fn one() -> u32 {

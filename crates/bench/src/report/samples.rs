@@ -82,6 +82,22 @@ fn mlx5(fw: &str, speed: &str) -> DeviceRecord {
     }
 }
 
+/// A write-bw record with every optional parameter present (as no one run has them), so that
+/// a test can see and change each.
+pub(crate) fn every_param_present() -> RunRecord {
+    let mut r = write_bw().record;
+    let p = &mut r.params;
+    p.rx_depth = Some(512);
+    p.outs = Some(16);
+    p.atomic = Some("FETCH_AND_ADD".into());
+    p.duration = Some(2.0);
+    p.warmup = Some(16);
+    p.latency = Some("one_way".into());
+    p.clock = Some("tsc".into());
+    p.clock_hz = Some(2.4e9);
+    r
+}
+
 /// write-bw's parameters with their defaults, on host memory, CPU 3 of node 0.
 fn bw_params(test: &str) -> ParamsRecord {
     ParamsRecord {
@@ -111,6 +127,7 @@ fn bw_params(test: &str) -> ParamsRecord {
         cpus: Some("3".to_string()),
         numa_node: Some(0),
         placement: Some("of the NIC's node 0 0-15".to_string()),
+        ..ParamsRecord::default()
     }
 }
 

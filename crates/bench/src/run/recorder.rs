@@ -11,26 +11,65 @@ use anyhow::{Context, Result};
 
 use super::figures;
 use super::rails::RailLink;
-use crate::files::is_dash;
+use crate::files::{check_record_outputs, is_dash};
 use crate::output::Screen;
-use crate::report::{
-    export, CsvExporter, Exporter, JsonExporter, RunRecord, RunStatus, SizeResult,
-};
+use crate::plan::PlanError;
+use crate::report::{export, Format, RunRecord, RunStatus, SizeResult};
 
-/// The files this side's record goes to (`--json`, `--csv`); both may be absent, and one may
-/// be `-`, stdout.
+/// The files this side's record goes to: a path per output format given (`--json FILE`,
+/// `--csv FILE`: every flag of [`FORMATS`](crate::report::FORMATS)), in the registry's order
+/// when parsed; none may be given, and one may be `-`, stdout. Its flags are parsed in `cli`.
 #[derive(Debug, Clone, Default)]
 pub struct RecordFiles {
-    /// The JSON record.
-    pub json: Option<PathBuf>,
-    /// The CSV.
-    pub csv: Option<PathBuf>,
+    outputs: Vec<(&'static Format, PathBuf)>,
 }
 
 impl RecordFiles {
+    /// These files, with `format`'s set to `path` (in the place of the one it had).
+    pub fn with(mut self, format: &'static Format, path: impl Into<PathBuf>) -> Self {
+        let path = path.into();
+        match self.outputs.iter_mut().find(|(f, _)| f.flag == format.flag) {
+            Some(given) => given.1 = path,
+            None => self.outputs.push((format, path)),
+        }
+        self
+    }
+
+    /// The path given to `format`, if any.
+    pub fn get(&self, format: &Format) -> Option<&Path> {
+        self.outputs()
+            .find(|(f, _)| f.flag == format.flag)
+            .map(|(_, p)| p)
+    }
+
+    /// Whether no output was given.
+    pub fn is_empty(&self) -> bool {
+        self.outputs.is_empty()
+    }
+
+    /// Each output given: its format and its path.
+    pub fn outputs(&self) -> impl Iterator<Item = (&'static Format, &Path)> {
+        self.outputs.iter().map(|(f, p)| (*f, p.as_path()))
+    }
+
+    /// Checks every output before any device is opened: `-` for one of them at most, the
+    /// other paths writable ([`check_record_outputs`]), each named by its flag.
+    pub fn check(&self) -> Result<(), PlanError> {
+        let flags: Vec<String> = self
+            .outputs()
+            .map(|(f, _)| format!("--{}", f.flag))
+            .collect();
+        let named: Vec<(&str, Option<&Path>)> = flags
+            .iter()
+            .zip(self.outputs())
+            .map(|(flag, (_, path))| (flag.as_str(), Some(path)))
+            .collect();
+        check_record_outputs(&named)
+    }
+
     /// Where the run's view goes: stderr when a record goes to stdout.
     pub fn screen(&self) -> Screen {
-        if self.outputs().any(|(path, _, _)| is_dash(path)) {
+        if self.outputs().any(|(_, path)| is_dash(path)) {
             Screen::Stderr
         } else {
             Screen::Stdout
@@ -52,31 +91,19 @@ impl RecordFiles {
     /// [`RecordFiles::write`] when `stdout` is `None`, else [`RecordFiles::write_last`] with
     /// `stdout` standing for the process's.
     pub fn write_to(&self, record: &RunRecord, mut stdout: Option<&mut dyn Write>) -> Result<()> {
-        for (path, exporter, what) in self.outputs() {
+        for (format, path) in self.outputs() {
+            let what = format.what;
             if !is_dash(path) {
-                export(exporter, record, path)
+                export(format.exporter, record, path)
                     .with_context(|| format!("writing {what} to '{}'", path.display()))?;
             } else if let Some(out) = stdout.as_mut() {
-                let bytes = exporter.render(record)?;
+                let bytes = format.exporter.render(record)?;
                 out.write_all(&bytes)
                     .and_then(|()| out.flush())
                     .with_context(|| format!("writing {what} to stdout"))?;
             }
         }
         Ok(())
-    }
-
-    /// Each output given: its path, its exporter and what it holds.
-    fn outputs(&self) -> impl Iterator<Item = (&Path, &dyn Exporter, &'static str)> {
-        let json = self
-            .json
-            .as_deref()
-            .map(|p| (p, &JsonExporter as &dyn Exporter, "the JSON record"));
-        let csv = self
-            .csv
-            .as_deref()
-            .map(|p| (p, &CsvExporter as &dyn Exporter, "the CSV"));
-        json.into_iter().chain(csv)
     }
 }
 
@@ -193,7 +220,7 @@ impl Recorder {
         if let Some(l) = &self.rail {
             return l.board.record(l.index, &self.record(status, error));
         }
-        if self.files.json.is_none() && self.files.csv.is_none() {
+        if self.files.is_empty() {
             return Ok(());
         }
         self.files.write(&self.record(status, error))
@@ -270,7 +297,7 @@ fn latencies(at: &str, l: &crate::report::LatencyStats) -> Vec<(String, f64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::samples;
+    use crate::report::{samples, CSV, JSON};
 
     fn sample_record() -> RunRecord {
         samples::write_bw().record
@@ -279,16 +306,15 @@ mod tests {
     fn files(name: &str) -> (PathBuf, RecordFiles) {
         let dir = std::env::temp_dir().join(format!("rdmabench-{name}-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
-        let files = RecordFiles {
-            json: Some(dir.join("run.json")),
-            csv: Some(dir.join("run.csv")),
-        };
+        let files = RecordFiles::default()
+            .with(&JSON, dir.join("run.json"))
+            .with(&CSV, dir.join("run.csv"));
         (dir, files)
     }
 
     fn read(files: &RecordFiles) -> (RunRecord, String) {
-        let json = std::fs::read_to_string(files.json.as_ref().unwrap()).unwrap();
-        let csv = std::fs::read_to_string(files.csv.as_ref().unwrap()).unwrap();
+        let json = std::fs::read_to_string(files.get(&JSON).unwrap()).unwrap();
+        let csv = std::fs::read_to_string(files.get(&CSV).unwrap()).unwrap();
         (serde_json::from_str(&json).unwrap(), csv)
     }
 
@@ -362,8 +388,8 @@ mod tests {
 
     #[test]
     fn a_record_to_stdout_is_written_once_at_the_end_even_when_the_run_fails() {
-        let (dir, mut files) = files("recorder-stdout");
-        files.json = Some(PathBuf::from("-"));
+        let (dir, files) = files("recorder-stdout");
+        let files = files.with(&JSON, "-");
         assert_eq!(files.screen(), Screen::Stderr, "the table makes way");
         let mut template = sample_record();
         let sizes: Vec<SizeResult> = template.results.drain(..).collect();
@@ -371,7 +397,7 @@ mod tests {
         rec.add(0, sizes[0].clone()).unwrap();
         rec.add(1, sizes[1].clone()).unwrap();
         // Mid-run: the CSV file follows the run; nothing reached stdout, no file named '-'.
-        let csv = std::fs::read_to_string(files.csv.as_ref().unwrap()).unwrap();
+        let csv = std::fs::read_to_string(files.get(&CSV).unwrap()).unwrap();
         assert_eq!(csv.lines().count(), 3, "{csv}");
         assert!(!Path::new("-").exists());
         let mut stdout = Vec::new();
@@ -393,10 +419,7 @@ mod tests {
 
     #[test]
     fn a_finished_run_writes_its_complete_record_to_stdout_once() {
-        let files = RecordFiles {
-            json: None,
-            csv: Some(PathBuf::from("-")),
-        };
+        let files = RecordFiles::default().with(&CSV, "-");
         let mut template = sample_record();
         let sizes: Vec<SizeResult> = template.results.drain(..).collect();
         let mut rec = Recorder::start(template, 1, &files).unwrap();
@@ -409,11 +432,23 @@ mod tests {
     }
 
     #[test]
+    fn the_outputs_are_checked_together_each_named_by_its_flag() {
+        let both = RecordFiles::default().with(&JSON, "-").with(&CSV, "-");
+        let e = both.check().unwrap_err();
+        assert!(e.0.starts_with("--json and --csv both name '-'"), "{e}");
+        let csv_only = both.with(&JSON, "/nonexistent-rdmabench-dir/run.json");
+        assert_eq!(csv_only.get(&CSV), Some(Path::new("-")));
+        let e = csv_only.check().unwrap_err();
+        assert!(
+            e.0.starts_with("--json '/nonexistent-rdmabench-dir/run.json'"),
+            "{e}"
+        );
+        assert!(RecordFiles::default().check().is_ok());
+    }
+
+    #[test]
     fn a_file_that_cannot_be_written_fails_the_start_naming_it() {
-        let files = RecordFiles {
-            json: Some(PathBuf::from("/nonexistent-rdmabench-dir/run.json")),
-            csv: None,
-        };
+        let files = RecordFiles::default().with(&JSON, "/nonexistent-rdmabench-dir/run.json");
         let e = Recorder::start(sample_record(), 1, &files).unwrap_err();
         assert!(
             format!("{e:#}").contains("'/nonexistent-rdmabench-dir/run.json'"),

@@ -313,7 +313,7 @@ fn server_part(
                 || plan.receives(Role::Server)
                 || side.staging.is_some() =>
         {
-            let shape = bw_shape(opts, plan, size, Role::Server)?;
+            let shape = bw_shape(opts, plan, &side.effective, size, Role::Server)?;
             let staged = side.staging.is_some();
             let m = if staged {
                 measure_staged(side, &shape, peer)?
@@ -334,7 +334,8 @@ fn server_part(
             })
         }
         Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {
-            respond(side, &lat_shape(opts, plan, size, measuring.clock)?, peer)?;
+            let shape = lat_shape(opts, plan, &side.effective, size, measuring.clock)?;
+            respond(side, &shape, peer)?;
             Ok(ServerPart::default())
         }
         _ => wait_for(peer, waits.0, waits.1),

@@ -192,7 +192,7 @@ impl RailBoard {
     }
 
     fn write(&self, s: &BoardState) -> Result<()> {
-        if self.files.json.is_none() && self.files.csv.is_none() {
+        if self.files.is_empty() {
             return Ok(());
         }
         match combined_record(&s.records) {
