@@ -366,3 +366,44 @@ fn the_readmes_token_messages_are_what_the_handshake_says() {
         );
     }
 }
+
+/// The lines of the table under `heading` in `text`: from the heading to the first blank line
+/// after a table row.
+fn table_under<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
+    let lines = text.lines().skip_while(|l| l.trim() != heading).skip(1);
+    let mut rows = Vec::new();
+    for line in lines {
+        if line.starts_with('|') {
+            rows.push(line);
+        } else if !rows.is_empty() {
+            break;
+        }
+    }
+    assert!(!rows.is_empty(), "no table under {heading}");
+    rows
+}
+
+#[test]
+fn every_parameter_of_the_catalogue_is_documented() {
+    let root = workspace_root();
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let schema = std::fs::read_to_string(root.join("results/schema.md")).unwrap();
+    let options = readme
+        .lines()
+        .filter(|l| l.starts_with("| `-") || l.starts_with("| `--"))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let fields = table_under(&schema, "### `params`").join("\n");
+    for p in rdmabench::catalogue::PARAMS {
+        if let Some(flag) = p.flag {
+            let named =
+                options.contains(&format!("{flag} ")) || options.contains(&format!("{flag}`"));
+            assert!(named, "README's options table does not explain {flag}");
+        }
+        assert!(
+            fields.contains(&format!("| `{}` |", p.key)),
+            "results/schema.md's params table does not explain {}",
+            p.key
+        );
+    }
+}
