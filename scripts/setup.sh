@@ -20,6 +20,7 @@ PKGS=(
     ibverbs-utils rdmacm-utils perftest                          # ibv_devinfo & co, perftest to compare with
     qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils   # scripts/rxe-vm.sh (soft-RoCE guest)
     openmpi-bin                                                  # mpirun, for multi-rank runs (also in the guest)
+    tcpdump                                                      # the guest tests read the IP TOS --tclass sets
     curl ca-certificates                                         # rustup
 )
 RUST_COMPONENTS=(rustfmt clippy)

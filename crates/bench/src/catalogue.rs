@@ -252,6 +252,15 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "tclass",
+        flag: Some("--tclass"),
+        perftest: Some("--tclass"),
+        range: Some((0, 255)),
+        label: "Traffic class",
+        value: |p| opt(p.tclass),
+        ..PLANNED
+    },
+    Param {
         key: "validate",
         flag: Some("--validate"),
         label: "Validate",

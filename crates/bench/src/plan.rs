@@ -246,6 +246,9 @@ pub struct TestPlan {
     /// default (`engine::qp_timeout_for`).
     #[serde(deserialize_with = "Option::deserialize")]
     pub qp_timeout: Option<u8>,
+    /// `--tclass`: the GRH's traffic class (RoCE v2: the IP TOS byte); `None` sends 0.
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub tclass: Option<u8>,
     /// The atomic operation (atomic tests).
     pub atomic: AtomicOp,
     /// Check the payload after each size.
@@ -339,6 +342,12 @@ pub struct PlanRequest {
     /// device such as rxe 18]
     #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
     pub qp_timeout: Option<u8>,
+
+    /// Traffic class of the GRH, 0..255: on RoCE v2 the IP TOS byte (DSCP = N >> 2, ECN = N & 3),
+    /// so that a run lands in the fabric's lossless (PFC) class, e.g. 106 for DSCP 26; on
+    /// InfiniBand it needs -x [default: 0]
+    #[arg(long = "tclass", value_name = "N")]
+    pub tclass: Option<u8>,
 
     /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
     #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
@@ -493,6 +502,7 @@ impl PlanRequest {
             path_mtu: self.path_mtu,
             outs: self.outs,
             qp_timeout: self.qp_timeout,
+            tclass: self.tclass,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),

@@ -362,6 +362,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             any::<bool>(),
             count(10),
             prop::option::of(any::<u8>()),
+            prop::option::of(any::<u8>()),
         ),
     );
     (first, second).prop_map(
@@ -375,7 +376,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
                 bidirectional,
                 mtu,
                 outs,
-                (cas, validate, repeat, qp_timeout),
+                (cas, validate, repeat, qp_timeout, tclass),
             ),
         )| TestPlan {
             test: TestKind::new(verb, mode),
@@ -393,6 +394,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             path_mtu: mtu,
             outs,
             qp_timeout,
+            tclass,
             atomic: if cas {
                 AtomicOp::CompareSwap
             } else {

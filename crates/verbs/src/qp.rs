@@ -115,6 +115,9 @@ pub struct PathConfig {
     /// RC only: how long a request waits for its acknowledgement before it is sent again,
     /// 4.096 us * 2^`qp_timeout` (14: 67 ms), up to 7 times.
     pub qp_timeout: u8,
+    /// The GRH's traffic class (with a GRH only): on RoCE v2 the IP header's TOS byte, DSCP
+    /// in its upper six bits and ECN in the lower two.
+    pub traffic_class: u8,
 }
 
 impl Default for PathConfig {
@@ -130,6 +133,7 @@ impl Default for PathConfig {
             max_dest_rd_atomic: 1,
             max_rd_atomic: 1,
             qp_timeout: 14,
+            traffic_class: 0,
         }
     }
 }
@@ -404,7 +408,7 @@ impl AddressHandle {
                 flow_label: 0,
                 sgid_index: sgid,
                 hop_limit: 64,
-                traffic_class: 0,
+                traffic_class: path.traffic_class,
             };
         }
         // SAFETY: the PD is alive and attr is initialised.
@@ -496,9 +500,7 @@ impl QueuePair<Created> {
         let mut av = AddressHandleAttribute::new();
         av.setup_port(path.port).setup_dest_lid(remote.lid);
         if let Some(sgid) = path.sgid_index {
-            av.setup_grh_dest_gid(&Gid { raw: remote.gid })
-                .setup_grh_src_gid_index(sgid)
-                .setup_grh_hop_limit(64);
+            av.setup_grh(&Gid { raw: remote.gid }, 0, sgid, 64, path.traffic_class);
         }
         let mut attr = QueuePairAttribute::new();
         attr.setup_state(QueuePairState::ReadyToReceive)

@@ -25,6 +25,8 @@ pub struct Effective {
     pub path_mtu: u32,
     /// RC: this side's acknowledgement timeout exponent (`-u` or the device's default).
     pub qp_timeout: Option<u8>,
+    /// The GRH's traffic class (`--tclass`, else 0); `None` without a GRH.
+    pub tclass: Option<u8>,
     /// The atomic operation: atomic tests only.
     pub atomic: Option<AtomicOp>,
     /// The payload is checked after each size.
@@ -43,6 +45,8 @@ pub struct Settled {
     pub rd_atomic: u32,
     /// RC: the acknowledgement timeout exponent; `None` for UC and UD.
     pub qp_timeout: Option<u8>,
+    /// The GRH's traffic class; `None` when the QPs send no GRH.
+    pub tclass: Option<u8>,
     /// The memory was registered with relaxed ordering.
     pub relaxed_ordering: bool,
 }
@@ -60,6 +64,7 @@ impl Effective {
             inline: plan.inline,
             path_mtu: settled.path_mtu,
             qp_timeout: settled.qp_timeout,
+            tclass: settled.tclass,
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,
             relaxed_ordering: settled.relaxed_ordering,

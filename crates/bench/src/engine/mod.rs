@@ -678,6 +678,13 @@ impl Prepared {
         }
         let f = self.device.facts();
         let use_grh = self.port.link_layer == LinkLayer::Ethernet || self.gid_given;
+        if let (Some(tc), false) = (plan.tclass, use_grh) {
+            return Err(PlanError(format!(
+                "--tclass {tc} is a field of the GRH, which this InfiniBand port sends only with \
+                 -x: give -x GID_INDEX too, or leave --tclass out"
+            ))
+            .into());
+        }
         let local_mtu = self
             .mtu
             .unwrap_or(self.port.active_mtu)
@@ -708,6 +715,7 @@ impl Prepared {
             max_dest_rd_atomic: responder_rd_atomic(f, plan) as u8,
             max_rd_atomic: rd_atomic as u8,
             qp_timeout: qp_timeout_for(plan, &self.device),
+            traffic_class: plan.tclass.unwrap_or(0),
         };
         // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
         if self.posts_receives && !self.loop_posts_receives {
@@ -760,6 +768,7 @@ impl Prepared {
                     path_mtu,
                     rd_atomic,
                     qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
+                    tclass: use_grh.then_some(path.traffic_class),
                     relaxed_ordering,
                 },
             ),

@@ -278,6 +278,10 @@ pub struct ParamsRecord {
     /// and 18 on a software device). Absent for UC/UD and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qp_timeout: Option<u8>,
+    /// The GRH's traffic class the QPs sent (`--tclass`, else 0); absent without a GRH
+    /// (InfiniBand without `-x`) and in older records.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tclass: Option<u8>,
     /// The payload was checked after each size (`--validate`).
     #[serde(default)]
     pub validate: bool,

@@ -95,6 +95,7 @@ pub(crate) fn every_param_present() -> RunRecord {
     p.latency = Some("one_way".into());
     p.clock = Some("tsc".into());
     p.clock_hz = Some(2.4e9);
+    p.tclass = Some(106);
     r
 }
 

@@ -1,0 +1,85 @@
+//! The options RoCE and cluster users reach for, run for real between rxe0 and rxe1 and, where
+//! they change what goes on the wire, checked there: `--tclass` in the IP header of every
+//! RoCE v2 packet each way.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::process::{Command, Stdio};
+
+use common::{pair, rdma_ready, text};
+
+/// The IP TOS bytes of the RoCE v2 packets (UDP 4791) that crossed the veth pair while `run`
+/// ran, by source address: tcpdump on veth1, which carries both directions.
+fn tos_on_the_wire(run: impl FnOnce()) -> Vec<(String, u8)> {
+    let mut dump = Command::new("tcpdump")
+        .args([
+            "-i",
+            "veth1",
+            "-n",
+            "-v",
+            "-l",
+            "-c",
+            "200",
+            "udp port 4791",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("tcpdump (scripts/setup.sh installs it)");
+    // tcpdump says "listening on veth1" on stderr once it captures.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    run();
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    let _ = dump.kill();
+    let out = dump.wait_with_output().unwrap();
+    let lines = String::from_utf8_lossy(&out.stdout).to_string();
+    // "IP (tos 0x6a,ECT(0), ttl 64, ...)\n    10.251.0.2.49152 > 10.251.0.1.4791: UDP, ..."
+    let mut packets = Vec::new();
+    let mut tos = None;
+    for line in lines.lines() {
+        if let Some(rest) = line.split("(tos 0x").nth(1) {
+            let hex: String = rest.chars().take_while(char::is_ascii_hexdigit).collect();
+            tos = u8::from_str_radix(&hex, 16).ok();
+        } else if let (Some(t), Some(src)) = (tos.take(), line.split_whitespace().next()) {
+            let host = src.rsplit_once('.').map_or(src, |(host, _port)| host);
+            packets.push((host.to_string(), t));
+        }
+    }
+    packets
+}
+
+#[test]
+fn tclass_is_the_tos_of_every_roce_packet_both_ways() {
+    if !rdma_ready("tclass_is_the_tos_of_every_roce_packet_both_ways") {
+        return;
+    }
+    for (i, (tclass, want)) in [(Some("106"), 0x6a), (None, 0)].into_iter().enumerate() {
+        let port = 19500 + i as u16;
+        let mut run = None;
+        let packets = tos_on_the_wire(|| {
+            let mut args = vec!["-n", "200", "-s", "4K"];
+            args.extend(tclass.iter().flat_map(|t| ["--tclass", *t]));
+            // The server is not given --tclass: it adopts the client's, for its ACKs.
+            run = Some(pair("write-bw", port, &[], &args));
+        });
+        let run = run.unwrap();
+        run.assert_ok();
+        for side in [&run.client_json, &run.server_json] {
+            assert_eq!(side["params"]["tclass"], want, "{}", text(&run.client));
+        }
+        for from in ["10.251.0.2", "10.251.0.1"] {
+            let seen: Vec<u8> = packets
+                .iter()
+                .filter(|(src, _)| src == from)
+                .map(|&(_, tos)| tos)
+                .collect();
+            assert!(!seen.is_empty(), "no RoCE packet from {from}: {packets:?}");
+            assert!(
+                seen.iter().all(|&tos| tos == want),
+                "--tclass {tclass:?}: packets from {from} had TOS {seen:x?}, not {want:#x}"
+            );
+        }
+    }
+}
