@@ -261,6 +261,15 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "sl",
+        flag: Some("--sl"),
+        perftest: Some("-S"),
+        range: Some((0, 15)),
+        label: "Service level",
+        value: |p| text(p.sl),
+        ..PLANNED
+    },
+    Param {
         key: "validate",
         flag: Some("--validate"),
         label: "Validate",

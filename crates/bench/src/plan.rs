@@ -249,6 +249,9 @@ pub struct TestPlan {
     /// `--tclass`: the GRH's traffic class (RoCE v2: the IP TOS byte); `None` sends 0.
     #[serde(deserialize_with = "Option::deserialize")]
     pub tclass: Option<u8>,
+    /// `--sl`: the service level of the QPs' address vectors; `None` sends 0.
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub sl: Option<u8>,
     /// The atomic operation (atomic tests).
     pub atomic: AtomicOp,
     /// Check the payload after each size.
@@ -348,6 +351,11 @@ pub struct PlanRequest {
     /// InfiniBand it needs -x [default: 0]
     #[arg(long = "tclass", value_name = "N")]
     pub tclass: Option<u8>,
+
+    /// Service level, 0..15: on InfiniBand the virtual lane the subnet manager maps it to; on
+    /// RoCE a ConnectX's 802.1p priority of VLAN-tagged frames (see README) [default: 0]
+    #[arg(short = 'S', long = "sl", value_name = "N")]
+    pub sl: Option<u8>,
 
     /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
     #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
@@ -503,6 +511,7 @@ impl PlanRequest {
             outs: self.outs,
             qp_timeout: self.qp_timeout,
             tclass: self.tclass,
+            sl: self.sl,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),
@@ -876,6 +885,13 @@ mod tests {
         .resolve(WRITE_BW)
         .unwrap_err();
         assert_eq!(err.0, "--qps 0 is out of range: valid values are 1 to 1024");
+        let err = PlanRequest {
+            sl: Some(16),
+            ..request()
+        }
+        .resolve(WRITE_BW)
+        .unwrap_err();
+        assert_eq!(err.0, "--sl 16 is out of range: valid values are 0 to 15");
         let err = PlanRequest {
             size: Some(0),
             ..request()

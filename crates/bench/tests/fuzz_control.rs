@@ -363,6 +363,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             count(10),
             prop::option::of(any::<u8>()),
             prop::option::of(any::<u8>()),
+            prop::option::of(any::<u8>()),
         ),
     );
     (first, second).prop_map(
@@ -376,7 +377,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
                 bidirectional,
                 mtu,
                 outs,
-                (cas, validate, repeat, qp_timeout, tclass),
+                (cas, validate, repeat, qp_timeout, tclass, sl),
             ),
         )| TestPlan {
             test: TestKind::new(verb, mode),
@@ -395,6 +396,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             outs,
             qp_timeout,
             tclass,
+            sl,
             atomic: if cas {
                 AtomicOp::CompareSwap
             } else {

@@ -1,6 +1,6 @@
 //! The options RoCE and cluster users reach for, run for real between rxe0 and rxe1 and, where
 //! they change what goes on the wire, checked there: `--tclass` in the IP header of every
-//! RoCE v2 packet each way.
+//! RoCE v2 packet each way; `--sl` (which soft-RoCE does not put on the wire) run and recorded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -81,5 +81,24 @@ fn tclass_is_the_tos_of_every_roce_packet_both_ways() {
                 "--tclass {tclass:?}: packets from {from} had TOS {seen:x?}, not {want:#x}"
             );
         }
+    }
+}
+
+#[test]
+fn sl_runs_and_both_sides_record_the_clients_value() {
+    if !rdma_ready("sl_runs_and_both_sides_record_the_clients_value") {
+        return;
+    }
+    for (i, test) in ["write-bw", "send-lat"].into_iter().enumerate() {
+        let run = pair(test, 19510 + i as u16, &[], &["-n", "100", "--sl", "3"]);
+        run.assert_ok();
+        for side in [&run.client_json, &run.server_json] {
+            assert_eq!(side["params"]["sl"], 3, "{test}: {}", text(&run.client));
+        }
+        assert!(
+            text(&run.client).contains("Service level: 3"),
+            "{}",
+            text(&run.client)
+        );
     }
 }

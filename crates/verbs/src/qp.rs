@@ -118,6 +118,10 @@ pub struct PathConfig {
     /// The GRH's traffic class (with a GRH only): on RoCE v2 the IP header's TOS byte, DSCP
     /// in its upper six bits and ECN in the lower two.
     pub traffic_class: u8,
+    /// The service level, 0..15: on InfiniBand it picks the virtual lane (through the subnet
+    /// manager's SL-to-VL tables); on RoCE a ConnectX sends its low three bits as the 802.1p
+    /// priority of VLAN-tagged frames, and soft-RoCE ignores it.
+    pub service_level: u8,
 }
 
 impl Default for PathConfig {
@@ -134,6 +138,7 @@ impl Default for PathConfig {
             max_rd_atomic: 1,
             qp_timeout: 14,
             traffic_class: 0,
+            service_level: 0,
         }
     }
 }
@@ -401,6 +406,7 @@ impl AddressHandle {
         let mut attr: ibv_ah_attr = unsafe { std::mem::zeroed() };
         attr.dlid = remote.lid;
         attr.port_num = path.port;
+        attr.sl = path.service_level;
         if let Some(sgid) = path.sgid_index {
             attr.is_global = 1;
             attr.grh = ibv_global_route {
@@ -498,7 +504,9 @@ impl QueuePair<Created> {
             ))
         })?;
         let mut av = AddressHandleAttribute::new();
-        av.setup_port(path.port).setup_dest_lid(remote.lid);
+        av.setup_port(path.port)
+            .setup_dest_lid(remote.lid)
+            .setup_service_level(path.service_level);
         if let Some(sgid) = path.sgid_index {
             av.setup_grh(&Gid { raw: remote.gid }, 0, sgid, 64, path.traffic_class);
         }

@@ -27,6 +27,8 @@ pub struct Effective {
     pub qp_timeout: Option<u8>,
     /// The GRH's traffic class (`--tclass`, else 0); `None` without a GRH.
     pub tclass: Option<u8>,
+    /// The service level of the QPs' address vectors (`--sl`, else 0).
+    pub sl: u8,
     /// The atomic operation: atomic tests only.
     pub atomic: Option<AtomicOp>,
     /// The payload is checked after each size.
@@ -65,6 +67,7 @@ impl Effective {
             path_mtu: settled.path_mtu,
             qp_timeout: settled.qp_timeout,
             tclass: settled.tclass,
+            sl: plan.sl.unwrap_or(0),
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,
             relaxed_ordering: settled.relaxed_ordering,

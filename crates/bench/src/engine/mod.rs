@@ -716,6 +716,7 @@ impl Prepared {
             max_rd_atomic: rd_atomic as u8,
             qp_timeout: qp_timeout_for(plan, &self.device),
             traffic_class: plan.tclass.unwrap_or(0),
+            service_level: plan.sl.unwrap_or(0),
         };
         // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
         if self.posts_receives && !self.loop_posts_receives {

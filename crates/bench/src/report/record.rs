@@ -282,6 +282,9 @@ pub struct ParamsRecord {
     /// (InfiniBand without `-x`) and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tclass: Option<u8>,
+    /// The service level of the QPs' address vectors (`--sl`, else 0); 0 in older records.
+    #[serde(default)]
+    pub sl: u8,
     /// The payload was checked after each size (`--validate`).
     #[serde(default)]
     pub validate: bool,

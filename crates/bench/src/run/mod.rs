@@ -190,6 +190,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         path_mtu: Some(eff.path_mtu),
         qp_timeout: eff.qp_timeout,
         tclass: eff.tclass,
+        sl: eff.sl,
         validate: eff.validate,
         relaxed_ordering: eff.relaxed_ordering,
         iters: plan.duration.is_none().then_some(plan.iters),
