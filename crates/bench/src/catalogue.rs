@@ -286,6 +286,15 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "hugepages",
+        flag: Some("--use-hugepages"),
+        perftest: Some("--use-hugepages"),
+        agree: Agree::Side,
+        label: "Huge pages",
+        value: |p| text(p.hugepages),
+        ..PLANNED
+    },
+    Param {
         key: "clock",
         flag: Some("--clock"),
         agree: Agree::Side,

@@ -206,6 +206,11 @@ pub struct TestArgs {
     /// device allows it); perftest's --disable_pcie_relaxed is accepted too
     #[arg(long, alias = "disable_pcie_relaxed")]
     pub disable_pcie_relaxed: bool,
+
+    /// Put this side's host buffer on huge pages (from the pool `vm.nr_hugepages` reserves;
+    /// --mem host only), as perftest's --use-hugepages
+    #[arg(long)]
+    pub use_hugepages: bool,
 }
 
 /// `--mem` as typed: the memory mode, and whether it named a GPU (`cuda:3`) or left the
@@ -304,6 +309,12 @@ impl TestArgs {
             (None, None) => MemMode::Host,
         };
         let staging = self.staging(&mem)?;
+        if self.use_hugepages && !matches!(mem, MemMode::Host) {
+            return Err(PlanError(format!(
+                "--use-hugepages applies to --mem host: this side's buffer is {} (GPU memory)",
+                mem.name()
+            )));
+        }
         Ok(SideConfig {
             device: self.ib_dev.clone(),
             port: self.ib_port,
@@ -311,6 +322,7 @@ impl TestArgs {
             mem,
             staging,
             relaxed_ordering: !self.disable_pcie_relaxed,
+            hugepages: self.use_hugepages,
         })
     }
 

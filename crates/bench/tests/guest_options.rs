@@ -1,14 +1,26 @@
 //! The options RoCE and cluster users reach for, run for real between rxe0 and rxe1 and, where
 //! they change what goes on the wire, checked there: `--tclass` in the IP header of every
-//! RoCE v2 packet each way; `--sl` (which soft-RoCE does not put on the wire) run and recorded.
+//! RoCE v2 packet each way; `--sl` (which soft-RoCE does not put on the wire) run and recorded;
+//! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::process::{Command, Stdio};
+use std::sync::{Mutex, MutexGuard};
 
 use common::{pair, rdma_ready, text};
+
+/// One test at a time: a capture on the veth sees every test's packets, and the huge page
+/// pool is the guest's.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+fn alone() -> MutexGuard<'static, ()> {
+    ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// The IP TOS bytes of the RoCE v2 packets (UDP 4791) that crossed the veth pair while `run`
 /// ran, by source address: tcpdump on veth1, which carries both directions.
@@ -55,6 +67,7 @@ fn tclass_is_the_tos_of_every_roce_packet_both_ways() {
     if !rdma_ready("tclass_is_the_tos_of_every_roce_packet_both_ways") {
         return;
     }
+    let _alone = alone();
     for (i, (tclass, want)) in [(Some("106"), 0x6a), (None, 0)].into_iter().enumerate() {
         let port = 19500 + i as u16;
         let mut run = None;
@@ -89,6 +102,7 @@ fn sl_runs_and_both_sides_record_the_clients_value() {
     if !rdma_ready("sl_runs_and_both_sides_record_the_clients_value") {
         return;
     }
+    let _alone = alone();
     for (i, test) in ["write-bw", "send-lat"].into_iter().enumerate() {
         let run = pair(test, 19510 + i as u16, &[], &["-n", "100", "--sl", "3"]);
         run.assert_ok();
@@ -101,4 +115,35 @@ fn sl_runs_and_both_sides_record_the_clients_value() {
             text(&run.client)
         );
     }
+}
+
+#[test]
+fn hugepages_hold_each_sides_buffer_and_too_few_are_refused_clearly() {
+    if !rdma_ready("hugepages_hold_each_sides_buffer_and_too_few_are_refused_clearly") {
+        return;
+    }
+    let _alone = alone();
+    // The guest's own kernel: its pool is this test's to set.
+    common::sh("sysctl -qw vm.nr_hugepages=16");
+    let hp = ["-n", "200", "--use-hugepages"];
+    let run = pair("write-bw", 19520, &hp[2..], &hp);
+    run.assert_ok();
+    for side in [&run.client_json, &run.server_json] {
+        assert_eq!(side["params"]["hugepages"], true, "{}", text(&run.client));
+    }
+    assert!(
+        text(&run.client).contains("Huge pages   : true"),
+        "{}",
+        text(&run.client)
+    );
+    common::sh("sysctl -qw vm.nr_hugepages=0");
+    let mut args = vec!["write-bw", "-n", "10", "--use-hugepages", "--timeout", "20"];
+    args.extend(common::LOOPBACK);
+    let out = common::bin().args(&args).output().unwrap();
+    let said = text(&out);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains("0 of the 0 reserved are free") && said.contains("vm.nr_hugepages"),
+        "{said}"
+    );
 }

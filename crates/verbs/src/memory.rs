@@ -30,10 +30,20 @@ use crate::pd::ProtectionDomain;
 /// The alignment of host buffers: one page.
 pub const PAGE_SIZE: usize = 4096;
 
-/// A zeroed, page-aligned host buffer.
+/// A zeroed, page-aligned host buffer, on normal or huge pages.
 pub struct HostBuffer {
     ptr: NonNull<u8>,
-    layout: Layout,
+    pages: Pages,
+}
+
+/// How a [`HostBuffer`]'s memory was obtained, and so how it is given back.
+#[derive(Debug, Clone, Copy)]
+enum Pages {
+    /// From the allocator, with this layout.
+    Normal(Layout),
+    /// A private anonymous mapping of huge pages (`MAP_HUGETLB`) of this many bytes (whole
+    /// huge pages) for a buffer of `len`.
+    Huge { mapped: usize, len: usize },
 }
 
 // SAFETY: the buffer is plain memory owned by this value.
@@ -58,17 +68,62 @@ impl HostBuffer {
         let ptr = NonNull::new(raw).ok_or_else(|| {
             VerbsError::InvalidRequest(format!("out of memory allocating {len} bytes"))
         })?;
-        Ok(HostBuffer { ptr, layout })
+        Ok(HostBuffer {
+            ptr,
+            pages: Pages::Normal(layout),
+        })
+    }
+
+    /// Maps `len` zeroed bytes (at least one) on huge pages of `huge_page` bytes each (the
+    /// kernel's default size, `Hugepagesize` in /proc/meminfo), from the pool that
+    /// `vm.nr_hugepages` reserves. Fails (ENOMEM) when the pool has too few free pages.
+    pub fn huge(len: usize, huge_page: usize) -> Result<Self> {
+        let len = len.max(1);
+        let mapped = len
+            .checked_next_multiple_of(huge_page.max(PAGE_SIZE))
+            .ok_or_else(|| VerbsError::InvalidRequest(format!("{len} bytes is too large")))?;
+        // SAFETY: a new private anonymous mapping; no existing memory is touched.
+        let raw = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                mapped,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_HUGETLB,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(VerbsError::Call {
+                call: "mmap(MAP_HUGETLB)",
+                reason: std::io::Error::last_os_error(),
+            });
+        }
+        let ptr = NonNull::new(raw.cast::<u8>()).ok_or_else(|| {
+            VerbsError::InvalidRequest("mmap(MAP_HUGETLB) returned a null mapping".into())
+        })?;
+        Ok(HostBuffer {
+            ptr,
+            pages: Pages::Huge { mapped, len },
+        })
+    }
+
+    /// True when the buffer is on huge pages.
+    pub fn huge_pages(&self) -> bool {
+        matches!(self.pages, Pages::Huge { .. })
     }
 
     /// Its length in bytes.
     pub fn len(&self) -> usize {
-        self.layout.size()
+        match self.pages {
+            Pages::Normal(layout) => layout.size(),
+            Pages::Huge { len, .. } => len,
+        }
     }
 
     /// True for a zero-length buffer (never, since at least one byte is allocated).
     pub fn is_empty(&self) -> bool {
-        self.layout.size() == 0
+        self.len() == 0
     }
 
     /// Its start address.
@@ -91,8 +146,14 @@ impl HostBuffer {
 
 impl Drop for HostBuffer {
     fn drop(&mut self) {
-        // SAFETY: allocated in `new` with this layout.
-        unsafe { dealloc(self.ptr.as_ptr(), self.layout) }
+        match self.pages {
+            // SAFETY: allocated in `new` with this layout.
+            Pages::Normal(layout) => unsafe { dealloc(self.ptr.as_ptr(), layout) },
+            Pages::Huge { mapped, .. } => {
+                // SAFETY: mapped in `huge` with this length, and unmapped only here.
+                unsafe { libc::munmap(self.ptr.as_ptr().cast(), mapped) };
+            }
+        }
     }
 }
 
@@ -290,6 +351,11 @@ impl MemoryRegion {
             addr: iova,
             len,
         })
+    }
+
+    /// True when the registered memory is a [`HostBuffer`] on huge pages.
+    pub fn huge_pages(&self) -> bool {
+        self.host.as_ref().is_some_and(HostBuffer::huge_pages)
     }
 
     /// Local key.

@@ -1,10 +1,11 @@
 //! What one side's registered buffer is for a plan: how much memory it takes, and where
 //! ([`Footprint`], the one computation that sizes the engine's allocation and that a server
 //! checks against `--max-mem` before allocating anything), and what the peer may do with it
-//! ([`remote_access`]: only what the test needs).
+//! ([`remote_access`]: only what the test needs); and, with `--use-hugepages`, the host
+//! buffer on huge pages ([`host_buffer`]).
 
-use anyhow::Result;
-use verbs::Access;
+use anyhow::{anyhow, Result};
+use verbs::{Access, HostBuffer};
 
 use super::{recv_len, staged};
 use crate::memory::{slot_len, MemMode};
@@ -125,9 +126,105 @@ pub fn remote_access(plan: &TestPlan, role: Role) -> Access {
     }
 }
 
+/// The kernel's pool of huge pages, as /proc/meminfo says it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct HugePool {
+    /// Bytes per huge page (`Hugepagesize`).
+    pub page: usize,
+    /// Pages reserved (`HugePages_Total`, what `vm.nr_hugepages` set).
+    pub total: u64,
+    /// Pages free (`HugePages_Free`).
+    pub free: u64,
+}
+
+impl HugePool {
+    /// The pool as `meminfo` (the text of /proc/meminfo) describes it; `None` when it does not.
+    pub fn parse(meminfo: &str) -> Option<HugePool> {
+        let field = |name: &str| {
+            meminfo
+                .lines()
+                .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+                .and_then(|v| v.split_whitespace().next()?.parse::<u64>().ok())
+        };
+        Some(HugePool {
+            page: usize::try_from(field("Hugepagesize")?.checked_mul(1024)?).ok()?,
+            total: field("HugePages_Total")?,
+            free: field("HugePages_Free")?,
+        })
+    }
+
+    /// This machine's pool.
+    pub fn current() -> Option<HugePool> {
+        HugePool::parse(&std::fs::read_to_string("/proc/meminfo").ok()?)
+    }
+}
+
+/// `len` bytes of host memory for the registered buffer: on huge pages with `huge`
+/// (`--use-hugepages`), where too few free ones fail naming how many are needed and how to
+/// reserve them.
+pub fn host_buffer(len: usize, huge: bool) -> Result<HostBuffer> {
+    if !huge {
+        return Ok(HostBuffer::new(len)?);
+    }
+    let pool = HugePool::current()
+        .ok_or_else(|| anyhow!("--use-hugepages: /proc/meminfo says nothing of huge pages"))?;
+    HostBuffer::huge(len, pool.page).map_err(|e| anyhow!("{}", huge_refusal(len, pool, &e)))
+}
+
+/// Why `len` bytes did not fit in `pool`, and what to do.
+fn huge_refusal(len: usize, pool: HugePool, error: &verbs::VerbsError) -> String {
+    let need = len.div_ceil(pool.page.max(1));
+    let mib = pool.page >> 20;
+    format!(
+        "--use-hugepages: {len} bytes need {need} huge pages of {mib} MiB, and {} of the {} \
+         reserved are free ({error}); reserve more as root with `sysctl -w vm.nr_hugepages=N` \
+         (N at least {}), or leave --use-hugepages out",
+        pool.free,
+        pool.total,
+        pool.total.saturating_sub(pool.free) + need as u64
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_huge_page_pool_is_read_from_meminfo() {
+        let meminfo = "MemTotal:       24576000 kB\nHugePages_Total:      64\n\
+                       HugePages_Free:       60\nHugePages_Rsvd:        0\n\
+                       Hugepagesize:       2048 kB\n";
+        let pool = HugePool::parse(meminfo).unwrap();
+        assert_eq!(
+            pool,
+            HugePool {
+                page: 2 << 20,
+                total: 64,
+                free: 60
+            }
+        );
+        assert_eq!(HugePool::parse("MemTotal: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn too_few_huge_pages_are_refused_saying_how_to_reserve_them() {
+        let pool = HugePool {
+            page: 2 << 20,
+            total: 0,
+            free: 0,
+        };
+        let error = verbs::VerbsError::InvalidRequest("ENOMEM".into());
+        let text = huge_refusal(5 << 20, pool, &error);
+        assert!(
+            text.contains("5242880 bytes need 3 huge pages of 2 MiB"),
+            "{text}"
+        );
+        assert!(text.contains("0 of the 0 reserved are free"), "{text}");
+        assert!(
+            text.contains("sysctl -w vm.nr_hugepages=N` (N at least 3)"),
+            "{text}"
+        );
+    }
     use crate::plan::{Connection, PlanRequest, TestKind};
 
     fn plan(verb: Verb, mode: Mode, request: PlanRequest) -> TestPlan {

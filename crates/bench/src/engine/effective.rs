@@ -36,6 +36,8 @@ pub struct Effective {
     /// This side's memory is registered with PCIe relaxed ordering (what the provider
     /// accepted, not only what was asked).
     pub relaxed_ordering: bool,
+    /// This side's host buffer is on huge pages (`--use-hugepages`).
+    pub hugepages: bool,
 }
 
 /// What connecting settled beside the plan: the path, the QPs' attributes, the registration.
@@ -51,6 +53,8 @@ pub struct Settled {
     pub tclass: Option<u8>,
     /// The memory was registered with relaxed ordering.
     pub relaxed_ordering: bool,
+    /// The registered host buffer is on huge pages.
+    pub hugepages: bool,
 }
 
 impl Effective {
@@ -71,6 +75,7 @@ impl Effective {
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,
             relaxed_ordering: settled.relaxed_ordering,
+            hugepages: settled.hugepages,
         }
     }
 }

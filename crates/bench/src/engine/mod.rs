@@ -17,9 +17,9 @@ pub mod validate;
 
 use anyhow::{bail, Context, Result};
 use verbs::{
-    Access, AddressHandle, CompletionQueue, Created, Device, Endpoint, GidEntry, HostBuffer,
-    LinkLayer, MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder,
-    ReadyToSend, Transport, UD_GRH_BYTES,
+    Access, AddressHandle, CompletionQueue, Created, Device, Endpoint, GidEntry, LinkLayer,
+    MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder, ReadyToSend,
+    Transport, UD_GRH_BYTES,
 };
 
 use crate::memory::MemMode;
@@ -44,6 +44,8 @@ pub struct SideConfig {
     pub staging: cuda::StagingConfig,
     /// Register with PCIe relaxed ordering (off with `--disable-pcie-relaxed`).
     pub relaxed_ordering: bool,
+    /// `--use-hugepages`: the host buffer on huge pages.
+    pub hugepages: bool,
 }
 
 /// GPU memory behind the registered buffer. The registration holds its own guard of the memory
@@ -65,6 +67,7 @@ pub struct Local {
     mem: MemMode,
     staging: cuda::StagingConfig,
     relaxed_ordering: bool,
+    hugepages: bool,
     gpu: Option<cuda::Device>,
 }
 
@@ -313,6 +316,7 @@ impl Local {
             mem: cfg.mem.clone(),
             staging: cfg.staging,
             relaxed_ordering: cfg.relaxed_ordering,
+            hugepages: cfg.hugepages,
             gpu,
         })
     }
@@ -327,6 +331,7 @@ impl Local {
             mem,
             staging,
             relaxed_ordering,
+            hugepages,
             gpu: gpu_device,
         } = self;
         let staged = matches!(mem, MemMode::CudaStaged(_));
@@ -342,6 +347,7 @@ impl Local {
             pd: &pd,
             device: &device,
             access,
+            hugepages,
         };
         // Dropped in any order (an error below drops these bindings last to first) the region goes
         // first: it holds guards of the memory under it, and Staging quiesces its copies itself.
@@ -513,6 +519,8 @@ struct Target<'a> {
     pd: &'a ProtectionDomain,
     device: &'a Device,
     access: Access,
+    /// Host memory on huge pages (`--use-hugepages`).
+    hugepages: bool,
 }
 
 /// Allocates the `footprint` (one slot per QP) where `mem` says and registers it with the NIC;
@@ -526,7 +534,12 @@ fn register(
     footprint: &Footprint,
     staging: cuda::StagingConfig,
 ) -> Result<Registered> {
-    let Target { pd, device, access } = *target;
+    let Target {
+        pd,
+        device,
+        access,
+        hugepages,
+    } = *target;
     let len =
         usize::try_from(footprint.payload_bytes()).context("buffer too large for this machine")?;
     let what = || {
@@ -538,8 +551,8 @@ fn register(
     };
     match (mem, gpu) {
         (MemMode::Host, _) => {
-            let mr = MemoryRegion::register_host(pd, HostBuffer::new(len)?, access)
-                .with_context(what)?;
+            let buffer = buffer::host_buffer(len, hugepages)?;
+            let mr = MemoryRegion::register_host(pd, buffer, access).with_context(what)?;
             Ok((mr, None, None))
         }
         (MemMode::Cuda(_), Some(gpu)) => {
@@ -746,7 +759,7 @@ impl Prepared {
                 .ready_to_send(*psn, &path)?;
             qps.push(qp);
         }
-        let relaxed_ordering = self.mr.relaxed_ordering();
+        let (relaxed_ordering, hugepages) = (self.mr.relaxed_ordering(), self.mr.huge_pages());
         Ok(Connected {
             device: self.device,
             port: self.port,
@@ -771,6 +784,7 @@ impl Prepared {
                     qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
                     tclass: use_grh.then_some(path.traffic_class),
                     relaxed_ordering,
+                    hugepages,
                 },
             ),
             peer_bounce,

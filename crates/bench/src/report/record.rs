@@ -307,6 +307,9 @@ pub struct ParamsRecord {
     /// turns it off; a device that refuses it runs without). Absent in older records: false.
     #[serde(default)]
     pub relaxed_ordering: bool,
+    /// This side's host buffer was on huge pages (`--use-hugepages`); false when absent.
+    #[serde(default)]
+    pub hugepages: bool,
     /// Latency tests: the clock that timed each round trip, "tsc" or "monotonic".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,
