@@ -27,6 +27,7 @@ fn shape(post_list: u32) -> LoopShape {
         send: true,
         recv: None,
         stall_timeout: Duration::from_secs(30),
+        rate_limit: None,
     }
 }
 

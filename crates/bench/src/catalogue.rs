@@ -261,6 +261,17 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "rate_limit",
+        flag: Some("--rate-limit"),
+        applies: Applies {
+            to: |t, _| t.mode == Mode::Bw,
+            why: "it paces a bandwidth test's posts; a latency test has one operation in flight",
+        },
+        label: "Rate limit GB/s",
+        value: |p| opt(p.rate_limit.map(serde_json::Value::from)),
+        ..PLANNED
+    },
+    Param {
         key: "sl",
         flag: Some("--sl"),
         perftest: Some("-S"),

@@ -249,6 +249,10 @@ pub struct TestPlan {
     /// `--tclass`: the GRH's traffic class (RoCE v2: the IP TOS byte); `None` sends 0.
     #[serde(deserialize_with = "Option::deserialize")]
     pub tclass: Option<u8>,
+    /// `--rate-limit`: GB/s this side posts at most (bandwidth tests); `None`: as fast as it
+    /// can.
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub rate_limit: Option<f64>,
     /// `--sl`: the service level of the QPs' address vectors; `None` sends 0.
     #[serde(deserialize_with = "Option::deserialize")]
     pub sl: Option<u8>,
@@ -351,6 +355,11 @@ pub struct PlanRequest {
     /// InfiniBand it needs -x [default: 0]
     #[arg(long = "tclass", value_name = "N")]
     pub tclass: Option<u8>,
+
+    /// Pace the posts in software to at most GBPS GB/s (bandwidth tests; each sending side, all
+    /// QPs together; perftest's SW rate limiter, whose --rate_limit is in Gb/s: divide by 8)
+    #[arg(long = "rate-limit", value_name = "GBPS")]
+    pub rate_limit: Option<f64>,
 
     /// Service level, 0..15: on InfiniBand the virtual lane the subnet manager maps it to; on
     /// RoCE a ConnectX's 802.1p priority of VLAN-tagged frames (see README) [default: 0]
@@ -512,6 +521,7 @@ impl PlanRequest {
             qp_timeout: self.qp_timeout,
             tclass: self.tclass,
             sl: self.sl,
+            rate_limit: self.rate_limit,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),
@@ -527,6 +537,13 @@ impl TestPlan {
             check_range("--size", s, 1, MAX_SIZE)?;
         }
         self.check_catalogue()?;
+        if let Some(r) = self.rate_limit {
+            if !(r.is_finite() && r > 0.0 && r <= 1e4) {
+                return refuse(format!(
+                    "--rate-limit {r} is out of range: give GB/s, more than 0 and at most 10000"
+                ));
+            }
+        }
         if let Some(d) = self.duration {
             if !(d.is_finite() && d > 0.0 && d <= 86_400.0) {
                 return refuse(format!(

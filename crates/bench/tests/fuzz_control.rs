@@ -397,6 +397,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             qp_timeout,
             tclass,
             sl,
+            rate_limit: None,
             atomic: if cas {
                 AtomicOp::CompareSwap
             } else {

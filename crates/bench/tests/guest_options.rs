@@ -1,7 +1,8 @@
 //! The options RoCE and cluster users reach for, run for real between rxe0 and rxe1 and, where
 //! they change what goes on the wire, checked there: `--tclass` in the IP header of every
 //! RoCE v2 packet each way; `--sl` (which soft-RoCE does not put on the wire) run and recorded;
-//! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without.
+//! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without;
+//! `--rate-limit` holding a run to its pace.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -145,5 +146,35 @@ fn hugepages_hold_each_sides_buffer_and_too_few_are_refused_clearly() {
     assert!(
         said.contains("0 of the 0 reserved are free") && said.contains("vm.nr_hugepages"),
         "{said}"
+    );
+}
+
+#[test]
+fn rate_limit_holds_the_run_to_its_pace_and_says_so() {
+    if !rdma_ready("rate_limit_holds_the_run_to_its_pace_and_says_so") {
+        return;
+    }
+    let _alone = alone();
+    // 10 MB/s, a fifth of what rxe does between two guest CPUs: 300 x 64 KiB in about 2 s.
+    let run = pair(
+        "write-bw",
+        19530,
+        &[],
+        &["-n", "300", "--rate-limit", "0.01"],
+    );
+    run.assert_ok();
+    for side in [&run.client_json, &run.server_json] {
+        assert_eq!(side["params"]["rate_limit"], 0.01, "{}", text(&run.client));
+    }
+    let gbps = run.results()[0]["bw_gbps"].as_f64().unwrap();
+    assert!(
+        (0.008..=0.0105).contains(&gbps),
+        "paced to 0.01 GB/s, measured {gbps}: {}",
+        text(&run.client)
+    );
+    assert!(
+        text(&run.client).contains("Rate limit GB/s: 0.01"),
+        "{}",
+        text(&run.client)
     );
 }

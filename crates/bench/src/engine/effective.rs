@@ -29,6 +29,8 @@ pub struct Effective {
     pub tclass: Option<u8>,
     /// The service level of the QPs' address vectors (`--sl`, else 0).
     pub sl: u8,
+    /// GB/s a sending side posts at most (`--rate-limit`, bandwidth tests).
+    pub rate_limit: Option<f64>,
     /// The atomic operation: atomic tests only.
     pub atomic: Option<AtomicOp>,
     /// The payload is checked after each size.
@@ -72,6 +74,7 @@ impl Effective {
             qp_timeout: settled.qp_timeout,
             tclass: settled.tclass,
             sl: plan.sl.unwrap_or(0),
+            rate_limit: plan.rate_limit,
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,
             relaxed_ordering: settled.relaxed_ordering,

@@ -455,6 +455,13 @@ pub fn check_memory_mode(
             plan.inline
         )));
     }
+    if let (true, Some(r)) = (staged, plan.rate_limit) {
+        return Err(PlanError(format!(
+            "{flag} {}: --rate-limit {r} paces the host loop's posts; the staged pipeline \
+             posts as its bounce buffers fill: leave one of them out",
+            mem.name()
+        )));
+    }
     if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
         return Err(PlanError(format!("{flag} {}: {why}", mem.name())));
     }

@@ -282,6 +282,10 @@ pub struct ParamsRecord {
     /// (InfiniBand without `-x`) and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tclass: Option<u8>,
+    /// The run was paced: each sending side posted at most this many GB/s (`--rate-limit`);
+    /// absent when it was not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<f64>,
     /// The service level of the QPs' address vectors (`--sl`, else 0); 0 in older records.
     #[serde(default)]
     pub sl: u8,

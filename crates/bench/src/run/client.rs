@@ -148,6 +148,7 @@ pub fn bw_shape(
         send: plan.sends(role),
         recv: plan.receives(role).then_some(plan.iters),
         stall_timeout: opts.timeout,
+        rate_limit: eff.rate_limit.map(|gbps| gbps * 1e9),
     })
 }
 

@@ -191,6 +191,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         qp_timeout: eff.qp_timeout,
         tclass: eff.tclass,
         sl: eff.sl,
+        rate_limit: eff.rate_limit,
         validate: eff.validate,
         relaxed_ordering: eff.relaxed_ordering,
         hugepages: eff.hugepages,

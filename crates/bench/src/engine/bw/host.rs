@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use verbs::{Completion, Op, SendRequest};
 
-use super::{drive, Counts, LoopBody, LoopShape, Measured, Pace, PeerState, WrId, WrKind};
+use super::{drive, Counts, LoopBody, LoopShape, Measured, Pace, Pacer, PeerState, WrId, WrKind};
 use crate::engine::Connected;
 use crate::plan::{AtomicOp, Verb};
 
@@ -46,6 +46,11 @@ pub struct SendProgress {
     every: u32,
     /// At most this many operations in flight per QP (besides the send queue's depth).
     in_flight_cap: u64,
+    /// Operations posted, all QPs together.
+    posted_total: u64,
+    /// At most this many posted, all QPs together: what a [`Pacer`] allows by now
+    /// (`u64::MAX` when not paced).
+    allowed: u64,
 }
 
 impl SendProgress {
@@ -59,7 +64,15 @@ impl SendProgress {
             in_flight_max: 0,
             every: every.max(1),
             in_flight_cap: u64::MAX,
+            posted_total: 0,
+            allowed: u64::MAX,
         }
+    }
+
+    /// From now on, at most `allowed` operations posted, all QPs together (a paced run).
+    #[inline]
+    pub fn set_allowed(&mut self, allowed: u64) {
+        self.allowed = allowed;
     }
 
     /// From the next operation on, a completion every `every` operations per QP.
@@ -95,7 +108,8 @@ impl SendProgress {
         let depth = u64::from(shape.depth).min(self.in_flight_cap);
         let free = depth.saturating_sub(c.posted - c.completed);
         let batch = u64::from(shape.post_list).min(self.limit.saturating_sub(c.posted));
-        if free >= batch {
+        let paced = self.allowed.saturating_sub(self.posted_total);
+        if free >= batch && paced >= batch {
             batch
         } else {
             0
@@ -113,6 +127,7 @@ impl SendProgress {
     pub fn add_posted(&mut self, q: usize, count: u64) {
         let c = &mut self.qps[q];
         c.posted += count;
+        self.posted_total += count;
         self.in_flight_max = self.in_flight_max.max(c.posted - c.completed);
     }
 
@@ -264,12 +279,17 @@ struct HostLoop<'a> {
     /// Messages this side expects in all (iteration mode).
     expected: Option<u64>,
     drain_since: Option<Instant>,
+    /// `--rate-limit`: the posts' pace.
+    pacer: Option<Pacer>,
 }
 
 impl LoopBody for HostLoop<'_> {
     #[inline]
     fn turn(&mut self, side: &mut Connected, wcs: &mut [Completion]) -> Result<bool> {
         if let Some(s) = self.sending.as_mut() {
+            if let Some(p) = &self.pacer {
+                s.set_allowed(p.allowed(Instant::now()));
+            }
             for q in 0..side.qps.len() {
                 post_ops(side, q, self.shape, s, &mut self.batch)?;
             }
@@ -376,6 +396,7 @@ pub fn measure_bw(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> 
         received_per_qp: vec![0; qps],
         expected: shape.recv.filter(|_| iterations).map(|n| n * qps as u64),
         drain_since: None,
+        pacer: shape.rate_limit.map(|rate| Pacer::new(shape, rate)),
     };
     let windows = drive(side, shape, peer, &mut body)?;
     let (ops_per_qp, in_flight_max, signal_every) = match &body.sending {
@@ -414,6 +435,7 @@ mod tests {
             send: true,
             recv: None,
             stall_timeout: Duration::from_secs(1),
+            rate_limit: None,
         }
     }
 
@@ -475,6 +497,27 @@ mod tests {
         assert_eq!(simulate(shape(1000, 16, 4, 13), 4).0, 4000);
         assert_eq!(simulate(shape(7, 128, 16, 100), 2), (14, 7));
         assert_eq!(simulate(shape(1, 1, 1, 1), 1), (1, 1));
+    }
+
+    #[test]
+    fn a_paced_run_posts_no_more_than_the_pacer_allows_all_qps_together() {
+        let s = shape(1000, 128, 4, 100);
+        let mut p = SendProgress::new(2, 1000, 100);
+        p.set_allowed(6);
+        assert_eq!(p.room(0, &s), 4, "a whole post list fits in 6");
+        p.add_posted(0, 4);
+        assert_eq!(
+            p.room(1, &s),
+            0,
+            "two more would leave no room for a post list"
+        );
+        p.set_allowed(8);
+        assert_eq!(p.room(1, &s), 4);
+        // 1 GB/s of 64-byte messages: 15.6 M a second, so 15.6 k in a millisecond, plus a
+        // post list.
+        let pacer = Pacer::new(&shape(1000, 128, 4, 100), 1e9);
+        let later = pacer.start + Duration::from_millis(1);
+        assert_eq!(pacer.allowed(later), 15_625 + 4);
     }
 
     #[test]

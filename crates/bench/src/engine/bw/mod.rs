@@ -301,6 +301,35 @@ pub struct LoopShape {
     pub recv: Option<u64>,
     /// Fail when nothing completes for this long.
     pub stall_timeout: Duration,
+    /// `--rate-limit`: post at most this many bytes a second, all QPs together ([`Pacer`]).
+    pub rate_limit: Option<f64>,
+}
+
+/// `--rate-limit`: paces the posts in software (perftest's SW rate limiter) so that the
+/// operations posted, all QPs together, never run ahead of the rate by more than one post
+/// list. It reads the clock once per turn, and only on a paced run.
+#[derive(Debug, Clone, Copy)]
+pub struct Pacer {
+    start: Instant,
+    ops_per_sec: f64,
+    burst: u64,
+}
+
+impl Pacer {
+    /// A pacer from now for `bytes_per_sec` in messages of `shape.size` bytes.
+    pub fn new(shape: &LoopShape, bytes_per_sec: f64) -> Pacer {
+        Pacer {
+            start: Instant::now(),
+            ops_per_sec: bytes_per_sec / f64::from(shape.size.max(1)),
+            burst: u64::from(shape.post_list.max(1)),
+        }
+    }
+
+    /// How many operations, all QPs together, may have been posted by `now`.
+    #[inline]
+    pub fn allowed(&self, now: Instant) -> u64 {
+        ((now - self.start).as_secs_f64() * self.ops_per_sec) as u64 + self.burst
+    }
 }
 
 /// One measured window.
@@ -748,6 +777,7 @@ mod tests {
             send: true,
             recv: None,
             stall_timeout: Duration::from_secs(30),
+            rate_limit: None,
         };
         // 64 KiB over 20 Mbit/s, -D 2 (margin 0.2 s): 38/s, 7 drain in the margin.
         let slow = pace_for(&shape(2.0), 1, 38.0).unwrap();
