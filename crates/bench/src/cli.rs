@@ -211,6 +211,12 @@ pub struct TestArgs {
     /// --mem host only), as perftest's --use-hugepages
     #[arg(long)]
     pub use_hugepages: bool,
+
+    /// Register this side's host buffer for on-demand paging (IBV_ACCESS_ON_DEMAND: not
+    /// pinned, faulted in by the NIC; --mem host only), where the device offers it, as
+    /// perftest's --odp
+    #[arg(long)]
+    pub odp: bool,
 }
 
 /// `--mem` as typed: the memory mode, and whether it named a GPU (`cuda:3`) or left the
@@ -309,11 +315,13 @@ impl TestArgs {
             (None, None) => MemMode::Host,
         };
         let staging = self.staging(&mem)?;
-        if self.use_hugepages && !matches!(mem, MemMode::Host) {
-            return Err(PlanError(format!(
-                "--use-hugepages applies to --mem host: this side's buffer is {} (GPU memory)",
-                mem.name()
-            )));
+        for (given, flag) in [(self.use_hugepages, "--use-hugepages"), (self.odp, "--odp")] {
+            if given && !matches!(mem, MemMode::Host) {
+                return Err(PlanError(format!(
+                    "{flag} applies to --mem host: this side's buffer is {} (GPU memory)",
+                    mem.name()
+                )));
+            }
         }
         Ok(SideConfig {
             device: self.ib_dev.clone(),
@@ -323,6 +331,7 @@ impl TestArgs {
             staging,
             relaxed_ordering: !self.disable_pcie_relaxed,
             hugepages: self.use_hugepages,
+            odp: self.odp,
         })
     }
 

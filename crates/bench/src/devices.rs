@@ -61,6 +61,7 @@ mod tests {
                 max_qp_rd_atom: 128,
                 max_qp_init_rd_atom: 128,
                 max_mr_size: u64::MAX,
+                ..DeviceFacts::default()
             },
             ports: vec![PortInfo {
                 port: 1,

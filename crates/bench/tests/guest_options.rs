@@ -2,7 +2,8 @@
 //! they change what goes on the wire, checked there: `--tclass` in the IP header of every
 //! RoCE v2 packet each way; `--sl` (which soft-RoCE does not put on the wire) run and recorded;
 //! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without;
-//! `--rate-limit` holding a run to its pace.
+//! `--rate-limit` holding a run to its pace; `--odp` refused on rxe, which has no on-demand
+//! paging.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +12,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
-use common::{pair, rdma_ready, text};
+use common::{header_value, pair, rdma_ready, text};
 
 /// One test at a time: a capture on the veth sees every test's packets, and the huge page
 /// pool is the guest's.
@@ -110,10 +111,11 @@ fn sl_runs_and_both_sides_record_the_clients_value() {
         for side in [&run.client_json, &run.server_json] {
             assert_eq!(side["params"]["sl"], 3, "{test}: {}", text(&run.client));
         }
-        assert!(
-            text(&run.client).contains("Service level: 3"),
-            "{}",
-            text(&run.client)
+        let header = text(&run.client);
+        assert_eq!(
+            header_value(&header, "Service level"),
+            Some("3"),
+            "{header}"
         );
     }
 }
@@ -132,10 +134,11 @@ fn hugepages_hold_each_sides_buffer_and_too_few_are_refused_clearly() {
     for side in [&run.client_json, &run.server_json] {
         assert_eq!(side["params"]["hugepages"], true, "{}", text(&run.client));
     }
-    assert!(
-        text(&run.client).contains("Huge pages   : true"),
-        "{}",
-        text(&run.client)
+    let header = text(&run.client);
+    assert_eq!(
+        header_value(&header, "Huge pages"),
+        Some("true"),
+        "{header}"
     );
     common::sh("sysctl -qw vm.nr_hugepages=0");
     let mut args = vec!["write-bw", "-n", "10", "--use-hugepages", "--timeout", "20"];
@@ -172,9 +175,25 @@ fn rate_limit_holds_the_run_to_its_pace_and_says_so() {
         "paced to 0.01 GB/s, measured {gbps}: {}",
         text(&run.client)
     );
-    assert!(
-        text(&run.client).contains("Rate limit GB/s: 0.01"),
-        "{}",
-        text(&run.client)
+    let header = text(&run.client);
+    assert_eq!(
+        header_value(&header, "Paced to GB/s"),
+        Some("0.01"),
+        "{header}"
     );
+}
+
+#[test]
+fn odp_is_refused_on_a_device_without_on_demand_paging() {
+    if !rdma_ready("odp_is_refused_on_a_device_without_on_demand_paging") {
+        return;
+    }
+    let _alone = alone();
+    let mut args = vec!["write-bw", "-n", "10", "--odp", "--timeout", "20"];
+    args.extend(common::LOOPBACK);
+    let out = common::bin().args(&args).output().unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("offers no on-demand paging"), "{said}");
+    assert!(said.contains("leave --odp out"), "{said}");
 }

@@ -29,8 +29,61 @@ impl fmt::Display for LinkLayer {
     }
 }
 
+/// On-demand paging a device offers (`ibv_query_device_ex`'s `odp_caps`): for each transport,
+/// the operations ([`OdpCaps::SEND`] and the rest, rdma-core's `IBV_ODP_SUPPORT_*` bits) whose
+/// memory may be registered with `IBV_ACCESS_ON_DEMAND`. All empty where the device has no
+/// on-demand paging at all.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OdpCaps {
+    /// Over RC.
+    pub rc: u32,
+    /// Over UC.
+    pub uc: u32,
+    /// Over UD.
+    pub ud: u32,
+}
+
+impl OdpCaps {
+    /// SEND from on-demand memory.
+    pub const SEND: u32 = 1;
+    /// RECV into on-demand memory.
+    pub const RECV: u32 = 1 << 1;
+    /// RDMA WRITE (as requester or target).
+    pub const WRITE: u32 = 1 << 2;
+    /// RDMA READ.
+    pub const READ: u32 = 1 << 3;
+    /// Atomics.
+    pub const ATOMIC: u32 = 1 << 4;
+
+    /// The operations offered over `transport`.
+    pub fn over(&self, transport: crate::Transport) -> u32 {
+        match transport {
+            crate::Transport::Rc => self.rc,
+            crate::Transport::Uc => self.uc,
+            crate::Transport::Ud => self.ud,
+        }
+    }
+
+    /// The names of the operations in `bits`: "SEND, RECV".
+    pub fn names(bits: u32) -> String {
+        let all = [
+            (Self::SEND, "SEND"),
+            (Self::RECV, "RECV"),
+            (Self::WRITE, "WRITE"),
+            (Self::READ, "READ"),
+            (Self::ATOMIC, "ATOMIC"),
+        ];
+        let named: Vec<&str> = all
+            .iter()
+            .filter(|(bit, _)| bits & bit != 0)
+            .map(|&(_, name)| name)
+            .collect();
+        named.join(", ")
+    }
+}
+
 /// What a device says about itself (`ibv_query_device`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceFacts {
     /// Device name, e.g. `mlx5_0` or `rxe0`.
     pub name: String,
@@ -52,6 +105,9 @@ pub struct DeviceFacts {
     pub max_qp_init_rd_atom: u32,
     /// Largest memory region.
     pub max_mr_size: u64,
+    /// On-demand paging, per transport (none in older listings).
+    #[serde(default)]
+    pub odp: OdpCaps,
 }
 
 /// What a port says about itself (`ibv_query_port`, its GID table and sysfs).
@@ -164,6 +220,20 @@ pub fn list_devices() -> Result<Vec<DeviceSummary>> {
     Ok(out)
 }
 
+/// The ODP caps of `caps`, empty unless the device offers on-demand paging at all.
+fn odp_caps(caps: &rdma_mummy_sys::ibv_odp_caps) -> OdpCaps {
+    let general = rdma_mummy_sys::ibv_odp_general_caps::IBV_ODP_SUPPORT.0 as u64;
+    if caps.general_caps & general == 0 {
+        return OdpCaps::default();
+    }
+    let t = &caps.per_transport_caps;
+    OdpCaps {
+        rc: t.rc_odp_caps,
+        uc: t.uc_odp_caps,
+        ud: t.ud_odp_caps,
+    }
+}
+
 impl Device {
     /// Opens the device called `name`, or, with `None`, the first device with an ACTIVE port.
     pub fn open(name: Option<&str>) -> Result<Device> {
@@ -212,6 +282,7 @@ impl Device {
             max_qp_rd_atom: non_negative(attr.max_qp_rd_atom()),
             max_qp_init_rd_atom: non_negative(attr.max_qp_init_rd_atom()),
             max_mr_size: attr.max_mr_size(),
+            odp: odp_caps(&attr.attr.odp_caps),
         };
         Ok(Device { ctx, facts })
     }

@@ -52,7 +52,7 @@ mod qp;
 pub use cq::{Completion, CompletionQueue};
 pub use device::{
     list_devices, mtu_bytes, mtu_from_bytes, Device, DeviceFacts, DeviceSummary, LinkLayer,
-    PortInfo,
+    OdpCaps, PortInfo,
 };
 pub use error::{Result, VerbsError};
 pub use gid::{choose_gid_index, format_gid, GidEntry, GidKind};

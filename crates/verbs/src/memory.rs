@@ -168,6 +168,9 @@ pub struct Access {
     pub remote_atomic: bool,
     /// Ask for PCIe relaxed ordering (`IBV_ACCESS_RELAXED_ORDERING`, see the module doc).
     pub relaxed_ordering: bool,
+    /// On-demand paging (`IBV_ACCESS_ON_DEMAND`): the pages are not pinned, the NIC faults
+    /// them in as it touches them. Where the device offers it ([`crate::OdpCaps`]).
+    pub on_demand: bool,
 }
 
 impl Access {
@@ -177,12 +180,21 @@ impl Access {
         remote_read: true,
         remote_atomic: true,
         relaxed_ordering: false,
+        on_demand: false,
     };
 
     /// The same rights, with relaxed ordering asked for or not.
     pub const fn with_relaxed_ordering(self, on: bool) -> Access {
         Access {
             relaxed_ordering: on,
+            ..self
+        }
+    }
+
+    /// The same rights, on demand-paged memory or not.
+    pub const fn with_on_demand(self, on: bool) -> Access {
+        Access {
+            on_demand: on,
             ..self
         }
     }
@@ -200,6 +212,9 @@ impl Access {
         }
         if self.relaxed_ordering {
             flags |= AccessFlags::RelaxedOrdering;
+        }
+        if self.on_demand {
+            flags |= AccessFlags::OnDemand;
         }
         flags
     }
@@ -230,6 +245,7 @@ pub struct MemoryRegion {
     host: Option<HostBuffer>,
     _backing: Option<Backing>,
     relaxed_ordering: bool,
+    on_demand: bool,
     /// The CPU may read the registered bytes (host memory, owned or not).
     cpu_readable: bool,
     addr: u64,
@@ -265,6 +281,7 @@ impl MemoryRegion {
             host: Some(buffer),
             _backing: None,
             relaxed_ordering,
+            on_demand: access.on_demand,
             cpu_readable: true,
             addr,
             len,
@@ -294,6 +311,7 @@ impl MemoryRegion {
             host: None,
             _backing: Some(Box::new(backing)),
             relaxed_ordering,
+            on_demand: access.on_demand,
             cpu_readable: false,
             addr,
             len,
@@ -347,10 +365,16 @@ impl MemoryRegion {
             host: None,
             _backing: Some(Box::new(backing)),
             relaxed_ordering,
+            on_demand: access.on_demand,
             cpu_readable: false,
             addr: iova,
             len,
         })
+    }
+
+    /// True when the region is registered for on-demand paging ([`Access::on_demand`]).
+    pub fn on_demand(&self) -> bool {
+        self.on_demand
     }
 
     /// True when the registered memory is a [`HostBuffer`] on huge pages.

@@ -5,7 +5,7 @@
 //! buffer on huge pages ([`host_buffer`]).
 
 use anyhow::{anyhow, Result};
-use verbs::{Access, HostBuffer};
+use verbs::{Access, HostBuffer, OdpCaps};
 
 use super::{recv_len, staged};
 use crate::memory::{slot_len, MemMode};
@@ -123,7 +123,41 @@ pub fn remote_access(plan: &TestPlan, role: Role) -> Access {
         remote_read: target && verb == Verb::Read,
         remote_atomic: target && verb == Verb::Atomic,
         relaxed_ordering: false,
+        on_demand: false,
     }
+}
+
+/// Why `--odp` cannot run `plan` on `device` (whose on-demand paging is `caps`): the device
+/// has none, or not for every operation the test needs over its transport.
+pub fn odp_refusal(device: &str, caps: OdpCaps, plan: &TestPlan) -> Option<String> {
+    let transport = plan.connection.transport();
+    let offered = caps.over(transport);
+    if caps == OdpCaps::default() {
+        return Some(format!(
+            "--odp: {device} offers no on-demand paging (ibv_query_device_ex has no \
+             IBV_ODP_SUPPORT; soft-RoCE in Linux 6.1 has none): leave --odp out"
+        ));
+    }
+    let needs = match plan.test.verb {
+        Verb::Write => OdpCaps::WRITE,
+        Verb::Read => OdpCaps::READ,
+        Verb::Send => OdpCaps::SEND | OdpCaps::RECV,
+        Verb::Atomic => OdpCaps::ATOMIC,
+    };
+    let missing = needs & !offered;
+    (missing != 0).then(|| {
+        let has = match OdpCaps::names(offered) {
+            n if n.is_empty() => "nothing".to_string(),
+            n => n,
+        };
+        format!(
+            "--odp: {device} pages {has} on demand over {}, and {} needs {} too: leave --odp \
+             out",
+            plan.connection.name(),
+            plan.test,
+            OdpCaps::names(missing)
+        )
+    })
 }
 
 /// The kernel's pool of huge pages, as /proc/meminfo says it.
@@ -188,6 +222,30 @@ fn huge_refusal(len: usize, pool: HugePool, error: &verbs::VerbsError) -> String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn odp_is_refused_where_the_device_lacks_it_naming_what_is_missing() {
+        let plan = |test: &str| {
+            crate::plan::PlanRequest::default()
+                .resolve(crate::plan::TestKind::parse(test).unwrap())
+                .unwrap()
+        };
+        let none = odp_refusal("rxe0", OdpCaps::default(), &plan("write-bw")).unwrap();
+        assert!(none.contains("rxe0 offers no on-demand paging"), "{none}");
+        let caps = OdpCaps {
+            rc: OdpCaps::SEND | OdpCaps::RECV | OdpCaps::WRITE,
+            ..OdpCaps::default()
+        };
+        assert_eq!(odp_refusal("mlx5_0", caps, &plan("write-bw")), None);
+        assert_eq!(odp_refusal("mlx5_0", caps, &plan("send-lat")), None);
+        let read = odp_refusal("mlx5_0", caps, &plan("read-bw")).unwrap();
+        assert!(
+            read.contains(
+                "mlx5_0 pages SEND, RECV, WRITE on demand over RC, and read-bw needs READ"
+            ),
+            "{read}"
+        );
+    }
 
     #[test]
     fn the_huge_page_pool_is_read_from_meminfo() {

@@ -40,6 +40,8 @@ pub struct Effective {
     pub relaxed_ordering: bool,
     /// This side's host buffer is on huge pages (`--use-hugepages`).
     pub hugepages: bool,
+    /// This side's buffer is registered for on-demand paging (`--odp`).
+    pub odp: bool,
 }
 
 /// What connecting settled beside the plan: the path, the QPs' attributes, the registration.
@@ -57,6 +59,8 @@ pub struct Settled {
     pub relaxed_ordering: bool,
     /// The registered host buffer is on huge pages.
     pub hugepages: bool,
+    /// The region is registered for on-demand paging.
+    pub odp: bool,
 }
 
 impl Effective {
@@ -79,6 +83,7 @@ impl Effective {
             validate: plan.validate,
             relaxed_ordering: settled.relaxed_ordering,
             hugepages: settled.hugepages,
+            odp: settled.odp,
         }
     }
 }

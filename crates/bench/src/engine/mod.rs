@@ -46,6 +46,8 @@ pub struct SideConfig {
     pub relaxed_ordering: bool,
     /// `--use-hugepages`: the host buffer on huge pages.
     pub hugepages: bool,
+    /// `--odp`: the buffer registered for on-demand paging.
+    pub odp: bool,
 }
 
 /// GPU memory behind the registered buffer. The registration holds its own guard of the memory
@@ -68,6 +70,7 @@ pub struct Local {
     staging: cuda::StagingConfig,
     relaxed_ordering: bool,
     hugepages: bool,
+    odp: bool,
     gpu: Option<cuda::Device>,
 }
 
@@ -317,6 +320,7 @@ impl Local {
             staging: cfg.staging,
             relaxed_ordering: cfg.relaxed_ordering,
             hugepages: cfg.hugepages,
+            odp: cfg.odp,
             gpu,
         })
     }
@@ -332,6 +336,7 @@ impl Local {
             staging,
             relaxed_ordering,
             hugepages,
+            odp,
             gpu: gpu_device,
         } = self;
         let staged = matches!(mem, MemMode::CudaStaged(_));
@@ -342,7 +347,15 @@ impl Local {
         check_device_limits(&device, &port, plan, slot)?;
 
         let pd = device.alloc_pd()?;
-        let access = remote_access(plan, role).with_relaxed_ordering(relaxed_ordering);
+        if let Some(why) = odp
+            .then(|| buffer::odp_refusal(device.name(), device.facts().odp, plan))
+            .flatten()
+        {
+            return Err(PlanError(why).into());
+        }
+        let access = remote_access(plan, role)
+            .with_relaxed_ordering(relaxed_ordering)
+            .with_on_demand(odp);
         let target = Target {
             pd: &pd,
             device: &device,
@@ -767,6 +780,7 @@ impl Prepared {
             qps.push(qp);
         }
         let (relaxed_ordering, hugepages) = (self.mr.relaxed_ordering(), self.mr.huge_pages());
+        let odp = self.mr.on_demand();
         Ok(Connected {
             device: self.device,
             port: self.port,
@@ -792,6 +806,7 @@ impl Prepared {
                     tclass: use_grh.then_some(path.traffic_class),
                     relaxed_ordering,
                     hugepages,
+                    odp,
                 },
             ),
             peer_bounce,
@@ -919,6 +934,7 @@ mod tests {
             max_qp_rd_atom: 128,
             max_qp_init_rd_atom: 16,
             max_mr_size: u64::MAX,
+            ..verbs::DeviceFacts::default()
         };
         let plan = |outs| {
             crate::plan::PlanRequest {

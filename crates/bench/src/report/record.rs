@@ -314,6 +314,9 @@ pub struct ParamsRecord {
     /// This side's host buffer was on huge pages (`--use-hugepages`); false when absent.
     #[serde(default)]
     pub hugepages: bool,
+    /// This side's buffer was registered for on-demand paging (`--odp`); false when absent.
+    #[serde(default)]
+    pub odp: bool,
     /// Latency tests: the clock that timed each round trip, "tsc" or "monotonic".
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clock: Option<String>,

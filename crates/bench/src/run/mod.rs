@@ -195,6 +195,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         validate: eff.validate,
         relaxed_ordering: eff.relaxed_ordering,
         hugepages: eff.hugepages,
+        odp: eff.odp,
         iters: plan.duration.is_none().then_some(plan.iters),
         duration: plan.duration,
         warmup: (!bw).then_some(LAT_WARMUP),
