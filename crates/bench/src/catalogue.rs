@@ -262,6 +262,18 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "rdma_cm",
+        flag: Some("--rdma-cm"),
+        perftest: Some("-R"),
+        applies: Applies {
+            to: |_, c| c == Connection::Rc,
+            why: "the RDMA CM connects RC QPs here; use -c RC",
+        },
+        label: "RDMA CM",
+        value: |p| text(p.rdma_cm),
+        ..PLANNED
+    },
+    Param {
         key: "rate_limit",
         flag: Some("--rate-limit"),
         applies: Applies {

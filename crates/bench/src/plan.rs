@@ -249,6 +249,8 @@ pub struct TestPlan {
     /// `--tclass`: the GRH's traffic class (RoCE v2: the IP TOS byte); `None` sends 0.
     #[serde(deserialize_with = "Option::deserialize")]
     pub tclass: Option<u8>,
+    /// `-R`: the QPs connect through the RDMA CM (RC).
+    pub rdma_cm: bool,
     /// `--rate-limit`: GB/s this side posts at most (bandwidth tests); `None`: as fast as it
     /// can.
     #[serde(deserialize_with = "Option::deserialize")]
@@ -355,6 +357,11 @@ pub struct PlanRequest {
     /// InfiniBand it needs -x [default: 0]
     #[arg(long = "tclass", value_name = "N")]
     pub tclass: Option<u8>,
+
+    /// Connect the QPs through the RDMA connection manager (librdmacm), as perftest's -R; the
+    /// control channel still carries the plan (RC only)
+    #[arg(short = 'R', long = "rdma-cm")]
+    pub rdma_cm: bool,
 
     /// Pace the posts in software to at most GBPS GB/s (bandwidth tests; each sending side, all
     /// QPs together; perftest's SW rate limiter, whose --rate_limit is in Gb/s: divide by 8)
@@ -522,6 +529,7 @@ impl PlanRequest {
             tclass: self.tclass,
             sl: self.sl,
             rate_limit: self.rate_limit,
+            rdma_cm: self.rdma_cm,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),

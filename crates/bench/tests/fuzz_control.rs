@@ -398,6 +398,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             tclass,
             sl,
             rate_limit: None,
+            rdma_cm: false,
             atomic: if cas {
                 AtomicOp::CompareSwap
             } else {

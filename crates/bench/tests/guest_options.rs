@@ -3,7 +3,7 @@
 //! RoCE v2 packet each way; `--sl` (which soft-RoCE does not put on the wire) run and recorded;
 //! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without;
 //! `--rate-limit` holding a run to its pace; `--odp` refused on rxe, which has no on-demand
-//! paging.
+//! paging; `-R` connecting every test through the RDMA CM.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -196,4 +196,48 @@ fn odp_is_refused_on_a_device_without_on_demand_paging() {
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("offers no on-demand paging"), "{said}");
     assert!(said.contains("leave --odp out"), "{said}");
+}
+
+#[test]
+fn rdma_cm_connects_every_test() {
+    if !rdma_ready("rdma_cm_connects_every_test") {
+        return;
+    }
+    let _alone = alone();
+    for (i, test) in [
+        "write-bw",
+        "read-bw",
+        "send-bw",
+        "atomic-bw",
+        "write-lat",
+        "read-lat",
+        "send-lat",
+        "atomic-lat",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        // Two QPs for the bandwidth tests: each CM request must find its own QP.
+        let qps: &[&str] = if test.ends_with("-bw") {
+            &["-q", "2"]
+        } else {
+            &[]
+        };
+        let mut args = vec!["-n", "100", "-R"];
+        args.extend_from_slice(qps);
+        let run = pair(test, 19540 + i as u16, &["-R"], &args);
+        run.assert_ok();
+        for side in [&run.client_json, &run.server_json] {
+            assert_eq!(
+                side["params"]["rdma_cm"],
+                true,
+                "{test}: {}",
+                text(&run.client)
+            );
+        }
+        assert!(
+            run.results()[0]["iterations"].as_u64().unwrap() > 0,
+            "{test}"
+        );
+    }
 }

@@ -41,6 +41,7 @@
 //! # }
 //! ```
 
+mod cm;
 mod cq;
 mod device;
 mod error;
@@ -49,6 +50,7 @@ mod memory;
 mod pd;
 mod qp;
 
+pub use cm::{cm_connect, CmConnection, CmListener};
 pub use cq::{Completion, CompletionQueue};
 pub use device::{
     list_devices, mtu_bytes, mtu_from_bytes, Device, DeviceFacts, DeviceSummary, LinkLayer,

@@ -18,9 +18,9 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use rdma_mummy_sys::{
-    ibv_ah, ibv_ah_attr, ibv_create_ah, ibv_destroy_ah, ibv_global_route, ibv_modify_qp,
-    ibv_post_recv, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_state, ibv_qp_to_qp_ex, ibv_recv_wr,
-    ibv_sge, ibv_wr_set_ud_addr,
+    ibv_ah, ibv_ah_attr, ibv_context, ibv_create_ah, ibv_destroy_ah, ibv_global_route,
+    ibv_modify_qp, ibv_post_recv, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_state, ibv_qp_to_qp_ex,
+    ibv_recv_wr, ibv_sge, ibv_wr_set_ud_addr,
 };
 use serde::{Deserialize, Serialize};
 use sideway::ibverbs::address::{AddressHandleAttribute, Gid};
@@ -472,6 +472,14 @@ impl<S> QueuePair<S> {
         self.transport
     }
 
+    /// The verbs context the QP was created on (the RDMA CM checks that its route leaves
+    /// through the same device).
+    pub(crate) fn verbs_context(&self) -> *mut ibv_context {
+        // SAFETY: the QP is alive for as long as `self`; its `context` field is set by
+        // libibverbs at creation and never changes.
+        unsafe { (*self.qp.qp().as_ptr()).context }
+    }
+
     fn into_state<T>(self) -> QueuePair<T> {
         QueuePair {
             qp: self.qp,
@@ -523,6 +531,25 @@ impl QueuePair<Created> {
         self.qp
             .modify(&attr)
             .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(RTR)", e))?;
+        Ok(self.into_state())
+    }
+}
+
+impl QueuePair<Created> {
+    /// INIT -> RTR -> RTS with attributes computed elsewhere (the RDMA CM's
+    /// `rdma_init_qp_attr`, with rdmabench's overrides already applied): each is passed to
+    /// `ibv_modify_qp` as given, mask included.
+    pub(crate) fn ready_to_send_with(
+        mut self,
+        rtr: &QueuePairAttribute,
+        rts: &QueuePairAttribute,
+    ) -> Result<QueuePair<ReadyToSend>> {
+        self.qp
+            .modify(rtr)
+            .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(RTR, from the RDMA CM)", e))?;
+        self.qp
+            .modify(rts)
+            .map_err(|e| VerbsError::from_sideway("ibv_modify_qp(RTS, from the RDMA CM)", e))?;
         Ok(self.into_state())
     }
 }

@@ -42,6 +42,8 @@ pub struct Effective {
     pub hugepages: bool,
     /// This side's buffer is registered for on-demand paging (`--odp`).
     pub odp: bool,
+    /// The QPs were connected through the RDMA CM (`-R`).
+    pub rdma_cm: bool,
 }
 
 /// What connecting settled beside the plan: the path, the QPs' attributes, the registration.
@@ -61,6 +63,8 @@ pub struct Settled {
     pub hugepages: bool,
     /// The region is registered for on-demand paging.
     pub odp: bool,
+    /// The QPs were connected through the RDMA CM (`-R`).
+    pub rdma_cm: bool,
 }
 
 impl Effective {
@@ -84,6 +88,7 @@ impl Effective {
             relaxed_ordering: settled.relaxed_ordering,
             hugepages: settled.hugepages,
             odp: settled.odp,
+            rdma_cm: settled.rdma_cm,
         }
     }
 }

@@ -10,10 +10,13 @@
 
 pub mod buffer;
 pub mod bw;
+pub mod cm;
 pub mod effective;
 pub mod lat;
 pub mod staged;
 pub mod validate;
+
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use verbs::{
@@ -99,6 +102,8 @@ pub struct Prepared {
     /// The staged bandwidth loop posts its own receives, into bounce buffers.
     loop_posts_receives: bool,
     role: Role,
+    /// `-R`: how the QPs meet their peers' through the RDMA CM, and the time each may take.
+    cm: Option<(cm::CmSide, Duration)>,
 }
 
 /// Connected to the peer: every QP ready to send.
@@ -134,6 +139,8 @@ pub struct Connected {
     pub stride: u64,
     /// The transport.
     pub transport: Transport,
+    /// `-R`: the RDMA CM's connections, held for the run (dropping one disconnects it).
+    pub cm_links: Vec<verbs::CmConnection>,
     /// What the loops run with: the plan as the devices, the peer and the registration
     /// allowed it (the path MTU, the READs/atomics in flight, the acknowledgement timeout:
     /// `-u` or [`qp_timeout_for`]).
@@ -431,6 +438,7 @@ impl Local {
             posts_receives,
             loop_posts_receives: staged && plan.test.mode == Mode::Bw,
             role,
+            cm: None,
         })
     }
 }
@@ -651,6 +659,17 @@ fn max_inline(creates: impl Fn(u32) -> bool) -> Option<u32> {
 }
 
 impl Prepared {
+    /// `-R`: the QPs will connect through the RDMA CM as `side` says, each within `timeout`
+    /// (the server's side listens from now on: before it sends its endpoints).
+    pub fn use_cm(&mut self, side: cm::CmSide, timeout: Duration) {
+        self.cm = Some((side, timeout));
+    }
+
+    /// The server's CM side for this side's GID, listening at `port`.
+    pub fn cm_listener(&self, port: u16) -> Result<cm::CmSide> {
+        cm::CmSide::listen(self.gid.as_ref(), port)
+    }
+
     /// The bounce buffers, when this side is staged, to tell the peer.
     pub fn bounce(&self) -> Option<staged::BounceLayout> {
         self.staging.as_ref().map(staged::Staging::layout)
@@ -691,6 +710,9 @@ impl Prepared {
     ) -> Result<Connected> {
         staged::check_peer(plan, self.role, self.bounce(), peer_bounce)?;
         let rx_depth = plan.rx_depth;
+        if plan.rdma_cm != self.cm.is_some() {
+            bail!("-R: the QPs' way to connect was not set up for this plan");
+        }
         if remote.len() != self.qps.len() {
             bail!(
                 "the peer sent {} endpoints for {} QPs; both sides must run the same plan",
@@ -772,13 +794,26 @@ impl Prepared {
             }
         }
         let mut qps = Vec::with_capacity(self.qps.len());
+        let mut cm_links = Vec::new();
         for ((qp, peer), psn) in self.qps.into_iter().zip(&remote).zip(&self.psns) {
-            let qp = qp
-                .ready_to_receive(peer, &path)
-                .with_context(|| format!("connecting to the peer's QP {}", peer.qpn))?
-                .ready_to_send(*psn, &path)?;
+            let qp = match self.cm.as_mut() {
+                Some((side, timeout)) => {
+                    let (qp, link) = side.connect(qp, peer, self.gid.as_ref(), &path, *timeout)?;
+                    cm_links.push(link);
+                    qp
+                }
+                None => qp
+                    .ready_to_receive(peer, &path)
+                    .with_context(|| format!("connecting to the peer's QP {}", peer.qpn))?
+                    .ready_to_send(*psn, &path)?,
+            };
             qps.push(qp);
         }
+        // The CM's path may be narrower than the ports' (it follows the netdev's MTU).
+        let path_mtu = cm_links
+            .iter()
+            .map(verbs::CmConnection::path_mtu)
+            .fold(path_mtu, u32::min);
         let (relaxed_ordering, hugepages) = (self.mr.relaxed_ordering(), self.mr.huge_pages());
         let odp = self.mr.on_demand();
         Ok(Connected {
@@ -807,9 +842,11 @@ impl Prepared {
                     relaxed_ordering,
                     hugepages,
                     odp,
+                    rdma_cm: plan.rdma_cm,
                 },
             ),
             peer_bounce,
+            cm_links,
         })
     }
 }

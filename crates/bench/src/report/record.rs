@@ -282,6 +282,9 @@ pub struct ParamsRecord {
     /// (InfiniBand without `-x`) and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tclass: Option<u8>,
+    /// The QPs were connected through the RDMA CM (`-R`); false when absent.
+    #[serde(default)]
+    pub rdma_cm: bool,
     /// The run was paced: each sending side posted at most this many GB/s (`--rate-limit`);
     /// absent when it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -10,6 +10,7 @@ use super::{measure_run, started_at, stop_of, Measuring, Outcome, RunOptions, LA
 use crate::clock::Clock;
 use crate::control::{printable, Channel, Listen, Message};
 use crate::engine::bw::{measure_bw, LoopShape, PeerState, Stop};
+use crate::engine::cm::CmSide;
 use crate::engine::effective::Effective;
 use crate::engine::lat::{initiate, LatShape};
 use crate::engine::staged::measure_staged;
@@ -50,7 +51,15 @@ fn drive(
 ) -> Result<Outcome> {
     ch.send(&Message::Plan(Box::new(plan.clone())))?;
     ch.expect("PlanAccepted")?;
-    let prepared = local.prepare(plan, Role::Client)?;
+    let mut prepared = local.prepare(plan, Role::Client)?;
+    if plan.rdma_cm {
+        let server = ch.peer();
+        let side = CmSide::Dial {
+            port: server.port(),
+            peer: server.ip(),
+        };
+        prepared.use_cm(side, opts.timeout);
+    }
     ch.send(&Message::Endpoints {
         qps: prepared.endpoints(plan),
         bounce: prepared.bounce(),

@@ -196,6 +196,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         relaxed_ordering: eff.relaxed_ordering,
         hugepages: eff.hugepages,
         odp: eff.odp,
+        rdma_cm: eff.rdma_cm,
         iters: plan.duration.is_none().then_some(plan.iters),
         duration: plan.duration,
         warmup: (!bw).then_some(LAT_WARMUP),

@@ -104,7 +104,7 @@ fn serve(
     }
     let admitted = Instant::now();
     ch.send(&Message::PlanAccepted)?;
-    let prepared = local.prepare(&plan, Role::Server)?;
+    let mut prepared = local.prepare(&plan, Role::Server)?;
     let Message::Endpoints {
         qps: remote,
         bounce: peer_bounce,
@@ -112,6 +112,14 @@ fn serve(
     else {
         bail!("protocol error: expected the client's endpoints");
     };
+    if plan.rdma_cm {
+        // Listening before the client has the endpoints it dials with.
+        let port = ch
+            .local()
+            .map_or(crate::control::DEFAULT_PORT, |a| a.port());
+        let listener = prepared.cm_listener(port)?;
+        prepared.use_cm(listener, opts.timeout);
+    }
     ch.send(&Message::Endpoints {
         qps: prepared.endpoints(&plan),
         bounce: prepared.bounce(),

@@ -1,0 +1,1296 @@
+//! Connecting RC queue pairs through the RDMA connection manager (librdmacm), perftest's `-R`.
+//!
+//! rdmabench keeps its own QPs (built by [`QueuePairBuilder`](crate::QueuePairBuilder), already
+//! in INIT) and uses the RDMA CM only to resolve the address and the route, to exchange the
+//! connection request and reply (which carry the QP numbers), and to compute the RTR and RTS
+//! attributes (`rdma_init_qp_attr`). The CM never owns or modifies the QP: no
+//! `rdma_create_qp`, so librdmacm leaves `id->qp` empty and the transitions are ours.
+//!
+//! - Passive side: [`CmListener::bind`], then [`CmListener::accept_qp`] once per QP. A request
+//!   whose QP number is not the one expected is kept for a later `accept_qp` (requests may
+//!   arrive in any order); the ones never asked for are rejected when the listener is dropped.
+//! - Active side: [`cm_connect`] once per QP, from the local RoCE/IPoIB address.
+//!
+//! Each returns the QP ready to send and a [`CmConnection`] to keep for the whole run: dropping
+//! it disconnects. Every wait on the CM's events ends at the caller's deadline.
+//!
+//! RC only: the RDMA CM's TCP port space (`RDMA_PS_TCP`) connects reliable-connection QPs. UC
+//! and UD QPs are refused with [`VerbsError::InvalidRequest`]; the caller connects those
+//! through its own control channel.
+//!
+//! What the CM decides and what rdmabench overrides (from [`PathConfig`]):
+//! - RTR: path MTU is the smaller of the CM's and `PathConfig::mtu`; `max_dest_rd_atomic`
+//!   from `PathConfig`; `min_rnr_timer` 12 (the kernel gives 0); the GRH traffic class and
+//!   the service level from `PathConfig` where they are not 0 (0 keeps the CM's, e.g. the
+//!   kernel's `default_roce_tos`). The destination, its GID, the source GID index and the
+//!   PSNs are the CM's.
+//! - RTS: `timeout` from `PathConfig::qp_timeout`, retry and RNR retry 7, `max_rd_atomic`
+//!   from `PathConfig`.
+//!
+//! On the active side a non-zero traffic class is also given to the CM
+//! (`RDMA_OPTION_ID_TOS`, as perftest does), so that the route it resolves and the path the
+//! passive side receives carry it too. An address resolution is asked again every 2 s until
+//! the deadline: in the soft-RoCE guest a first request can wait for its own timeout on a
+//! neighbour that a new request finds resolved.
+//!
+//! Long because librdmacm is called directly through rdma-mummy-sys: sideway 0.4.3's wrapper
+//! carries no QP number in its connection parameters, no `rdma_set_option` or
+//! `rdma_reject`, and panics on event types it does not know. A third is tests.
+
+use std::borrow::Cow;
+use std::ffi::CStr;
+use std::fmt;
+use std::io;
+use std::mem;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::os::raw::{c_int, c_void};
+use std::ptr::{self, NonNull};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rdma_mummy_sys::{
+    ibv_context, ibv_get_device_name, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_state, rdma_accept,
+    rdma_ack_cm_event, rdma_bind_addr, rdma_cm_event, rdma_cm_event_type as ev, rdma_cm_id,
+    rdma_conn_param, rdma_connect, rdma_create_event_channel, rdma_create_id,
+    rdma_destroy_event_channel, rdma_destroy_id, rdma_disconnect, rdma_establish,
+    rdma_event_channel, rdma_get_cm_event, rdma_init_qp_attr, rdma_listen, rdma_port_space,
+    rdma_reject, rdma_resolve_addr, rdma_resolve_route, rdma_set_option,
+};
+use sideway::ibverbs::queue_pair::QueuePairAttribute;
+
+use crate::device::mtu_from_bytes;
+use crate::error::{Result, VerbsError};
+use crate::qp::{Created, PathConfig, QueuePair, ReadyToSend, Transport};
+
+/// How many connection requests a listener queues in the kernel before it accepts them.
+const LISTEN_BACKLOG: c_int = 128;
+
+/// How many requests for QPs not yet asked for a listener keeps; beyond, it rejects them.
+const MAX_PENDING: usize = 1024;
+
+/// `rdma_set_option` level and option for the IP type of service (`<rdma/rdma_cma.h>`'s
+/// anonymous enums, which the bindings do not carry).
+const RDMA_OPTION_ID: c_int = 0;
+const RDMA_OPTION_ID_TOS: c_int = 0;
+
+/// The RNR NAK timer rdmabench's RC QPs advertise (0.96 ms), as in `ready_to_receive`.
+const MIN_RNR_TIMER: u8 = 12;
+
+/// `ibv_modify_qp`'s standard mask bits, `IBV_QP_STATE` to `IBV_QP_DEST_QPN`. Bits 21-24 were
+/// once set by the kernel's rdma_ucm for RoCE (librdmacm masks them off too); none of the
+/// others is an RTR or RTS attribute.
+const STANDARD_MASK: u32 = (ibv_qp_attr_mask::IBV_QP_DEST_QPN.0 << 1) - 1;
+
+// ---------------------------------------------------------------------------------------------
+// The event channel and the CM identifiers.
+
+/// An `rdma_event_channel` in non-blocking mode.
+struct Channel(NonNull<rdma_event_channel>);
+
+// SAFETY: an event channel is a file descriptor; librdmacm serialises what it shares between
+// threads (its id table and each id's event counters) with its own locks.
+unsafe impl Send for Channel {}
+// SAFETY: as above; rdma_get_cm_event and rdma_destroy_id may run on different threads.
+unsafe impl Sync for Channel {}
+
+impl Drop for Channel {
+    fn drop(&mut self) {
+        // SAFETY: created by rdma_create_event_channel; every id on it holds an Arc to it, so
+        // none is left when this runs.
+        unsafe { rdma_destroy_event_channel(self.0.as_ptr()) };
+    }
+}
+
+impl Channel {
+    fn new() -> Result<Arc<Channel>> {
+        // SAFETY: no arguments; returns NULL with errno set on failure.
+        let raw = unsafe { rdma_create_event_channel() };
+        let Some(raw) = NonNull::new(raw) else {
+            let reason = io::Error::last_os_error();
+            let hint = if reason.raw_os_error() == Some(libc::EOPNOTSUPP) {
+                "librdmacm.so.1 could not be loaded: install rdma-core's librdmacm \
+                 (Debian/Ubuntu: apt-get install librdmacm1)"
+            } else {
+                "is the rdma_ucm kernel module loaded (/dev/infiniband/rdma_cm)?"
+            };
+            return Err(VerbsError::Call {
+                call: "rdma_create_event_channel",
+                reason,
+            }
+            .with_hint(hint.to_string()));
+        };
+        let channel = Channel(raw);
+        set_nonblocking(channel.fd()).map_err(|reason| VerbsError::Call {
+            call: "fcntl(O_NONBLOCK) on the RDMA CM event channel",
+            reason,
+        })?;
+        Ok(Arc::new(channel))
+    }
+
+    fn fd(&self) -> c_int {
+        // SAFETY: the channel is alive; `fd` is set once by librdmacm.
+        unsafe { (*self.0.as_ptr()).fd }
+    }
+
+    /// A new identifier in the TCP port space (RC), whose events come to this channel.
+    fn create_id(self: &Arc<Self>) -> Result<Id> {
+        let mut raw: *mut rdma_cm_id = ptr::null_mut();
+        // SAFETY: the channel is alive; `raw` receives the new id.
+        let rc = unsafe {
+            rdma_create_id(
+                self.0.as_ptr(),
+                &mut raw,
+                ptr::null_mut(),
+                rdma_port_space::RDMA_PS_TCP,
+            )
+        };
+        match NonNull::new(raw) {
+            Some(raw) if rc == 0 => Ok(Id {
+                raw,
+                _channel: self.clone(),
+            }),
+            _ => Err(last_error("rdma_create_id")),
+        }
+    }
+
+    /// The next event, already acknowledged (so no id ever waits on it in `rdma_destroy_id`),
+    /// or an error once `deadline` has passed. `call` and `waiting_for` word the timeout.
+    fn next_event(
+        self: &Arc<Self>,
+        deadline: Instant,
+        call: &'static str,
+        waiting_for: &str,
+    ) -> Result<Event> {
+        loop {
+            let mut raw: *mut rdma_cm_event = ptr::null_mut();
+            // SAFETY: the channel is alive and non-blocking; `raw` receives the event.
+            let rc = unsafe { rdma_get_cm_event(self.0.as_ptr(), &mut raw) };
+            if rc == 0 {
+                if let Some(raw) = NonNull::new(raw) {
+                    return Ok(self.take(raw));
+                }
+            } else {
+                let err = io::Error::last_os_error();
+                if !matches!(
+                    err.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+                ) {
+                    return Err(VerbsError::Call {
+                        call: "rdma_get_cm_event",
+                        reason: err,
+                    });
+                }
+            }
+            let Some(left) = remaining(deadline, Instant::now()) else {
+                return Err(VerbsError::Call {
+                    call,
+                    reason: io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("no {waiting_for} before the deadline"),
+                    ),
+                });
+            };
+            wait_readable(self.fd(), millis_ceil(left)).map_err(|reason| VerbsError::Call {
+                call: "poll on the RDMA CM event channel",
+                reason,
+            })?;
+        }
+    }
+
+    /// Copies out what rdmabench needs from an event and acknowledges it.
+    fn take(self: &Arc<Self>, raw: NonNull<rdma_cm_event>) -> Event {
+        // SAFETY: librdmacm returned this event and it is not acknowledged yet; the `conn`
+        // member of the union is the one filled for ids of the TCP port space.
+        let (kind, status, id, remote_qpn) = unsafe {
+            let e = raw.as_ref();
+            (e.event, e.status, e.id, e.param.conn.qp_num)
+        };
+        // A connection request comes with a new id, which is ours to accept or destroy.
+        let request = match NonNull::new(id) {
+            Some(raw) if kind == ev::RDMA_CM_EVENT_CONNECT_REQUEST => Some(Id {
+                raw,
+                _channel: self.clone(),
+            }),
+            _ => None,
+        };
+        // SAFETY: acknowledged once; nothing above keeps a reference into it.
+        unsafe { rdma_ack_cm_event(raw.as_ptr()) };
+        Event {
+            kind,
+            status,
+            id,
+            remote_qpn,
+            request,
+        }
+    }
+}
+
+/// An `rdma_cm_id`, destroyed on drop; it keeps its event channel alive.
+struct Id {
+    raw: NonNull<rdma_cm_id>,
+    _channel: Arc<Channel>,
+}
+
+// SAFETY: a CM id may be used and destroyed from any thread (librdmacm locks what it shares).
+unsafe impl Send for Id {}
+
+impl Drop for Id {
+    fn drop(&mut self) {
+        // SAFETY: created by rdma_create_id or delivered by a CONNECT_REQUEST, destroyed once.
+        // Every event was acknowledged as it arrived, so this does not wait on one; the
+        // kernel rejects a request never accepted and disconnects a connection.
+        unsafe { rdma_destroy_id(self.raw.as_ptr()) };
+    }
+}
+
+impl Id {
+    fn as_ptr(&self) -> *mut rdma_cm_id {
+        self.raw.as_ptr()
+    }
+
+    /// The device and port the id is bound to, once bound.
+    fn device(&self) -> Option<(String, u8)> {
+        // SAFETY: the id is alive; `verbs` and `port_num` are set by librdmacm once bound.
+        let (verbs, port) = unsafe { ((*self.as_ptr()).verbs, (*self.as_ptr()).port_num) };
+        // SAFETY: a non-null `verbs` is a context librdmacm keeps open while the id lives.
+        let name = unsafe { context_device_name(verbs) }?;
+        Some((name, port))
+    }
+
+    /// The address the id is bound to (`route.addr.src_addr`).
+    fn local_addr(&self) -> Option<SocketAddr> {
+        // SAFETY: the id is alive; librdmacm fills the storage after a bind or listen.
+        let storage = unsafe { (*self.as_ptr()).route.addr.src_addr_union.src_storage };
+        from_sockaddr(&storage)
+    }
+
+    fn bind(&self, addr: SocketAddr) -> Result<()> {
+        let mut storage = to_sockaddr(addr);
+        // SAFETY: the id is alive; the address lives on the stack through the call, which
+        // copies it.
+        let rc = unsafe {
+            rdma_bind_addr(
+                self.as_ptr(),
+                (&mut storage as *mut libc::sockaddr_storage).cast(),
+            )
+        };
+        if rc != 0 {
+            return Err(last_error("rdma_bind_addr").with_hint(format!(
+                "address {addr}: is it the IP address of an RDMA device's netdev, and is the \
+                 port free in the RDMA CM's port space?"
+            )));
+        }
+        Ok(())
+    }
+
+    /// `rdma_reject`, errors ignored: the id is about to be destroyed, which rejects too.
+    fn reject(&self) {
+        // SAFETY: the id is alive; no private data.
+        unsafe { rdma_reject(self.as_ptr(), ptr::null(), 0) };
+    }
+
+    /// `rdma_init_qp_attr` for `state`.
+    fn qp_attr(&self, state: ibv_qp_state::Type) -> Result<(ibv_qp_attr, u32)> {
+        // SAFETY: ibv_qp_attr is plain data; zero is a valid value for every field.
+        let mut attr: ibv_qp_attr = unsafe { mem::zeroed() };
+        attr.qp_state = state;
+        let mut mask: c_int = 0;
+        // SAFETY: the id is alive; attr and mask live through the call.
+        let rc = unsafe { rdma_init_qp_attr(self.as_ptr(), &mut attr, &mut mask) };
+        if rc != 0 {
+            return Err(last_error("rdma_init_qp_attr"));
+        }
+        Ok((attr, mask as u32))
+    }
+}
+
+/// What rdmabench keeps of one CM event (acknowledged already).
+struct Event {
+    kind: u32,
+    status: i32,
+    /// The id the event is about (for a request: the new id), compared, never dereferenced.
+    id: *mut rdma_cm_id,
+    /// The peer's QP number, in connection requests and replies.
+    remote_qpn: u32,
+    /// A connection request's new id.
+    request: Option<Id>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The public API.
+
+/// A listening RDMA CM identifier, the passive side of `-R`: accepts one connection per QP.
+pub struct CmListener {
+    // Dropped first: requests never asked for are rejected (see `Drop`) and destroyed.
+    pending: Vec<Pending>,
+    id: Id,
+    channel: Arc<Channel>,
+}
+
+/// A connection request kept for a later [`CmListener::accept_qp`].
+struct Pending {
+    id: Id,
+    remote_qpn: u32,
+}
+
+impl fmt::Debug for CmListener {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CmListener")
+            .field("addr", &self.local_addr())
+            .field("pending", &self.pending.len())
+            .finish()
+    }
+}
+
+impl Drop for CmListener {
+    fn drop(&mut self) {
+        for p in &self.pending {
+            p.id.reject();
+        }
+    }
+}
+
+impl CmListener {
+    /// Listens for connection requests on `addr` (`0.0.0.0` or `::` for every RDMA device;
+    /// port 0 for one the kernel picks, see [`CmListener::local_addr`]). The RDMA CM's port
+    /// space is its own: the port may be the same number as a TCP port in use.
+    pub fn bind(addr: SocketAddr) -> Result<CmListener> {
+        let channel = Channel::new()?;
+        let id = channel.create_id()?;
+        id.bind(addr)?;
+        // SAFETY: the id is alive and bound.
+        if unsafe { rdma_listen(id.as_ptr(), LISTEN_BACKLOG) } != 0 {
+            return Err(last_error("rdma_listen").with_hint(format!("on {addr}")));
+        }
+        Ok(CmListener {
+            pending: Vec::new(),
+            id,
+            channel,
+        })
+    }
+
+    /// The address and port listened on.
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.id.local_addr()
+    }
+
+    /// Waits until `deadline` for the connection request of the peer's QP `remote_qpn`
+    /// (requests for other QPs are kept for later calls), moves `qp` to RTR and RTS with the
+    /// CM's attributes and `path`'s overrides (see the module documentation), accepts with
+    /// `qp`'s number and waits for the connection to be established. RC only. On an error
+    /// the request is rejected and `qp` is destroyed.
+    pub fn accept_qp(
+        &mut self,
+        qp: QueuePair<Created>,
+        remote_qpn: u32,
+        path: &PathConfig,
+        deadline: Instant,
+    ) -> Result<(QueuePair<ReadyToSend>, CmConnection)> {
+        require_rc(&qp)?;
+        let channel = self.channel.clone();
+        let listener = self.id.as_ptr();
+        let waiting_for = format!("RDMA_CM_EVENT_CONNECT_REQUEST from the peer's QP {remote_qpn}");
+        let request = loop {
+            if let Some(i) = self.pending.iter().position(|p| p.remote_qpn == remote_qpn) {
+                break self.pending.swap_remove(i).id;
+            }
+            let event = channel.next_event(deadline, "rdma_listen", &waiting_for)?;
+            if let Some(id) = absorb(&mut self.pending, listener, event, Some(remote_qpn)) {
+                break id;
+            }
+        };
+        let (qp, path_mtu) = match accept_request(&request, qp, remote_qpn, path) {
+            Ok(done) => done,
+            Err(e) => {
+                request.reject();
+                return Err(e);
+            }
+        };
+        let pending = &mut self.pending;
+        wait_for(
+            &channel,
+            &request,
+            ev::RDMA_CM_EVENT_ESTABLISHED,
+            "rdma_accept",
+            deadline,
+            |other| {
+                // Requests for the next QPs may come first; keep them.
+                absorb(pending, listener, other, None);
+            },
+        )?;
+        Ok((
+            qp,
+            CmConnection {
+                id: request,
+                remote_qpn,
+                path_mtu,
+            },
+        ))
+    }
+}
+
+/// An established RDMA CM connection: keep it for as long as the QP is used. Dropping it
+/// disconnects (errors ignored, nothing waited for) and destroys the CM identifier.
+pub struct CmConnection {
+    id: Id,
+    remote_qpn: u32,
+    path_mtu: u32,
+}
+
+impl fmt::Debug for CmConnection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CmConnection")
+            .field("remote_qpn", &self.remote_qpn)
+            .field("path_mtu", &self.path_mtu)
+            .finish()
+    }
+}
+
+impl CmConnection {
+    /// The peer's QP number, as the CM exchanged it.
+    pub fn remote_qpn(&self) -> u32 {
+        self.remote_qpn
+    }
+
+    /// The path MTU the QP was moved to RTR with, in bytes: the smaller of the CM's and
+    /// [`PathConfig::mtu`].
+    pub fn path_mtu(&self) -> u32 {
+        self.path_mtu
+    }
+}
+
+impl Drop for CmConnection {
+    fn drop(&mut self) {
+        // SAFETY: the id is alive. rdma_disconnect sends a DREQ and returns; it touches no QP
+        // (the id has none).
+        unsafe { rdma_disconnect(self.id.as_ptr()) };
+    }
+}
+
+/// The active side of `-R`: binds `src` (the local RoCE/IPoIB address of `qp`'s device; in a
+/// soft-RoCE guest where every address is local, without it the route would leave through
+/// `lo` to the wrong device), resolves `dst`'s address and route, checks that they leave
+/// through `qp`'s device and `path.port`, sends a connection request carrying `qp`'s number,
+/// and on the reply moves `qp` to RTR and RTS with the CM's attributes and `path`'s
+/// overrides (see the module documentation) before establishing. Every step waits until
+/// `deadline` at most. RC only; on an error `qp` is destroyed. `src` unspecified (`0.0.0.0`)
+/// lets the routing table choose.
+pub fn cm_connect(
+    qp: QueuePair<Created>,
+    src: IpAddr,
+    dst: SocketAddr,
+    path: &PathConfig,
+    deadline: Instant,
+) -> Result<(QueuePair<ReadyToSend>, CmConnection)> {
+    require_rc(&qp)?;
+    // SAFETY: the QP is alive and so is its context.
+    let ours = unsafe { context_device_name(qp.verbs_context()) }.unwrap_or_default();
+    let channel = Channel::new()?;
+    let id = channel.create_id()?;
+    let on_other = |_: Event| {};
+
+    resolve_addr(&channel, &id, src, dst, deadline)?;
+    let Some((dev, port)) = id.device() else {
+        return Err(VerbsError::InvalidRequest(format!(
+            "the RDMA CM resolved {dst} from {src} without binding an RDMA device"
+        )));
+    };
+    check_device(
+        &dev,
+        port,
+        &ours,
+        path.port,
+        &format!("the route {src} -> {dst}"),
+    )?;
+
+    if path.traffic_class != 0 {
+        let mut tos = path.traffic_class;
+        // SAFETY: the id is alive; the option is one byte on the stack, copied by the call.
+        let rc = unsafe {
+            rdma_set_option(
+                id.as_ptr(),
+                RDMA_OPTION_ID,
+                RDMA_OPTION_ID_TOS,
+                (&mut tos as *mut u8).cast::<c_void>(),
+                1,
+            )
+        };
+        if rc != 0 {
+            return Err(last_error("rdma_set_option(TOS)").with_hint(format!("TOS {tos}")));
+        }
+    }
+
+    // SAFETY: the id is alive and its address resolved.
+    if unsafe { rdma_resolve_route(id.as_ptr(), cm_timeout_ms(deadline)) } != 0 {
+        return Err(last_error("rdma_resolve_route").with_hint(format!("{src} -> {dst}")));
+    }
+    wait_for(
+        &channel,
+        &id,
+        ev::RDMA_CM_EVENT_ROUTE_RESOLVED,
+        "rdma_resolve_route",
+        deadline,
+        on_other,
+    )?;
+
+    let mut param = conn_param(qp.qpn(), path);
+    // SAFETY: the id is alive with its route resolved; param lives through the call.
+    if unsafe { rdma_connect(id.as_ptr(), &mut param) } != 0 {
+        return Err(last_error("rdma_connect").with_hint(rd_atomic_hint(path)));
+    }
+    let reply = wait_for(
+        &channel,
+        &id,
+        ev::RDMA_CM_EVENT_CONNECT_RESPONSE,
+        "rdma_connect",
+        deadline,
+        on_other,
+    )?;
+
+    let (qp, path_mtu) = match cm_qp_attrs(&id, path).and_then(|(rtr, rts, mtu)| {
+        let qp = qp.ready_to_send_with(&rtr, &rts)?;
+        Ok((qp, mtu))
+    }) {
+        Ok(done) => done,
+        Err(e) => {
+            id.reject();
+            return Err(e);
+        }
+    };
+    // SAFETY: the id is alive; it has no QP, so this only sends the RTU.
+    if unsafe { rdma_establish(id.as_ptr()) } != 0 {
+        return Err(last_error("rdma_establish"));
+    }
+    Ok((
+        qp,
+        CmConnection {
+            id,
+            remote_qpn: reply.remote_qpn,
+            path_mtu,
+        },
+    ))
+}
+
+// ---------------------------------------------------------------------------------------------
+// The steps.
+
+fn require_rc(qp: &QueuePair<Created>) -> Result<()> {
+    if qp.transport() != Transport::Rc {
+        return Err(VerbsError::InvalidRequest(format!(
+            "the RDMA CM (-R) connects RC QPs only, not {}: connect {} QPs without -R",
+            qp.transport().name(),
+            qp.transport().name()
+        )));
+    }
+    Ok(())
+}
+
+/// Checks the request's device, moves `qp` to RTS from the request's attributes, accepts.
+fn accept_request(
+    request: &Id,
+    qp: QueuePair<Created>,
+    remote_qpn: u32,
+    path: &PathConfig,
+) -> Result<(QueuePair<ReadyToSend>, u32)> {
+    // SAFETY: the QP is alive and so is its context.
+    let ours = unsafe { context_device_name(qp.verbs_context()) }.unwrap_or_default();
+    let Some((dev, port)) = request.device() else {
+        return Err(VerbsError::InvalidRequest(format!(
+            "the connection request of the peer's QP {remote_qpn} came without an RDMA device"
+        )));
+    };
+    check_device(
+        &dev,
+        port,
+        &ours,
+        path.port,
+        &format!("the connection request of the peer's QP {remote_qpn}"),
+    )?;
+    let (rtr, rts, path_mtu) = cm_qp_attrs(request, path)?;
+    if rtr.dest_qp_num() != remote_qpn {
+        return Err(VerbsError::InvalidRequest(format!(
+            "the RDMA CM gave destination QP {} for the request of the peer's QP {remote_qpn}",
+            rtr.dest_qp_num()
+        )));
+    }
+    let qp = qp.ready_to_send_with(&rtr, &rts)?;
+    let mut param = conn_param(qp.qpn(), path);
+    // SAFETY: the id is alive (a connection request not yet answered); param lives through
+    // the call.
+    if unsafe { rdma_accept(request.as_ptr(), &mut param) } != 0 {
+        return Err(last_error("rdma_accept").with_hint(rd_atomic_hint(path)));
+    }
+    Ok((qp, path_mtu))
+}
+
+/// The RTR and RTS attributes from the CM, with rdmabench's overrides, and the path MTU.
+fn cm_qp_attrs(
+    id: &Id,
+    path: &PathConfig,
+) -> Result<(QueuePairAttribute, QueuePairAttribute, u32)> {
+    let (mut rtr, mut rtr_mask) = id.qp_attr(ibv_qp_state::IBV_QPS_RTR)?;
+    override_rtr(&mut rtr, &mut rtr_mask, path)?;
+    let (mut rts, mut rts_mask) = id.qp_attr(ibv_qp_state::IBV_QPS_RTS)?;
+    override_rts(&mut rts, &mut rts_mask, path);
+    let mtu = mtu_code_bytes(rtr.path_mtu);
+    Ok((
+        QueuePairAttribute::from(&rtr, rtr_mask as i32),
+        QueuePairAttribute::from(&rts, rts_mask as i32),
+        mtu,
+    ))
+}
+
+/// Waits for event `want` on `id`; events about other ids go to `other`. Error events about
+/// `id` (and `want` with a non-zero status) become errors naming the event and its status.
+fn wait_for(
+    channel: &Arc<Channel>,
+    id: &Id,
+    want: u32,
+    call: &'static str,
+    deadline: Instant,
+    mut other: impl FnMut(Event),
+) -> Result<Event> {
+    let waiting_for = event_name(want);
+    loop {
+        let event = channel.next_event(deadline, call, &waiting_for)?;
+        if event.id != id.as_ptr() {
+            other(event);
+            continue;
+        }
+        match classify(event.kind, event.status, want) {
+            Disposition::Wanted => return Ok(event),
+            Disposition::Failed => return Err(event_error(call, event.kind, event.status)),
+            Disposition::Ignored => {}
+        }
+    }
+}
+
+/// Files an event the listener was not waiting for: a request for `expected` is returned,
+/// one for another QP kept (or rejected once `MAX_PENDING` are kept), a kept request the
+/// peer gave up on dropped; the rest is ignored.
+fn absorb(
+    pending: &mut Vec<Pending>,
+    listener: *mut rdma_cm_id,
+    mut event: Event,
+    expected: Option<u32>,
+) -> Option<Id> {
+    if let Some(id) = event.request.take() {
+        if expected == Some(event.remote_qpn) {
+            return Some(id);
+        }
+        if pending.len() < MAX_PENDING {
+            pending.push(Pending {
+                id,
+                remote_qpn: event.remote_qpn,
+            });
+        } else {
+            id.reject();
+        }
+        return None;
+    }
+    if event.id != listener && classify(event.kind, event.status, u32::MAX) == Disposition::Failed {
+        pending.retain(|p| p.id.as_ptr() != event.id);
+    }
+    None
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pure parts: attributes, events, deadlines, addresses.
+
+/// The connection parameters rdmabench sends: our QP number, RDMA READ/atomic depths from
+/// `path`, retry and RNR retry 7 (sideway's `ConnectionParameter::new` would send 0).
+fn conn_param(qpn: u32, path: &PathConfig) -> rdma_conn_param {
+    rdma_conn_param {
+        private_data: ptr::null(),
+        private_data_len: 0,
+        responder_resources: path.max_dest_rd_atomic,
+        initiator_depth: path.max_rd_atomic,
+        flow_control: 0,
+        retry_count: 7,
+        rnr_retry_count: 7,
+        srq: 0,
+        qp_num: qpn & 0x00ff_ffff,
+    }
+}
+
+fn rd_atomic_hint(path: &PathConfig) -> String {
+    format!(
+        "responder resources {} and initiator depth {} must not exceed the device's \
+         max_qp_rd_atom and max_qp_init_rd_atom",
+        path.max_dest_rd_atomic, path.max_rd_atomic
+    )
+}
+
+/// The CM's RTR attributes with rdmabench's: the smaller path MTU, `max_dest_rd_atomic`,
+/// `min_rnr_timer` 12, and the traffic class and service level where `path` sets them.
+fn override_rtr(attr: &mut ibv_qp_attr, mask: &mut u32, path: &PathConfig) -> Result<()> {
+    let ours = mtu_from_bytes(path.mtu).ok_or_else(|| {
+        VerbsError::InvalidRequest(format!(
+            "path MTU {} is not one of 256, 512, 1024, 2048, 4096",
+            path.mtu
+        ))
+    })? as u32;
+    *mask &= STANDARD_MASK;
+    let cm = attr.path_mtu;
+    attr.path_mtu = if (1..=5).contains(&cm) {
+        cm.min(ours)
+    } else {
+        ours
+    };
+    attr.max_dest_rd_atomic = path.max_dest_rd_atomic;
+    attr.min_rnr_timer = MIN_RNR_TIMER;
+    *mask |= ibv_qp_attr_mask::IBV_QP_PATH_MTU.0
+        | ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC.0
+        | ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER.0;
+    if *mask & ibv_qp_attr_mask::IBV_QP_AV.0 != 0 {
+        if attr.ah_attr.is_global != 0 && path.traffic_class != 0 {
+            attr.ah_attr.grh.traffic_class = path.traffic_class;
+        }
+        if path.service_level != 0 {
+            attr.ah_attr.sl = path.service_level;
+        }
+    }
+    Ok(())
+}
+
+/// The bytes of an `ibv_mtu` code (1: 256 .. 5: 4096); 0 for anything else.
+fn mtu_code_bytes(code: u32) -> u32 {
+    if (1..=5).contains(&code) {
+        128 << code
+    } else {
+        0
+    }
+}
+
+/// The CM's RTS attributes with rdmabench's: timeout, retry and RNR retry 7, `max_rd_atomic`.
+fn override_rts(attr: &mut ibv_qp_attr, mask: &mut u32, path: &PathConfig) {
+    *mask &= STANDARD_MASK;
+    attr.timeout = path.qp_timeout;
+    attr.retry_cnt = 7;
+    attr.rnr_retry = 7;
+    attr.max_rd_atomic = path.max_rd_atomic;
+    *mask |= ibv_qp_attr_mask::IBV_QP_TIMEOUT.0
+        | ibv_qp_attr_mask::IBV_QP_RETRY_CNT.0
+        | ibv_qp_attr_mask::IBV_QP_RNR_RETRY.0
+        | ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC.0;
+}
+
+/// What a wait does with an event about the id it waits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Disposition {
+    /// The event waited for, successful.
+    Wanted,
+    /// The step (or the connection) failed.
+    Failed,
+    /// Harmless here (an address change, a time-wait exit, ...).
+    Ignored,
+}
+
+fn classify(kind: u32, status: i32, want: u32) -> Disposition {
+    match kind {
+        k if k == want && status == 0 => Disposition::Wanted,
+        k if k == want => Disposition::Failed,
+        ev::RDMA_CM_EVENT_ADDR_ERROR
+        | ev::RDMA_CM_EVENT_ROUTE_ERROR
+        | ev::RDMA_CM_EVENT_CONNECT_ERROR
+        | ev::RDMA_CM_EVENT_UNREACHABLE
+        | ev::RDMA_CM_EVENT_REJECTED
+        | ev::RDMA_CM_EVENT_DISCONNECTED
+        | ev::RDMA_CM_EVENT_DEVICE_REMOVAL => Disposition::Failed,
+        _ => Disposition::Ignored,
+    }
+}
+
+/// librdmacm's name of an event type (`rdma_event_str`, without needing the library).
+fn event_name(kind: u32) -> Cow<'static, str> {
+    Cow::Borrowed(match kind {
+        ev::RDMA_CM_EVENT_ADDR_RESOLVED => "RDMA_CM_EVENT_ADDR_RESOLVED",
+        ev::RDMA_CM_EVENT_ADDR_ERROR => "RDMA_CM_EVENT_ADDR_ERROR",
+        ev::RDMA_CM_EVENT_ROUTE_RESOLVED => "RDMA_CM_EVENT_ROUTE_RESOLVED",
+        ev::RDMA_CM_EVENT_ROUTE_ERROR => "RDMA_CM_EVENT_ROUTE_ERROR",
+        ev::RDMA_CM_EVENT_CONNECT_REQUEST => "RDMA_CM_EVENT_CONNECT_REQUEST",
+        ev::RDMA_CM_EVENT_CONNECT_RESPONSE => "RDMA_CM_EVENT_CONNECT_RESPONSE",
+        ev::RDMA_CM_EVENT_CONNECT_ERROR => "RDMA_CM_EVENT_CONNECT_ERROR",
+        ev::RDMA_CM_EVENT_UNREACHABLE => "RDMA_CM_EVENT_UNREACHABLE",
+        ev::RDMA_CM_EVENT_REJECTED => "RDMA_CM_EVENT_REJECTED",
+        ev::RDMA_CM_EVENT_ESTABLISHED => "RDMA_CM_EVENT_ESTABLISHED",
+        ev::RDMA_CM_EVENT_DISCONNECTED => "RDMA_CM_EVENT_DISCONNECTED",
+        ev::RDMA_CM_EVENT_DEVICE_REMOVAL => "RDMA_CM_EVENT_DEVICE_REMOVAL",
+        ev::RDMA_CM_EVENT_MULTICAST_JOIN => "RDMA_CM_EVENT_MULTICAST_JOIN",
+        ev::RDMA_CM_EVENT_MULTICAST_ERROR => "RDMA_CM_EVENT_MULTICAST_ERROR",
+        ev::RDMA_CM_EVENT_ADDR_CHANGE => "RDMA_CM_EVENT_ADDR_CHANGE",
+        ev::RDMA_CM_EVENT_TIMEWAIT_EXIT => "RDMA_CM_EVENT_TIMEWAIT_EXIT",
+        other => return Cow::Owned(format!("RDMA CM event {other}")),
+    })
+}
+
+/// An event's status in words: a rejection's IB CM reason, else a negative errno.
+fn status_text(kind: u32, status: i32) -> String {
+    match (kind, status) {
+        (ev::RDMA_CM_EVENT_REJECTED, 8) => "reject reason 8, invalid service ID: nothing \
+            listens on that address and port in the RDMA CM (is the server up and using -R?)"
+            .to_string(),
+        (ev::RDMA_CM_EVENT_REJECTED, 28) => "reject reason 28, consumer defined: the peer \
+            refused the request (a QP it does not expect, or it gave up waiting)"
+            .to_string(),
+        (ev::RDMA_CM_EVENT_REJECTED, s) if s > 0 => format!("IB CM reject reason {s}"),
+        (_, s) if s < 0 => format!(
+            "status {s}: {}",
+            io::Error::from_raw_os_error(s.saturating_neg())
+        ),
+        (_, s) => format!("status {s}"),
+    }
+}
+
+fn event_error(call: &'static str, kind: u32, status: i32) -> VerbsError {
+    let io_kind = match kind {
+        ev::RDMA_CM_EVENT_REJECTED => io::ErrorKind::ConnectionRefused,
+        ev::RDMA_CM_EVENT_DISCONNECTED => io::ErrorKind::ConnectionReset,
+        _ => io::ErrorKind::Other,
+    };
+    VerbsError::Call {
+        call,
+        reason: io::Error::new(
+            io_kind,
+            format!("{} ({})", event_name(kind), status_text(kind, status)),
+        ),
+    }
+}
+
+/// The CM's device and port must be the QP's: a QP cannot be connected through another.
+fn check_device(cm_dev: &str, cm_port: u8, qp_dev: &str, qp_port: u8, what: &str) -> Result<()> {
+    if cm_dev == qp_dev && cm_port == qp_port {
+        return Ok(());
+    }
+    Err(VerbsError::InvalidRequest(format!(
+        "the RDMA CM puts {what} on {cm_dev} port {cm_port}, but the QP is on {qp_dev} port \
+         {qp_port}: use the IP address of {qp_dev}'s netdev, or the device that owns the address"
+    )))
+}
+
+/// Time left before `deadline`, none once it has come.
+fn remaining(deadline: Instant, now: Instant) -> Option<Duration> {
+    deadline
+        .checked_duration_since(now)
+        .filter(|left| !left.is_zero())
+}
+
+/// A duration in whole milliseconds for `poll` and librdmacm, rounded up (a wait never ends
+/// before the deadline, so it never spins), at least 1, at most `c_int::MAX`.
+fn millis_ceil(d: Duration) -> c_int {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    ms.clamp(1, c_int::MAX as u128) as c_int
+}
+
+/// The timeout for `rdma_resolve_addr`/`rdma_resolve_route`: the time left (at least 1 ms;
+/// the wait for their event ends at the deadline anyway).
+/// How long one address resolution may take before it is asked again (perftest's and rping's
+/// 2 s). The kernel resolves the neighbour once per request: a request whose ARP reply came
+/// late can sit until its own timeout, while a new one finds the neighbour resolved.
+const RESOLVE_TRY: Duration = Duration::from_secs(2);
+
+/// `rdma_resolve_addr` from `src` (unspecified: the routing table's choice) to `dst`, asked
+/// again every [`RESOLVE_TRY`] that ends in ADDR_ERROR, until `deadline`.
+fn resolve_addr(
+    channel: &Arc<Channel>,
+    id: &Id,
+    src: IpAddr,
+    dst: SocketAddr,
+    deadline: Instant,
+) -> Result<()> {
+    loop {
+        let try_until = deadline.min(Instant::now() + RESOLVE_TRY);
+        let mut src_storage = to_sockaddr(SocketAddr::new(src, 0));
+        let src_ptr: *mut libc::sockaddr = if src.is_unspecified() {
+            ptr::null_mut()
+        } else {
+            (&mut src_storage as *mut libc::sockaddr_storage).cast()
+        };
+        let mut dst_storage = to_sockaddr(dst);
+        // SAFETY: the id is alive; both addresses live on the stack through the call, which
+        // copies them (the source is bound by the first call and kept by the id).
+        let rc = unsafe {
+            rdma_resolve_addr(
+                id.as_ptr(),
+                src_ptr,
+                (&mut dst_storage as *mut libc::sockaddr_storage).cast(),
+                cm_timeout_ms(try_until),
+            )
+        };
+        if rc != 0 {
+            return Err(last_error("rdma_resolve_addr").with_hint(format!("{src} -> {dst}")));
+        }
+        let waited = wait_for(
+            channel,
+            id,
+            ev::RDMA_CM_EVENT_ADDR_RESOLVED,
+            "rdma_resolve_addr",
+            deadline,
+            |_| {},
+        );
+        match waited {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() < deadline && e.to_string().contains("ADDR_ERROR") => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn cm_timeout_ms(deadline: Instant) -> c_int {
+    millis_ceil(remaining(deadline, Instant::now()).unwrap_or(Duration::ZERO))
+}
+
+fn to_sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
+    // SAFETY: sockaddr_storage is plain data; zero is valid.
+    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
+    match addr {
+        SocketAddr::V4(a) => {
+            let sin = libc::sockaddr_in {
+                sin_family: libc::AF_INET as libc::sa_family_t,
+                sin_port: a.port().to_be(),
+                sin_addr: libc::in_addr {
+                    s_addr: u32::from_ne_bytes(a.ip().octets()),
+                },
+                sin_zero: [0; 8],
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
+            unsafe { ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
+        }
+        SocketAddr::V6(a) => {
+            let sin6 = libc::sockaddr_in6 {
+                sin6_family: libc::AF_INET6 as libc::sa_family_t,
+                sin6_port: a.port().to_be(),
+                // As std's own conversion: the flow information is passed through as is.
+                sin6_flowinfo: a.flowinfo(),
+                sin6_addr: libc::in6_addr {
+                    s6_addr: a.ip().octets(),
+                },
+                sin6_scope_id: a.scope_id(),
+            };
+            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
+            unsafe { ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
+        }
+    }
+    storage
+}
+
+fn from_sockaddr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
+    let p: *const libc::sockaddr_storage = storage;
+    match c_int::from(storage.ss_family) {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in; it is large and aligned.
+            let sin = unsafe { &*p.cast::<libc::sockaddr_in>() };
+            Some(SocketAddr::V4(SocketAddrV4::new(
+                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
+                u16::from_be(sin.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6; it is large and aligned.
+            let sin6 = unsafe { &*p.cast::<libc::sockaddr_in6>() };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
+                u16::from_be(sin6.sin6_port),
+                sin6.sin6_flowinfo,
+                sin6.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    }
+}
+
+/// The name of the device behind a verbs context, none for a null context.
+///
+/// # Safety
+/// `ctx` is null or a live `ibv_context`.
+unsafe fn context_device_name(ctx: *mut ibv_context) -> Option<String> {
+    if ctx.is_null() {
+        return None;
+    }
+    // SAFETY: a live context has a live device, whose name is a NUL-terminated string it owns.
+    unsafe {
+        let device = (*ctx).device;
+        if device.is_null() {
+            return None;
+        }
+        let name = ibv_get_device_name(device);
+        (!name.is_null()).then(|| CStr::from_ptr(name).to_string_lossy().into_owned())
+    }
+}
+
+fn set_nonblocking(fd: c_int) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor this process owns; no pointers.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    if flags < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: as above.
+    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Waits up to `timeout_ms` for `fd` to be readable; an interrupted wait just returns.
+fn wait_readable(fd: c_int, timeout_ms: c_int) -> io::Result<()> {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    // SAFETY: one pollfd on the stack.
+    if unsafe { libc::poll(&mut pfd, 1, timeout_ms) } < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
+        }
+    }
+    Ok(())
+}
+
+fn last_error(call: &'static str) -> VerbsError {
+    VerbsError::Call {
+        call,
+        reason: io::Error::last_os_error(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path() -> PathConfig {
+        PathConfig {
+            mtu: 2048,
+            max_dest_rd_atomic: 16,
+            max_rd_atomic: 8,
+            qp_timeout: 18,
+            ..PathConfig::default()
+        }
+    }
+
+    fn zeroed_attr() -> ibv_qp_attr {
+        // SAFETY: ibv_qp_attr is plain data; zero is valid.
+        unsafe { mem::zeroed() }
+    }
+
+    #[test]
+    fn error_events_fail_the_wait_and_name_event_and_status() {
+        for kind in [
+            ev::RDMA_CM_EVENT_REJECTED,
+            ev::RDMA_CM_EVENT_UNREACHABLE,
+            ev::RDMA_CM_EVENT_CONNECT_ERROR,
+            ev::RDMA_CM_EVENT_ADDR_ERROR,
+            ev::RDMA_CM_EVENT_ROUTE_ERROR,
+        ] {
+            assert_eq!(
+                classify(kind, -110, ev::RDMA_CM_EVENT_ESTABLISHED),
+                Disposition::Failed
+            );
+        }
+        let e = event_error("rdma_resolve_addr", ev::RDMA_CM_EVENT_ADDR_ERROR, -110);
+        let text = e.to_string();
+        assert!(
+            text.starts_with("rdma_resolve_addr failed: RDMA_CM_EVENT_ADDR_ERROR (status -110: ")
+        );
+        assert!(text.contains("timed out"), "{text}");
+    }
+
+    #[test]
+    fn a_rejection_says_why_in_words() {
+        let e = event_error("rdma_connect", ev::RDMA_CM_EVENT_REJECTED, 8);
+        assert!(e
+            .to_string()
+            .contains("RDMA_CM_EVENT_REJECTED (reject reason 8, invalid service ID"));
+        let e = event_error("rdma_connect", ev::RDMA_CM_EVENT_REJECTED, 5);
+        assert!(e
+            .to_string()
+            .ends_with("RDMA_CM_EVENT_REJECTED (IB CM reject reason 5)"));
+        match event_error("rdma_connect", ev::RDMA_CM_EVENT_REJECTED, 28) {
+            VerbsError::Call { reason, .. } => {
+                assert_eq!(reason.kind(), io::ErrorKind::ConnectionRefused)
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_wanted_event_passes_unless_its_status_says_otherwise() {
+        let want = ev::RDMA_CM_EVENT_CONNECT_RESPONSE;
+        assert_eq!(classify(want, 0, want), Disposition::Wanted);
+        assert_eq!(classify(want, -22, want), Disposition::Failed);
+        assert_eq!(
+            classify(ev::RDMA_CM_EVENT_ADDR_CHANGE, 0, want),
+            Disposition::Ignored
+        );
+        assert_eq!(
+            classify(ev::RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, want),
+            Disposition::Ignored
+        );
+        assert_eq!(
+            classify(ev::RDMA_CM_EVENT_DISCONNECTED, 0, want),
+            Disposition::Failed
+        );
+        // Newer librdmacm event types (ADDRINFO_*, 16 and up) neither panic nor fail a wait.
+        assert_eq!(classify(16, 0, want), Disposition::Ignored);
+        assert_eq!(event_name(16), "RDMA CM event 16");
+        assert_eq!(
+            event_name(ev::RDMA_CM_EVENT_ESTABLISHED),
+            "RDMA_CM_EVENT_ESTABLISHED"
+        );
+    }
+
+    #[test]
+    fn deadlines_round_up_and_end() {
+        let now = Instant::now();
+        assert_eq!(remaining(now, now), None);
+        assert_eq!(remaining(now, now + Duration::from_millis(1)), None);
+        assert_eq!(
+            remaining(now + Duration::from_millis(5), now),
+            Some(Duration::from_millis(5))
+        );
+        assert_eq!(millis_ceil(Duration::from_nanos(1)), 1);
+        assert_eq!(millis_ceil(Duration::ZERO), 1);
+        assert_eq!(millis_ceil(Duration::from_millis(1)), 1);
+        assert_eq!(millis_ceil(Duration::from_micros(1500)), 2);
+        assert_eq!(millis_ceil(Duration::from_secs(u64::MAX)), c_int::MAX);
+        assert_eq!(cm_timeout_ms(now), 1);
+        let later = cm_timeout_ms(Instant::now() + Duration::from_secs(2));
+        assert!((1900..=2000).contains(&later), "{later}");
+    }
+
+    #[test]
+    fn rtr_takes_the_smaller_mtu_and_our_limits() {
+        let mut attr = zeroed_attr();
+        attr.path_mtu = 5; // 4096 from the CM
+        attr.min_rnr_timer = 0;
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.grh.traffic_class = 0;
+        let mut mask = ibv_qp_attr_mask::IBV_QP_STATE.0 | ibv_qp_attr_mask::IBV_QP_AV.0 | (1 << 22);
+        let p = PathConfig {
+            traffic_class: 106,
+            service_level: 3,
+            ..path()
+        };
+        override_rtr(&mut attr, &mut mask, &p).unwrap();
+        assert_eq!(attr.path_mtu, 4); // 2048, ours
+        assert_eq!(attr.max_dest_rd_atomic, 16);
+        assert_eq!(attr.min_rnr_timer, 12);
+        assert_eq!(attr.ah_attr.grh.traffic_class, 106);
+        assert_eq!(attr.ah_attr.sl, 3);
+        assert_eq!(mask & (1 << 22), 0, "RoCE-era kernel bits are masked off");
+        for bit in [
+            ibv_qp_attr_mask::IBV_QP_STATE,
+            ibv_qp_attr_mask::IBV_QP_AV,
+            ibv_qp_attr_mask::IBV_QP_PATH_MTU,
+            ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC,
+            ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER,
+        ] {
+            assert_ne!(mask & bit.0, 0);
+        }
+
+        let mut attr = zeroed_attr();
+        attr.path_mtu = 3; // 1024 from the CM, smaller than ours
+        attr.ah_attr.is_global = 1;
+        attr.ah_attr.grh.traffic_class = 32; // e.g. default_roce_tos
+        attr.ah_attr.sl = 2;
+        let mut mask = ibv_qp_attr_mask::IBV_QP_AV.0;
+        override_rtr(&mut attr, &mut mask, &path()).unwrap();
+        assert_eq!(attr.path_mtu, 3);
+        assert_eq!(attr.ah_attr.grh.traffic_class, 32, "0 keeps the CM's");
+        assert_eq!(attr.ah_attr.sl, 2, "0 keeps the CM's");
+
+        let mut mask = 0;
+        let bad = PathConfig {
+            mtu: 1500,
+            ..path()
+        };
+        assert!(override_rtr(&mut zeroed_attr(), &mut mask, &bad).is_err());
+    }
+
+    #[test]
+    fn mtu_codes_are_bytes() {
+        assert_eq!(
+            (1..=5).map(mtu_code_bytes).collect::<Vec<_>>(),
+            [256, 512, 1024, 2048, 4096]
+        );
+        assert_eq!(mtu_code_bytes(0), 0);
+        for bytes in [256, 512, 1024, 2048, 4096] {
+            let code = mtu_from_bytes(bytes).unwrap() as u32;
+            assert_eq!(mtu_code_bytes(code), bytes);
+        }
+    }
+
+    #[test]
+    fn rts_retries_seven_times_with_our_timeout() {
+        let mut attr = zeroed_attr();
+        let mut mask = ibv_qp_attr_mask::IBV_QP_STATE.0 | ibv_qp_attr_mask::IBV_QP_SQ_PSN.0;
+        override_rts(&mut attr, &mut mask, &path());
+        assert_eq!(
+            (
+                attr.timeout,
+                attr.retry_cnt,
+                attr.rnr_retry,
+                attr.max_rd_atomic
+            ),
+            (18, 7, 7, 8)
+        );
+        assert_ne!(mask & ibv_qp_attr_mask::IBV_QP_SQ_PSN.0, 0);
+        assert_ne!(mask & ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC.0, 0);
+    }
+
+    #[test]
+    fn the_connection_parameters_carry_our_qp_and_retries() {
+        let p = conn_param(0x0100_1234, &path());
+        assert_eq!(p.qp_num, 0x1234);
+        assert_eq!((p.retry_count, p.rnr_retry_count), (7, 7));
+        assert_eq!((p.responder_resources, p.initiator_depth), (16, 8));
+    }
+
+    #[test]
+    fn socket_addresses_survive_the_round_trip() {
+        for text in ["192.0.2.7:18515", "[fe80::1%3]:4791", "0.0.0.0:0"] {
+            let addr: SocketAddr = text.parse().unwrap();
+            assert_eq!(from_sockaddr(&to_sockaddr(addr)), Some(addr), "{text}");
+        }
+        let storage = to_sockaddr("10.0.0.1:258".parse().unwrap());
+        // SAFETY: to_sockaddr wrote a sockaddr_in.
+        let sin =
+            unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+        assert_eq!(sin.sin_port.to_ne_bytes(), [1, 2], "network byte order");
+        assert_eq!(sin.sin_addr.s_addr.to_ne_bytes(), [10, 0, 0, 1]);
+    }
+
+    #[test]
+    fn listeners_and_connections_can_move_to_another_thread() {
+        fn send<T: Send>() {}
+        send::<CmListener>();
+        send::<CmConnection>();
+    }
+
+    #[test]
+    fn a_device_mismatch_names_both_sides() {
+        assert!(check_device("rxe0", 1, "rxe0", 1, "x").is_ok());
+        let e = check_device("rxe1", 1, "rxe0", 1, "the route 10.0.0.2 -> 10.0.0.1:1")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("rxe1 port 1") && e.contains("rxe0 port 1"),
+            "{e}"
+        );
+        assert!(check_device("rxe0", 2, "rxe0", 1, "x").is_err());
+    }
+
+    #[test]
+    fn binding_without_an_rdma_stack_is_an_error_not_a_panic() {
+        // On a host with the RDMA CM this listens on a free port; without one it must say
+        // which call failed.
+        match CmListener::bind("0.0.0.0:0".parse().unwrap()) {
+            Ok(l) => assert!(l.local_addr().is_some()),
+            Err(e) => {
+                let text = e.to_string();
+                assert!(text.contains("rdma_"), "{text}");
+            }
+        }
+    }
+}
