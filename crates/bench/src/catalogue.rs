@@ -274,6 +274,18 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "srq",
+        flag: Some("--srq"),
+        perftest: Some("--use-srq"),
+        applies: Applies {
+            to: |t, _| t.verb == Verb::Send,
+            why: "a shared receive queue holds SEND receives (send-bw, send-lat)",
+        },
+        label: "Shared RQ",
+        value: |p| text(p.srq),
+        ..PLANNED
+    },
+    Param {
         key: "rate_limit",
         flag: Some("--rate-limit"),
         applies: Applies {

@@ -251,6 +251,9 @@ pub struct TestPlan {
     pub tclass: Option<u8>,
     /// `-R`: the QPs connect through the RDMA CM (RC).
     pub rdma_cm: bool,
+    /// `--srq`: a receiving side's QPs take their receives from one shared receive queue of
+    /// `rx_depth` (SEND tests).
+    pub srq: bool,
     /// `--rate-limit`: GB/s this side posts at most (bandwidth tests); `None`: as fast as it
     /// can.
     #[serde(deserialize_with = "Option::deserialize")]
@@ -362,6 +365,11 @@ pub struct PlanRequest {
     /// control channel still carries the plan (RC only)
     #[arg(short = 'R', long = "rdma-cm")]
     pub rdma_cm: bool,
+
+    /// SEND tests: a receiving side's QPs take their receives from one shared receive queue of
+    /// -r receives in all (perftest's --use-srq)
+    #[arg(long = "srq", alias = "use-srq")]
+    pub srq: bool,
 
     /// Pace the posts in software to at most GBPS GB/s (bandwidth tests; each sending side, all
     /// QPs together; perftest's SW rate limiter, whose --rate_limit is in Gb/s: divide by 8)
@@ -530,6 +538,7 @@ impl PlanRequest {
             sl: self.sl,
             rate_limit: self.rate_limit,
             rdma_cm: self.rdma_cm,
+            srq: self.srq,
             atomic: self.atomic.unwrap_or(AtomicOp::FetchAdd),
             validate: self.validate,
             repeat: self.repeat.unwrap_or(1),
@@ -545,6 +554,21 @@ impl TestPlan {
             check_range("--size", s, 1, MAX_SIZE)?;
         }
         self.check_catalogue()?;
+        if self.srq && self.validate {
+            return refuse(
+                "--srq with --validate is not possible: with a shared receive queue a message \
+                 lands in whichever receive comes first, not in its QP's buffer, so its payload \
+                 cannot be checked; leave one of them out"
+                    .to_string(),
+            );
+        }
+        if self.srq && self.qps > self.rx_depth {
+            return refuse(format!(
+                "--srq with --qps {} needs --rx-depth of at least {} (the shared queue holds \
+                 -r receives for all QPs; it is {})",
+                self.qps, self.qps, self.rx_depth
+            ));
+        }
         if let Some(r) = self.rate_limit {
             if !(r.is_finite() && r > 0.0 && r <= 1e4) {
                 return refuse(format!(

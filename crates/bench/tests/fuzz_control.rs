@@ -399,6 +399,7 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             sl,
             rate_limit: None,
             rdma_cm: false,
+            srq: false,
             atomic: if cas {
                 AtomicOp::CompareSwap
             } else {

@@ -3,7 +3,8 @@
 //! RoCE v2 packet each way; `--sl` (which soft-RoCE does not put on the wire) run and recorded;
 //! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without;
 //! `--rate-limit` holding a run to its pace; `--odp` refused on rxe, which has no on-demand
-//! paging; `-R` connecting every test through the RDMA CM.
+//! paging; `-R` connecting every test through the RDMA CM; `--srq` feeding several QPs'
+//! SENDs from one shared receive queue.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -238,6 +239,33 @@ fn rdma_cm_connects_every_test() {
         assert!(
             run.results()[0]["iterations"].as_u64().unwrap() > 0,
             "{test}"
+        );
+    }
+}
+
+#[test]
+fn srq_feeds_every_qp_of_a_receiving_side() {
+    if !rdma_ready("srq_feeds_every_qp_of_a_receiving_side") {
+        return;
+    }
+    let _alone = alone();
+    let cases: [(&str, &[&str]); 3] = [
+        ("send-bw", &["-q", "4"]),
+        ("send-bw", &["-q", "2", "-b"]),
+        ("send-lat", &[]),
+    ];
+    for (i, (test, more)) in cases.into_iter().enumerate() {
+        let mut args = vec!["-n", "200", "--srq"];
+        args.extend_from_slice(more);
+        let run = pair(test, 19560 + i as u16, &[], &args);
+        run.assert_ok();
+        for side in [&run.client_json, &run.server_json] {
+            assert_eq!(side["params"]["srq"], true, "{test}: {}", text(&run.client));
+        }
+        let r = &run.results()[0];
+        assert!(
+            r["iterations"].as_u64().unwrap() > 0,
+            "{test} {more:?}: {r}"
         );
     }
 }

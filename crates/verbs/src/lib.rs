@@ -49,6 +49,7 @@ mod gid;
 mod memory;
 mod pd;
 mod qp;
+mod srq;
 
 pub use cm::{cm_connect, CmConnection, CmListener};
 pub use cq::{Completion, CompletionQueue};
@@ -64,3 +65,4 @@ pub use qp::{
     AddressHandle, CanReceive, Created, Endpoint, Op, PathConfig, QpCaps, QueuePair,
     QueuePairBuilder, ReadyToReceive, ReadyToSend, SendRequest, Transport, UD_GRH_BYTES, UD_QKEY,
 };
+pub use srq::SharedReceiveQueue;

@@ -36,6 +36,7 @@ use crate::device::mtu_from_bytes;
 use crate::error::{Result, VerbsError};
 use crate::memory::MemoryRegion;
 use crate::pd::ProtectionDomain;
+use crate::srq::SharedReceiveQueue;
 
 /// Type-state marker: created and in INIT; its endpoint can be sent to the peer.
 #[derive(Debug)]
@@ -244,6 +245,7 @@ pub struct QueuePairBuilder<'a> {
     max_send_wr: u32,
     max_recv_wr: u32,
     max_inline_data: u32,
+    srq: Option<&'a SharedReceiveQueue>,
 }
 
 impl<'a> QueuePairBuilder<'a> {
@@ -257,7 +259,15 @@ impl<'a> QueuePairBuilder<'a> {
             max_send_wr: 128,
             max_recv_wr: 1,
             max_inline_data: 0,
+            srq: None,
         }
+    }
+
+    /// Take receives from `srq` instead of a receive queue of the QP's own (the receive
+    /// depth is then the shared queue's).
+    pub fn srq(mut self, srq: &'a SharedReceiveQueue) -> Self {
+        self.srq = Some(srq);
+        self
     }
 
     /// The transport service.
@@ -308,10 +318,13 @@ impl<'a> QueuePairBuilder<'a> {
             ),
             Transport::Ud => (QueuePairType::UnreliableDatagram, SendOperationFlags::Send),
         };
-        let mut qp = self
-            .pd
-            .pd
-            .create_qp_builder()
+        let mut builder = self.pd.pd.create_qp_builder();
+        if let Some(srq) = self.srq {
+            // SAFETY: the queue is of this PD and the QP keeps a clone of it, dropped after
+            // its own handle.
+            unsafe { builder.setup_srq(srq.as_ptr()) };
+        }
+        let mut qp = builder
             .setup_qp_type(qp_type)
             .setup_max_send_wr(self.max_send_wr)
             .setup_max_recv_wr(self.max_recv_wr)
@@ -355,6 +368,7 @@ impl<'a> QueuePairBuilder<'a> {
         };
         Ok(QueuePair {
             qp,
+            srq: self.srq.cloned(),
             transport: self.transport,
             caps,
             _state: PhantomData,
@@ -440,7 +454,9 @@ impl Drop for AddressHandle {
 
 /// A queue pair in state `S` (see the module documentation).
 pub struct QueuePair<S> {
+    // Field order matters: the QP is destroyed before the shared receive queue it uses.
     qp: ExtendedQueuePair,
+    srq: Option<SharedReceiveQueue>,
     transport: Transport,
     caps: QpCaps,
     _state: PhantomData<S>,
@@ -483,6 +499,7 @@ impl<S> QueuePair<S> {
     fn into_state<T>(self) -> QueuePair<T> {
         QueuePair {
             qp: self.qp,
+            srq: self.srq,
             transport: self.transport,
             caps: self.caps,
             _state: PhantomData,
@@ -691,27 +708,49 @@ impl<S: CanReceive> QueuePair<S> {
         offset: u64,
         len: u32,
     ) -> Result<()> {
-        mr.check_range(offset, len)?;
-        let mut sge = ibv_sge {
-            addr: mr.addr() + offset,
-            length: len,
-            lkey: mr.lkey(),
-        };
-        let mut wr = ibv_recv_wr {
-            wr_id,
-            next: std::ptr::null_mut(),
-            sg_list: &mut sge,
-            num_sge: 1,
-        };
-        let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
-        // SAFETY: the QP is alive; wr and sge live on the stack for the duration of the call,
-        // and the range lies in the registered region.
-        let rc = unsafe { ibv_post_recv(self.qp.qp().as_ptr(), &mut wr, &mut bad) };
-        if rc != 0 {
-            return Err(VerbsError::errno("ibv_post_recv", rc));
+        if self.srq.is_some() {
+            return Err(VerbsError::InvalidRequest(
+                "this QP takes its receives from a shared receive queue: post them there"
+                    .to_string(),
+            ));
         }
-        Ok(())
+        // SAFETY: the QP is alive while self is; the request lives through the call.
+        post_one_recv(mr, wr_id, offset, len, "ibv_post_recv", |wr, bad| unsafe {
+            ibv_post_recv(self.qp.qp().as_ptr(), wr, bad)
+        })
     }
+}
+
+/// Posts one receive of `len` bytes at `offset` in `mr` through `post` (a QP's or a shared
+/// receive queue's post call, named `call`), with the request on the stack. Allocates nothing.
+#[inline]
+pub(crate) fn post_one_recv(
+    mr: &MemoryRegion,
+    wr_id: u64,
+    offset: u64,
+    len: u32,
+    call: &'static str,
+    post: impl FnOnce(*mut ibv_recv_wr, *mut *mut ibv_recv_wr) -> i32,
+) -> Result<()> {
+    mr.check_range(offset, len)?;
+    let mut sge = ibv_sge {
+        addr: mr.addr() + offset,
+        length: len,
+        lkey: mr.lkey(),
+    };
+    let mut wr = ibv_recv_wr {
+        wr_id,
+        next: std::ptr::null_mut(),
+        sg_list: &mut sge,
+        num_sge: 1,
+    };
+    let mut bad: *mut ibv_recv_wr = std::ptr::null_mut();
+    // The range lies in the registered region; wr and sge live on the stack through `post`.
+    let rc = post(&mut wr, &mut bad);
+    if rc != 0 {
+        return Err(VerbsError::errno(call, rc));
+    }
+    Ok(())
 }
 
 /// The states in which receives may be posted (every state after creation).

@@ -20,9 +20,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use verbs::{
-    Access, AddressHandle, CompletionQueue, Created, Device, Endpoint, GidEntry, LinkLayer,
-    MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder, ReadyToSend,
-    Transport, UD_GRH_BYTES,
+    Access, AddressHandle, Completion, CompletionQueue, Created, Device, Endpoint, GidEntry,
+    LinkLayer, MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder,
+    ReadyToSend, SharedReceiveQueue, Transport, UD_GRH_BYTES,
 };
 
 use crate::memory::MemMode;
@@ -104,6 +104,8 @@ pub struct Prepared {
     role: Role,
     /// `-R`: how the QPs meet their peers' through the RDMA CM, and the time each may take.
     cm: Option<(cm::CmSide, Duration)>,
+    /// `--srq`: the receiving side's shared receive queue.
+    srq: Option<SharedReceiveQueue>,
 }
 
 /// Connected to the peer: every QP ready to send.
@@ -141,6 +143,12 @@ pub struct Connected {
     pub transport: Transport,
     /// `-R`: the RDMA CM's connections, held for the run (dropping one disconnects it).
     pub cm_links: Vec<verbs::CmConnection>,
+    /// `--srq`: each QP's number and index, sorted by number (empty without a shared
+    /// receive queue).
+    srq_qpns: Vec<(u32, usize)>,
+    /// `--srq`: the shared receive queue this side's QPs take their receives from. After
+    /// the QPs, so that it is destroyed after them.
+    srq: Option<SharedReceiveQueue>,
     /// What the loops run with: the plan as the devices, the peer and the registration
     /// allowed it (the path MTU, the READs/atomics in flight, the acknowledgement timeout:
     /// `-u` or [`qp_timeout_for`]).
@@ -381,12 +389,21 @@ impl Local {
             (false, None) => 1,
         };
         let cq = CompletionQueue::new(&device, plan.qps * (plan.tx_depth + rx_depth))?;
+        // --srq: one queue of rx-depth receives that every QP of a receiving side takes from.
+        let srq = match (plan.srq && posts_receives, &staging) {
+            (true, None) => Some(SharedReceiveQueue::new(&pd, rx_depth)?),
+            _ => None,
+        };
         let builder = || {
-            QueuePairBuilder::new(&pd, &cq)
+            let b = QueuePairBuilder::new(&pd, &cq)
                 .transport(transport)
                 .port(port.port)
                 .max_send_wr(plan.tx_depth)
-                .max_recv_wr(rx_depth)
+                .max_recv_wr(rx_depth);
+            match &srq {
+                Some(srq) => b.srq(srq),
+                None => b,
+            }
         };
         let what = || {
             format!(
@@ -439,6 +456,7 @@ impl Local {
             loop_posts_receives: staged && plan.test.mode == Mode::Bw,
             role,
             cm: None,
+            srq,
         })
     }
 }
@@ -474,6 +492,13 @@ pub fn check_memory_mode(
              --mem cuda-staged (which posts from host bounce buffers)",
             mem.name(),
             plan.inline
+        )));
+    }
+    if staged && plan.srq {
+        return Err(PlanError(format!(
+            "{flag} {}: --srq: the staged pipeline posts its receives into its own bounce \
+             buffers; leave one of them out",
+            mem.name()
         )));
     }
     if let (true, Some(r)) = (staged, plan.rate_limit) {
@@ -776,14 +801,22 @@ impl Prepared {
         // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
         if self.posts_receives && !self.loop_posts_receives {
             let half = self.slot / 2;
-            for (q, qp) in self.qps.iter_mut().enumerate() {
-                for _ in 0..rx_depth {
-                    qp.post_recv(
-                        &self.mr,
-                        bw::recv_wr_id(q),
-                        q as u64 * self.slot,
-                        half as u32,
-                    )?;
+            match self.srq.as_mut() {
+                // rx-depth receives in all, spread over the QPs' receive halves.
+                Some(srq) => {
+                    for i in 0..rx_depth as usize {
+                        let q = i % self.qps.len().max(1);
+                        let offset = q as u64 * self.slot;
+                        srq.post_recv(&self.mr, bw::recv_wr_id(q), offset, half as u32)?;
+                    }
+                }
+                None => {
+                    for (q, qp) in self.qps.iter_mut().enumerate() {
+                        for _ in 0..rx_depth {
+                            let offset = q as u64 * self.slot;
+                            qp.post_recv(&self.mr, bw::recv_wr_id(q), offset, half as u32)?;
+                        }
+                    }
                 }
             }
         }
@@ -815,6 +848,16 @@ impl Prepared {
             .map(verbs::CmConnection::path_mtu)
             .fold(path_mtu, u32::min);
         let (relaxed_ordering, hugepages) = (self.mr.relaxed_ordering(), self.mr.huge_pages());
+        // With a shared receive queue a completion names its QP by number only.
+        let mut srq_qpns: Vec<(u32, usize)> = match self.srq {
+            Some(_) => qps
+                .iter()
+                .enumerate()
+                .map(|(q, qp)| (qp.qpn(), q))
+                .collect(),
+            None => Vec::new(),
+        };
+        srq_qpns.sort_unstable();
         let odp = self.mr.on_demand();
         Ok(Connected {
             device: self.device,
@@ -847,6 +890,8 @@ impl Prepared {
             ),
             peer_bounce,
             cm_links,
+            srq_qpns,
+            srq: self.srq,
         })
     }
 }
@@ -931,12 +976,32 @@ impl Connected {
             .with_context(|| format!("{len} bytes at {offset} are outside the buffer"))
     }
 
-    /// Posts one receive into QP `q`'s receive half.
+    /// Posts one receive into QP `q`'s receive half (into the shared receive queue with
+    /// `--srq`, where whichever QP receives next takes it).
     #[inline]
     pub fn post_recv(&mut self, q: usize, wr_id: u64) -> Result<()> {
         let (offset, len) = (self.recv_offset(q), self.half() as u32);
-        self.qps[q].post_recv(&self.mr, wr_id, offset, len)?;
+        match self.srq.as_mut() {
+            Some(srq) => srq.post_recv(&self.mr, wr_id, offset, len)?,
+            None => self.qps[q].post_recv(&self.mr, wr_id, offset, len)?,
+        }
         Ok(())
+    }
+
+    /// The index of the QP that received `wc`: the receive's own QP (`q`, from its work
+    /// request id), or with `--srq` the one the completion names.
+    #[inline]
+    pub fn receiver(&self, wc: &Completion, q: usize) -> usize {
+        if self.srq_qpns.is_empty() {
+            return q;
+        }
+        match self
+            .srq_qpns
+            .binary_search_by_key(&wc.qp_num(), |&(qpn, _)| qpn)
+        {
+            Ok(i) => self.srq_qpns[i].1,
+            Err(_) => q,
+        }
     }
 
     /// Address of the byte at `offset` in the buffer (for volatile polling).

@@ -282,6 +282,10 @@ pub struct ParamsRecord {
     /// (InfiniBand without `-x`) and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tclass: Option<u8>,
+    /// A receiving side's QPs took their receives from one shared receive queue (`--srq`);
+    /// false when absent.
+    #[serde(default)]
+    pub srq: bool,
     /// The QPs were connected through the RDMA CM (`-R`); false when absent.
     #[serde(default)]
     pub rdma_cm: bool,

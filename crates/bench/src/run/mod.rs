@@ -197,6 +197,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         hugepages: eff.hugepages,
         odp: eff.odp,
         rdma_cm: eff.rdma_cm,
+        srq: eff.srq,
         iters: plan.duration.is_none().then_some(plan.iters),
         duration: plan.duration,
         warmup: (!bw).then_some(LAT_WARMUP),

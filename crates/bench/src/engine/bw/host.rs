@@ -301,7 +301,7 @@ impl LoopBody for HostLoop<'_> {
             match id.kind() {
                 WrKind::Recv => {
                     self.received += 1;
-                    self.received_per_qp[id.qp()] += 1;
+                    self.received_per_qp[side.receiver(wc, id.qp())] += 1;
                     side.post_recv(id.qp(), id.0)?;
                 }
                 _ => {
