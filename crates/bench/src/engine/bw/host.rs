@@ -46,11 +46,6 @@ pub struct SendProgress {
     every: u32,
     /// At most this many operations in flight per QP (besides the send queue's depth).
     in_flight_cap: u64,
-    /// Operations posted, all QPs together.
-    posted_total: u64,
-    /// At most this many posted, all QPs together: what a [`Pacer`] allows by now
-    /// (`u64::MAX` when not paced).
-    allowed: u64,
 }
 
 impl SendProgress {
@@ -64,15 +59,12 @@ impl SendProgress {
             in_flight_max: 0,
             every: every.max(1),
             in_flight_cap: u64::MAX,
-            posted_total: 0,
-            allowed: u64::MAX,
         }
     }
 
-    /// From now on, at most `allowed` operations posted, all QPs together (a paced run).
-    #[inline]
-    pub fn set_allowed(&mut self, allowed: u64) {
-        self.allowed = allowed;
+    /// Operations posted so far, all QPs together.
+    pub fn posted_total(&self) -> u64 {
+        self.qps.iter().map(|c| c.posted).sum()
     }
 
     /// From the next operation on, a completion every `every` operations per QP.
@@ -108,8 +100,7 @@ impl SendProgress {
         let depth = u64::from(shape.depth).min(self.in_flight_cap);
         let free = depth.saturating_sub(c.posted - c.completed);
         let batch = u64::from(shape.post_list).min(self.limit.saturating_sub(c.posted));
-        let paced = self.allowed.saturating_sub(self.posted_total);
-        if free >= batch && paced >= batch {
+        if free >= batch {
             batch
         } else {
             0
@@ -127,7 +118,6 @@ impl SendProgress {
     pub fn add_posted(&mut self, q: usize, count: u64) {
         let c = &mut self.qps[q];
         c.posted += count;
-        self.posted_total += count;
         self.in_flight_max = self.in_flight_max.max(c.posted - c.completed);
     }
 
@@ -244,19 +234,32 @@ pub fn fill_batch(
     }
 }
 
-/// Posts as many post lists on QP `q` as its depth allows.
+/// Takes `count` operations from a paced run's `budget` (what its pacer allows beyond what
+/// was posted); false, taking nothing, when the budget holds fewer.
 #[inline]
-fn post_ops(
+fn take_budget(budget: &mut u64, count: u64) -> bool {
+    let enough = *budget >= count;
+    if enough {
+        *budget -= count;
+    }
+    enough
+}
+
+/// Posts as many post lists on QP `q` as its depth allows, and on a `PACED` run (a separate
+/// instance: the unpaced loop does no pacing work) as many as `budget` still allows.
+#[inline]
+fn post_ops<const PACED: bool>(
     side: &mut Connected,
     q: usize,
     shape: &LoopShape,
     progress: &mut SendProgress,
     batch: &mut [SendRequest],
+    budget: &mut u64,
 ) -> Result<()> {
     let target = Target::of(side, q, shape.verb);
     loop {
         let count = progress.room(q, shape) as usize;
-        if count == 0 {
+        if count == 0 || (PACED && !take_budget(budget, count as u64)) {
             return Ok(());
         }
         fill_batch(&mut batch[..count], q, progress, shape, &target);
@@ -287,11 +290,18 @@ impl LoopBody for HostLoop<'_> {
     #[inline]
     fn turn(&mut self, side: &mut Connected, wcs: &mut [Completion]) -> Result<bool> {
         if let Some(s) = self.sending.as_mut() {
-            if let Some(p) = &self.pacer {
-                s.set_allowed(p.allowed(Instant::now()));
-            }
-            for q in 0..side.qps.len() {
-                post_ops(side, q, self.shape, s, &mut self.batch)?;
+            match &self.pacer {
+                Some(p) => {
+                    let mut budget = p.allowed(Instant::now()).saturating_sub(s.posted_total());
+                    for q in 0..side.qps.len() {
+                        post_ops::<true>(side, q, self.shape, s, &mut self.batch, &mut budget)?;
+                    }
+                }
+                None => {
+                    for q in 0..side.qps.len() {
+                        post_ops::<false>(side, q, self.shape, s, &mut self.batch, &mut 0)?;
+                    }
+                }
             }
         }
         let n = side.cq.poll(wcs)?;
@@ -501,18 +511,18 @@ mod tests {
 
     #[test]
     fn a_paced_run_posts_no_more_than_the_pacer_allows_all_qps_together() {
-        let s = shape(1000, 128, 4, 100);
-        let mut p = SendProgress::new(2, 1000, 100);
-        p.set_allowed(6);
-        assert_eq!(p.room(0, &s), 4, "a whole post list fits in 6");
-        p.add_posted(0, 4);
-        assert_eq!(
-            p.room(1, &s),
-            0,
-            "two more would leave no room for a post list"
+        // 6 allowed beyond what was posted: one post list of 4, then not another.
+        let mut budget = 6;
+        assert!(take_budget(&mut budget, 4), "a whole post list fits in 6");
+        assert!(
+            !take_budget(&mut budget, 4),
+            "two left is no room for a post list"
         );
-        p.set_allowed(8);
-        assert_eq!(p.room(1, &s), 4);
+        assert_eq!(budget, 2, "a refused list takes nothing");
+        let mut p = SendProgress::new(2, 1000, 100);
+        p.add_posted(0, 4);
+        p.add_posted(1, 8);
+        assert_eq!(p.posted_total(), 12);
         // 1 GB/s of 64-byte messages: 15.6 M a second, so 15.6 k in a millisecond, plus a
         // post list.
         let pacer = Pacer::new(&shape(1000, 128, 4, 100), 1e9);
