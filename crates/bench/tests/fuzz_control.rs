@@ -397,9 +397,6 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             qp_timeout,
             tclass,
             sl,
-            rate_limit: None,
-            rdma_cm: false,
-            srq: false,
             atomic: if cas {
                 AtomicOp::CompareSwap
             } else {
@@ -407,9 +404,18 @@ fn any_plan() -> impl Strategy<Value = TestPlan> {
             },
             validate,
             repeat,
-            report_gbits: false,
+            // Every other parameter as an empty request resolves it, so that a new one
+            // needs nothing here.
+            ..default_plan()
         },
     )
+}
+
+/// write-bw's plan with every default.
+fn default_plan() -> TestPlan {
+    PlanRequest::default()
+        .resolve(TestKind::new(Verb::Write, Mode::Bw))
+        .expect("the defaults are a valid plan")
 }
 
 /// A frame is refused above its cap before anything is allocated, and read as its bytes come;
