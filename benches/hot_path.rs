@@ -72,6 +72,51 @@ fn completions(c: &mut Criterion) {
     g.finish();
 }
 
+/// One thread's engine work for `messages` messages: fill a post list of one WRITE, account
+/// it posted, and every `cq_mod`-th message account a completion and check the room, each
+/// thread on its own tables, as `--threads` runs them.
+fn one_threads_work(target: &Target, messages: u64) {
+    let s = shape(1);
+    let mut batch = [SendRequest::default()];
+    let mut p = SendProgress::new(1, u64::MAX, s.cq_mod);
+    let covers = s.cq_mod;
+    for n in 1..=messages {
+        fill_batch(black_box(&mut batch), 0, &mut p, &s, target);
+        p.add_posted(0, 1);
+        if n % u64::from(covers) == 0 {
+            p.complete(WrId::new(WrKind::Op, 0, covers));
+            black_box(p.room(0, &s));
+        }
+    }
+}
+
+/// `--threads`: the engine's cost per message in each of N threads at once. The threads share
+/// nothing, so the time per message stays where one thread's is while there are cores for
+/// them (this host has 2).
+fn threads(c: &mut Criterion) {
+    let target = Target {
+        remote_recv: 0x7f00_0000_0000,
+        remote_send: 0x7f00_0010_0000,
+        rkey: 0x1234,
+        local_offset: 0,
+    };
+    const MESSAGES: u64 = 100_000;
+    let mut g = c.benchmark_group("threads");
+    g.throughput(Throughput::Elements(MESSAGES));
+    for n in [1usize, 2] {
+        g.bench_function(format!("{n}_threads_100k_messages_each"), |b| {
+            b.iter(|| {
+                std::thread::scope(|scope| {
+                    for _ in 0..n {
+                        scope.spawn(|| one_threads_work(&target, MESSAGES));
+                    }
+                })
+            })
+        });
+    }
+    g.finish();
+}
+
 fn timestamps(c: &mut Criterion) {
     let mut g = c.benchmark_group("timestamps");
     g.throughput(Throughput::Elements(1));
@@ -97,5 +142,12 @@ fn histogram(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, post_list, completions, timestamps, histogram);
+criterion_group!(
+    benches,
+    post_list,
+    completions,
+    threads,
+    timestamps,
+    histogram
+);
 criterion_main!(benches);

@@ -340,6 +340,14 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "threads",
+        flag: Some("--threads"),
+        agree: Agree::Side,
+        label: "Threads",
+        value: |p| text(p.threads),
+        ..PLANNED
+    },
+    Param {
         key: "clock",
         flag: Some("--clock"),
         agree: Agree::Side,

@@ -217,6 +217,12 @@ pub struct TestArgs {
     /// perftest's --odp
     #[arg(long)]
     pub odp: bool,
+
+    /// Bandwidth tests: N measuring threads on this side, each with its own QPs, CQ, buffer
+    /// and control connection, pinned to CPUs of the NIC's node; their message rates add up
+    /// (the server must be given the same N) [default: 1]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub threads: Option<u32>,
 }
 
 /// `--mem` as typed: the memory mode, and whether it named a GPU (`cuda:3`) or left the
@@ -382,9 +388,35 @@ impl TestArgs {
             .map_err(|e| PlanError(format!("--staging-chunk/--staging-depth: {e}")))
     }
 
+    /// `--threads`: how many measuring threads this side runs, checked against the test and
+    /// the other options that choose threads.
+    pub fn threads(&self, kind: TestKind) -> Result<u32, PlanError> {
+        let n = self.threads.unwrap_or(1);
+        if n == 1 {
+            return Ok(1);
+        }
+        let other = if kind.mode == Mode::Lat {
+            Some(format!("{kind} measures one QP ping-pong in one thread"))
+        } else if self.loopback {
+            Some(
+                "--loopback runs one client and one server: start the two sides as two commands"
+                    .into(),
+            )
+        } else if self.rails.is_some() || self.ib_dev.as_deref().is_some_and(|d| d.contains(',')) {
+            Some("several rails already run a thread each: give one device with -d".into())
+        } else {
+            None
+        };
+        match other {
+            Some(why) => Err(PlanError(format!("--threads {n} is not possible: {why}"))),
+            None => Ok(n),
+        }
+    }
+
     /// What these arguments mean for one side of test `kind`: its options for the run.
     pub fn run_options(&self, kind: TestKind) -> Result<RunOptions, PlanError> {
         Ok(RunOptions {
+            threads: self.threads(kind)?,
             test: kind,
             side: self.side()?,
             request: self.plan.clone(),
@@ -822,6 +854,30 @@ mod tests {
         assert!(side(&["write-bw"]));
         assert!(!side(&["write-bw", "--disable-pcie-relaxed"]));
         assert!(!side(&["read-bw", "--disable_pcie_relaxed"]));
+    }
+
+    #[test]
+    fn threads_are_for_one_device_s_bandwidth_runs() {
+        let threads = |args: &[&str]| {
+            let cli = parse(args).unwrap();
+            let (kind, a) = cli.command.test().unwrap();
+            a.threads(kind).map_err(|e| e.0)
+        };
+        assert_eq!(threads(&["write-bw", "h"]), Ok(1));
+        assert_eq!(threads(&["read-bw", "h", "--threads", "4"]), Ok(4));
+        let lat = threads(&["write-lat", "h", "--threads", "2"]).unwrap_err();
+        assert!(
+            lat.contains("--threads 2 is not possible: write-lat measures one QP"),
+            "{lat}"
+        );
+        let rails = threads(&["write-bw", "h", "-d", "a,b", "--threads", "2"]).unwrap_err();
+        assert!(rails.contains("give one device with -d"), "{rails}");
+        let loopback = threads(&["write-bw", "--loopback", "--threads", "2"]).unwrap_err();
+        assert!(
+            loopback.contains("--loopback runs one client"),
+            "{loopback}"
+        );
+        assert!(parse(&["write-bw", "--threads", "0"]).is_err(), "0 threads");
     }
 
     #[test]

@@ -62,7 +62,18 @@ fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
     let mut opts = args.run_options(kind)?;
     args.check_memory(&plan)?;
     let sysfs = topo::Sysfs::system();
-    let rails = rail_devices(&sysfs, args.ib_dev.as_deref(), args.rails.is_some())?;
+    let rails = match opts.threads {
+        1 => rail_devices(&sysfs, args.ib_dev.as_deref(), args.rails.is_some())?,
+        // Threads on one device run as that many rails of it: each its own QPs, CQ, buffer,
+        // CPU and control connection.
+        n => {
+            let device = match &args.ib_dev {
+                Some(d) => d.clone(),
+                None => rail_devices(&sysfs, None, true)?.swap_remove(0),
+            };
+            vec![device; n as usize]
+        }
+    };
     opts.side.device = rails.first().cloned();
     let outcome = if args.loopback {
         run_loopback(args, opts, &plan)?

@@ -4,7 +4,7 @@
 //! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without;
 //! `--rate-limit` holding a run to its pace; `--odp` refused on rxe, which has no on-demand
 //! paging; `-R` connecting every test through the RDMA CM; `--srq` feeding several QPs'
-//! SENDs from one shared receive queue.
+//! SENDs from one shared receive queue; `--threads` adding up its threads' rates.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -268,4 +268,35 @@ fn srq_feeds_every_qp_of_a_receiving_side() {
             "{test} {more:?}: {r}"
         );
     }
+}
+
+#[test]
+fn threads_add_up_their_message_rates_against_one_ceiling() {
+    if !rdma_ready("threads_add_up_their_message_rates_against_one_ceiling") {
+        return;
+    }
+    let _alone = alone();
+    let run = pair(
+        "write-bw",
+        19570,
+        &["--threads", "2"],
+        &["-n", "2000", "-s", "4K", "--threads", "2"],
+    );
+    run.assert_ok();
+    let record = &run.client_json;
+    assert_eq!(record["params"]["threads"], 2, "{}", text(&run.client));
+    let rails = record["rails"].as_array().expect("one entry per thread");
+    assert_eq!(rails.len(), 2);
+    let rate = |r: &serde_json::Value| r["msg_rate_mpps"].as_f64().unwrap();
+    let each: f64 = rails.iter().map(|t| rate(&t["results"][0])).sum();
+    let all = rate(&run.results()[0]);
+    assert!(
+        (all - each).abs() <= 0.02 * each,
+        "all together {all} Mpps, the threads' sum {each}"
+    );
+    // One device's ceiling, not two.
+    assert_eq!(
+        record["ceilings"]["limit_gbps"],
+        rails[0]["ceilings"]["limit_gbps"]
+    );
 }

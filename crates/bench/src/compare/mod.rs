@@ -640,6 +640,7 @@ pub(crate) mod tests {
                 cpus: None,
                 numa_node: None,
                 placement: None,
+                threads: 1,
                 ..ParamsRecord::default()
             },
             ceilings: CeilingsRecord {

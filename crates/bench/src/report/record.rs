@@ -286,6 +286,10 @@ pub struct ParamsRecord {
     /// false when absent.
     #[serde(default)]
     pub srq: bool,
+    /// Measuring threads on this side's device (`--threads`), each with its own QPs and CQ;
+    /// 1 when absent.
+    #[serde(default = "one")]
+    pub threads: u32,
     /// The QPs were connected through the RDMA CM (`-R`); false when absent.
     #[serde(default)]
     pub rdma_cm: bool,

@@ -129,6 +129,7 @@ fn bw_params(test: &str) -> ParamsRecord {
         cpus: Some("3".to_string()),
         numa_node: Some(0),
         placement: Some("of the NIC's node 0 0-15".to_string()),
+        threads: 1,
         ..ParamsRecord::default()
     }
 }

@@ -50,6 +50,8 @@ pub const LAT_WARMUP: u64 = 16;
 /// Everything one side needs to run.
 #[derive(Debug, Clone)]
 pub struct RunOptions {
+    /// `--threads`: measuring threads on this side's one device (1 without).
+    pub threads: u32,
     /// Which test.
     pub test: TestKind,
     /// This side's device, port and GID.
@@ -171,8 +173,13 @@ impl Printer {
 }
 
 /// The record's `params`: the plan as the loops ran it, on the CPU and with the clock
-/// `measuring` names.
-pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -> ParamsRecord {
+/// `measuring` names, one of `threads` measuring threads on this side's device.
+pub fn params_record(
+    plan: &TestPlan,
+    side: &Connected,
+    measuring: &Measuring,
+    threads: u32,
+) -> ParamsRecord {
     let eff = &side.effective;
     let bw = plan.test.mode == Mode::Bw;
     ParamsRecord {
@@ -198,6 +205,7 @@ pub fn params_record(plan: &TestPlan, side: &Connected, measuring: &Measuring) -
         odp: eff.odp,
         rdma_cm: eff.rdma_cm,
         srq: eff.srq,
+        threads,
         iters: plan.duration.is_none().then_some(plan.iters),
         duration: plan.duration,
         warmup: (!bw).then_some(LAT_WARMUP),
@@ -288,7 +296,7 @@ fn measure_run(
     measure: impl FnOnce(&mut Connected, &Printer, &RunLimits, &mut Recorder) -> anyhow::Result<()>,
 ) -> anyhow::Result<Outcome> {
     let limits = run_limits(side);
-    let params = params_record(plan, side, measuring);
+    let params = params_record(plan, side, measuring, opts.threads);
     let printer = Printer::new(opts, &params);
     let template = record_template(role, side, params, &limits, started_at);
     printer.header(&template);

@@ -11,7 +11,7 @@ use std::time::Duration;
 use anyhow::Result;
 
 use super::budget::RailBudget;
-use super::combine::{combine_sizes, combined_record, summed_ceilings};
+use super::combine::{combine_sizes, combined_record, device_ceilings, summed_ceilings};
 use crate::output::header;
 use crate::output::table::{with_rail, Table};
 use crate::report::{RunRecord, SizeResult};
@@ -211,11 +211,11 @@ impl RailBoard {
         combine_sizes(&slices, table.lat, self.ceiling(s))
     }
 
-    /// The sum of the rails' ceilings, from their headers.
+    /// The sum of the rails' devices' ceilings, from their headers.
     fn ceiling(&self, s: &BoardState) -> Option<f64> {
-        let c: Vec<_> = s.headers.iter().flatten().map(|r| &r.ceilings).collect();
-        (c.len() == self.count())
-            .then(|| summed_ceilings(&c).limit_gbps)
+        let headers: Vec<&RunRecord> = s.headers.iter().flatten().collect();
+        (headers.len() == self.count())
+            .then(|| summed_ceilings(&device_ceilings(&headers)).limit_gbps)
             .flatten()
     }
 

@@ -130,6 +130,20 @@ pub fn summed_ceilings(rails: &[&CeilingsRecord]) -> CeilingsRecord {
     }
 }
 
+/// The ceilings of `records`' devices, each device once: threads on one device (`--threads`)
+/// share its ceilings, which the sum must not count twice.
+pub fn device_ceilings<'a>(records: &[&'a RunRecord]) -> Vec<&'a CeilingsRecord> {
+    let mut seen: Vec<&str> = Vec::new();
+    let mut out = Vec::new();
+    for r in records {
+        if !seen.contains(&r.device.name.as_str()) {
+            seen.push(&r.device.name);
+            out.push(&r.ceilings);
+        }
+    }
+    out
+}
+
 /// One rail's entry of the combined record.
 fn rail_entry(r: &RunRecord) -> RailRecord {
     RailRecord {
@@ -166,7 +180,7 @@ pub fn combined_record(records: &[Option<RunRecord>]) -> Option<RunRecord> {
     let present: Vec<&RunRecord> = records.iter().flatten().collect();
     let base = present.first()?;
     let all = present.len() == records.len();
-    let ceilings = summed_ceilings(&present.iter().map(|r| &r.ceilings).collect::<Vec<_>>());
+    let ceilings = summed_ceilings(&device_ceilings(&present));
     let lat = base.params.latency.is_some();
     let results = if all {
         let each: Vec<&[SizeResult]> = present.iter().map(|r| r.results.as_slice()).collect();
@@ -220,6 +234,22 @@ mod tests {
 
     fn bw(size: u64, gbps: f64) -> SizeResult {
         SizeResult::from_window(size, 1000, size as f64 * 1000.0 / (gbps * 1e9)).unwrap()
+    }
+
+    #[test]
+    fn threads_on_one_device_share_its_ceiling() {
+        let a = samples::write_bw().record;
+        let mut other = a.clone();
+        other.device.name = "mlx5_1".to_string();
+        let one = a.ceilings.limit_gbps.unwrap();
+        let two_threads = summed_ceilings(&device_ceilings(&[&a, &a]));
+        assert_eq!(
+            two_threads.limit_gbps,
+            Some(one),
+            "one device, counted once"
+        );
+        let two_rails = summed_ceilings(&device_ceilings(&[&a, &other]));
+        assert_eq!(two_rails.limit_gbps, Some(2.0 * one));
     }
 
     #[test]

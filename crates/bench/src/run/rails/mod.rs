@@ -104,7 +104,7 @@ pub fn read_rail(ch: &mut Channel, own: &[String]) -> Result<(usize, String)> {
     if count as usize != own.len() {
         return Err(PlanError(format!(
             "the client runs {count} rail(s) ({}), this server {} ({}): start both sides with \
-             the same number of devices in -d",
+             the same number of devices in -d, and the same --threads",
             crate::control::printable(&devices.join(",")),
             own.len(),
             own.join(",")
