@@ -31,13 +31,16 @@ fn shape(post_list: u32) -> LoopShape {
     }
 }
 
+/// Where the benches' WRITEs go: a peer's halves and key, as a connection would set them.
+const TARGET: Target = Target {
+    remote_recv: 0x7f00_0000_0000,
+    remote_send: 0x7f00_0010_0000,
+    rkey: 0x1234,
+    local_offset: 0,
+};
+
 fn post_list(c: &mut Criterion) {
-    let target = Target {
-        remote_recv: 0x7f00_0000_0000,
-        remote_send: 0x7f00_0010_0000,
-        rkey: 0x1234,
-        local_offset: 0,
-    };
+    let target = TARGET;
     let mut g = c.benchmark_group("post_list");
     for n in [1u32, 16] {
         let s = shape(n);
@@ -94,12 +97,7 @@ fn one_threads_work(target: &Target, messages: u64) {
 /// nothing, so the time per message stays where one thread's is while there are cores for
 /// them (this host has 2).
 fn threads(c: &mut Criterion) {
-    let target = Target {
-        remote_recv: 0x7f00_0000_0000,
-        remote_send: 0x7f00_0010_0000,
-        rkey: 0x1234,
-        local_offset: 0,
-    };
+    let target = TARGET;
     const MESSAGES: u64 = 100_000;
     let mut g = c.benchmark_group("threads");
     g.throughput(Throughput::Elements(MESSAGES));
