@@ -920,18 +920,30 @@ fn resolve_addr(
         if rc != 0 {
             return Err(last_error("rdma_resolve_addr").with_hint(format!("{src} -> {dst}")));
         }
-        let waited = wait_for(
-            channel,
-            id,
-            ev::RDMA_CM_EVENT_ADDR_RESOLVED,
-            "rdma_resolve_addr",
-            deadline,
-            |_| {},
-        );
-        match waited {
-            Ok(_) => return Ok(()),
-            Err(e) if Instant::now() < deadline && e.to_string().contains("ADDR_ERROR") => {}
-            Err(e) => return Err(e),
+        if resolved(channel, id, deadline)? {
+            return Ok(());
+        }
+    }
+}
+
+/// Waits for `id`'s answer to an address resolution: true when resolved, false on an
+/// ADDR_ERROR with time left to ask again; any other failure, or the deadline, is an error.
+fn resolved(channel: &Arc<Channel>, id: &Id, deadline: Instant) -> Result<bool> {
+    let want = ev::RDMA_CM_EVENT_ADDR_RESOLVED;
+    loop {
+        let event = channel.next_event(deadline, "rdma_resolve_addr", &event_name(want))?;
+        if event.id != id.as_ptr() {
+            continue;
+        }
+        if event.kind == ev::RDMA_CM_EVENT_ADDR_ERROR && Instant::now() < deadline {
+            return Ok(false);
+        }
+        match classify(event.kind, event.status, want) {
+            Disposition::Wanted => return Ok(true),
+            Disposition::Failed => {
+                return Err(event_error("rdma_resolve_addr", event.kind, event.status))
+            }
+            Disposition::Ignored => {}
         }
     }
 }
