@@ -13,7 +13,7 @@ mod common;
 use std::process::{Command, Stdio};
 use std::sync::{Mutex, MutexGuard};
 
-use common::{header_value, pair, rdma_ready, text};
+use common::{header_value, pair, rdma_ready, text, Pair};
 
 /// One test at a time: a capture on the veth sees every test's packets, and the huge page
 /// pool is the guest's.
@@ -23,6 +23,25 @@ fn alone() -> MutexGuard<'static, ()> {
     ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Both sides' records say `params.key` is `want`.
+fn both_record(run: &Pair, key: &str, want: impl Into<serde_json::Value>) {
+    let want = want.into();
+    for side in [&run.client_json, &run.server_json] {
+        assert_eq!(
+            side["params"][key],
+            want,
+            "params.{key}: {}",
+            text(&run.client)
+        );
+    }
+}
+
+/// The client's header shows `want` on its `label` line.
+fn header_says(run: &Pair, label: &str, want: &str) {
+    let header = text(&run.client);
+    assert_eq!(header_value(&header, label), Some(want), "{header}");
 }
 
 /// The IP TOS bytes of the RoCE v2 packets (UDP 4791) that crossed the veth pair while `run`
@@ -82,9 +101,7 @@ fn tclass_is_the_tos_of_every_roce_packet_both_ways() {
         });
         let run = run.unwrap();
         run.assert_ok();
-        for side in [&run.client_json, &run.server_json] {
-            assert_eq!(side["params"]["tclass"], want, "{}", text(&run.client));
-        }
+        both_record(&run, "tclass", want);
         for from in ["10.251.0.2", "10.251.0.1"] {
             let seen: Vec<u8> = packets
                 .iter()
@@ -109,15 +126,8 @@ fn sl_runs_and_both_sides_record_the_clients_value() {
     for (i, test) in ["write-bw", "send-lat"].into_iter().enumerate() {
         let run = pair(test, 19510 + i as u16, &[], &["-n", "100", "--sl", "3"]);
         run.assert_ok();
-        for side in [&run.client_json, &run.server_json] {
-            assert_eq!(side["params"]["sl"], 3, "{test}: {}", text(&run.client));
-        }
-        let header = text(&run.client);
-        assert_eq!(
-            header_value(&header, "Service level"),
-            Some("3"),
-            "{header}"
-        );
+        both_record(&run, "sl", 3);
+        header_says(&run, "Service level", "3");
     }
 }
 
@@ -132,19 +142,12 @@ fn hugepages_hold_each_sides_buffer_and_too_few_are_refused_clearly() {
     let hp = ["-n", "200", "--use-hugepages"];
     let run = pair("write-bw", 19520, &hp[2..], &hp);
     run.assert_ok();
-    for side in [&run.client_json, &run.server_json] {
-        assert_eq!(side["params"]["hugepages"], true, "{}", text(&run.client));
-    }
-    let header = text(&run.client);
-    assert_eq!(
-        header_value(&header, "Huge pages"),
-        Some("true"),
-        "{header}"
-    );
+    both_record(&run, "hugepages", true);
+    header_says(&run, "Huge pages", "true");
     common::sh("sysctl -qw vm.nr_hugepages=0");
     let mut args = vec!["write-bw", "-n", "10", "--use-hugepages", "--timeout", "20"];
     args.extend(common::LOOPBACK);
-    let out = common::bin().args(&args).output().unwrap();
+    let out = common::client(&args);
     let said = text(&out);
     assert!(!out.status.success(), "{said}");
     assert!(
@@ -167,21 +170,14 @@ fn rate_limit_holds_the_run_to_its_pace_and_says_so() {
         &["-n", "300", "--rate-limit", "0.01"],
     );
     run.assert_ok();
-    for side in [&run.client_json, &run.server_json] {
-        assert_eq!(side["params"]["rate_limit"], 0.01, "{}", text(&run.client));
-    }
+    both_record(&run, "rate_limit", 0.01);
     let gbps = run.results()[0]["bw_gbps"].as_f64().unwrap();
     assert!(
         (0.008..=0.0105).contains(&gbps),
         "paced to 0.01 GB/s, measured {gbps}: {}",
         text(&run.client)
     );
-    let header = text(&run.client);
-    assert_eq!(
-        header_value(&header, "Paced to GB/s"),
-        Some("0.01"),
-        "{header}"
-    );
+    header_says(&run, "Paced to GB/s", "0.01");
 }
 
 #[test]
@@ -192,7 +188,7 @@ fn odp_is_refused_on_a_device_without_on_demand_paging() {
     let _alone = alone();
     let mut args = vec!["write-bw", "-n", "10", "--odp", "--timeout", "20"];
     args.extend(common::LOOPBACK);
-    let out = common::bin().args(&args).output().unwrap();
+    let out = common::client(&args);
     let said = text(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("offers no on-demand paging"), "{said}");
@@ -228,14 +224,7 @@ fn rdma_cm_connects_every_test() {
         args.extend_from_slice(qps);
         let run = pair(test, 19540 + i as u16, &["-R"], &args);
         run.assert_ok();
-        for side in [&run.client_json, &run.server_json] {
-            assert_eq!(
-                side["params"]["rdma_cm"],
-                true,
-                "{test}: {}",
-                text(&run.client)
-            );
-        }
+        both_record(&run, "rdma_cm", true);
         assert!(
             run.results()[0]["iterations"].as_u64().unwrap() > 0,
             "{test}"
@@ -259,9 +248,7 @@ fn srq_feeds_every_qp_of_a_receiving_side() {
         args.extend_from_slice(more);
         let run = pair(test, 19560 + i as u16, &[], &args);
         run.assert_ok();
-        for side in [&run.client_json, &run.server_json] {
-            assert_eq!(side["params"]["srq"], true, "{test}: {}", text(&run.client));
-        }
+        both_record(&run, "srq", true);
         let r = &run.results()[0];
         assert!(
             r["iterations"].as_u64().unwrap() > 0,
