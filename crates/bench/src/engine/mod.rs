@@ -360,6 +360,7 @@ impl Local {
         let footprint = Footprint::new(plan, &mem, staging)?;
         let (slot, peer_slot) = (footprint.slot, footprint.peer_slot);
         check_device_limits(&device, &port, plan, slot)?;
+        check_tclass(plan, sends_grh(&port, gid_given))?;
 
         let pd = device.alloc_pd()?;
         if let Some(why) = odp
@@ -535,6 +536,23 @@ pub fn check_loopback_memory(
     check_memory_mode(client_flag, &client.mem, plan, Role::Client)?;
     let layout = |side: &SideConfig| staged::planned_layout(plan, &side.mem, side.staging);
     staged::check_peer(plan, Role::Server, layout(server), layout(client))
+}
+
+/// True when this side's QPs send a GRH: always on RoCE, on InfiniBand when `-x` named a GID.
+fn sends_grh(port: &PortInfo, gid_given: bool) -> bool {
+    port.link_layer == LinkLayer::Ethernet || gid_given
+}
+
+/// `--tclass` is a field of the GRH: refused, before anything is allocated, where the QPs
+/// send none.
+fn check_tclass(plan: &TestPlan, grh: bool) -> Result<(), PlanError> {
+    match (plan.tclass, grh) {
+        (Some(tc), false) => Err(PlanError(format!(
+            "--tclass {tc} is a field of the GRH, which this InfiniBand port sends only with \
+             -x: give -x GID_INDEX too, or leave --tclass out"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The READs/atomics a QP accepts outstanding as a responder: what the device allows, or
@@ -757,14 +775,7 @@ impl Prepared {
             );
         }
         let f = self.device.facts();
-        let use_grh = self.port.link_layer == LinkLayer::Ethernet || self.gid_given;
-        if let (Some(tc), false) = (plan.tclass, use_grh) {
-            return Err(PlanError(format!(
-                "--tclass {tc} is a field of the GRH, which this InfiniBand port sends only with \
-                 -x: give -x GID_INDEX too, or leave --tclass out"
-            ))
-            .into());
-        }
+        let use_grh = sends_grh(&self.port, self.gid_given);
         let local_mtu = self
             .mtu
             .unwrap_or(self.port.active_mtu)
@@ -1022,6 +1033,23 @@ impl Connected {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tclass_without_a_grh_is_refused_naming_x() {
+        let plan = |tclass| {
+            crate::plan::PlanRequest {
+                tclass,
+                ..Default::default()
+            }
+            .resolve(crate::plan::TestKind::ALL[0])
+            .unwrap()
+        };
+        let e = check_tclass(&plan(Some(106)), false).unwrap_err().0;
+        assert!(e.starts_with("--tclass 106 is a field of the GRH"), "{e}");
+        assert!(e.contains("give -x GID_INDEX"), "{e}");
+        assert!(check_tclass(&plan(Some(106)), true).is_ok());
+        assert!(check_tclass(&plan(None), false).is_ok());
+    }
 
     #[test]
     fn outs_above_the_devices_limit_names_the_limit_as_a_range() {
