@@ -58,12 +58,13 @@ printf '    %s\n' "${bins[@]}"
 # within RXE_VM_BOOT_LIMIT (120 s) and boots a fresh one. The lanes are balanced by the
 # seconds each binary took on a quiet 2-core host (a binary not listed counts 120). Lines
 # are prefixed with the lane. Binaries that need more than two soft-RoCE nodes
-# (guest_cluster: four) run afterwards in a guest of their own with RXE_VM_NODES.
+# (guest_cluster: four, guest_quick: five, guest_fleet: six) run afterwards in a guest of
+# their own with RXE_VM_NODES.
 declare -A cost=([guest_matrix]=475 [guest_fake_gpu]=253 [guest_regression]=250
     [guest_soak]=158 [guest_write_bw]=153 [guest_latency]=81 [guest_gdr]=68
     [guest_harden]=60 [guest_faults]=40 [guest_rails]=60 [guest_topo]=10
     [guest_duration]=170 [guest_options]=90)
-declare -A nodes=([guest_cluster]=4 [guest_fleet]=6) leaves=([guest_fleet]=2)
+declare -A nodes=([guest_cluster]=4 [guest_quick]=5 [guest_fleet]=6) leaves=([guest_fleet]=2)
 lanes=${RDMABENCH_GUEST_LANES:-2}
 [[ $lanes =~ ^[1-9]$ ]] || { echo "scripts/test.sh: RDMABENCH_GUEST_LANES must be 1..9" >&2; exit 2; }
 node_of() { local n=${1##*/}; echo "${nodes[${n%-*}]:-2}"; }

@@ -20,19 +20,7 @@ const NODES: usize = 4;
 
 /// True when rxe0..rxe3 exist; panics when the guest must have them.
 fn four_nodes(test: &str) -> bool {
-    let out = bin()
-        .arg("devices")
-        .output()
-        .expect("run rdmabench devices");
-    let listed = String::from_utf8_lossy(&out.stdout);
-    if (0..NODES).all(|k| listed.contains(&format!("rxe{k}"))) {
-        return true;
-    }
-    if std::env::var("RDMABENCH_REQUIRE_RDMA").as_deref() == Ok("1") {
-        panic!("{test}: needs rxe0..rxe3: run it in a guest with RXE_VM_NODES=4");
-    }
-    eprintln!("skipped {test}: needs rxe0..rxe3 (scripts/rxe-vm.sh with RXE_VM_NODES=4)");
-    false
+    common::has_nodes(NODES, test)
 }
 
 /// What the throttle lets through, bytes per second: 20 Mbit/s.

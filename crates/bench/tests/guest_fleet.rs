@@ -9,9 +9,9 @@
 
 mod common;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
-use common::{bin, load_record, scratch, text, NetChange};
+use common::{bin, load_record, mpirun_sweep, scratch, text, NetChange};
 
 const NODES: usize = 6;
 
@@ -35,35 +35,7 @@ fn two_leaves(test: &str) -> bool {
 
 /// A sweep of six ranks under `mpirun`, one per device, at the default options and `more`.
 fn sweep(json: &std::path::Path, port: u16, more: &[&str]) -> Output {
-    let exe = env!("CARGO_BIN_EXE_rdmabench");
-    let mut cmd = Command::new("mpirun");
-    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe");
-    let coordinator = format!("127.0.0.1:{port}");
-    for k in 0..NODES {
-        if k > 0 {
-            cmd.arg(":");
-        }
-        cmd.args([
-            "-np",
-            "1",
-            exe,
-            "cluster",
-            "-d",
-            &format!("rxe{k}"),
-            "-x",
-            "1",
-        ]);
-        cmd.args([
-            "--json",
-            json.to_str().unwrap(),
-            "--coordinator",
-            &coordinator,
-        ]);
-        cmd.args(more);
-    }
-    cmd.output().expect("run mpirun (openmpi-bin)")
+    mpirun_sweep(NODES, json, port, more)
 }
 
 /// Checks that the sweep named one path, of `kind` between `sides`, and no NIC.
@@ -127,7 +99,15 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
     let _slow = NetChange::slow_link(&["up1", "dn1"]);
 
     let json = dir.join("with-topology.json");
-    let out = sweep(&json, 19430, &["--topology", topology.to_str().unwrap()]);
+    // The full matrix: the inferred cut needs every pair (the quick pattern's three partners
+    // per rank do not cover every leaf pair).
+    let topology = [
+        "--topology",
+        topology.to_str().unwrap(),
+        "--pattern",
+        "pairs",
+    ];
+    let out = sweep(&json, 19430, &topology);
     let between = ("between leaves", ["leaf0", "leaf1"]);
     names_the_path(&out, &json, between);
     assert!(
@@ -137,7 +117,7 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
     );
 
     let json = dir.join("inferred.json");
-    let out = sweep(&json, 19431, &[]);
+    let out = sweep(&json, 19431, &["--pattern", "pairs"]);
     let cut = ("cut", ["ranks 0-2", "ranks 3-5"]);
     names_the_path(&out, &json, cut);
 }

@@ -3,6 +3,7 @@
 //! suspects, and end the sweep on every rank with one exit status. The record is written
 //! after every round, so a sweep that fails keeps every pair measured before.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -43,7 +44,13 @@ struct Member {
 /// Coordinates the sweep on `listener`; returns how it ended (already told to every rank).
 pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Result<SweepEnd> {
     raise_file_limit(place.size);
-    let mut members = accept_joins(spec, place.size, listener)?;
+    let (mut members, last) = accept_joins(spec, place.size, listener)?;
+    let joined = members.iter().filter(|m| m.ch.is_some()).count();
+    println!(
+        "rdmabench cluster: {joined} of {} ranks joined (the last after {:.1} s)",
+        place.size,
+        last.as_secs_f64()
+    );
     let mut rec = new_record(spec, place, &members)?;
     let rounds = planned_rounds(spec, &members)?;
     rec.schedule = rounds
@@ -69,6 +76,7 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
         Ok(()) => {
             rec.status = RunStatus::Complete;
             print!("{}", summary::render(&rec));
+            println!("{}", summary::timing(&rec, spec, rounds.len()));
             verdict_end(&rec, spec.json.as_deref())
         }
         Err(e) => {
@@ -182,8 +190,15 @@ fn raise_file_limit(ranks: usize) {
 /// until every rank was heard (or the time is up) so that none is left waiting. A connection
 /// that does not join properly (a stranger, garbage, a rank already taken or outside the
 /// launch) is refused and dropped alone.
-fn accept_joins(spec: &SweepSpec, size: usize, listener: &Listener) -> Result<Vec<Member>> {
-    let deadline = Instant::now() + spec.timeout;
+/// Returns the ranks and how long after the start the last one joined.
+fn accept_joins(
+    spec: &SweepSpec,
+    size: usize,
+    listener: &Listener,
+) -> Result<(Vec<Member>, Duration)> {
+    let start = Instant::now();
+    let deadline = start + spec.timeout;
+    let mut last = Duration::ZERO;
     let mut joined: Vec<Option<Member>> = (0..size).map(|_| None).collect();
     let mut refused: Option<String> = None;
     while joined.iter().any(Option::is_none) {
@@ -216,6 +231,7 @@ fn accept_joins(spec: &SweepSpec, size: usize, listener: &Listener) -> Result<Ve
                 }
                 let addr = ch.peer().ip();
                 joined[rank] = Some(member(Some(ch), *joining, addr));
+                last = start.elapsed();
             }
         }
     }
@@ -224,7 +240,7 @@ fn accept_joins(spec: &SweepSpec, size: usize, listener: &Listener) -> Result<Ve
     }
     let mut members = absent_ranks(spec, joined)?;
     reachable_addresses(&mut members);
-    Ok(members)
+    Ok((members, last))
 }
 
 fn member(ch: Option<Channel>, joining: Joining, addr: IpAddr) -> Member {
@@ -390,6 +406,7 @@ fn new_record(spec: &SweepSpec, place: &Place, members: &[Member]) -> Result<Swe
         max_lat_factor: spec.max_lat_factor,
         ranks: members.iter().map(|m| rank_record(spec, m)).collect(),
         schedule: Vec::new(),
+        round_secs: Vec::new(),
         pairs: Vec::new(),
         fleet: Vec::new(),
         named: Vec::new(),
@@ -470,9 +487,9 @@ fn sweep(
     let mut next = total as u32;
     retry_failed(spec, members, rec, &mut next)?;
     let first = reruns(rec);
-    rerun_alone(spec, members, rec, &mut next, &first, "suspect rank(s)")?;
+    rerun(spec, members, rec, &mut next, &first, "suspect rank(s)")?;
     let second = verdict::second_opinions(rec);
-    rerun_alone(
+    rerun(
         spec,
         members,
         rec,
@@ -482,9 +499,14 @@ fn sweep(
     )
 }
 
-/// Each of `pairs` (server, client) alone, every test: a second opinion runs with no other
-/// pair on the fabric (or, emulated, on the CPUs). Pairs with a rank lost are left out.
-fn rerun_alone(
+/// Re-runs of up to this many pairs run one pair at a time; more are packed into rounds.
+const ALONE_UP_TO: usize = 4;
+
+/// Each of `pairs` (server, client), every test. A few run alone: a second opinion then runs
+/// with no other pair on the fabric (or, emulated, on the CPUs). More (a large fleet's noise)
+/// are packed into rounds of disjoint pairs, so that the re-runs take a round or two whatever
+/// n is. Pairs with a rank lost are left out.
+fn rerun(
     spec: &SweepSpec,
     members: &mut [Member],
     rec: &mut SweepRecord,
@@ -492,24 +514,27 @@ fn rerun_alone(
     pairs: &[(u32, u32)],
     who: &str,
 ) -> Result<()> {
-    let again: Vec<Pair> = pairs
+    let again: Vec<(usize, usize)> = pairs
         .iter()
-        .map(|&(s, c)| Pair {
-            a: s as usize,
-            b: c as usize,
-        })
-        .filter(|p| reachable(members, p.a) && reachable(members, p.b))
+        .map(|&(s, c)| (s as usize, c as usize))
+        .filter(|&(s, c)| reachable(members, s) && reachable(members, c))
         .collect();
     if again.is_empty() {
         return Ok(());
     }
+    let rounds = if again.len() <= ALONE_UP_TO {
+        again.iter().map(|&(a, b)| vec![Pair { a, b }]).collect()
+    } else {
+        schedule::packed(members.len(), &again).map_err(|e| anyhow!("{e}"))?
+    };
     println!(
-        "re-running {} {who} against known-good partners",
-        again.len()
+        "re-running {} {who} against known-good partners ({} round(s))",
+        again.len(),
+        rounds.len()
     );
     let all: Vec<usize> = (0..spec.tests.len()).collect();
-    for pair in again {
-        run_round(spec, members, rec, (*next, Attempt::Rerun), &[pair], &all)?;
+    for round in rounds {
+        run_round(spec, members, rec, (*next, Attempt::Rerun), &round, &all)?;
         *next += 1;
         judge(rec);
     }
@@ -522,30 +547,44 @@ fn reachable(members: &[Member], rank: usize) -> bool {
 }
 
 /// Each test that failed in the planned rounds, once more (a transient failure is not a
-/// verdict); one that fails again stays failed. A pair with a rank lost since is not
-/// tried again.
+/// verdict); one that fails again stays failed. The pairs that failed the same tests are
+/// packed into rounds that run those tests, so the retries take about as many rounds as the
+/// most failed pairs of one rank, whatever n is. A pair with a rank lost since is not tried
+/// again.
 fn retry_failed(
     spec: &SweepSpec,
     members: &mut [Member],
     rec: &mut SweepRecord,
     next: &mut u32,
 ) -> Result<()> {
-    for (t, test) in spec.tests.iter().enumerate() {
-        let name = test.kind.to_string();
-        let failed: Vec<(usize, usize)> = rec
-            .pairs
-            .iter()
-            .filter(|p| p.error.is_some() && p.test == name)
-            .map(|p| (p.server as usize, p.client as usize))
-            .filter(|&(s, c)| reachable(members, s) && reachable(members, c))
-            .collect();
-        if failed.is_empty() {
-            continue;
+    let mut failed: BTreeMap<(usize, usize), BTreeSet<usize>> = BTreeMap::new();
+    for p in rec.pairs.iter().filter(|p| p.error.is_some()) {
+        let (s, c) = (p.server as usize, p.client as usize);
+        let test = spec.tests.iter().position(|t| t.kind.to_string() == p.test);
+        if let (Some(t), true) = (test, reachable(members, s) && reachable(members, c)) {
+            failed.entry((s, c)).or_default().insert(t);
         }
-        println!("retrying {} failed {name} test(s) once", failed.len());
-        let rounds = schedule::packed(members.len(), &failed).map_err(|e| anyhow!("{e}"))?;
+    }
+    if failed.is_empty() {
+        return Ok(());
+    }
+    let tests: usize = failed.values().map(BTreeSet::len).sum();
+    println!(
+        "retrying {tests} failed test(s) of {} pair(s) once",
+        failed.len()
+    );
+    // Pairs that failed the same tests retry together; most fail all of them.
+    let mut by_tests: BTreeMap<Vec<usize>, Vec<(usize, usize)>> = BTreeMap::new();
+    for (pair, tests) in failed {
+        by_tests
+            .entry(tests.into_iter().collect())
+            .or_default()
+            .push(pair);
+    }
+    for (tests, pairs) in &by_tests {
+        let rounds = schedule::packed(members.len(), pairs).map_err(|e| anyhow!("{e}"))?;
         for round in &rounds {
-            run_round(spec, members, rec, (*next, Attempt::Retry), round, &[t])?;
+            run_round(spec, members, rec, (*next, Attempt::Retry), round, tests)?;
             *next += 1;
         }
     }
@@ -579,6 +618,7 @@ fn run_round(
     pairs: &[Pair],
     tests: &[usize],
 ) -> Result<usize> {
+    let started = Instant::now();
     let mut ran = pairs.len();
     for &t in tests {
         let test = &spec.tests[t];
@@ -603,6 +643,7 @@ fn run_round(
             rec.pairs.push(pair);
         }
     }
+    rec.round_secs.push(started.elapsed().as_secs_f64());
     Ok(ran)
 }
 
@@ -1013,7 +1054,7 @@ mod tests {
         let outside = join(port, 7, 9, &ours);
         pause();
         let ranks = [join(port, 0, 3, &ours), join(port, 2, 3, &ours)];
-        let members = joins.join().unwrap().unwrap();
+        let (members, _) = joins.join().unwrap().unwrap();
         assert!(members.iter().all(|m| m.ch.is_some()));
         for (refused, why) in [
             (

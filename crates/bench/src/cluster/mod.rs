@@ -27,13 +27,15 @@ mod summary;
 pub mod verdict;
 mod worker;
 
+pub use self::worker::{PairTest, SweepEnd, Verbs};
+
 use std::thread;
 
 use anyhow::{anyhow, Result};
 
 use self::args::{ClusterArgs, SweepSpec, COORDINATOR_PORT};
 use self::launcher::{Coordinator, Place};
-use self::worker::{SweepEnd, Worker};
+use self::worker::Worker;
 use crate::control::{anyone_may_join, Greeting, Listener};
 use crate::exit::SweepFindings;
 use crate::files::check_writable;
@@ -60,18 +62,32 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     if let (0, Some(path)) = (place.rank, &spec.json) {
         check_writable("--json", path)?;
     }
-    let bind = &args.test.bind;
-    let worker = Worker::start(&spec, &place, bind, args.test.port.unwrap_or(0))?;
-    let end = if place.rank == 0 {
-        coordinate_and_work(&spec, &place, &coordinator, bind, worker)?
-    } else {
-        worker.run(&coordinator)?
-    };
+    let verbs = Verbs::open(&spec)?;
+    let at = (args.test.bind.as_str(), args.test.port.unwrap_or(0));
+    let end = take_part(&spec, &place, &coordinator, at, &verbs)?;
     match end.exit {
         0 => Ok(()),
         2 => Err(PlanError(end.reason).into()),
         3 => Err(SweepFindings(end.reason).into()),
         _ => Err(anyhow!("the sweep failed: {}", end.reason)),
+    }
+}
+
+/// This rank's part of the sweep, measuring with `tester` on a server bound at `at` (address,
+/// port; 0 for any); rank 0 also coordinates it, listening at `coordinator`'s port. Returns
+/// how the sweep ended, as every rank heard it.
+pub fn take_part(
+    spec: &SweepSpec,
+    place: &Place,
+    coordinator: &Coordinator,
+    at: (&str, u16),
+    tester: &dyn PairTest,
+) -> Result<SweepEnd> {
+    let worker = Worker::start(spec, place, at, tester)?;
+    if place.rank == 0 {
+        coordinate_and_work(spec, place, coordinator, at.0, worker)
+    } else {
+        worker.run(coordinator)
     }
 }
 
@@ -152,7 +168,10 @@ fn dry_run(spec: &SweepSpec, place: &Place, c: &Coordinator, device: Option<&str
         Ok(n) => format!("{n} rounds"),
         Err(e) => format!("cannot be built: {e}"),
     };
-    let per_round = spec.round_secs();
+    let cost = match &rounds {
+        Ok(n) => summary::cost_model(spec, *n),
+        Err(_) => String::from("none"),
+    };
     let topology = spec
         .fabric
         .as_ref()
@@ -161,7 +180,7 @@ fn dry_run(spec: &SweepSpec, place: &Place, c: &Coordinator, device: Option<&str
     format!(
         "launcher     {}\nrank         {} of {} (local rank {})\ndevice       {}\n\
          coordinator  {}:{} (from {})\npattern      {}: {rounds_text}\ntests        {}\n\
-         {topology}estimate     about {:.0} s ({:.1} s per round, plus re-runs of suspects)\n",
+         {topology}cost         {cost}\n",
         place.launcher.name(),
         place.rank,
         place.size,
@@ -172,7 +191,5 @@ fn dry_run(spec: &SweepSpec, place: &Place, c: &Coordinator, device: Option<&str
         c.source,
         spec.pattern.name(),
         spec.test_names().join(", "),
-        rounds.as_ref().map_or(0, |&n| n) as f64 * per_round,
-        per_round,
     )
 }

@@ -3,6 +3,9 @@
 //!
 //! - `pairs`: a round-robin tournament (the circle method): every pair of ranks exactly once,
 //!   in n - 1 rounds of n/2 pairs (n rounds, one rank resting in each, for odd n).
+//! - `quick`: the first rounds of that tournament, enough for every rank to meet
+//!   [`QUICK_PARTNERS`] distinct partners (3 rounds, 4 for odd n): a slow NIC is in a suspect
+//!   pair with each of them, its partners each with one of theirs, whatever n is.
 //! - `ring`: rank i with rank i + 1 (mod n), in two rounds (three for odd n).
 //! - `one-to-all`: the root with every other rank, one pair per round.
 //! - pairs from a file: packed greedily into rounds in the order given.
@@ -66,6 +69,19 @@ pub fn round_robin(n: usize) -> Result<Rounds, ScheduleError> {
             .collect();
         rounds.push(round);
     }
+    Ok(rounds)
+}
+
+/// How many distinct partners `quick` gives every rank: enough for the verdict to name a slow
+/// NIC by its majority alone (three of three partners suspect), and no more.
+pub const QUICK_PARTNERS: usize = 3;
+
+/// The first rounds of [`round_robin`] that give every rank [`QUICK_PARTNERS`] partners: 3
+/// for an even n; 4 for an odd n, where each round rests one rank (a different one each
+/// round). A small n whose whole tournament is no longer gets the whole tournament.
+pub fn quick(n: usize) -> Result<Rounds, ScheduleError> {
+    let mut rounds = round_robin(n)?;
+    rounds.truncate(QUICK_PARTNERS + n % 2);
     Ok(rounds)
 }
 
@@ -205,6 +221,22 @@ mod tests {
                 for y in x + 1..n {
                     assert_eq!(seen[x * n + y], 1, "n={n}: pair {x}-{y}");
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn quick_gives_every_rank_three_distinct_partners_in_at_most_four_rounds() {
+        for n in sizes() {
+            let rounds = quick(n).unwrap();
+            let full = round_robin(n).unwrap().len();
+            assert_eq!(rounds.len(), full.min(3 + n % 2), "n={n}");
+            let seen = check_rounds(n, &rounds);
+            for r in 0..n {
+                let partners = (0..n)
+                    .filter(|&o| o != r && seen[r.min(o) * n + r.max(o)] == 1)
+                    .count();
+                assert!(partners >= (n - 1).min(QUICK_PARTNERS), "n={n}: rank {r}");
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use std::fmt::Write as _;
 
-use super::args::SweepSpec;
+use super::args::{SweepSpec, SETUP_SECS};
 use super::launcher::Place;
 use super::locate::headline;
 use super::verdict::{badness, label, vs_median};
@@ -30,14 +30,64 @@ pub fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
         })
         .collect();
     format!(
-        "rdmabench cluster: {} ranks under {}, pattern {}: {rounds} rounds of {}; about {:.0} s \
-         plus re-runs",
+        "rdmabench cluster: {} ranks under {}, pattern {}: {rounds} rounds of {}; {}",
         place.size,
         place.launcher.name(),
         spec.pattern.name(),
         tests.join(", "),
-        rounds as f64 * spec.round_secs()
+        cost_model(spec, rounds)
     )
+}
+
+/// The planner's cost model, rounds x (the tests' loops + a set-up per test):
+/// "3 rounds x (1.00 s + 0.01 s of tests + 2 x 1.0 s of set-up) = about 9 s, plus retries
+/// and re-runs".
+pub fn cost_model(spec: &SweepSpec, rounds: usize) -> String {
+    let loops: Vec<String> = spec
+        .tests
+        .iter()
+        .map(|t| format!("{:.2} s", t.loop_secs()))
+        .collect();
+    format!(
+        "{rounds} rounds x ({} of tests + {} x {SETUP_SECS:.1} s of set-up) = about {}, plus \
+         retries and re-runs",
+        loops.join(" + "),
+        spec.tests.len(),
+        about(rounds as f64 * spec.round_secs())
+    )
+}
+
+/// A duration as a person plans with it: "9 s", "51 min".
+fn about(secs: f64) -> String {
+    if secs < 120.0 {
+        format!("{secs:.0} s")
+    } else {
+        format!("{:.0} min", secs / 60.0)
+    }
+}
+
+/// What the sweep's rounds took against the cost model: "3 planned rounds in 7.9 s (2.6 s
+/// each; the model said 3.0 s); 2 more (retries, re-runs) in 1.2 s".
+pub fn timing(rec: &SweepRecord, spec: &SweepSpec, planned: usize) -> String {
+    let planned = planned.min(rec.round_secs.len());
+    let (plan, more) = rec.round_secs.split_at(planned);
+    let sum = |s: &[f64]| s.iter().sum::<f64>();
+    let mut line = format!(
+        "timing: {planned} planned round(s) in {:.1} s ({:.1} s each; the cost model said {:.1} \
+         s)",
+        sum(plan),
+        sum(plan) / planned.max(1) as f64,
+        spec.round_secs()
+    );
+    if !more.is_empty() {
+        let _ = write!(
+            line,
+            "; {} more (retries, re-runs) in {:.1} s",
+            more.len(),
+            sum(more)
+        );
+    }
+    line
 }
 
 /// The summary after the sweep.
@@ -168,6 +218,38 @@ mod tests {
             r.label = format!("rxe{} of rxe-vm", r.rank);
         }
         rec
+    }
+
+    #[test]
+    fn the_cost_model_and_the_timing_say_rounds_times_tests_and_set_up() {
+        #[derive(Debug, clap::Parser)]
+        struct Wrap {
+            #[command(flatten)]
+            args: super::super::args::ClusterArgs,
+        }
+        let argv = ["cluster", "-D", "2"];
+        let spec = <Wrap as clap::Parser>::parse_from(argv)
+            .args
+            .resolve()
+            .unwrap();
+        assert_eq!(
+            cost_model(&spec, 3),
+            "3 rounds x (2.00 s + 2.00 s of tests + 2 x 2.0 s of set-up) = about 24 s, plus \
+             retries and re-runs"
+        );
+        assert!(cost_model(&spec, 1023).contains("= about 136 min"));
+        let mut rec = sample();
+        rec.round_secs = vec![5.0, 6.5, 5.5, 1.25, 1.0];
+        assert_eq!(
+            timing(&rec, &spec, 3),
+            "timing: 3 planned round(s) in 17.0 s (5.7 s each; the cost model said 8.0 s); 2 \
+             more (retries, re-runs) in 2.2 s"
+        );
+        rec.round_secs.truncate(1);
+        assert_eq!(
+            timing(&rec, &spec, 3),
+            "timing: 1 planned round(s) in 5.0 s (5.0 s each; the cost model said 8.0 s)"
+        );
     }
 
     #[test]

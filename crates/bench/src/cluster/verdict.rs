@@ -688,6 +688,7 @@ pub(crate) mod tests {
                 .map(|r| RankRecord::new(r, "node", &format!("rxe{r}"), None))
                 .collect(),
             schedule: Vec::new(),
+            round_secs: Vec::new(),
             pairs,
             fleet: Vec::new(),
             named: Vec::new(),

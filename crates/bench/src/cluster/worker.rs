@@ -1,6 +1,7 @@
 //! Every rank's part of a sweep: join the coordinator (rank 0), then do what it assigns —
 //! serve one run on this rank's measuring port, run the client side against another rank,
-//! or rest — and answer each assignment, until the coordinator ends the sweep.
+//! or rest — and answer each assignment, until the coordinator ends the sweep. What a rank
+//! measures with is a [`PairTest`]: [`Verbs`] in the product, a double in the scale test.
 
 use std::net::{IpAddr, SocketAddr, TcpStream};
 use std::thread;
@@ -8,10 +9,62 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::args::SweepSpec;
+use super::args::{SweepSpec, SweepTest};
 use super::launcher::{Coordinator, Place};
 use crate::control::{dial, printable, Channel, Greeting, Joining, Listener, Message, Work};
+use crate::report::RunRecord;
 use crate::run::{run_client, ServerSide};
+
+/// How a rank measures its side of one pair's test. The product's is [`Verbs`], an ordinary
+/// run over RDMA; `tests/cluster_scale.rs` stands a double in for it (no device) to run the
+/// sweep's protocol, rank 0 and its verdict at a scale no guest reaches.
+pub trait PairTest: Sync {
+    /// The device this rank measures on, as its `Join` names it.
+    fn device(&self) -> &str;
+    /// Serves one run of `test` on `listener` for rank `client` (the listener already admits
+    /// only that rank's address); the server's record, if it keeps one.
+    fn serve(
+        &self,
+        test: &SweepTest,
+        listener: &Listener,
+        client: u32,
+    ) -> Result<Option<RunRecord>>;
+    /// Runs `test`'s client side against rank `server`, whose measuring server listens at
+    /// `host:port`; the client's record.
+    fn measure(&self, test: &SweepTest, server: u32, host: &str, port: u16) -> Result<RunRecord>;
+}
+
+/// Measuring over RDMA: each pair's test is an ordinary two-node run.
+#[derive(Debug)]
+pub struct Verbs {
+    device: String,
+}
+
+impl Verbs {
+    /// Opens the sweep's device once, so that a rank that could never measure fails at once.
+    pub fn open(spec: &SweepSpec) -> Result<Self> {
+        let first = spec.tests.first().context("the sweep has no test")?;
+        let device = crate::engine::Local::open(&first.opts.side)?
+            .device_name()
+            .to_string();
+        Ok(Verbs { device })
+    }
+}
+
+impl PairTest for Verbs {
+    fn device(&self) -> &str {
+        &self.device
+    }
+
+    fn serve(&self, test: &SweepTest, listener: &Listener, _: u32) -> Result<Option<RunRecord>> {
+        let side = ServerSide::open(&test.opts)?;
+        Ok(Some(side.serve(&test.opts, listener)?.record))
+    }
+
+    fn measure(&self, test: &SweepTest, _: u32, host: &str, port: u16) -> Result<RunRecord> {
+        Ok(run_client(&test.opts, &test.plan, host, port)?.record)
+    }
+}
 
 /// How a sweep ended for this rank: the status all ranks exit with, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,37 +75,39 @@ pub struct SweepEnd {
     pub reason: String,
 }
 
-/// This rank in a sweep: its measuring server's port and the channel to rank 0.
+/// This rank in a sweep: its measuring server's port, what it measures with, and the
+/// channel to rank 0.
 pub struct Worker<'a> {
     spec: &'a SweepSpec,
     place: &'a Place,
     listener: Listener,
-    device: String,
+    tester: &'a dyn PairTest,
 }
 
 impl<'a> Worker<'a> {
-    /// Opens this rank's device once (a rank that could never measure fails at once) and
-    /// starts listening for the runs it will serve.
-    pub fn start(spec: &'a SweepSpec, place: &'a Place, bind: &str, port: u16) -> Result<Self> {
+    /// Starts listening for the runs this rank will serve.
+    pub fn start(
+        spec: &'a SweepSpec,
+        place: &'a Place,
+        (bind, port): (&str, u16),
+        tester: &'a dyn PairTest,
+    ) -> Result<Self> {
         let first = spec.tests.first().context("the sweep has no test")?;
-        let device = crate::engine::Local::open(&first.opts.side)?
-            .device_name()
-            .to_string();
         let greeting = Greeting::new(first.opts.token.clone(), spec.timeout);
         let listener = Listener::bind(bind, port, greeting)?;
         Ok(Worker {
             spec,
             place,
             listener,
-            device,
+            tester,
         })
     }
 
     /// Joins the coordinator and works until it ends the sweep.
     pub fn run(self, coordinator: &Coordinator) -> Result<SweepEnd> {
-        let token = self.spec.tests[0].opts.token.clone();
-        let mut ch = connect(coordinator, self.spec.timeout, token.as_ref())?;
-        ch.send(&Message::Join(Box::new(Joining {
+        // What the Join says is gathered before connecting: rank 0 takes one rank at a time,
+        // and a rank that reads its facts once admitted holds up every rank behind it.
+        let joining = Joining {
             rank: self.place.rank as u32,
             size: self.place.size as u32,
             local_rank: self.place.local_rank as u32,
@@ -60,11 +115,17 @@ impl<'a> Worker<'a> {
             host: crate::report::HostRecord::current()
                 .hostname
                 .unwrap_or_default(),
-            device: self.device.clone(),
+            device: self.tester.device().to_string(),
             fw_ver: None,
             port: self.listener.port()?,
-            facts: super::preflight::gather(&self.device, self.spec.tests[0].opts.side.port),
-        })))?;
+            facts: super::preflight::gather(
+                self.tester.device(),
+                self.spec.tests[0].opts.side.port,
+            ),
+        };
+        let token = self.spec.tests[0].opts.token.clone();
+        let mut ch = connect(coordinator, self.spec.timeout, token.as_ref())?;
+        ch.send(&Message::Join(Box::new(joining)))?;
         // A round takes every test once, each side within its timeout; a resting rank waits
         // for the others' round.
         let wait = Duration::from_secs_f64(self.spec.round_secs() * 2.0) + self.spec.timeout * 3;
@@ -98,7 +159,7 @@ impl<'a> Worker<'a> {
             )));
         };
         let result = match work {
-            Work::Rest => return done(Ok(None)),
+            Work::Rest => Ok(None),
             Work::Serve { client, from } => {
                 let Ok(partner) = from.parse::<IpAddr>() else {
                     return done(Err(anyhow!(
@@ -107,15 +168,17 @@ impl<'a> Worker<'a> {
                     )));
                 };
                 self.listener.serve_only(Some(partner));
-                ServerSide::open(&t.opts).and_then(|side| side.serve(&t.opts, &self.listener))
+                self.tester.serve(t, &self.listener, *client)
             }
-            Work::Measure { host, port, .. } => run_client(&t.opts, &t.plan, host, *port),
+            Work::Measure { server, host, port } => {
+                self.tester.measure(t, *server, host, *port).map(Some)
+            }
         };
-        done(result.map(|outcome| Some(outcome.record)))
+        done(result)
     }
 }
 
-fn done(result: Result<Option<crate::report::RunRecord>>) -> Message {
+fn done(result: Result<Option<RunRecord>>) -> Message {
     match result {
         Ok(record) => Message::PairDone {
             record: record.map(Box::new),
@@ -138,6 +201,7 @@ fn connect(
     token: Option<&crate::control::Token>,
 ) -> Result<Channel> {
     let deadline = Instant::now() + timeout;
+    let mut tries = 0;
     let at = format!(
         "{}:{} (from {})",
         coordinator.host, coordinator.port, coordinator.source
@@ -156,15 +220,35 @@ fn connect(
                 timeout.as_secs_f64()
             ),
         };
-        if Instant::now() + RETRY_PAUSE >= deadline {
+        let pause = backoff(tries);
+        if Instant::now() + pause >= deadline {
             return Err(err);
         }
-        thread::sleep(RETRY_PAUSE);
+        thread::sleep(pause);
+        tries += 1;
     }
 }
 
-/// The pause between two tries to reach rank 0 whose handshake failed (its greeters busy).
-const RETRY_PAUSE: Duration = Duration::from_millis(200);
+/// The first pause between two tries to reach rank 0 whose handshake failed (its greeters
+/// busy); each further pause doubles, up to [`MOST_RETRY_PAUSE`].
+const RETRY_PAUSE: Duration = Duration::from_millis(100);
+
+/// The longest pause between two tries.
+const MOST_RETRY_PAUSE: Duration = Duration::from_secs(2);
+
+/// The pause before try `tries + 1`: doubling from [`RETRY_PAUSE`] up to
+/// [`MOST_RETRY_PAUSE`], each drawn at random between half and all of that, so that a
+/// thousand ranks turned away at once come back spread out, not as a second flood.
+fn backoff(tries: u32) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let full = RETRY_PAUSE
+        .saturating_mul(1 << tries.min(16))
+        .min(MOST_RETRY_PAUSE);
+    let draw = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    full.mul_f64(0.5 + (draw >> 11) as f64 / (1u64 << 54) as f64)
+}
 
 /// A TCP connection to rank 0 within `within`, waiting while it does not listen yet
 /// ([`dial`]; its host name resolved anew each time, as a launcher's may come up late).
@@ -221,6 +305,24 @@ mod tests {
             !text.contains("start the server") && !text.contains("-p"),
             "{text}"
         );
+    }
+
+    #[test]
+    fn retries_back_off_at_random_between_half_and_all_of_a_doubling_pause() {
+        for tries in 0..40 {
+            let full = RETRY_PAUSE
+                .saturating_mul(1 << tries.min(16))
+                .min(MOST_RETRY_PAUSE);
+            let pauses: Vec<Duration> = (0..50).map(|_| backoff(tries)).collect();
+            assert!(
+                pauses.iter().all(|&p| p >= full / 2 && p <= full),
+                "{tries}"
+            );
+            let distinct: std::collections::BTreeSet<Duration> = pauses.into_iter().collect();
+            assert!(distinct.len() > 10, "try {tries}: drawn at random");
+        }
+        assert_eq!(RETRY_PAUSE * 16, Duration::from_millis(1600));
+        assert!(backoff(5) >= MOST_RETRY_PAUSE / 2);
     }
 
     #[test]

@@ -38,6 +38,10 @@ pub struct SweepRecord {
     pub ranks: Vec<RankRecord>,
     /// The planned rounds: each a list of `[client rank, server rank]` pairs.
     pub schedule: Vec<Vec<[u32; 2]>>,
+    /// The wall seconds of each round run, in order: the planned rounds, then the retries
+    /// and re-runs (what the cost model `--dry-run` prints is checked against).
+    #[serde(default)]
+    pub round_secs: Vec<f64>,
     /// Every test of every pair measured so far, in the order they ran (re-runs last).
     pub pairs: Vec<PairRecord>,
     /// Per test: the fleet's figures.
@@ -465,6 +469,7 @@ pub(crate) fn sample_sweep() -> SweepRecord {
         max_lat_factor: 1.5,
         ranks,
         schedule,
+        round_secs: vec![10.2, 9.8, 10.1],
         pairs,
         fleet,
         named: vec![NamedNic {

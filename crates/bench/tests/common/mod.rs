@@ -444,3 +444,66 @@ pub fn kill_client_mid_run(test: &str, port: u16, args: &[&str]) {
     victim.kill().unwrap();
     victim.wait().unwrap();
 }
+
+/// True when rxe0..rxe(N-1) exist (`scripts/rxe-vm.sh` with `RXE_VM_NODES=N`); panics when
+/// the guest must have them (`RDMABENCH_REQUIRE_RDMA=1`), else says why `test` is skipped.
+pub fn has_nodes(n: usize, test: &str) -> bool {
+    let out = bin()
+        .arg("devices")
+        .output()
+        .expect("run rdmabench devices");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    if (0..n).all(|k| listed.contains(&format!("rxe{k}"))) {
+        return true;
+    }
+    if std::env::var("RDMABENCH_REQUIRE_RDMA").as_deref() == Ok("1") {
+        panic!(
+            "{test}: needs rxe0..rxe{}: run it in a guest with RXE_VM_NODES={n}",
+            n - 1
+        );
+    }
+    eprintln!(
+        "skipped {test}: needs rxe0..rxe{} (RXE_VM_NODES={n})",
+        n - 1
+    );
+    false
+}
+
+/// A sweep of `nodes` ranks under `mpirun`, one per device (rank K on rxeK, GID index 1), at
+/// the default options and `more`, rank 0 listening on `port`, its record at `json`.
+pub fn mpirun_sweep(nodes: usize, json: &Path, port: u16, more: &[&str]) -> Output {
+    let exe = env!("CARGO_BIN_EXE_rdmabench");
+    let mut cmd = Command::new("mpirun");
+    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        .arg("--oversubscribe");
+    let coordinator = format!("127.0.0.1:{port}");
+    for k in 0..nodes {
+        if k > 0 {
+            cmd.arg(":");
+        }
+        let device = format!("rxe{k}");
+        cmd.args(["-np", "1", exe, "cluster", "-d", &device, "-x", "1"]);
+        cmd.args([
+            "--json",
+            json.to_str().unwrap(),
+            "--coordinator",
+            &coordinator,
+        ]);
+        cmd.args(more);
+    }
+    cmd.output().expect("run mpirun (openmpi-bin)")
+}
+
+/// The NICs a sweep record names, as (rank, kind), in the record's order.
+pub fn named_nics(rec: &serde_json::Value) -> Vec<(u64, String)> {
+    rec["named"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|n| {
+            let rank = n["rank"].as_u64().unwrap_or(u64::MAX);
+            (rank, n["kind"].as_str().unwrap_or("").to_string())
+        })
+        .collect()
+}
