@@ -6,8 +6,10 @@
 //! grey; the NICs the verdict names carry a "*" and a caption line, and so do the paths it
 //! names. Where ranks have leaves (`--topology`), they are ordered by leaf (leaves by name,
 //! ranks without one last, by rank within each), with a line between leaves and each leaf's
-//! name over its columns. The model ([`HeatMap`]) is pure data; [`draw`] lays it out on any
-//! plotters backend.
+//! name over its columns. Past [`MAX_RANKS_DRAWN`] ranks the map draws blocks of ranks (each
+//! leaf, or runs of consecutive ranks), each cell the worst pair between two blocks, and its
+//! caption calls out the worst pairs: a 4,096-rank map stays legible and small. The model
+//! ([`HeatMap`]) is pure data; [`draw`] lays it out on any plotters backend.
 //!
 //! Long because the map's model, its colour scale and its layout are one concern, with about
 //! 150 lines of tests.
@@ -20,11 +22,21 @@ use plotters::style::FontTransform;
 
 use super::FONT_FAMILY as FONT;
 use crate::cluster::locate::headline;
+use crate::cluster::verdict::{badness, vs_median};
 use crate::report::sweep::lower_is_better;
 use crate::report::{RunStatus, SweepRecord};
 
 /// Values are printed in the cells of maps of at most this many ranks.
 pub const MAX_RANKS_WITH_VALUES: usize = 16;
+
+/// Past this many ranks a map draws blocks of ranks instead of ranks.
+pub const MAX_RANKS_DRAWN: usize = 128;
+
+/// The most blocks a map of blocks draws along each axis: each label keeps a row of its own.
+pub const MAX_BLOCKS: usize = 32;
+
+/// The worst pairs a map of blocks calls out in its caption.
+const WORST_CALLED_OUT: usize = 5;
 
 /// One cell of the map.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -108,24 +120,110 @@ pub fn rank_order(sweep: &SweepRecord) -> (Vec<usize>, Vec<(String, usize)>) {
     (order, blocks)
 }
 
+/// What the map's rows and columns are: ranks, or blocks of them.
+struct Rows {
+    /// Each row's label and whether the verdict names a rank in it.
+    labels: Vec<(String, bool)>,
+    /// Each rank (by rank number) to its row.
+    row_of: std::collections::BTreeMap<u32, usize>,
+    /// The leaves along the axes, as [`HeatMap::leaves`].
+    leaves: Vec<(String, usize)>,
+    /// Ranks per row: 1 for a map of ranks.
+    block: usize,
+}
+
+/// The rows of `sweep`'s map: one per rank up to [`MAX_RANKS_DRAWN`]; past it one per leaf
+/// where there are few enough leaves, else runs of consecutive ranks in the map's order.
+fn rows(sweep: &SweepRecord) -> Rows {
+    let (order, leaves) = rank_order(sweep);
+    let named = |rank: u32| sweep.named.iter().any(|nic| nic.rank == rank);
+    let n = order.len();
+    let groups: Vec<(String, Vec<usize>)> = if n <= MAX_RANKS_DRAWN {
+        order
+            .iter()
+            .map(|&i| (sweep.ranks[i].shown(), vec![i]))
+            .collect()
+    } else if !leaves.is_empty() && leaves.len() <= MAX_BLOCKS {
+        let mut at = 0;
+        leaves
+            .iter()
+            .map(|(leaf, count)| {
+                let members = order[at..at + count].to_vec();
+                at += count;
+                (format!("{leaf} ({count})"), members)
+            })
+            .collect()
+    } else {
+        order
+            .chunks(n.div_ceil(MAX_BLOCKS))
+            .map(|c| {
+                let (first, last) = (sweep.ranks[c[0]].rank, sweep.ranks[c[c.len() - 1]].rank);
+                (format!("ranks {first}-{last}"), c.to_vec())
+            })
+            .collect()
+    };
+    let mut row_of = std::collections::BTreeMap::new();
+    let mut labels = Vec::with_capacity(groups.len());
+    for (row, (label, members)) in groups.iter().enumerate() {
+        let star = members.iter().any(|&i| named(sweep.ranks[i].rank));
+        row_of.extend(members.iter().map(|&i| (sweep.ranks[i].rank, row)));
+        labels.push((
+            if star {
+                format!("{label} *")
+            } else {
+                label.clone()
+            },
+            star,
+        ));
+    }
+    let block = groups.iter().map(|(_, m)| m.len()).max().unwrap_or(1);
+    let leaves = match (block, groups.len() == leaves.len()) {
+        (1, _) => leaves,
+        (_, true) => leaves.iter().map(|(l, _)| (l.clone(), 1)).collect(),
+        _ => Vec::new(),
+    };
+    Rows {
+        labels,
+        row_of,
+        leaves,
+        block,
+    }
+}
+
+/// The worse of two cells of one block pair: a failure, else the lower score.
+fn worse(kept: Cell, new: Cell, lower_is_better: bool) -> Cell {
+    match (kept, new) {
+        (Cell::Failed, _) | (_, Cell::Itself | Cell::NotMeasured) => kept,
+        (_, Cell::Failed) => new,
+        (Cell::Measured { pct: Some(a), .. }, Cell::Measured { pct: Some(b), .. }) => {
+            if score(b, lower_is_better) < score(a, lower_is_better) {
+                new
+            } else {
+                kept
+            }
+        }
+        (Cell::Measured { .. }, _) => kept,
+        _ => new,
+    }
+}
+
 /// The heat map of `test` in `sweep`.
 pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap {
     let measured = sweep.measurements(test);
     let unit = sweep.unit_of(test);
+    let lower = lower_is_better(&unit);
     let fleet_median = sweep.fleet_median(test);
     let (shown_unit, factor) = sweep.shown_unit(test);
-    let (order, leaves) = rank_order(sweep);
-    let ranks: Vec<&crate::report::RankRecord> = order.iter().map(|&i| &sweep.ranks[i]).collect();
-    let at: std::collections::BTreeMap<u32, usize> =
-        ranks.iter().enumerate().map(|(i, r)| (r.rank, i)).collect();
-    let index = |rank: u32| at.get(&rank).copied();
-    let n = ranks.len();
+    let rows = rows(sweep);
+    let n = rows.labels.len();
     let mut cells = vec![vec![Cell::NotMeasured; n]; n];
-    for (i, row) in cells.iter_mut().enumerate() {
-        row[i] = Cell::Itself;
+    if rows.block == 1 {
+        for (i, row) in cells.iter_mut().enumerate() {
+            row[i] = Cell::Itself;
+        }
     }
     for (&(a, b), p) in &measured {
-        let (Some(i), Some(j)) = (index(a), index(b)) else {
+        let (Some(&i), Some(&j)) = (rows.row_of.get(&a), rows.row_of.get(&b)) else {
             continue;
         };
         let cell = match p.value {
@@ -137,34 +235,22 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
             },
             None => Cell::Failed,
         };
-        cells[i][j] = cell;
-        cells[j][i] = cell;
+        cells[i][j] = worse(cells[i][j], cell, lower);
+        cells[j][i] = cells[i][j];
     }
-    let named: Vec<bool> = ranks
-        .iter()
-        .map(|r| sweep.named.iter().any(|nic| nic.rank == r.rank))
-        .collect();
-    let labels = ranks
-        .iter()
-        .zip(&named)
-        .map(|(r, &star)| {
-            if star {
-                format!("{} *", r.shown())
-            } else {
-                r.shown()
-            }
-        })
-        .collect();
     let paths = sweep
         .paths
         .iter()
         .map(|p| format!("path {}: {}", headline(p), p.why));
-    let caption = sweep
+    let mut caption: Vec<String> = sweep
         .named
         .iter()
         .map(|nic| format!("* {} ({}): {}", nic.label, nic.kind, nic.why))
         .chain(paths)
         .collect();
+    if rows.block > 1 {
+        caption.extend(worst_called_out(sweep, &measured, rows.block));
+    }
     let title = match (title, fleet_median) {
         (Some(t), _) => t.to_string(),
         (None, Some(m)) => format!("{test}: fleet median {} {shown_unit}", short(m * factor)),
@@ -172,15 +258,46 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
     };
     HeatMap {
         title,
-        subtitle: subtitle(sweep, lower_is_better(&unit), !leaves.is_empty()),
-        lower_is_better: lower_is_better(&unit),
-        labels,
-        named,
-        leaves,
+        subtitle: subtitle(sweep, lower, !rows.leaves.is_empty()),
+        lower_is_better: lower,
+        named: rows.labels.iter().map(|(_, star)| *star).collect(),
+        labels: rows.labels.into_iter().map(|(label, _)| label).collect(),
+        leaves: rows.leaves,
         caption,
         cells,
-        show_values: n <= MAX_RANKS_WITH_VALUES,
+        show_values: n <= MAX_RANKS_WITH_VALUES && rows.block == 1,
     }
+}
+
+/// A map of blocks says so, and names its worst pairs (each block hides its ranks).
+fn worst_called_out(
+    sweep: &SweepRecord,
+    measured: &std::collections::BTreeMap<(u32, u32), &crate::report::PairRecord>,
+    block: usize,
+) -> Vec<String> {
+    let mut pairs: Vec<&crate::report::PairRecord> = measured
+        .values()
+        .copied()
+        .filter(|p| p.pct_of_median.is_some())
+        .collect();
+    pairs.sort_by(|a, b| badness(b).total_cmp(&badness(a)));
+    let label = |rank: u32| {
+        sweep
+            .rank(rank)
+            .map_or(format!("rank {rank}"), |r| r.shown())
+    };
+    let mut out = vec![format!(
+        "each cell: the worst pair between two blocks of up to {block} ranks; the worst pairs:"
+    )];
+    out.extend(pairs.iter().take(WORST_CALLED_OUT).map(|p| {
+        format!(
+            "  {} <- {}: {}",
+            label(p.server),
+            label(p.client),
+            vs_median(p.pct_of_median.unwrap_or(0.0))
+        )
+    }));
+    out
 }
 
 fn subtitle(sweep: &SweepRecord, lower_is_better: bool, by_leaf: bool) -> String {
@@ -318,12 +435,13 @@ fn layout(size: (u32, u32), label_w: i32, n: usize, captions: usize) -> Layout {
 /// The smallest cell that prints its figure legibly.
 const CELL_WITH_VALUE: i32 = 44;
 
+/// The smallest cell without a figure: one row of a 14-pixel label.
+const CELL_WITH_LABEL: i32 = 16;
+
 /// The picture's size: `asked` (`--width`, `--height`), grown where the grid would leave a
-/// cell too small to print its figure.
+/// cell too small to print its figure (or its rank's label a row of its own), or the caption
+/// no room.
 pub fn picture_size(map: &HeatMap, asked: (u32, u32)) -> (u32, u32) {
-    if !map.show_values {
-        return asked;
-    }
     // About 8.5 pixels a character at 14 pixels: enough for DejaVu Sans's digits and letters.
     let chars = map
         .labels
@@ -333,7 +451,11 @@ pub fn picture_size(map: &HeatMap, asked: (u32, u32)) -> (u32, u32) {
         .unwrap_or(0);
     let label_w = (chars as f64 * 8.5).ceil() as i32;
     let n = map.labels.len() as i32;
-    let grid = n * CELL_WITH_VALUE;
+    let grid = n * if map.show_values {
+        CELL_WITH_VALUE
+    } else {
+        CELL_WITH_LABEL
+    };
     let w = 2 * MARGIN + label_w + 10 + grid + BAR_ROOM;
     let h = TOP + grid + label_w + 16 + (map.caption.len() as i32 + 1) * CAPTION_ROW + MARGIN;
     (asked.0.max(w as u32), asked.1.max(h as u32))
@@ -656,6 +778,64 @@ mod tests {
             m.caption
         );
         assert!(m.show_values);
+    }
+
+    /// A sweep of `n` ranks (rank r on node r, in leaf r / 32 when `leaves`), each with its
+    /// quick-pattern partners: rank 700 slow, the pair 1-(n-2) (round 1's second) failed.
+    fn large_sweep(n: u32, leaves: bool) -> SweepRecord {
+        let mut s = sample_sweep();
+        s.ranks = (0..n)
+            .map(|r| {
+                let mut rank =
+                    crate::report::RankRecord::new(r, &format!("node{r}"), "mlx5_0", None);
+                rank.leaf = leaves.then(|| format!("leaf{:02}", r / 32));
+                rank
+            })
+            .collect();
+        s.pairs.clear();
+        for round in crate::cluster::schedule::quick(n as usize).unwrap() {
+            for p in round {
+                let value = (p.a.min(p.b), p.a.max(p.b)) != (1, n as usize - 2);
+                let value = value.then_some(if p.a == 700 || p.b == 700 { 10.0 } else { 46.0 });
+                s.pairs.push(sample_pair(
+                    0, p.b as u32, p.a as u32, "write-bw", "GB/s", value, 46.0,
+                ));
+            }
+        }
+        s.named.truncate(1);
+        s.named[0].rank = 700;
+        s.paths.clear();
+        s
+    }
+
+    #[test]
+    fn a_map_of_1024_ranks_draws_blocks_each_its_worst_pair_and_names_the_worst() {
+        let m = heat_map(&large_sweep(1024, false), "write-bw", None);
+        assert_eq!(m.labels.len(), 32);
+        assert_eq!(m.labels[0], "ranks 0-31");
+        assert_eq!(m.labels[21], "ranks 672-703 *");
+        assert_eq!(m.named.iter().filter(|&&n| n).count(), 1);
+        assert!(m.leaves.is_empty() && !m.show_values);
+        assert_eq!(m.cells[0][31], Cell::Failed, "the failed pair 1-1022");
+        assert_eq!(m.cells[31][0], Cell::Failed);
+        let slow_row = &m.cells[21];
+        let worst = slow_row.iter().filter_map(|c| match c {
+            Cell::Measured { pct: Some(p), .. } => Some(*p),
+            _ => None,
+        });
+        assert!(worst.fold(f64::INFINITY, f64::min) < 25.0);
+        let called = m.caption.join("\n");
+        assert!(
+            called.contains("each cell: the worst pair between two blocks of up to 32 ranks"),
+            "{called}"
+        );
+        assert!(called.contains("mlx5_0 of node700"), "{called}");
+        // With leaves: one row per leaf.
+        let m = heat_map(&large_sweep(1024, true), "write-bw", None);
+        assert_eq!(m.labels.len(), 32);
+        assert_eq!(m.labels[21], "leaf21 (32) *");
+        assert_eq!(m.leaves.len(), 32);
+        assert!(m.leaves.iter().all(|(_, count)| *count == 1));
     }
 
     #[test]
