@@ -25,7 +25,19 @@ fn every_size_of_an_all_sizes_duration_sweep_gets_a_rate() {
     let json = dir.join("run.json");
     let mut args = vec!["write-bw"];
     args.extend(LOOPBACK);
-    args.extend(["-a", "-D", "0.5", "--json", json.to_str().unwrap()]);
+    // Not the default 128 in flight: on the guest's kernel of 2026-12-02 (Debian's
+    // 6.1.0-57), 128 outstanding 8 MiB writes on rxe never complete or end in 'remote access
+    // error', with this binary and the one before it alike; 64 (512 MiB in flight) run.
+    // README, "What the guest cannot show".
+    args.extend([
+        "-a",
+        "-D",
+        "0.5",
+        "-t",
+        "64",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
     let out = bin().args(&args).output().unwrap();
     let printed = text(&out);
     assert!(out.status.success(), "{printed}");
@@ -44,7 +56,7 @@ fn every_size_of_an_all_sizes_duration_sweep_gets_a_rate() {
     }
     let big = results.last().unwrap();
     assert!(
-        big["in_flight_max"].as_u64().unwrap() <= 128,
+        big["in_flight_max"].as_u64().unwrap() <= 64,
         "8 MiB: in flight {big:#}"
     );
     std::fs::remove_dir_all(dir).ok();
