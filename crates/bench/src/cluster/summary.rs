@@ -40,7 +40,7 @@ pub fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
 }
 
 /// The planner's cost model, rounds x (the tests' loops + a set-up per test):
-/// "3 rounds x (1.00 s + 0.01 s of tests + 2 x 1.0 s of set-up) = about 9 s, plus retries
+/// "3 rounds x (1.00 s + 0.01 s of tests + 2 x 2.0 s of set-up) = about 15 s, plus retries
 /// and re-runs".
 pub fn cost_model(spec: &SweepSpec, rounds: usize) -> String {
     let loops: Vec<String> = spec
@@ -66,8 +66,8 @@ fn about(secs: f64) -> String {
     }
 }
 
-/// What the sweep's rounds took against the cost model: "3 planned rounds in 7.9 s (2.6 s
-/// each; the model said 3.0 s); 2 more (retries, re-runs) in 1.2 s".
+/// What the sweep's rounds took against the cost model: "timing: 3 planned round(s) in
+/// 15.0 s (5.0 s each; the cost model said 5.0 s); 2 more (retries, re-runs) in 6.8 s".
 pub fn timing(rec: &SweepRecord, spec: &SweepSpec, planned: usize) -> String {
     let planned = planned.min(rec.round_secs.len());
     let (plan, more) = rec.round_secs.split_at(planned);
