@@ -167,7 +167,7 @@ impl<'a> Worker<'a> {
                         printable(from)
                     )));
                 };
-                self.listener.serve_only(Some(partner));
+                self.listener.serve_only(&[partner]);
                 self.tester.serve(t, &self.listener, *client)
             }
             Work::Measure { server, host, port } => {

@@ -111,17 +111,19 @@ struct Lobby {
 
 #[derive(Debug, Default)]
 struct LobbyState {
-    /// The server waits for a client: where to hand it.
-    waiting: Option<mpsc::Sender<Channel>>,
-    /// A run is going on.
-    running: bool,
+    /// The servers waiting for a client, first come first served: where to hand each, and
+    /// what `joining` becomes when it takes its client.
+    waiting: std::collections::VecDeque<Waiter>,
+    /// The runs going on.
+    running: usize,
+    /// How many runs may go on at once: 1, or a sweep's congestion round's clients
+    /// ([`Listener::serve_only`]).
+    seats: usize,
     /// The running client's connection (a second handle): a client that comes while that
     /// one is gone waits for the server to notice, instead of being told `Busy`.
     running_peer: Option<TcpStream>,
     /// The run's further rails: where to hand them, and how many more it takes.
     joining: Option<(mpsc::Sender<Channel>, usize)>,
-    /// What `joining` becomes when the waiting server takes its client.
-    next_joining: Option<(mpsc::Sender<Channel>, usize)>,
     /// The listener is closing.
     closing: bool,
     /// Greetings in progress, per host (an IPv4 address, an IPv6 /64).
@@ -132,8 +134,18 @@ struct LobbyState {
     unproven: std::collections::VecDeque<(u64, TcpStream)>,
     /// The next greeting's id.
     next_greeting: u64,
-    /// The one address a client may come from (a sweep's assigned partner); any, if none.
-    only_from: Option<IpAddr>,
+    /// The addresses a client may come from (a sweep's assigned partners); any, if none.
+    only_from: Vec<IpAddr>,
+    /// The next waiter's id.
+    next_waiter: u64,
+}
+
+/// A server waiting for its client.
+#[derive(Debug)]
+struct Waiter {
+    id: u64,
+    hand: mpsc::Sender<Channel>,
+    joining: (mpsc::Sender<Channel>, usize),
 }
 
 /// Held by the channel of a run: while it lives, admitted clients are told the server is busy.
@@ -143,9 +155,11 @@ pub(super) struct Seat(Arc<Lobby>);
 impl Drop for Seat {
     fn drop(&mut self) {
         let mut state = self.0.lock();
-        state.running = false;
-        state.running_peer = None;
-        state.joining = None;
+        state.running = state.running.saturating_sub(1);
+        if state.running == 0 {
+            state.running_peer = None;
+            state.joining = None;
+        }
         drop(state);
         self.0.changed.notify_all();
     }
@@ -159,7 +173,10 @@ impl Listener {
         })?;
         let local = listener.local_addr()?;
         let lobby = Arc::new(Lobby {
-            state: Mutex::new(LobbyState::default()),
+            state: Mutex::new(LobbyState {
+                seats: 1,
+                ..LobbyState::default()
+            }),
             changed: Condvar::new(),
             greeting,
         });
@@ -180,11 +197,14 @@ impl Listener {
         Ok(self.local.port())
     }
 
-    /// From now on, a client may come from `peer` only (a sweep's measuring server serves
-    /// the partner rank 0 assigned); `None`: from anywhere. Connections from elsewhere are
+    /// From now on, clients may come from `peers` only (a sweep's measuring server serves
+    /// the partners rank 0 assigned), as many runs at once as there are peers (a congestion
+    /// round's); none: one run at a time, from anywhere. Connections from elsewhere are
     /// dropped, each with a line.
-    pub fn serve_only(&self, peer: Option<IpAddr>) {
-        self.lobby.lock().only_from = peer;
+    pub fn serve_only(&self, peers: &[IpAddr]) {
+        let mut state = self.lobby.lock();
+        state.only_from = peers.to_vec();
+        state.seats = peers.len().max(1);
     }
 
     /// Waits up to `timeout` for an admitted client and takes it for a run.
@@ -213,19 +233,26 @@ impl Listener {
         let deadline = Instant::now() + timeout;
         loop {
             let (tx, rx) = mpsc::channel();
-            {
+            let id = {
                 let mut state = self.lobby.lock();
-                state.waiting = Some(tx);
-                state.next_joining = Some(join.clone());
-            }
+                let id = state.next_waiter;
+                state.next_waiter += 1;
+                state.waiting.push_back(Waiter {
+                    id,
+                    hand: tx,
+                    joining: join.clone(),
+                });
+                id
+            };
             self.lobby.changed.notify_all();
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
                 Ok(ch) => return Ok(ch),
                 Err(mpsc::RecvTimeoutError::Timeout) => {
                     let mut state = self.lobby.lock();
-                    if state.waiting.take().is_some() {
-                        state.next_joining = None;
+                    let before = state.waiting.len();
+                    state.waiting.retain(|w| w.id != id);
+                    if state.waiting.len() < before {
                         return Err(NoClient(timeout).into());
                     }
                     drop(state);
@@ -441,10 +468,18 @@ fn greet(mut stream: TcpStream, peer: SocketAddr, entry: &Entry) {
 /// Whether an admitted client comes from where the server may take one
 /// ([`Listener::serve_only`]); one from elsewhere is told so and dropped.
 fn from_partner(stream: &mut TcpStream, peer: SocketAddr, lobby: &Lobby) -> bool {
-    let Some(only) = lobby.lock().only_from.filter(|&ip| ip != peer.ip()) else {
+    let only = lobby.lock().only_from.clone();
+    if only.is_empty() || only.contains(&peer.ip()) {
         return true;
+    }
+    let at: Vec<String> = only.iter().map(IpAddr::to_string).collect();
+    let reason = match at.as_slice() {
+        [one] => format!("this server serves only its assigned partner, at {one}"),
+        _ => format!(
+            "this server serves only its assigned partners, at {}",
+            at.join(", ")
+        ),
     };
-    let reason = format!("this server serves only its assigned partner, at {only}");
     let refused = Message::Reject {
         reason: reason.clone(),
         refused: true,
@@ -511,7 +546,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
         // A running client that is gone (killed mid-run) ends its run as soon as the server
         // reads from it again: the newcomer waits for that, not told Busy.
         let running_gone = state.running_peer.as_ref().is_some_and(gone);
-        if state.running && g.one_at_a_time && !running_gone {
+        if state.running >= state.seats && g.one_at_a_time && !running_gone {
             if let Some((tx, left)) = state.joining.as_mut().filter(|(_, left)| *left > 0) {
                 *left -= 1;
                 break (tx.clone(), false);
@@ -525,7 +560,7 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
             eprintln!("rdmabench: told {peer} that the server is busy with another run");
             return;
         }
-        if state.waiting.is_some() && gone(&stream) {
+        if !state.waiting.is_empty() && gone(&stream) {
             // A client killed while it waited must not take the seat from the next one.
             drop(state);
             dropped(
@@ -534,11 +569,13 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
             );
             return;
         }
-        if let Some(tx) = state.waiting.take() {
-            state.running = g.one_at_a_time;
+        if let Some(w) = state.waiting.pop_front() {
+            if g.one_at_a_time {
+                state.running += 1;
+            }
             state.running_peer = stream.try_clone().ok();
-            state.joining = state.next_joining.take();
-            break (tx, true);
+            state.joining = Some(w.joining);
+            break (w.hand, true);
         }
         let left = until.saturating_duration_since(Instant::now());
         if left.is_zero() {
@@ -691,7 +728,7 @@ mod tests {
     fn a_sweeps_server_takes_only_its_assigned_partner() {
         let l = listen(None, Duration::from_secs(2));
         let port = l.port().unwrap();
-        l.serve_only(Some(IpAddr::from([10, 251, 0, 3])));
+        l.serve_only(&[IpAddr::from([10, 251, 0, 3])]);
         let stranger = connect(port, None);
         let err = stranger.join().unwrap().unwrap_err();
         assert_eq!(
@@ -701,10 +738,50 @@ mod tests {
                  its assigned partner, at 10.251.0.3"
             )
         );
-        l.serve_only(Some(IpAddr::from([127, 0, 0, 1])));
+        l.serve_only(&[IpAddr::from([127, 0, 0, 1])]);
         let partner = connect(port, None);
         assert!(l.accept_client(Duration::from_secs(5)).is_ok());
         assert!(partner.join().unwrap().is_ok());
+    }
+
+    /// A congestion round's receiver serves its senders at once, each server waiting in a
+    /// thread of its own; one client more than the round assigned is told Busy.
+    #[test]
+    fn a_congestion_rounds_server_takes_its_partners_at_once() {
+        let l = listen(None, Duration::from_secs(2));
+        let port = l.port().unwrap();
+        let local = IpAddr::from([127, 0, 0, 1]);
+        l.serve_only(&[IpAddr::from([10, 251, 0, 3]), local, local]);
+        let runs: Vec<Channel> = std::thread::scope(|s| {
+            let servers: Vec<_> = (0..3)
+                .map(|_| s.spawn(|| l.accept_client(Duration::from_secs(5))))
+                .collect();
+            let clients: Vec<_> = (0..2).map(|_| connect(port, None)).collect();
+            // Three seats, two partners here: both taken, the third waiter gets no one.
+            let mut got: Vec<Channel> = Vec::new();
+            let mut none = 0;
+            for s in servers {
+                match s.join().unwrap() {
+                    Ok(ch) => got.push(ch),
+                    Err(e) => {
+                        assert!(e.is::<NoClient>(), "{e:#}");
+                        none += 1;
+                    }
+                }
+            }
+            let held: Vec<Channel> = clients
+                .into_iter()
+                .map(|c| c.join().unwrap().unwrap())
+                .collect();
+            got.extend(held);
+            assert_eq!(none, 1);
+            got
+        });
+        assert_eq!(runs.len(), 4, "two runs, each with its client's end");
+        // With every seat of a run of one taken, the next client is busy.
+        l.serve_only(&[]);
+        let err = connect(port, None).join().unwrap().unwrap_err().to_string();
+        assert!(err.contains("is busy with another run"), "{err}");
     }
 
     /// Whether the server closed `stream` within `within` (reads until EOF or reset).
