@@ -430,6 +430,7 @@ impl TestArgs {
             admission: self.admission.clone(),
             rail: None,
             rail_gpus: self.rail_gpus(),
+            start_gate: None,
         })
     }
 

@@ -96,6 +96,17 @@ pub fn display_unit(unit: &str, median: Option<f64>) -> (String, f64) {
         .map_or(("KB/s".to_string(), 1e6), |(name, f)| (name.to_string(), f))
 }
 
+/// A figure to four significant digits ("50.79", "1157", "0.5209").
+pub fn four_digits(v: f64) -> String {
+    let digits = if v == 0.0 {
+        0
+    } else {
+        v.abs().log10().floor() as i32
+    };
+    let decimals = (3 - digits).clamp(0, 6) as usize;
+    format!("{v:.decimals$}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

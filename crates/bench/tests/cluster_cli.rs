@@ -145,6 +145,37 @@ fn a_topology_is_read_before_anything_and_a_bad_one_refused_naming_its_line() {
 }
 
 #[test]
+fn a_dry_run_plans_an_incast_into_every_rank_in_fan_in_plus_one_rounds() {
+    let ranks = [
+        ("RANK", "5"),
+        ("WORLD_SIZE", "1024"),
+        ("MASTER_ADDR", "n1"),
+        ("MASTER_PORT", "2000"),
+    ];
+    let out = cluster(
+        &ranks,
+        &["--dry-run", "--pattern", "incast", "--fan-in", "3"],
+    );
+    let shown = text(&out);
+    assert!(out.status.success(), "{shown}");
+    for line in [
+        "pattern      incast: 4 rounds",
+        "tests        write-bw\n",
+        "cost         4 rounds x (1.00 s of tests + 1 x 2.0 s of set-up) = about 12 s\n",
+    ] {
+        assert!(shown.contains(line), "missing {line:?} in:\n{shown}");
+    }
+    let out = cluster(&ranks, &["--dry-run", "--pattern", "all-to-all"]);
+    assert!(
+        text(&out).contains(
+            "pattern      all-to-all: cannot be built: all-to-all takes at most 16 ranks"
+        ),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
 fn what_cannot_run_is_refused_with_exit_2_naming_it() {
     let out = cluster(&[], &["--dry-run"]);
     assert_eq!(out.status.code(), Some(2));
@@ -157,6 +188,14 @@ fn what_cannot_run_is_refused_with_exit_2_naming_it() {
         (&["somehost"][..], "SERVER_HOST has no meaning"),
         (&["--pattern", "file"][..], "--pairs-file"),
         (&["--rails", "all"][..], "--rails has no meaning"),
+        (
+            &["--pattern", "incast"][..],
+            "--pattern incast needs --fan-in K",
+        ),
+        (
+            &["--pattern", "bisection", "--tests", "write-lat"][..],
+            "write-lat is a latency test",
+        ),
     ] {
         let out = cluster(&SLURM, args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));

@@ -757,3 +757,18 @@ fn a_sweep_with_a_result_record_or_a_bad_sweep_exits_2() {
     assert!(t.contains("bad.json") && t.contains("not a valid"), "{t}");
     std::fs::remove_dir_all(f.dir).ok();
 }
+
+#[test]
+fn a_congestion_sweep_is_refused_naming_its_pattern() {
+    let incast = Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../results/soft-roce-emulated/cluster/2026-12-03T040403Z-cluster-incast.json"
+    ));
+    let out = compare(&[incast, incast], &[]);
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{text}");
+    assert!(
+        text.contains("is a congestion sweep (--pattern incast): compare diffs the pairs"),
+        "{text}"
+    );
+}

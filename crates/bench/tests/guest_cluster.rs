@@ -364,3 +364,95 @@ fn rank_0_killed_ends_every_other_rank_at_once_naming_rank_0() {
         killed.elapsed()
     );
 }
+
+/// The sweep's figure of each measured pair of one test, by (client, server).
+fn figures(rec: &serde_json::Value) -> Vec<((u64, u64), f64)> {
+    rec["pairs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| {
+            let key = (p["client"].as_u64()?, p["server"].as_u64()?);
+            Some((key, p["value"].as_f64()?))
+        })
+        .collect()
+}
+
+/// Three senders write into rank 0 at once (`--pattern incast --fan-in 3 --root 0`, at the
+/// congestion patterns' defaults: write-bw 64 KiB for 1 s): each sender's share, the total
+/// against rank 0's ceiling and rank 0's counters are printed, recorded and drawn. The same
+/// three flows one at a time first (`one-to-all`): had the incast's windows not overlapped,
+/// its total would be about their sum; the guest's two CPUs carry less than three flows'
+/// worth, so together they share it (measured: 50.8 MB/s together, 86.9 MB/s in all one at
+/// a time, each flow 25-36 MB/s alone).
+#[test]
+fn an_incast_of_three_shares_the_receiver_and_totals_against_its_ceiling() {
+    if !four_nodes("an_incast_of_three_shares_the_receiver_and_totals_against_its_ceiling") {
+        return;
+    }
+    let dir = scratch("incast");
+    let alone = dir.join("alone.json");
+    let one = ["--pattern", "one-to-all", "--tests", "write-bw"];
+    let out = mpirun(&sweep_args(alone.to_str().unwrap(), 19404, &one));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let lone: f64 = figures(&load(&alone)).iter().map(|(_, v)| v).sum();
+
+    let json = dir.join("incast.json");
+    let incast = ["--pattern", "incast", "--fan-in", "3", "--root", "0"];
+    let out = mpirun(&sweep_args(json.to_str().unwrap(), 19405, &incast));
+    let printed = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{printed}");
+    assert!(printed.contains("pattern incast: 1 rounds"), "{printed}");
+    assert!(
+        printed.contains("incast into rank 0 (rxe0 of ") && printed.contains("3 flow(s) at once"),
+        "{printed}"
+    );
+    assert!(printed.contains("counters of rxe0 of "), "{printed}");
+    let rec = load(&json);
+    assert_eq!(rec["pattern"], "incast");
+    let groups = rec["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 1, "{printed}");
+    let g = &groups[0];
+    assert_eq!(g["receivers"], serde_json::json!([0]));
+    let flows = g["flows"].as_array().unwrap();
+    let senders: Vec<u64> = flows
+        .iter()
+        .map(|f| f["client"].as_u64().unwrap())
+        .collect();
+    assert_eq!(senders, [1, 2, 3], "{printed}");
+    let shares: Vec<f64> = flows.iter().map(|f| f["value"].as_f64().unwrap()).collect();
+    let total = g["total_gbps"].as_f64().unwrap();
+    assert!((total - shares.iter().sum::<f64>()).abs() < 1e-9);
+    assert!(
+        total < 0.8 * lone,
+        "the three windows overlapped: together {total} GB/s, one at a time {lone} GB/s in \
+         all\n{printed}"
+    );
+    assert!(g["fairness"].as_f64().unwrap() > 0.5, "{g}");
+    let counters = g["receiver_counters"]["0"].as_object().unwrap();
+    assert!(!counters.is_empty(), "rxe0's counters: {g}");
+    match g["ceiling_gbps"].as_f64() {
+        Some(c) => {
+            let pct = g["pct_of_ceiling"].as_f64().unwrap();
+            assert!((pct - total / c * 100.0).abs() < 1e-6);
+            assert!(printed.contains("of the receiver's ceiling"), "{printed}");
+        }
+        None => assert!(
+            printed.contains("(the receiver's ceiling unknown)"),
+            "{printed}"
+        ),
+    }
+
+    let png = dir.join("incast.png");
+    let plot = bin()
+        .args(["plot", json.to_str().unwrap(), "-o", png.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(plot.status.success(), "plot: {}", text(&plot));
+    assert!(
+        text(&plot).contains("incast of write-bw: 1 group(s)"),
+        "{}",
+        text(&plot)
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 1000);
+}

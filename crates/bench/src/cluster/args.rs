@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use clap::{Args, ValueEnum};
 
+use super::congestion;
 use super::fabric::{self, Fabric};
 use super::schedule::{self, Rounds, ScheduleError};
 use crate::cli::TestArgs;
@@ -32,24 +33,27 @@ pub const SETUP_SECS: f64 = 2.0;
 /// torchrun; rank 0 coordinates, every rank measures.
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
-    /// The tests each pair runs, in order (bandwidth and latency tests)
-    #[arg(
-        long,
-        value_delimiter = ',',
-        default_value = "write-bw,write-lat",
-        value_name = "LIST"
-    )]
-    pub tests: Vec<String>,
+    /// The tests each pair runs, in order [default: write-bw,write-lat; write-bw for the
+    /// congestion patterns, which run bandwidth tests only]
+    #[arg(long, value_delimiter = ',', value_name = "LIST")]
+    pub tests: Option<Vec<String>>,
 
     /// Which ranks meet: quick (every rank with 3 partners in 3 rounds, 4 for an odd count;
     /// suspects then against known-good partners), pairs (every pair once, n-1 rounds), ring,
-    /// one-to-all (from --root), file (--pairs-file)
+    /// one-to-all (from --root), file (--pairs-file); congestion, every run of a group at
+    /// once: incast (--fan-in senders into each receiver), bisection (the first half of the
+    /// ranks into the second), all-to-all (every rank into every other, up to 16 ranks)
     #[arg(long, value_enum, default_value_t = Pattern::Quick)]
     pub pattern: Pattern,
 
-    /// --pattern one-to-all: the rank every other rank meets
-    #[arg(long, default_value_t = 0, value_name = "RANK")]
-    pub root: usize,
+    /// --pattern one-to-all: the rank every other rank meets [default: 0]; --pattern incast:
+    /// the one receiver [default: every rank in turn]
+    #[arg(long, value_name = "RANK")]
+    pub root: Option<usize>,
+
+    /// --pattern incast: how many senders write into each receiver at once
+    #[arg(long, value_name = "K")]
+    pub fan_in: Option<usize>,
 
     /// --pattern file: one pair per line, "SERVER_RANK CLIENT_RANK" ('#' starts a comment)
     #[arg(long, value_name = "FILE")]
@@ -104,6 +108,12 @@ pub enum Pattern {
     OneToAll,
     /// The pairs of --pairs-file.
     File,
+    /// --fan-in senders into one receiver at once.
+    Incast,
+    /// The first half of the ranks into the second, at once.
+    Bisection,
+    /// Every rank into every other, at once.
+    AllToAll,
 }
 
 impl Pattern {
@@ -115,7 +125,19 @@ impl Pattern {
             Pattern::Ring => "ring",
             Pattern::OneToAll => "one-to-all",
             Pattern::File => "file",
+            Pattern::Incast => "incast",
+            Pattern::Bisection => "bisection",
+            Pattern::AllToAll => "all-to-all",
         }
+    }
+
+    /// Whether its rounds run groups of runs at once (sharing NICs), for their total
+    /// against the ceilings, rather than disjoint pairs for the verdict.
+    pub fn is_congestion(self) -> bool {
+        matches!(
+            self,
+            Pattern::Incast | Pattern::Bisection | Pattern::AllToAll
+        )
     }
 }
 
@@ -181,7 +203,9 @@ pub struct SweepSpec {
     /// The pattern.
     pub pattern: Pattern,
     /// --root.
-    pub root: usize,
+    pub root: Option<usize>,
+    /// --fan-in.
+    pub fan_in: Option<usize>,
     /// --pattern file's pairs.
     pub file_pairs: Vec<(usize, usize)>,
     /// --per-rail.
@@ -210,13 +234,25 @@ impl ClusterArgs {
     pub fn resolve(&self) -> Result<SweepSpec, PlanError> {
         self.refuse_two_node_options()?;
         self.test.check_pairs()?;
+        self.check_congestion()?;
         let tests = self
-            .tests
+            .test_list()
             .iter()
             .map(|name| self.sweep_test(name))
             .collect::<Result<Vec<_>, _>>()?;
         if tests.is_empty() {
             return Err(PlanError("--tests is empty: name at least one test".into()));
+        }
+        if let (true, Some(t)) = (
+            self.pattern.is_congestion(),
+            tests.iter().find(|t| t.kind.mode != Mode::Bw),
+        ) {
+            return Err(PlanError(format!(
+                "--pattern {} measures bandwidth under load: {} is a latency test; give \
+                 bandwidth tests, e.g. --tests write-bw,read-bw",
+                self.pattern.name(),
+                t.kind
+            )));
         }
         let file_pairs = match (self.pattern, &self.pairs_file) {
             (Pattern::File, Some(path)) => read_pairs(path)?,
@@ -235,6 +271,7 @@ impl ClusterArgs {
             tests,
             pattern: self.pattern,
             root: self.root,
+            fan_in: self.fan_in,
             file_pairs,
             per_rail: self.per_rail,
             min_pct: self.min_pct,
@@ -246,6 +283,46 @@ impl ClusterArgs {
         };
         spec.options = spec.canonical_options();
         Ok(spec)
+    }
+
+    /// `--tests`, or the pattern's default.
+    fn test_list(&self) -> Vec<String> {
+        match (&self.tests, self.pattern.is_congestion()) {
+            (Some(list), _) => list.clone(),
+            (None, false) => vec!["write-bw".into(), "write-lat".into()],
+            (None, true) => vec!["write-bw".into()],
+        }
+    }
+
+    /// `--fan-in` goes with incast, which needs it; `--per-rail` with no congestion pattern.
+    fn check_congestion(&self) -> Result<(), PlanError> {
+        let p = self.pattern;
+        match (p, self.fan_in) {
+            (Pattern::Incast, None) => Err(PlanError(
+                "--pattern incast needs --fan-in K: how many senders write into each receiver \
+                 at once (1 to the ranks less one)"
+                    .into(),
+            )),
+            (Pattern::Incast, Some(0)) => Err(PlanError(
+                "--fan-in 0: give at least 1 sender per receiver".into(),
+            )),
+            (Pattern::Incast, Some(_)) => Ok(()),
+            (_, Some(k)) => Err(PlanError(format!(
+                "--fan-in {k} needs --pattern incast (it is the senders per receiver)"
+            ))),
+            _ if p.is_congestion() && self.per_rail => Err(PlanError(format!(
+                "--per-rail with --pattern {}: a congestion pattern loads NICs across the \
+                 fleet as one group; leave out --per-rail (or run one sweep per rail)",
+                p.name()
+            ))),
+            _ if self.root.is_some() && !matches!(p, Pattern::OneToAll | Pattern::Incast) => {
+                Err(PlanError(format!(
+                    "--root has no meaning for --pattern {} (it goes with one-to-all and incast)",
+                    p.name()
+                )))
+            }
+            _ => Ok(()),
+        }
     }
 
     fn refuse_two_node_options(&self) -> Result<(), PlanError> {
@@ -312,8 +389,11 @@ impl SweepSpec {
             Pattern::Quick => schedule::quick(size),
             Pattern::Pairs => schedule::round_robin(size),
             Pattern::Ring => schedule::ring(size),
-            Pattern::OneToAll => schedule::one_to_all(size, self.root),
+            Pattern::OneToAll => schedule::one_to_all(size, self.root.unwrap_or(0)),
             Pattern::File => schedule::packed(size, &self.file_pairs),
+            Pattern::Incast => congestion::incast(size, self.fan_in.unwrap_or(1), self.root),
+            Pattern::Bisection => congestion::bisection(size),
+            Pattern::AllToAll => congestion::all_to_all(size),
         }
     }
 
@@ -347,7 +427,11 @@ impl SweepSpec {
         let named = |name: &str, value: String| (name.to_string(), value);
         out.extend([
             named("--pattern", self.pattern.name().to_string()),
-            named("--root", self.root.to_string()),
+            named("--root", self.root.map_or("none".into(), |r| r.to_string())),
+            named(
+                "--fan-in",
+                self.fan_in.map_or("none".into(), |k| k.to_string()),
+            ),
             named("--pairs-file", pairs_text(&self.file_pairs)),
             named("--per-rail", self.per_rail.to_string()),
             named("--min-pct", self.min_pct.to_string()),
@@ -541,6 +625,55 @@ mod tests {
         assert!(
             e.starts_with("--topology ") && e.contains("absent.txt"),
             "{e}"
+        );
+    }
+
+    #[test]
+    fn congestion_patterns_run_bandwidth_tests_and_incast_needs_its_fan_in() {
+        let s = spec(&["--pattern", "incast", "--fan-in", "3"]).unwrap();
+        assert_eq!(
+            s.test_names(),
+            ["write-bw"],
+            "the default is bandwidth only"
+        );
+        assert_eq!(s.rounds(4).unwrap().len(), 4, "every rank receives in turn");
+        let s = spec(&["--pattern", "incast", "--fan-in", "3", "--root", "2"]).unwrap();
+        assert_eq!(s.rounds(4).unwrap().len(), 1);
+        let refused = |args: &[&str], says: &str| {
+            let e = spec(args).unwrap_err().0;
+            assert!(e.contains(says), "{args:?}: {e}");
+        };
+        refused(
+            &["--pattern", "incast"],
+            "--pattern incast needs --fan-in K",
+        );
+        refused(&["--pattern", "incast", "--fan-in", "0"], "--fan-in 0");
+        refused(&["--fan-in", "3"], "--fan-in 3 needs --pattern incast");
+        refused(
+            &["--pattern", "bisection", "--tests", "write-bw,write-lat"],
+            "write-lat is a latency test",
+        );
+        refused(
+            &["--pattern", "all-to-all", "--per-rail"],
+            "leave out --per-rail",
+        );
+        refused(
+            &["--pattern", "ring", "--root", "1"],
+            "--root has no meaning for --pattern ring",
+        );
+        let e = spec(&["--pattern", "incast", "--fan-in", "4"])
+            .unwrap()
+            .rounds(4)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "--fan-in 4 needs 5 ranks (a receiver and 4 senders); this sweep has 4"
+        );
+        let s = spec(&["--pattern", "bisection"]).unwrap();
+        assert_eq!(
+            s.rounds(8).unwrap(),
+            super::congestion::bisection(8).unwrap()
         );
     }
 

@@ -16,9 +16,10 @@ use super::schedule::{self, Pair};
 use super::summary;
 use super::verdict::{self, alarming, judge, label, reruns};
 use super::worker::SweepEnd;
-use super::{fabric, locate, preflight};
+use super::{congestion, fabric, locate, preflight};
 use crate::control::{
-    dropped_line, printable, Channel, Joining, Listener, Message, Work, HELLO_DEADLINE,
+    dropped_line, printable, Channel, FlowDone, FlowFrom, FlowTo, Joining, Listener, Message, Work,
+    HELLO_DEADLINE,
 };
 use crate::files::write_atomically;
 use crate::plan::{Mode, PlanError};
@@ -127,6 +128,11 @@ fn verdict_end(rec: &SweepRecord, json: Option<&Path>) -> SweepEnd {
     }
     if failed > 0 {
         what.push(format!("{failed} test(s) failed"));
+    }
+    let flows = rec.groups.iter().flat_map(|g| &g.flows);
+    match flows.filter(|p| p.error.is_some()).count() {
+        0 => {}
+        n => what.push(format!("{n} flow(s) failed")),
     }
     if what.is_empty() {
         return SweepEnd {
@@ -408,6 +414,7 @@ fn new_record(spec: &SweepSpec, place: &Place, members: &[Member]) -> Result<Swe
         schedule: Vec::new(),
         round_secs: Vec::new(),
         pairs: Vec::new(),
+        groups: Vec::new(),
         fleet: Vec::new(),
         named: Vec::new(),
         paths: Vec::new(),
@@ -454,6 +461,9 @@ fn sweep(
     rec: &mut SweepRecord,
     rounds: &[Vec<Pair>],
 ) -> Result<()> {
+    if spec.pattern.is_congestion() {
+        return sweep_together(spec, members, rec, rounds);
+    }
     let total = rounds.len();
     let all: Vec<usize> = (0..spec.tests.len()).collect();
     let mut written: Option<Instant> = None;
@@ -497,6 +507,217 @@ fn sweep(
         &second,
         "rank(s) a re-run found slow",
     )
+}
+
+/// A congestion pattern's rounds: each test with every flow of the round at once, their
+/// windows started together; a group's figures are its record (no re-runs: the load is
+/// the point).
+fn sweep_together(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    rounds: &[Vec<Pair>],
+) -> Result<()> {
+    for (r, round) in rounds.iter().enumerate() {
+        let started = Instant::now();
+        let mut ran = round.len();
+        for t in 0..spec.tests.len() {
+            ran = ran.min(run_together_round(
+                spec,
+                members,
+                rec,
+                (r as u32, t),
+                round,
+            )?);
+        }
+        rec.round_secs.push(started.elapsed().as_secs_f64());
+        // No pairs to judge: the verdict names the ranks lost.
+        judge(rec);
+        write_record(spec, rec)?;
+        let skipped = match round.len() - ran {
+            0 => String::new(),
+            n => format!(" ({n} not measured: a rank unreachable)"),
+        };
+        println!(
+            "round {}/{}: {ran} flow(s) at once in {:.1} s{skipped}",
+            r + 1,
+            rounds.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// A rank's answer in a congestion round: the runs it served, the runs it measured.
+type Flows = (Vec<FlowDone>, Vec<FlowDone>);
+
+/// Test `t` of one congestion round: every flow (server = receiver, client = sender) at
+/// once. Ranks that serve say `AtStart` once their runs are set up; rank 0 then says
+/// `Start` to all of them, so the measured windows begin together. Returns how many flows
+/// were measured (a flow with a rank lost is not).
+fn run_together_round(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    (round, t): (u32, usize),
+    flows: &[Pair],
+) -> Result<usize> {
+    let test = &spec.tests[t];
+    let live: Vec<Pair> = flows
+        .iter()
+        .filter(|p| reachable(members, p.a) && reachable(members, p.b))
+        .copied()
+        .collect();
+    let works = together_works(members, &live);
+    let served: Vec<usize> = works
+        .iter()
+        .map(|w| match w {
+            Work::Together { serve, .. } => serve.len(),
+            _ => 0,
+        })
+        .collect();
+    send_works(members, rec, (round, t as u32), works)?;
+    let mut answers: Vec<Option<Flows>> = (0..members.len()).map(|_| None).collect();
+    let ready = gather_starts(members, rec, round, &served, &mut answers, spec.timeout * 2)?;
+    for r in ready {
+        if let Some(ch) = members[r].ch.as_mut() {
+            if let Err(e) = ch.send(&Message::Start) {
+                lose(&mut members[r], rec, round, &format!("{e:#}"))?;
+            }
+        }
+    }
+    let within = Duration::from_secs_f64(test.estimate_secs() * 2.0) + spec.timeout * 3;
+    collect_flows(members, rec, round, (&served, &mut answers), within)?;
+    let measured: Vec<Pair> = live
+        .into_iter()
+        .filter(|p| reachable(members, p.a) && reachable(members, p.b))
+        .collect();
+    for group in congestion::groups(spec.pattern, &measured) {
+        let mut flows = Vec::with_capacity(group.len());
+        let mut records = Vec::with_capacity(group.len());
+        for p in &group {
+            let client = take_flow(&mut answers[p.b], p.a, false);
+            let server = take_flow(&mut answers[p.a], p.b, true);
+            records.push(server.0.clone());
+            flows.push(pair_record(rec, test, round, p, (client, server)));
+        }
+        let name = test.kind.to_string();
+        rec.groups
+            .push(congestion::group_record(round, &name, flows, &records));
+    }
+    Ok(measured.len())
+}
+
+/// Each rank's part in a congestion round: the flows it serves and measures, or rest.
+fn together_works(members: &[Member], flows: &[Pair]) -> Vec<Work> {
+    (0..members.len())
+        .map(|r| {
+            let serve: Vec<FlowFrom> = flows
+                .iter()
+                .filter(|p| p.a == r)
+                .map(|p| FlowFrom {
+                    client: p.b as u32,
+                    from: members[p.b].addr.to_string(),
+                })
+                .collect();
+            let measure: Vec<FlowTo> = flows
+                .iter()
+                .filter(|p| p.b == r)
+                .map(|p| FlowTo {
+                    server: p.a as u32,
+                    host: members[p.a].addr.to_string(),
+                    port: members[p.a].joining.port,
+                })
+                .collect();
+            if serve.is_empty() && measure.is_empty() {
+                Work::Rest
+            } else {
+                Work::Together { serve, measure }
+            }
+        })
+        .collect()
+}
+
+/// Phase one of a congestion round: from each rank that serves, `AtStart` (its runs set
+/// up) or already its `FlowsDone` (they ended before), all within `within`; a rank that
+/// says neither is lost. Returns the ranks to tell `Start`.
+fn gather_starts(
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    round: u32,
+    served: &[usize],
+    answers: &mut [Option<Flows>],
+    within: Duration,
+) -> Result<Vec<usize>> {
+    let mut ready = Vec::new();
+    let serving: Vec<bool> = served.iter().map(|&n| n > 0).collect();
+    let heard = |r: usize, msg: Message| match msg {
+        Message::AtStart => {
+            ready.push(r);
+            Ok(())
+        }
+        Message::FlowsDone { flows } => {
+            answers[r] = Some(split_flows(flows, served[r]));
+            Ok(())
+        }
+        other => Err(format!("it answered {} where its runs start", other.name())),
+    };
+    hear_each(
+        members,
+        (rec, round),
+        (&serving, "its runs' start"),
+        within,
+        heard,
+    )?;
+    Ok(ready)
+}
+
+/// Phase two: every reachable rank's answer not had yet (`FlowsDone`, or a resting rank's
+/// `PairDone`), all within `within`; a rank that gives none is lost.
+fn collect_flows(
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    round: u32,
+    (served, answers): (&[usize], &mut [Option<Flows>]),
+    within: Duration,
+) -> Result<()> {
+    let waiting: Vec<bool> = answers.iter().map(Option::is_none).collect();
+    let heard = |r: usize, msg: Message| match msg {
+        Message::FlowsDone { flows } => {
+            answers[r] = Some(split_flows(flows, served[r]));
+            Ok(())
+        }
+        Message::PairDone { .. } => Ok(()),
+        other => Err(format!(
+            "it answered {} to a congestion round",
+            other.name()
+        )),
+    };
+    let what = (waiting.as_slice(), "its part of the round");
+    hear_each(members, (rec, round), what, within, heard)
+}
+
+/// A rank's `FlowsDone`: the first `served` entries are the runs it served.
+fn split_flows(mut flows: Vec<FlowDone>, served: usize) -> Flows {
+    let measured = flows.split_off(served.min(flows.len()));
+    (flows, measured)
+}
+
+/// The answer a rank gave for its run with `peer` (served or measured): its record or its
+/// error; a run it did not answer for is an error.
+fn take_flow(answer: &mut Option<Flows>, peer: usize, served: bool) -> Answer {
+    let list = answer.as_mut().map(|(s, m)| if served { s } else { m });
+    match list.and_then(|l| {
+        l.iter()
+            .position(|f| f.peer as usize == peer)
+            .map(|i| l.swap_remove(i))
+    }) {
+        Some(f) => (f.record, f.error),
+        None => (
+            None,
+            Some(format!("no answer for its run with rank {peer}")),
+        ),
+    }
 }
 
 /// Re-runs of up to this many pairs run one pair at a time; more are packed into rounds.
@@ -637,7 +858,9 @@ fn run_round(
             .collect();
         ran = ran.min(measured.len());
         for p in measured {
-            let mut pair = pair_record(rec, test, round, p, &mut answers);
+            let client = std::mem::take(&mut answers[p.b]);
+            let server = std::mem::take(&mut answers[p.a]);
+            let mut pair = pair_record(rec, test, round, p, (client, server));
             pair.rerun = attempt == Attempt::Rerun;
             pair.retry = attempt == Attempt::Retry;
             rec.pairs.push(pair);
@@ -658,27 +881,53 @@ fn collect_answers(
     round: u32,
     within: Duration,
 ) -> Result<Vec<Answer>> {
-    let deadline = Instant::now() + within;
     let mut answers: Vec<Answer> = (0..members.len()).map(|_| (None, None)).collect();
+    let every = vec![true; members.len()];
+    let heard = |r: usize, msg: Message| match msg {
+        Message::PairDone { record, error } => {
+            answers[r] = (record, error);
+            Ok(())
+        }
+        other => Err(format!("it answered {} to an assignment", other.name())),
+    };
+    hear_each(
+        members,
+        (rec, round),
+        (&every, "its part of the round"),
+        within,
+        heard,
+    )?;
+    Ok(answers)
+}
+
+/// One message from each reachable rank `asked` names, all within `within` of now (they
+/// worked at once: one deadline for all, and an answer already sent is read even after it,
+/// when an earlier rank took the time); `heard` takes each, or says why it is not the one
+/// expected. A rank that sends none or the wrong one is lost; losing rank 0 (this process's
+/// own rank), or all but one rank, ends the sweep.
+fn hear_each(
+    members: &mut [Member],
+    (rec, round): (&mut SweepRecord, u32),
+    (asked, what): (&[bool], &str),
+    within: Duration,
+    mut heard: impl FnMut(usize, Message) -> Result<(), String>,
+) -> Result<()> {
+    let deadline = Instant::now() + within;
     for (r, m) in members.iter_mut().enumerate() {
-        let Some(ch) = m.ch.as_mut() else {
+        let Some(ch) = m.ch.as_mut().filter(|_| asked[r]) else {
             continue;
         };
-        // One deadline for all (they worked at once); an answer already sent is read even
-        // after it, when an earlier rank took the time.
         let left = deadline.saturating_duration_since(Instant::now());
-        let why = match ch.recv_within("its part of the round", left.max(ANSWER_GRACE)) {
-            Ok(Message::PairDone { record, error }) => {
-                answers[r] = (record, error);
-                continue;
-            }
-            Ok(other) => format!("it answered {} to an assignment", other.name()),
+        let why = match ch.recv_within(what, left.max(ANSWER_GRACE)) {
+            Ok(msg) => match heard(r, msg) {
+                Ok(()) => continue,
+                Err(why) => why,
+            },
             Err(e) => format!("{e:#}"),
         };
         lose(m, rec, round, &why)?;
     }
-    enough_left(members)?;
-    Ok(answers)
+    enough_left(members)
 }
 
 /// Rank 0 no longer reaches `m`: its channel is closed, and the record says since when and
@@ -731,7 +980,13 @@ fn assign(
     test: u32,
     pairs: &[Pair],
 ) -> Result<()> {
-    let works: Vec<Work> = (0..members.len())
+    let works = pair_works(members, pairs);
+    send_works(members, rec, (round, test), works)
+}
+
+/// Each rank's part in a round of disjoint `pairs`.
+fn pair_works(members: &[Member], pairs: &[Pair]) -> Vec<Work> {
+    (0..members.len())
         .map(|r| match pairs.iter().find(|p| p.a == r || p.b == r) {
             Some(p) if p.a == r => Work::Serve {
                 client: p.b as u32,
@@ -744,7 +999,17 @@ fn assign(
             },
             None => Work::Rest,
         })
-        .collect();
+        .collect()
+}
+
+/// Sends each reachable rank its work in test `test` of round `round`; one the word does not
+/// reach is lost.
+fn send_works(
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    (round, test): (u32, u32),
+    works: Vec<Work>,
+) -> Result<()> {
     for (m, work) in members.iter_mut().zip(works) {
         let Some(ch) = m.ch.as_mut() else {
             continue;
@@ -756,16 +1021,16 @@ fn assign(
     enough_left(members)
 }
 
-/// The pair's result from both ranks' answers.
+/// The pair's result from both ranks' answers (the client's, the server's).
 fn pair_record(
     rec: &SweepRecord,
     test: &SweepTest,
     round: u32,
     p: &Pair,
-    answers: &mut [Answer],
+    (client, server): (Answer, Answer),
 ) -> PairRecord {
-    let (client_record, client_error) = std::mem::take(&mut answers[p.b]);
-    let (server_record, server_error) = std::mem::take(&mut answers[p.a]);
+    let (client_record, client_error) = client;
+    let (server_record, server_error) = server;
     // A rank's error is its text: printable before it reaches the record and the screen.
     let error = match (client_error, server_error) {
         (Some(e), _) => Some((p.b, e)),
@@ -885,6 +1150,16 @@ mod tests {
                     .recv_within("the next step", Duration::from_secs(60))
                     .ok()?
                 {
+                    Message::Assign {
+                        round,
+                        work: Work::Together { serve, measure },
+                        ..
+                    } => {
+                        if matches!(leaves, Leaves::Dies(r) if round >= r) {
+                            return None;
+                        }
+                        together(&mut ch, rank, &serve, &measure)?;
+                    }
                     Message::Assign { round, .. } => match leaves {
                         Leaves::Dies(r) if round >= r => return None,
                         Leaves::Hangs(r) if round >= r => {
@@ -906,6 +1181,113 @@ mod tests {
                 }
             }
         })
+    }
+
+    /// A fake rank's part in a congestion round: each sender measures 1 + rank/10 GB/s; a
+    /// receiver says AtStart, waits for Start, and serves with a 12.5 GB/s ceiling and ECN
+    /// marks.
+    fn together(ch: &mut Channel, rank: u32, serve: &[FlowFrom], measure: &[FlowTo]) -> Option<()> {
+        if !serve.is_empty() {
+            ch.send(&Message::AtStart).ok()?;
+            match ch.recv_within("Start", Duration::from_secs(60)).ok()? {
+                Message::Start => {}
+                _ => return None,
+            }
+        }
+        let served = serve.iter().map(|f| {
+            let mut r = crate::compare::tests::record("write-bw", &[(65536, 1.0)]);
+            r.ceilings.limit_gbps = Some(12.5);
+            r.counters = Some(
+                [
+                    ("hw_counters/np_ecn_marked_roce_packets".to_string(), 40),
+                    ("hw_counters/rdma_sends".to_string(), 5),
+                ]
+                .into(),
+            );
+            (f.client, r)
+        });
+        let gbps = 1.0 + f64::from(rank) / 10.0;
+        let measured = measure.iter().map(|f| {
+            let r = crate::compare::tests::record("write-bw", &[(65536, gbps)]);
+            (f.server, r)
+        });
+        let flows = served
+            .chain(measured)
+            .map(|(peer, r)| FlowDone {
+                peer,
+                record: Some(Box::new(r)),
+                error: None,
+            })
+            .collect();
+        ch.send(&Message::FlowsDone { flows }).ok()
+    }
+
+    #[test]
+    fn an_incast_round_starts_its_flows_together_and_totals_them_against_the_ceiling() {
+        let mut spec = spec_to("incast", "3");
+        spec.pattern = super::super::args::Pattern::Incast;
+        (spec.fan_in, spec.root) = (Some(3), Some(0));
+        let (end, rec) = sweep_of_four(&spec, [Leaves::Never; 4]);
+        assert_eq!(end.exit, 0, "{}", end.reason);
+        assert!(
+            rec.pairs.is_empty(),
+            "a congestion sweep's flows are in its groups"
+        );
+        let [g] = rec.groups.as_slice() else {
+            panic!("one group: {:?}", rec.groups)
+        };
+        assert_eq!(g.receivers, [0]);
+        let senders: Vec<(u32, u32, Option<f64>)> = g
+            .flows
+            .iter()
+            .map(|p| (p.client, p.server, p.value))
+            .collect();
+        assert_eq!(
+            senders,
+            [(1, 0, Some(1.1)), (2, 0, Some(1.2)), (3, 0, Some(1.3))]
+        );
+        assert!((g.total_gbps.unwrap() - 3.6).abs() < 1e-9);
+        assert_eq!(g.ceiling_gbps, Some(12.5));
+        assert!((g.pct_of_ceiling.unwrap() - 28.8).abs() < 1e-9);
+        assert!(g.fairness.unwrap() > 0.99);
+        let counters = &g.receiver_counters[&0];
+        assert_eq!(
+            counters.get("hw_counters/np_ecn_marked_roce_packets"),
+            Some(&40)
+        );
+        assert!(
+            !counters.contains_key("hw_counters/rdma_sends"),
+            "traffic left out"
+        );
+        let text = summary::render(&rec);
+        assert!(
+            text.contains(
+                "incast into rank 0 (rxe0 of node), write-bw, round 1: 3 flow(s) at once"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("total 3.600 GB/s, 29 % of the receiver's ceiling 12.50 GB/s"),
+            "{text}"
+        );
+        assert!(text.contains("np_ecn_marked_roce_packets 40"), "{text}");
+    }
+
+    #[test]
+    fn a_sender_that_dies_in_an_incast_is_left_out_and_the_others_are_totalled() {
+        let mut spec = spec_to("incast-dies", "3");
+        spec.pattern = super::super::args::Pattern::Incast;
+        (spec.fan_in, spec.root) = (Some(3), Some(1));
+        let leaves = [Leaves::Never, Leaves::Never, Leaves::Never, Leaves::Dies(0)];
+        let (end, rec) = sweep_of_four(&spec, leaves);
+        assert_eq!(end.exit, 3, "{}", end.reason);
+        assert!(rec.ranks[3].unreachable.is_some());
+        let [g] = rec.groups.as_slice() else {
+            panic!("one group: {:?}", rec.groups)
+        };
+        let senders: Vec<u32> = g.flows.iter().map(|p| p.client).collect();
+        assert_eq!(senders, [2, 0]);
+        assert!((g.total_gbps.unwrap() - 2.2).abs() < 1e-9);
     }
 
     /// A sweep of four fake ranks; rank 0 coordinates it as the binary does.
@@ -1161,8 +1543,8 @@ mod tests {
     fn a_ranks_error_is_recorded_printable() {
         let rec = sweep(2, Vec::new());
         let test = &spec(&[]).tests[0];
-        let mut answers: Vec<Answer> = vec![(None, None), (None, Some("\u{1b}[2Jgone".into()))];
-        let p = pair_record(&rec, test, 0, &Pair { a: 0, b: 1 }, &mut answers);
+        let answers: (Answer, Answer) = ((None, Some("\u{1b}[2Jgone".into())), (None, None));
+        let p = pair_record(&rec, test, 0, &Pair { a: 0, b: 1 }, answers);
         assert_eq!(
             p.error.as_deref(),
             Some("rank 1 (rxe1 of node): \\u{1b}[2Jgone")

@@ -16,6 +16,7 @@
 //! run between the two ranks' measuring servers and clients.
 
 pub mod args;
+pub mod congestion;
 mod coordinator;
 pub mod fabric;
 pub mod hostlist;
@@ -24,6 +25,7 @@ pub mod locate;
 pub mod preflight;
 pub mod schedule;
 mod summary;
+mod together;
 pub mod verdict;
 mod worker;
 

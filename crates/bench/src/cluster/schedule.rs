@@ -41,6 +41,27 @@ pub enum ScheduleError {
     /// A rank paired with itself.
     #[error("rank {0} cannot test against itself")]
     SelfPair(usize),
+    /// An incast with no senders, or more than the other ranks.
+    #[error(
+        "--fan-in {fan_in} needs {} ranks (a receiver and {fan_in} senders); this sweep has {size}",
+        fan_in + 1
+    )]
+    FanIn {
+        /// Senders asked for.
+        fan_in: usize,
+        /// The world's size.
+        size: usize,
+    },
+    /// A pattern for a small group given a large one.
+    #[error("{pattern} takes at most {most} ranks (each runs 2(n-1) runs at once), not {size}")]
+    TooMany {
+        /// The pattern.
+        pattern: &'static str,
+        /// The world's size.
+        size: usize,
+        /// The most it takes.
+        most: usize,
+    },
 }
 
 fn check_size(n: usize) -> Result<(), ScheduleError> {

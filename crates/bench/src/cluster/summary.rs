@@ -4,6 +4,8 @@
 
 use std::fmt::Write as _;
 
+pub(super) use crate::units::four_digits as number;
+
 use super::args::{SweepSpec, SETUP_SECS};
 use super::launcher::Place;
 use super::locate::headline;
@@ -48,9 +50,14 @@ pub fn cost_model(spec: &SweepSpec, rounds: usize) -> String {
         .iter()
         .map(|t| format!("{:.2} s", t.loop_secs()))
         .collect();
+    // A congestion pattern's rounds are all it runs: its load is the point, not re-run.
+    let more = if spec.pattern.is_congestion() {
+        ""
+    } else {
+        ", plus retries and re-runs"
+    };
     format!(
-        "{rounds} rounds x ({} of tests + {} x {SETUP_SECS:.1} s of set-up) = about {}, plus \
-         retries and re-runs",
+        "{rounds} rounds x ({} of tests + {} x {SETUP_SECS:.1} s of set-up) = about {}{more}",
         loops.join(" + "),
         spec.tests.len(),
         about(rounds as f64 * spec.round_secs())
@@ -93,6 +100,14 @@ pub fn timing(rec: &SweepRecord, spec: &SweepSpec, planned: usize) -> String {
 /// The summary after the sweep.
 pub fn render(rec: &SweepRecord) -> String {
     let mut out = String::new();
+    if !rec.groups.is_empty() {
+        out.push_str(&super::congestion::render(rec));
+        named_lines(&mut out, rec);
+        if let Some(e) = &rec.error {
+            let _ = writeln!(out, "the sweep stopped early: {e}");
+        }
+        return out;
+    }
     let width = rec.tests.iter().map(String::len).max().unwrap_or(0);
     for f in &rec.fleet {
         let (unit, k) = rec.shown_unit(&f.test);
@@ -118,18 +133,7 @@ pub fn render(rec: &SweepRecord) -> String {
     for p in &rec.paths {
         let _ = writeln!(out, "path {}: {}", headline(p), p.why);
     }
-    if rec.named.is_empty() {
-        let _ = writeln!(out, "no NIC named");
-    } else {
-        let _ = writeln!(out, "named NICs:");
-        for n in &rec.named {
-            let _ = writeln!(
-                out,
-                "  {} (rank {})  {:11}  {}",
-                n.label, n.rank, n.kind, n.why
-            );
-        }
-    }
+    named_lines(&mut out, rec);
     if let Some(e) = &rec.error {
         let _ = writeln!(out, "the sweep stopped early: {e}");
     }
@@ -188,15 +192,20 @@ fn failed(out: &mut String, rec: &SweepRecord) {
     }
 }
 
-/// Four significant digits.
-fn number(v: f64) -> String {
-    let digits = if v == 0.0 {
-        0
-    } else {
-        v.abs().log10().floor() as i32
-    };
-    let decimals = (3 - digits).clamp(0, 6) as usize;
-    format!("{v:.decimals$}")
+/// The NICs the verdict names, or that none is.
+fn named_lines(out: &mut String, rec: &SweepRecord) {
+    if rec.named.is_empty() {
+        let _ = writeln!(out, "no NIC named");
+        return;
+    }
+    let _ = writeln!(out, "named NICs:");
+    for n in &rec.named {
+        let _ = writeln!(
+            out,
+            "  {} (rank {})  {:11}  {}",
+            n.label, n.rank, n.kind, n.why
+        );
+    }
 }
 
 #[cfg(test)]

@@ -690,6 +690,7 @@ pub(crate) mod tests {
             schedule: Vec::new(),
             round_secs: Vec::new(),
             pairs,
+            groups: Vec::new(),
             fleet: Vec::new(),
             named: Vec::new(),
             paths: Vec::new(),

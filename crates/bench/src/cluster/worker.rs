@@ -11,6 +11,7 @@ use anyhow::{anyhow, bail, Context, Result};
 
 use super::args::{SweepSpec, SweepTest};
 use super::launcher::{Coordinator, Place};
+use super::together::run_together;
 use crate::control::{dial, printable, Channel, Greeting, Joining, Listener, Message, Work};
 use crate::report::RunRecord;
 use crate::run::{run_client, ServerSide};
@@ -134,6 +135,22 @@ impl<'a> Worker<'a> {
                 .recv_within("the coordinator's next step", wait)
                 .map_err(|e| anyhow!("rank 0 (the coordinator at {}): {e:#}", ch.peer()))?;
             match msg {
+                Message::Assign {
+                    test,
+                    work: Work::Together { serve, measure },
+                    ..
+                } => {
+                    let answer = match self.spec.tests.get(test as usize) {
+                        Some(t) => {
+                            let flows = (serve.as_slice(), measure.as_slice());
+                            run_together(t, &self.listener, self.tester, flows, &mut ch, wait)?
+                        }
+                        None => done(Err(anyhow!(
+                            "rank 0 assigned test {test}, which this sweep lacks"
+                        ))),
+                    };
+                    ch.send(&answer)?;
+                }
                 Message::Assign { test, work, .. } => {
                     let answer = self.work(test as usize, &work);
                     ch.send(&answer)?;
@@ -173,6 +190,7 @@ impl<'a> Worker<'a> {
             Work::Measure { server, host, port } => {
                 self.tester.measure(t, *server, host, *port).map(Some)
             }
+            Work::Together { .. } => Err(anyhow!("a congestion round's work comes alone")),
         };
         done(result)
     }

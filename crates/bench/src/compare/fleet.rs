@@ -394,6 +394,16 @@ pub fn build(args: &CompareArgs) -> Result<SweepComparison> {
         args.baseline.display().to_string(),
         after_path.display().to_string(),
     );
+    for (name, s) in [(&bname, &before), (&aname, &after)] {
+        if !s.groups.is_empty() {
+            bail!(PlanError(format!(
+                "'{name}' is a congestion sweep (--pattern {}): compare diffs the pairs of \
+                 pair sweeps (quick, pairs, ring, one-to-all, file); read a congestion \
+                 sweep's groups in its record, or draw them with plot",
+                s.pattern
+            )));
+        }
+    }
     let thresholds = Thresholds {
         bw: args.threshold,
         lat: args.threshold_lat,

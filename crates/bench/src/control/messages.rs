@@ -148,6 +148,16 @@ pub enum Message {
         /// Why it failed.
         error: Option<String>,
     },
+    /// A cluster sweep's congestion round: this rank's served runs are set up and wait to
+    /// start (or have ended); rank 0 answers `Start` once every rank's are.
+    AtStart,
+    /// A cluster sweep's congestion round: every run of the round starts now.
+    Start,
+    /// A cluster sweep's congestion round: this rank's runs are over, one entry per run.
+    FlowsDone {
+        /// Its served runs, then its measured ones, in the order assigned.
+        flows: Vec<FlowDone>,
+    },
     /// A cluster sweep is over (or ends early): the exit status every rank takes, and why.
     SweepEnd {
         /// 0 all well, 1 a rank failed, 2 a rank cannot take part as started (other options,
@@ -209,6 +219,46 @@ pub enum Work {
     },
     /// Nothing this time: answer at once.
     Rest,
+    /// A congestion round: serve the runs of `serve`'s ranks and run the client side against
+    /// `measure`'s, all at once, the served runs starting their windows when rank 0 says
+    /// `Start`; answer `FlowsDone`.
+    Together {
+        /// The ranks whose runs this rank serves.
+        serve: Vec<FlowFrom>,
+        /// The ranks this rank measures against.
+        measure: Vec<FlowTo>,
+    },
+}
+
+/// A client rank of a congestion round, as its server hears of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowFrom {
+    /// The rank that will connect.
+    pub client: u32,
+    /// The address it connects from.
+    pub from: String,
+}
+
+/// A server rank of a congestion round, as its client hears of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowTo {
+    /// The rank that serves.
+    pub server: u32,
+    /// Its address.
+    pub host: String,
+    /// Its measuring server's port.
+    pub port: u16,
+}
+
+/// One run of a congestion round, as the rank that served or measured it answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowDone {
+    /// The other rank of the run.
+    pub peer: u32,
+    /// The run's record (the client's figures; the server's counters and ceilings).
+    pub record: Option<Box<RunRecord>>,
+    /// Why it failed.
+    pub error: Option<String>,
 }
 
 impl Message {
@@ -244,6 +294,9 @@ impl Message {
             Message::Join(_) => "Join",
             Message::Assign { .. } => "Assign",
             Message::PairDone { .. } => "PairDone",
+            Message::AtStart => "AtStart",
+            Message::Start => "Start",
+            Message::FlowsDone { .. } => "FlowsDone",
             Message::SweepEnd { .. } => "SweepEnd",
         }
     }

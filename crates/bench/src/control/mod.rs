@@ -19,7 +19,7 @@ pub use listener::{
     anyone_may_connect, anyone_may_join, dropped_line, Greeting, Listener, NoClient,
     HELLO_DEADLINE, MAX_GREETINGS, MAX_GREETINGS_PER_HOST,
 };
-pub use messages::{Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
+pub use messages::{FlowDone, FlowFrom, FlowTo, Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
 pub use token::{FrameKey, FrameKeys, Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};
 pub use wire::{
     decode, frame, read_frame, read_message, write_message, Framing, MemoryPeer, TimedRead,

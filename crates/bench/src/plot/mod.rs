@@ -16,6 +16,7 @@ mod axis;
 pub mod heatmap;
 mod png;
 mod render;
+pub mod shares;
 pub mod spec;
 
 use std::path::{Path, PathBuf};
@@ -372,6 +373,9 @@ fn run_sweep(args: &PlotArgs, format: Format) -> Result<()> {
     }
     let path = &args.records[0];
     let sweep = load_sweep(path)?;
+    if !sweep.groups.is_empty() {
+        return run_shares(args, format, &sweep);
+    }
     let map = build_heat_map(&sweep, args)?;
     let size = heatmap::picture_size(&map, (args.width, args.height));
     let bytes = render_heat_map(&map, format, size)?;
@@ -399,6 +403,43 @@ fn run_sweep(args: &PlotArgs, format: Format) -> Result<()> {
                 others.join(", ")
             )
         }
+    );
+    Ok(())
+}
+
+/// `rdmabench plot SWEEP.json` of a congestion sweep: each group's senders stacked, against
+/// the receivers' ceiling.
+fn run_shares(args: &PlotArgs, format: Format, sweep: &crate::report::SweepRecord) -> Result<()> {
+    let given = chart_options_given(args);
+    if !given.is_empty() {
+        bail!(PlanError(format!(
+            "{} appl{} to charts of result records, not to a congestion sweep's shares",
+            given.join(", "),
+            if given.len() == 1 { "ies" } else { "y" }
+        )));
+    }
+    let test = match &args.test {
+        Some(t) if !sweep.groups.iter().any(|g| &g.test == t) => bail!(PlanError(format!(
+            "--test {t}: the sweep ran {}",
+            sweep.tests.join(", ")
+        ))),
+        Some(t) => t.clone(),
+        None => sweep.groups[0].test.clone(),
+    };
+    let chart = shares::shares_chart(sweep, &test, args.title.as_deref());
+    let size = (args.width, args.height);
+    let bytes = match format {
+        Format::Svg => to_svg(size, |root| shares::draw(root, &chart))?.into_bytes(),
+        Format::Png => to_png(size, |root| shares::draw(root, &chart))?,
+    };
+    write_atomically(&args.output, &bytes)?;
+    println!(
+        "rdmabench: wrote {} ({} of {}: {} group(s), each sender's share against the \
+         receivers' ceiling)",
+        args.output.display(),
+        sweep.pattern,
+        test,
+        chart.bars.len()
     );
     Ok(())
 }

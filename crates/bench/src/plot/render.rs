@@ -54,7 +54,7 @@ impl Ranged for TickCoord {
 }
 
 /// Tableau 10: distinguishable, and readable on white.
-const PALETTE: [RGBColor; 10] = [
+pub(super) const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
     RGBColor(44, 160, 44),

@@ -17,8 +17,8 @@ pub use record::{
     PcieRecord, RailRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
 };
 pub use sweep::{
-    FleetFigures, NamedNic, NamedPath, Outlier, PairRecord, RankRecord, SweepRecord, Unreachable,
-    FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
+    FleetFigures, GroupRecord, NamedNic, NamedPath, Outlier, PairRecord, RankRecord, SweepRecord,
+    Unreachable, FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
 };
 
 use std::path::Path;

@@ -44,6 +44,11 @@ pub struct SweepRecord {
     pub round_secs: Vec<f64>,
     /// Every test of every pair measured so far, in the order they ran (re-runs last).
     pub pairs: Vec<PairRecord>,
+    /// A congestion pattern's groups (`incast`, `bisection`, `all-to-all`): runs that went
+    /// on at once, with their total against the receivers' ceilings; empty for the other
+    /// patterns (whose tests are in `pairs`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupRecord>,
     /// Per test: the fleet's figures.
     pub fleet: Vec<FleetFigures>,
     /// The ranks whose NICs the verdict names (slow, failing, with climbing counters, or
@@ -142,6 +147,37 @@ pub struct PairRecord {
     /// The same for the server's NIC.
     #[serde(default)]
     pub server_counters: std::collections::BTreeMap<String, u64>,
+}
+
+/// Runs of a congestion pattern that went on at once, their measured windows started
+/// together: an incast's senders into one receiver, a bisection's halves, an all-to-all's
+/// group.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupRecord {
+    /// The round it ran in (0-based).
+    pub round: u32,
+    /// The test ("write-bw").
+    pub test: String,
+    /// The ranks whose NICs received: an incast's receiver, a bisection's second half,
+    /// every rank of an all-to-all.
+    pub receivers: Vec<u32>,
+    /// Each run, as a pair: `client` the sender, `server` the receiver, `value` in GB/s.
+    pub flows: Vec<PairRecord>,
+    /// The measured flows' bandwidth summed, GB/s; null when none was measured.
+    pub total_gbps: Option<f64>,
+    /// The receivers' ceilings summed, GB/s, when every receiver's is known.
+    pub ceiling_gbps: Option<f64>,
+    /// `total_gbps` as a percentage of `ceiling_gbps`.
+    pub pct_of_ceiling: Option<f64>,
+    /// Jain's fairness index of the measured flows' figures: 1 when every flow got the
+    /// same share, 1/k when one of k took all.
+    pub fairness: Option<f64>,
+    /// Each receiver's error, loss and congestion counters (ECN marks, CNPs, pause frames,
+    /// retransmissions, ...) over the group's runs, by rank: sysfs name to change, zeros
+    /// included (a zero says the NIC counted and nothing happened); empty where the NIC has
+    /// none.
+    #[serde(default)]
+    pub receiver_counters: BTreeMap<u32, BTreeMap<String, u64>>,
 }
 
 /// Sweeps of up to this many ranks keep every pair's full result record.
@@ -471,6 +507,7 @@ pub(crate) fn sample_sweep() -> SweepRecord {
         schedule,
         round_secs: vec![10.2, 9.8, 10.1],
         pairs,
+        groups: Vec::new(),
         fleet,
         named: vec![NamedNic {
             rank: 3,

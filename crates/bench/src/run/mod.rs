@@ -78,7 +78,23 @@ pub struct RunOptions {
     pub rail: Option<RailLink>,
     /// With several rails and GPU memory: which GPU each rail's buffers live on.
     pub rail_gpus: rails::gpus::RailGpus,
+    /// A server's runs that start their measured windows together (a cluster sweep's
+    /// congestion round); `None` for a run on its own.
+    pub start_gate: Option<StartGate>,
 }
+
+/// Runs that start their measured windows together (a cluster sweep's congestion round):
+/// the server of each waits here, its run set up, before it lets its client start the
+/// first size. Where the runs' servers live decides what waiting means (one process, or the
+/// ranks of a sweep through rank 0).
+pub trait StartTogether: Send + Sync + std::fmt::Debug {
+    /// Returns once every run of the round may start, or fails after `within`.
+    fn wait(&self, within: Duration) -> anyhow::Result<()>;
+}
+
+/// A run's place at a [`StartTogether`].
+#[derive(Debug, Clone)]
+pub struct StartGate(pub std::sync::Arc<dyn StartTogether>);
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.
 #[derive(Debug, Clone)]

@@ -143,6 +143,10 @@ fn serve(
     )
 }
 
+/// The share of `--timeout` a run waits at its [`crate::run::StartGate`] for the other runs
+/// of its round: its client waits for the first size's `Ready` within `--timeout`.
+const GATE_SHARE: f64 = 0.75;
+
 /// Serves each size and repetition the client starts, in the plan's order, until it says it
 /// is done. Each step has one deadline that the client's heartbeats do not extend:
 /// `--timeout`, plus the planned length of the size just measured (a rail of a multi-rail
@@ -162,10 +166,16 @@ fn serve_sizes(
 ) -> Result<()> {
     let mut steps = Steps::new(plan);
     let mut last = ch.timeout();
+    let mut gate = opts.start_gate.as_ref();
     loop {
         let within = ch.timeout().saturating_add(last);
         match steps.next(ch.next_within("the client's next step", within)?)? {
             Step::Measure { index, size, rep } => {
+                // The runs of a congestion round start their windows together; the client
+                // waits for this size's Ready within --timeout, so the gate within less.
+                if let Some(g) = gate.take() {
+                    g.0.wait(ch.timeout().mul_f64(GATE_SHARE))?;
+                }
                 opts.admission
                     .check_elapsed(admitted.elapsed())
                     .map_err(|r| PlanError(r.0))?;
