@@ -25,7 +25,9 @@ pub const MAGIC: &str = "rdmabench";
 /// frame after the handshake carries a sequence number and an HMAC-SHA256 under a key of the
 /// connection (`wire.rs`); frames without a token are as in 7. 9: the plan is strict (an
 /// unknown or missing field refuses it: `plan::TestPlan`), so a new test parameter needs no
-/// bump: a peer that lacks it refuses the plan, naming it.
+/// bump: a peer that lacks it refuses the plan, naming it. Nor does a new kind of message (a
+/// congestion round's `AtStart`, `Start`, `FlowsDone`, `Work::Together`): a peer that lacks
+/// it refuses the message as unknown, naming it, and no older message changed.
 pub const PROTOCOL_VERSION: u32 = 9;
 
 /// One control message.
