@@ -130,6 +130,13 @@ fn a_topology_is_read_before_anything_and_a_bad_one_refused_naming_its_line() {
         let out = cluster(&SLURM, &["--dry-run", "--topology", &path]);
         assert!(out.status.success(), "{file}: {}", text(&out));
         assert!(text(&out).contains(says), "{file}: {}", text(&out));
+        assert!(
+            text(&out).contains(
+                "pattern      quick: 3 rounds, and those that cross every pair of leaves 3 times"
+            ),
+            "{file}: {}",
+            text(&out)
+        );
     }
     let bad = std::env::temp_dir().join(format!("rdmabench-topology-{}", std::process::id()));
     std::fs::write(&bad, "node1 leaf1\nnode2\n").unwrap();

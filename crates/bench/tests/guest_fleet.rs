@@ -1,9 +1,9 @@
 //! `rdmabench cluster` in a six-node guest with two leaf switches (`RXE_VM_NODES=6
 //! RXE_VM_LEAVES=2`: nodes 0-2 on bridge brx0, nodes 3-5 on brx1, the bridges joined by the
 //! veth pair up1 <-> dn1, the "uplink"). With the uplink held to 20 Mbit/s each way, a sweep
-//! at its default options under `mpirun` names the path between the two leaves: with
-//! `--topology` (the leaves by name), and without it as a cut inferred from the matrix;
-//! both name no NIC.
+//! under `mpirun` names the path between the two leaves: at its defaults (`quick`) with
+//! `--topology` (the leaves by name), and with `--pattern pairs` without it, as a cut
+//! inferred from the matrix; both name no NIC.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -38,8 +38,13 @@ fn sweep(json: &std::path::Path, port: u16, more: &[&str]) -> Output {
     mpirun_sweep(NODES, json, port, more)
 }
 
-/// Checks that the sweep named one path, of `kind` between `sides`, and no NIC.
-fn names_the_path(out: &Output, json: &std::path::Path, (kind, sides): (&str, [&str; 2])) {
+/// Checks that the sweep measured `pairs` planned pairs (of both tests) and named one path,
+/// of `kind` between `sides`, and no NIC.
+fn names_the_path(
+    out: &Output,
+    (json, pairs): (&std::path::Path, usize),
+    (kind, sides): (&str, [&str; 2]),
+) {
     let rec = load_record(json);
     let figures: Vec<String> = rec["pairs"]
         .as_array()
@@ -63,7 +68,11 @@ fn names_the_path(out: &Output, json: &std::path::Path, (kind, sides): (&str, [&
         planned.clone().all(|p| p["value"].as_f64().is_some()),
         "every pair measured:\n{printed}"
     );
-    assert_eq!(planned.count(), 30, "15 pairs x 2 tests:\n{printed}");
+    assert_eq!(
+        planned.count(),
+        pairs,
+        "planned pairs x 2 tests:\n{printed}"
+    );
     let named = rec["named"].as_array().unwrap();
     assert!(named.is_empty(), "no NIC named: {named:?}\n{printed}");
     let paths = rec["paths"].as_array().unwrap();
@@ -99,25 +108,22 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
     let _slow = NetChange::slow_link(&["up1", "dn1"]);
 
     let json = dir.join("with-topology.json");
-    // The full matrix: the inferred cut needs every pair (the quick pattern's three partners
-    // per rank do not cover every leaf pair).
-    let topology = [
-        "--topology",
-        topology.to_str().unwrap(),
-        "--pattern",
-        "pairs",
-    ];
+    // The default pattern: quick's three rounds cross the two leaves five times, more than
+    // the three crossings of every pair of leaves it plans with a topology.
+    let topology = ["--topology", topology.to_str().unwrap()];
     let out = sweep(&json, 19430, &topology);
     let between = ("between leaves", ["leaf0", "leaf1"]);
-    names_the_path(&out, &json, between);
+    names_the_path(&out, (&json, 18), between);
     assert!(
         text(&out).contains("leaf0") && text(&out).contains("leaf1"),
         "{}",
         text(&out)
     );
 
+    // The full matrix: the inferred cut needs every pair (the quick pattern's three partners
+    // per rank do not show it).
     let json = dir.join("inferred.json");
     let out = sweep(&json, 19431, &["--pattern", "pairs"]);
     let cut = ("cut", ["ranks 0-2", "ranks 3-5"]);
-    names_the_path(&out, &json, cut);
+    names_the_path(&out, (&json, 30), cut);
 }

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::args::{differing_options, SweepSpec, SweepTest};
+use super::args::{differing_options, Pattern, SweepSpec, SweepTest};
 use super::launcher::Place;
 use super::schedule::{self, Pair};
 use super::summary;
@@ -53,12 +53,6 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
         last.as_secs_f64()
     );
     let mut rec = new_record(spec, place, &members)?;
-    let rounds = planned_rounds(spec, &members)?;
-    rec.schedule = rounds
-        .iter()
-        .map(|r| r.iter().map(|p| [p.b as u32, p.a as u32]).collect())
-        .collect();
-    println!("{}", summary::plan_line(spec, place, rounds.len()));
     if let Some(f) = &spec.fabric {
         let missing = fabric::place_ranks(&mut rec, f);
         if !missing.is_empty() {
@@ -69,6 +63,12 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
             );
         }
     }
+    let rounds = planned_rounds(spec, &members, &rec)?;
+    rec.schedule = rounds
+        .iter()
+        .map(|r| r.iter().map(|p| [p.b as u32, p.a as u32]).collect())
+        .collect();
+    println!("{}", summary::plan_line(spec, place, rounds.len()));
     rec.preflight = preflight::outliers(&rec.ranks);
     for line in preflight::lines(&rec.preflight, &rec.ranks) {
         println!("preflight: {line}");
@@ -386,8 +386,14 @@ fn reachable_addresses(members: &mut [Member]) {
 }
 
 /// The schedule: over all ranks, or with `--per-rail` within each rail (the ranks of one
-/// local rank), the rails' rounds side by side.
-fn planned_rounds(spec: &SweepSpec, members: &[Member]) -> Result<Vec<Vec<Pair>>> {
+/// local rank), the rails' rounds side by side. `quick` over ranks that `--topology` placed
+/// on leaves (`rec`'s) adds the rounds that cross every pair of leaves
+/// [`schedule::QUICK_CROSSINGS`] times, so that every uplink is measured.
+fn planned_rounds(
+    spec: &SweepSpec,
+    members: &[Member],
+    rec: &SweepRecord,
+) -> Result<Vec<Vec<Pair>>> {
     let rounds = if spec.per_rail {
         let rails: Vec<usize> = members
             .iter()
@@ -397,7 +403,39 @@ fn planned_rounds(spec: &SweepSpec, members: &[Member]) -> Result<Vec<Vec<Pair>>
     } else {
         spec.rounds(members.len())
     };
-    rounds.map_err(|e| PlanError(e.to_string()).into())
+    let mut rounds = rounds.map_err(|e| PlanError(e.to_string()))?;
+    if spec.pattern == Pattern::Quick && !spec.per_rail {
+        let leaf_of = leaf_numbers(rec);
+        let more = schedule::across_leaves(&leaf_of, &rounds, schedule::QUICK_CROSSINGS);
+        if !more.is_empty() {
+            println!(
+                "topology: {} round(s) more so that every pair of leaves meets {} times",
+                more.len(),
+                schedule::QUICK_CROSSINGS
+            );
+        }
+        rounds.extend(more);
+    }
+    Ok(rounds)
+}
+
+/// Each rank's leaf as a number (leaves in order of first appearance); `None` for a rank
+/// without one.
+fn leaf_numbers(rec: &SweepRecord) -> Vec<Option<usize>> {
+    let mut names: Vec<&str> = Vec::new();
+    rec.ranks
+        .iter()
+        .map(|r| {
+            let leaf = r.leaf.as_deref()?;
+            Some(match names.iter().position(|n| *n == leaf) {
+                Some(i) => i,
+                None => {
+                    names.push(leaf);
+                    names.len() - 1
+                }
+            })
+        })
+        .collect()
 }
 
 fn new_record(spec: &SweepSpec, place: &Place, members: &[Member]) -> Result<SweepRecord> {
@@ -1536,6 +1574,31 @@ mod tests {
         let mut healthy = sweep(4, Vec::new());
         judge(&mut healthy);
         assert_eq!(verdict_end(&healthy, None).exit, 0);
+    }
+
+    #[test]
+    fn quick_over_leaves_adds_the_rounds_that_cross_every_pair_of_leaves_three_times() {
+        let quick = spec(&[]);
+        let members: Vec<Member> = (0..8).map(|r| never_joined(r, 1)).collect();
+        let mut rec = sweep(8, Vec::new());
+        assert_eq!(planned_rounds(&quick, &members, &rec).unwrap().len(), 3);
+        // Four leaves of two ranks: the tournament's first rounds miss some pairs of leaves.
+        for r in rec.ranks.iter_mut() {
+            r.leaf = Some(format!("leaf{}", r.rank / 2));
+        }
+        let rounds = planned_rounds(&quick, &members, &rec).unwrap();
+        assert!(rounds.len() > 3, "{rounds:?}");
+        let mut crossed: BTreeMap<(u32, u32), usize> = BTreeMap::new();
+        for p in rounds.iter().flatten() {
+            let (x, y) = (p.a as u32 / 2, p.b as u32 / 2);
+            if x != y {
+                *crossed.entry((x.min(y), x.max(y))).or_default() += 1;
+            }
+        }
+        assert_eq!(crossed.len(), 6, "{crossed:?}");
+        assert!(crossed.values().all(|&c| c >= 3), "{crossed:?}");
+        let pairs = spec(&["--pattern", "pairs"]);
+        assert_eq!(planned_rounds(&pairs, &members, &rec).unwrap().len(), 7);
     }
 
     /// A rank's error is a peer's text: it reaches the record and the screen printable.

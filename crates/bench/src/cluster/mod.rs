@@ -166,7 +166,13 @@ fn rank_device(args: &ClusterArgs, place: &Place) -> Result<Option<String>, Plan
 fn dry_run(spec: &SweepSpec, place: &Place, c: &Coordinator, device: Option<&str>) -> String {
     let nodes = place.size;
     let rounds = spec.rounds(nodes).map(|r| r.len());
+    let across = spec.fabric.is_some() && spec.pattern == args::Pattern::Quick && !spec.per_rail;
     let rounds_text = match &rounds {
+        Ok(n) if across => format!(
+            "{n} rounds, and those that cross every pair of leaves {} times (the ranks' hosts \
+             place them when they join)",
+            schedule::QUICK_CROSSINGS
+        ),
         Ok(n) => format!("{n} rounds"),
         Err(e) => format!("cannot be built: {e}"),
     };

@@ -106,6 +106,123 @@ pub fn quick(n: usize) -> Result<Rounds, ScheduleError> {
     Ok(rounds)
 }
 
+/// How often `quick` with `--topology` has every pair of leaves meet: three pairs of NICs
+/// across each uplink, so that a slow path between two leaves is told from a slow NIC (one
+/// NIC's pairs alone never make a path).
+pub const QUICK_CROSSINGS: usize = 3;
+
+/// The rounds to add to `planned` so that every pair of leaves meets `times` times in all
+/// (a meeting: a pair of ranks, one on each leaf; `leaf_of` gives each rank's leaf, `None`
+/// for a rank the topology does not place). Each leaf sends its least-used ranks first and
+/// no two ranks meet twice; the meetings are packed into the first round where both ranks
+/// are free, so they take about `times` x (leaves - 1) / (ranks per leaf) rounds. A pair of
+/// leaves whose ranks have all met already meets no more.
+pub fn across_leaves(leaf_of: &[Option<usize>], planned: &[Vec<Pair>], times: usize) -> Rounds {
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    for (rank, leaf) in leaf_of.iter().enumerate() {
+        if let Some(l) = *leaf {
+            if members.len() <= l {
+                members.resize(l + 1, Vec::new());
+            }
+            members[l].push(rank);
+        }
+    }
+    let leaves: Vec<usize> = (0..members.len())
+        .filter(|&l| !members[l].is_empty())
+        .collect();
+    let mut met: std::collections::BTreeSet<(usize, usize)> = std::collections::BTreeSet::new();
+    let mut used = vec![0usize; leaf_of.len()];
+    let mut covered: std::collections::BTreeMap<(usize, usize), usize> = Default::default();
+    // How many pairs of ranks have met between each two leaves.
+    let mut between: std::collections::BTreeMap<(usize, usize), usize> = Default::default();
+    for p in planned.iter().flatten() {
+        met.insert((p.a.min(p.b), p.a.max(p.b)));
+        if let (Some(Some(x)), Some(Some(y))) = (leaf_of.get(p.a), leaf_of.get(p.b)) {
+            if x != y {
+                *covered.entry((*x.min(y), *x.max(y))).or_default() += 1;
+                *between.entry((*x.min(y), *x.max(y))).or_default() += 1;
+                used[p.a] += 1;
+                used[p.b] += 1;
+            }
+        }
+    }
+    let mut rounds: Rounds = Vec::new();
+    let mut busy: Vec<Vec<bool>> = Vec::new();
+    // The leaves meet in tournament order, each pass once more, so that every pass spreads
+    // over all leaves before the next.
+    let order = round_robin(leaves.len()).unwrap_or_default();
+    for pass in 0..times {
+        for leaf_round in &order {
+            for p in leaf_round {
+                let (a, b) = (leaves[p.a], leaves[p.b]);
+                if covered.get(&(a.min(b), a.max(b))).copied().unwrap_or(0) > pass {
+                    continue;
+                }
+                // Every pair of their ranks has met: no third NIC pair to be had.
+                let key = (a.min(b), a.max(b));
+                let met_here = between.entry(key).or_insert(0);
+                if *met_here >= members[a].len() * members[b].len() {
+                    continue;
+                }
+                *met_here += 1;
+                let sides = (members[a].as_slice(), members[b].as_slice());
+                meet(
+                    sides,
+                    (&mut met, &mut used),
+                    (&mut rounds, &mut busy),
+                    leaf_of.len(),
+                );
+            }
+        }
+    }
+    rounds
+}
+
+/// One meeting of two leaves (their ranks), in the first round with a pair of free ranks
+/// that have not met, the least-used ranks first (the caller knows that such a pair is left).
+fn meet(
+    (xs, ys): (&[usize], &[usize]),
+    (met, used): (
+        &mut std::collections::BTreeSet<(usize, usize)>,
+        &mut [usize],
+    ),
+    (rounds, busy): (&mut Rounds, &mut Vec<Vec<bool>>),
+    n: usize,
+) {
+    let unmet = |x: usize, y: usize| !met.contains(&(x.min(y), x.max(y)));
+    let by_use = |list: &[usize], used: &[usize]| {
+        let mut l = list.to_vec();
+        l.sort_by_key(|&r| (used[r], r));
+        l
+    };
+    let (xs, ys) = (by_use(xs, used), by_use(ys, used));
+    for k in 0.. {
+        if k == rounds.len() {
+            rounds.push(Vec::new());
+            busy.push(vec![false; n]);
+        }
+        let free = |r: &&usize| !busy[k][**r];
+        let found = xs.iter().filter(free).find_map(|&x| {
+            ys.iter()
+                .filter(free)
+                .find(|&&y| unmet(x, y))
+                .map(|&y| (x, y))
+        });
+        if let Some((x, y)) = found {
+            rounds[k].push(Pair {
+                a: x.min(y),
+                b: x.max(y),
+            });
+            busy[k][x] = true;
+            busy[k][y] = true;
+            met.insert((x.min(y), x.max(y)));
+            used[x] += 1;
+            used[y] += 1;
+            return;
+        }
+    }
+}
+
 /// Each rank with the next, the last with the first.
 pub fn ring(n: usize) -> Result<Rounds, ScheduleError> {
     check_size(n)?;
@@ -198,6 +315,70 @@ pub fn rail_aligned(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each rank's leaf: `per_leaf` consecutive ranks per leaf.
+    fn leaves(n: usize, per_leaf: usize) -> Vec<Option<usize>> {
+        (0..n).map(|r| Some(r / per_leaf)).collect()
+    }
+
+    /// How often each pair of leaves met over `rounds`, checking that no rank is in two
+    /// pairs of a round and no two ranks meet twice.
+    fn crossings(
+        rounds: &[Vec<Pair>],
+        leaf_of: &[Option<usize>],
+    ) -> std::collections::BTreeMap<(usize, usize), usize> {
+        let mut met = std::collections::BTreeSet::new();
+        let mut out = std::collections::BTreeMap::new();
+        for round in rounds {
+            let mut seen = std::collections::BTreeSet::new();
+            for p in round {
+                assert!(
+                    seen.insert(p.a) && seen.insert(p.b),
+                    "a rank twice in a round"
+                );
+                assert!(met.insert((p.a.min(p.b), p.a.max(p.b))), "{p:?} met twice");
+                if let (Some(x), Some(y)) = (leaf_of[p.a], leaf_of[p.b]) {
+                    if x != y {
+                        *out.entry((x.min(y), x.max(y))).or_default() += 1;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn quick_with_leaves_crosses_every_pair_of_leaves_three_times_in_a_few_rounds() {
+        for (n, per_leaf, most) in [(1024, 32, 4), (96, 8, 6), (6, 3, 0)] {
+            let leaf_of = leaves(n, per_leaf);
+            let planned = quick(n).unwrap();
+            let more = across_leaves(&leaf_of, &planned, QUICK_CROSSINGS);
+            assert!(more.len() <= most, "{n} ranks: {} rounds more", more.len());
+            let all: Vec<Vec<Pair>> = planned.into_iter().chain(more).collect();
+            let met = crossings(&all, &leaf_of);
+            let l = n / per_leaf;
+            assert_eq!(
+                met.len(),
+                l * (l - 1) / 2,
+                "{n} ranks: every pair of leaves"
+            );
+            assert!(met.values().all(|&c| c >= QUICK_CROSSINGS), "{n}: {met:?}");
+        }
+    }
+
+    #[test]
+    fn leaves_of_one_rank_meet_once_and_unplaced_ranks_take_no_part() {
+        let leaf_of = [Some(0), Some(1), Some(2), None];
+        let more = across_leaves(&leaf_of, &[], QUICK_CROSSINGS);
+        let met = crossings(&more, &leaf_of);
+        assert_eq!(met.len(), 3);
+        assert!(met.values().all(|&c| c == 1), "{met:?}");
+        assert!(more.iter().flatten().all(|p| p.a != 3 && p.b != 3));
+        assert!(
+            across_leaves(&[Some(0), Some(0)], &[], 3).is_empty(),
+            "one leaf"
+        );
+    }
 
     /// No rank twice in a round; returns how often each unordered pair appears.
     fn check_rounds(n: usize, rounds: &Rounds) -> Vec<u8> {
