@@ -21,6 +21,7 @@ PKGS=(
     qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils   # scripts/rxe-vm.sh (soft-RoCE guest)
     openmpi-bin                                                  # mpirun, for multi-rank runs (also in the guest)
     tcpdump                                                      # the guest tests read the IP TOS --tclass sets
+    prometheus                                                   # promtool: the tests check every --prom file
     curl ca-certificates                                         # rustup
 )
 RUST_COMPONENTS=(rustfmt clippy)

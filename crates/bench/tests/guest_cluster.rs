@@ -73,7 +73,9 @@ fn an_mpirun_sweep_measures_every_pair_and_names_the_throttled_nic() {
     let json = dir.join("sweep.json");
     // Node 2's link, both ends.
     let _throttle = NetChange::slow_link(&["veth2", "vp2"]);
-    let out = mpirun(&sweep_args(json.to_str().unwrap(), 19400, &[]));
+    let prom = dir.join("sweep.prom");
+    let metrics = ["--prom", prom.to_str().unwrap()];
+    let out = mpirun(&sweep_args(json.to_str().unwrap(), 19400, &metrics));
     let printed = text(&out);
     assert_eq!(
         out.status.code(),
@@ -122,6 +124,18 @@ fn an_mpirun_sweep_measures_every_pair_and_names_the_throttled_nic() {
     assert!(
         printed.contains("rxe2 of") && printed.contains("slow"),
         "{printed}"
+    );
+
+    // Rank 0's metrics: valid, and the throttled NIC named there too.
+    assert_eq!(common::promtool(&prom), "", "the sweep's --prom file");
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("rdmabench_sweep_nic_named{")
+                && l.contains("device=\"rxe2\"")
+                && l.ends_with("kind=\"slow\"} 1")),
+        "{metrics}"
     );
 
     // The records side reads what the sweep wrote.

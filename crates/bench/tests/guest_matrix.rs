@@ -113,6 +113,7 @@ fn a_sweep_records_every_size_from_2_bytes_to_8_mib() {
     }
     let dir = common::scratch("sweep-csv");
     let csv = dir.join("sweep.csv");
+    let prom = dir.join("sweep.prom");
     let run = pair(
         "write-bw",
         19350,
@@ -126,6 +127,8 @@ fn a_sweep_records_every_size_from_2_bytes_to_8_mib() {
             "--validate",
             "--csv",
             csv.to_str().unwrap(),
+            "--prom",
+            prom.to_str().unwrap(),
         ],
     );
     run.assert_ok();
@@ -142,6 +145,13 @@ fn a_sweep_records_every_size_from_2_bytes_to_8_mib() {
         24,
         "a header and one row per size:\n{csv_text}"
     );
+    assert_eq!(common::promtool(&prom), "", "the client's --prom file");
+    let metrics = std::fs::read_to_string(&prom).unwrap();
+    let sizes = metrics
+        .lines()
+        .filter(|l| l.starts_with("rdmabench_bandwidth_bytes_per_second{"))
+        .count();
+    assert_eq!(sizes, 23, "one bandwidth sample per size:\n{metrics}");
     std::fs::remove_dir_all(dir).ok();
 }
 

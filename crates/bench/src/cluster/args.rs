@@ -15,7 +15,7 @@ use super::fabric::{self, Fabric};
 use super::schedule::{self, Rounds, ScheduleError};
 use crate::cli::TestArgs;
 use crate::plan::{shown, Mode, PlanError, TestKind, TestPlan};
-use crate::report::{FORMATS, JSON};
+use crate::report::{FORMATS, JSON, PROM};
 use crate::run::{RecordFiles, RunOptions};
 
 /// The coordinator's default TCP port when only Slurm's node list names it.
@@ -218,6 +218,8 @@ pub struct SweepSpec {
     pub fabric: Option<Fabric>,
     /// Where rank 0 writes the sweep record.
     pub json: Option<PathBuf>,
+    /// Where rank 0 writes the sweep's metrics (`--prom`).
+    pub prom: Option<PathBuf>,
     /// --timeout.
     pub timeout: Duration,
     /// Everything above that every rank must share, as (option, value) in a fixed order:
@@ -278,6 +280,7 @@ impl ClusterArgs {
             max_lat_factor: self.max_lat_factor,
             fabric,
             json: self.test.files.get(&JSON).map(Path::to_path_buf),
+            prom: self.test.files.get(&PROM).map(Path::to_path_buf),
             timeout: self.test.timeout(),
             options: Vec::new(),
         };
@@ -335,11 +338,12 @@ impl ClusterArgs {
             ("--loopback", t.loopback),
             ("--persistent", t.persistent),
         ]);
-        // Every record format but the JSON: the sweep's --json FILE is its own record.
+        // Every record format but the JSON and the metrics: the sweep's --json FILE is its
+        // own record, its --prom FILE its own metrics.
         given.extend(
             FORMATS
                 .iter()
-                .filter(|f| f.flag != JSON.flag)
+                .filter(|f| f.flag != JSON.flag && f.flag != PROM.flag)
                 .map(|f| (format!("--{}", f.flag), t.files.get(f).is_some())),
         );
         given.extend(named(&[

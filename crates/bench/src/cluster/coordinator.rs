@@ -1103,10 +1103,14 @@ fn pair_record(
     }
 }
 
+/// The sweep record to `--json`, its metrics to `--prom`.
 fn write_record(spec: &SweepSpec, rec: &SweepRecord) -> Result<()> {
     if let Some(path) = &spec.json {
         let bytes = serde_json::to_vec_pretty(rec)?;
         write_atomically(path, &bytes)?;
+    }
+    if let Some(path) = &spec.prom {
+        write_atomically(path, crate::report::render_sweep(rec).as_bytes())?;
     }
     Ok(())
 }

@@ -61,8 +61,12 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         );
         return Ok(());
     }
-    if let (0, Some(path)) = (place.rank, &spec.json) {
-        check_writable("--json", path)?;
+    if place.rank == 0 {
+        for (flag, path) in [("--json", &spec.json), ("--prom", &spec.prom)] {
+            if let Some(path) = path {
+                check_writable(flag, path)?;
+            }
+        }
     }
     let verbs = Verbs::open(&spec)?;
     let at = (args.test.bind.as_str(), args.test.port.unwrap_or(0));

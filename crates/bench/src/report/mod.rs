@@ -5,6 +5,7 @@
 
 mod csv;
 mod json;
+mod prom;
 mod record;
 #[cfg(test)]
 pub(crate) mod samples;
@@ -12,6 +13,7 @@ pub mod sweep;
 
 pub use self::csv::{CsvExporter, CSV};
 pub use json::{JsonExporter, JSON};
+pub use prom::{render_sweep, PromExporter, PROM};
 pub use record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
     PcieRecord, RailRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
@@ -214,7 +216,7 @@ impl std::fmt::Debug for Format {
 
 /// Every output format of the run record, in `--help`'s order: a new exporter is one file
 /// (its [`Exporter`] and its [`Format`]) and one line here.
-pub const FORMATS: &[Format] = &[JSON, CSV];
+pub const FORMATS: &[Format] = &[JSON, CSV, PROM];
 
 /// Renders `record` with `exporter` and writes it to `path` atomically.
 pub fn export(exporter: &dyn Exporter, record: &RunRecord, path: &Path) -> Result<()> {

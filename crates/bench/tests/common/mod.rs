@@ -7,6 +7,8 @@
 
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
+mod promtool;
+
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader, Read};
 use std::path::{Path, PathBuf};
@@ -506,4 +508,12 @@ pub fn named_nics(rec: &serde_json::Value) -> Vec<(u64, String)> {
             (rank, n["kind"].as_str().unwrap_or("").to_string())
         })
         .collect()
+}
+
+/// `promtool check metrics` on the file at `path`: its complaints, empty when the file is
+/// valid and lint-clean.
+pub fn promtool(path: &Path) -> String {
+    let text =
+        std::fs::read(path).unwrap_or_else(|e| panic!("no metrics at {}: {e}", path.display()));
+    promtool::check(&text)
 }
