@@ -22,6 +22,7 @@ PKGS=(
     openmpi-bin                                                  # mpirun, for multi-rank runs (also in the guest)
     tcpdump                                                      # the guest tests read the IP TOS --tclass sets
     prometheus                                                   # promtool: the tests check every --prom file
+    python3-jsonschema                                           # jsonschema: the tests' records against results/schemas
     curl ca-certificates                                         # rustup
 )
 RUST_COMPONENTS=(rustfmt clippy)

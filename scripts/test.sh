@@ -8,8 +8,10 @@
 #      same dependencies as step 3: no release build in CI)
 #   5. the integration tests named tests/guest_*.rs, built here, run inside the soft-RoCE guest
 #      (scripts/rxe-vm.sh) with RDMABENCH_REQUIRE_RDMA=1, so a missing device fails them
+#   6. every record the tests read (kept in target/test-records), and every record stored
+#      under results/, validated against results/schemas/ (scripts/check-records.sh)
 #
-# Usage: scripts/test.sh [--no-guest]     (--no-guest stops after step 4)
+# Usage: scripts/test.sh [--no-guest]     (--no-guest skips step 5)
 # Needs what scripts/setup.sh installs. Exit status: 0 when everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,6 +31,17 @@ step() { printf '\n==> %s\n' "$*"; }
 # person accepting a change: INSTA_UPDATE=always cargo test -p rdmabench, then git diff).
 export INSTA_UPDATE=no
 
+# The tests keep a copy of every record they read here (tests/common, keep_record), in the
+# guest too; the last step validates them all against the shipped schemas.
+export RDMABENCH_KEEP_RECORDS="$PWD/target/test-records"
+rm -rf "$RDMABENCH_KEEP_RECORDS"
+mkdir -p "$RDMABENCH_KEEP_RECORDS"
+export RXE_VM_PASSENV="${RXE_VM_PASSENV:+$RXE_VM_PASSENV }RDMABENCH_KEEP_RECORDS"
+check_records() {
+    step "records against results/schemas (scripts/check-records.sh)"
+    scripts/check-records.sh "$RDMABENCH_KEEP_RECORDS" results
+}
+
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
@@ -41,7 +54,10 @@ cargo test --workspace --locked
 step "benches: each runs once in test mode"
 cargo test --locked -p rdmabench-benches --benches
 
-[ "$guest" = 1 ] || exit 0
+if [ "$guest" = 0 ]; then
+    check_records
+    exit 0
+fi
 
 step "integration tests inside the soft-RoCE guest"
 # The integration tests that need verbs devices live in files named tests/guest_*.rs; they
@@ -110,4 +126,5 @@ for b in "${many_node[@]}"; do
     run_lane "$(basename "${b%-*}")" "$(node_of "$b")" "$(leaves_of "$b")" "$b" || rc=1
 done
 [ "$rc" = 0 ] || echo "scripts/test.sh: guest tests failed (see the lines marked FAILED or panicked above)" >&2
+check_records || rc=1
 exit "$rc"

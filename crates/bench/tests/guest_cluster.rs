@@ -59,9 +59,7 @@ fn mpirun(args: &[String]) -> Output {
 }
 
 fn load(path: &std::path::Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("no sweep record at {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
+    common::read_record(path)
 }
 
 #[test]

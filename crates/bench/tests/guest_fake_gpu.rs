@@ -53,8 +53,7 @@ fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
             "{}",
             text(&out)
         );
-        let record: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let record: serde_json::Value = common::read_record(&json);
         assert_eq!(record["params"]["mem"], "cuda-peermem:0", "{test}");
         assert_eq!(record["gpu"]["name"], "Fake GPU 0");
         assert_eq!(record["gpu"]["gdr"], true);
@@ -139,8 +138,7 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
             text(&out)
         );
     }
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let record: serde_json::Value = common::read_record(&json);
     assert_eq!(record["params"]["mem"], "cuda-staged:0");
     assert_eq!(record["gpu"]["gdr"], false);
     assert_eq!(

@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 use common::{bin, client_args, rdma_ready, scratch, server_args, sh, Server};
 
 fn load(path: &std::path::Path) -> serde_json::Value {
-    let text = std::fs::read_to_string(path)
-        .unwrap_or_else(|e| panic!("no record at {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap()
+    common::read_record(path)
 }
 
 /// Lines of a result table: they start with the size.

@@ -51,8 +51,7 @@ fn gdr_compare_tabulates_what_ran_and_names_what_could_not() {
         row.contains('%'),
         "a row for 4096 with its share of the ceiling:\n{t}"
     );
-    let record: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("host.json")).unwrap()).unwrap();
+    let record: serde_json::Value = common::read_record(&dir.join("host.json"));
     assert_eq!(record["params"]["mem"], "host");
     std::fs::remove_dir_all(dir).ok();
 }
@@ -111,9 +110,7 @@ fn gdr_compare_puts_the_staged_path_beside_host_memory() {
         3,
         "three columns with a share:\n{t}"
     );
-    let staged: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("cuda-staged.json")).unwrap())
-            .unwrap();
+    let staged: serde_json::Value = common::read_record(&dir.join("cuda-staged.json"));
     assert_eq!(staged["gpu"]["gdr"], false);
     assert_eq!(staged["results"][0]["iterations"], 100);
     std::fs::remove_dir_all(dir).ok();

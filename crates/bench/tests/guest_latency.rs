@@ -104,7 +104,7 @@ fn loopback_pins_its_two_threads_and_no_pin_pins_none() {
     args.extend(["-n", "200", "--json", json.to_str().unwrap()]);
     let out = client(&args);
     assert!(out.status.success(), "{}", text(&out));
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let record: Value = common::read_record(&json);
     assert_eq!(record["params"]["cpus"], "0", "{}", record["params"]);
     // Auto: the guest's TSC is not flagged invariant, but the pinned thread may use it.
     assert_eq!(record["params"]["clock"], "tsc", "{}", record["params"]);
@@ -112,7 +112,7 @@ fn loopback_pins_its_two_threads_and_no_pin_pins_none() {
     args.push("--no-pin");
     let out = client(&args);
     assert!(out.status.success(), "{}", text(&out));
-    let record: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let record: Value = common::read_record(&json);
     assert!(
         record["params"].get("cpus").is_none(),
         "{}",

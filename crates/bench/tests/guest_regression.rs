@@ -136,7 +136,7 @@ fn stored(dir: &Path, label: &str) -> (Value, Value) {
     for e in std::fs::read_dir(dir.join(label)).unwrap() {
         let p = e.unwrap().path();
         let name = p.file_name().unwrap().to_str().unwrap().to_string();
-        let v: Value = serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap();
+        let v: Value = common::read_record(&p);
         if name.ends_with("-write-bw.server.json") {
             server = Some(v);
         } else if name.ends_with("-write-bw.json") {
@@ -301,7 +301,7 @@ fn fw_regression_saves_a_baseline_compares_and_exits_3_on_a_regression() {
         std::fs::copy(dir.join("baselines/before").join(&name), fast.join(&name)).unwrap();
     }
     let base = fast.join("write-bw.json");
-    let mut record: Value = serde_json::from_str(&std::fs::read_to_string(&base).unwrap()).unwrap();
+    let mut record: Value = common::read_record(&base);
     for r in record["results"].as_array_mut().unwrap() {
         let bw = r["bw_gbps"].as_f64().unwrap();
         r["bw_gbps"] = Value::from(bw * 10.0);

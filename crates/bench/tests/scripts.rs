@@ -95,3 +95,36 @@ fn gdr_compare_prints_its_header_before_what_did_not_run() {
     assert_eq!(lines.last(), Some(&"gdr-compare: no mode ran"), "{t}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `check-records.sh` passes the stored records and names a record that breaks its schema:
+/// the schemas hold the types to what a validator other than serde accepts.
+#[test]
+fn check_records_names_a_record_that_breaks_its_schema() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let stored = script(
+        "check-records.sh",
+        &[root.join("results").to_str().unwrap()],
+    );
+    assert!(stored.status.success(), "{}", text(&stored));
+    assert!(
+        text(&stored).contains("rdmabench.cluster/1 record(s) valid"),
+        "{}",
+        text(&stored)
+    );
+    let dir = scratch("check-records");
+    let good = root.join("results/baselines/soft-roce-emulated/write-bw.json");
+    let record = std::fs::read_to_string(&good).unwrap();
+    std::fs::write(dir.join("good.json"), &record).unwrap();
+    let bad = record.replacen("\"iterations\": ", "\"iterations\": \"many\", \"x\": ", 1);
+    std::fs::write(dir.join("bad.json"), bad).unwrap();
+    let out = script("check-records.sh", &[dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("bad.json)===")
+            && text(&out).contains("'many' is not of type 'integer'"),
+        "{}",
+        text(&out)
+    );
+    assert!(!text(&out).contains("good.json)"), "{}", text(&out));
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -9,6 +9,7 @@ mod prom;
 mod record;
 #[cfg(test)]
 pub(crate) mod samples;
+pub mod schema;
 pub mod sweep;
 
 pub use self::csv::{CsvExporter, CSV};
@@ -26,12 +27,13 @@ pub use sweep::{
 use std::path::Path;
 
 use anyhow::{bail, Result};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::units::{gbits_from_gbytes, gbytes_per_sec};
 
 /// The figures for one message size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SizeResult {
     /// Message size in payload bytes.
     pub size: u64,
@@ -75,7 +77,7 @@ pub struct SizeResult {
 /// What a bandwidth figure's measured window held. The rate is counted from its first to
 /// its last completion event, so it needs at least two; a `-D` window that reaches its
 /// planned end with fewer than ten is kept open until it has them, for at most `--timeout`.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WindowFacts {
     /// Completion events inside the window (after the one that opened it).
     pub completions: u64,
@@ -92,7 +94,7 @@ pub struct WindowFacts {
 }
 
 /// Latency statistics in microseconds.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LatencyStats {
     /// Smallest.
     pub min: f64,
@@ -115,7 +117,7 @@ pub struct LatencyStats {
 }
 
 /// One direction of a bidirectional run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DirectionFigures {
     /// Operations measured.
     pub iterations: u64,
@@ -128,7 +130,7 @@ pub struct DirectionFigures {
 }
 
 /// Both directions of a bidirectional run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Directions {
     /// What the client sent.
     pub client_to_server: DirectionFigures,
@@ -137,7 +139,7 @@ pub struct Directions {
 }
 
 /// One repetition's figures for one size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Repetition {
     /// Operations measured.
     pub iterations: u64,

@@ -1,6 +1,7 @@
 //! The result record (`schema` "rdmabench.result/1"): one document per
 //! invocation, self-describing enough to compare against a baseline months later.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::SizeResult;
@@ -9,7 +10,7 @@ use super::SizeResult;
 pub const SCHEMA: &str = "rdmabench.result/1";
 
 /// One run: who, where, on what, with which parameters, and the figures per size.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunRecord {
     /// Always [`SCHEMA`].
     pub schema: String,
@@ -60,7 +61,7 @@ pub struct RunRecord {
 }
 
 /// One rail of a multi-rail run: its device, where it measured, its ceilings and its figures.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RailRecord {
     /// The rail's RDMA device and port.
     pub device: DeviceRecord,
@@ -92,7 +93,7 @@ pub struct RailRecord {
 
 /// How far a run got when its record was written. The record is rewritten as each size
 /// (and repetition) completes, so a run that fails or is killed leaves what it measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum RunStatus {
     /// Every size and repetition of the plan was measured.
@@ -117,7 +118,7 @@ impl RunStatus {
 }
 
 /// The GPU whose memory the run used, and which path the data took.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuRecord {
     /// The GPU's name, e.g. "NVIDIA H200".
     pub name: String,
@@ -131,7 +132,7 @@ pub struct GpuRecord {
 }
 
 /// The staged path's bounce buffers.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StagingRecord {
     /// Bytes per bounce buffer (`--staging-chunk`, or a whole SEND message when larger).
     pub chunk: u64,
@@ -140,7 +141,7 @@ pub struct StagingRecord {
 }
 
 /// The tool's version.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ToolRecord {
     /// Crate version.
     pub version: String,
@@ -159,7 +160,7 @@ impl ToolRecord {
 }
 
 /// The host.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HostRecord {
     /// Host name.
     pub hostname: Option<String>,
@@ -184,7 +185,7 @@ impl HostRecord {
 }
 
 /// The RDMA device and port that ran the test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DeviceRecord {
     /// Device name.
     pub name: String,
@@ -212,7 +213,7 @@ pub struct DeviceRecord {
 }
 
 /// One PCIe function's link.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PcieLinkRecord {
     /// Bus/device/function.
     pub bdf: String,
@@ -229,7 +230,7 @@ pub struct PcieLinkRecord {
 }
 
 /// PCIe facts of the run (null where unknown, e.g. a soft-RoCE device has no PCI function).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PcieRecord {
     /// The NIC's link.
     pub nic: Option<PcieLinkRecord>,
@@ -241,7 +242,7 @@ pub struct PcieRecord {
 
 /// The test's parameters as the loops ran them (the effective values: see
 /// `results/schema.md`); `catalogue::PARAMS` is how each shows and compares.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ParamsRecord {
     /// Test name, e.g. "write-bw".
     pub test: String,
@@ -355,7 +356,7 @@ fn one() -> u32 {
 }
 
 /// The physical ceilings in GB/s, and the binding one.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct CeilingsRecord {
     /// The wire's payload ceiling.
     pub wire_gbps: Option<f64>,

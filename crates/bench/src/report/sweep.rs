@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::{RunRecord, RunStatus, ToolRecord};
@@ -16,7 +17,7 @@ use crate::plan::PlanError;
 pub const SWEEP_SCHEMA: &str = "rdmabench.cluster/1";
 
 /// One sweep across the ranks of a launch.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SweepRecord {
     /// Always [`SWEEP_SCHEMA`].
     pub schema: String,
@@ -71,7 +72,7 @@ pub struct SweepRecord {
 }
 
 /// One rank: where it ran and on which NIC.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RankRecord {
     /// Its rank in the launch.
     pub rank: u32,
@@ -101,7 +102,7 @@ pub struct RankRecord {
 }
 
 /// One test between two ranks.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PairRecord {
     /// The round it ran in (0-based; re-runs come after the planned rounds).
     pub round: u32,
@@ -152,7 +153,7 @@ pub struct PairRecord {
 /// Runs of a congestion pattern that went on at once, their measured windows started
 /// together: an incast's senders into one receiver, a bisection's halves, an all-to-all's
 /// group.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GroupRecord {
     /// The round it ran in (0-based).
     pub round: u32,
@@ -184,7 +185,7 @@ pub struct GroupRecord {
 pub const FULL_RECORDS_UP_TO: usize = 64;
 
 /// The fleet's figures for one test.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FleetFigures {
     /// The test.
     pub test: String,
@@ -213,7 +214,7 @@ pub struct FleetFigures {
 }
 
 /// A NIC the verdict names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NamedNic {
     /// Its rank.
     pub rank: u32,
@@ -230,7 +231,7 @@ pub struct NamedNic {
 }
 
 /// A rank rank 0 lost: it never joined, died, or stopped answering.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Unreachable {
     /// The round it was lost in (0-based, as `pairs[].round`; 0 for a rank that never
     /// joined).
@@ -241,7 +242,7 @@ pub struct Unreachable {
 }
 
 /// A part of the fabric beyond one NIC that the verdict names.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct NamedPath {
     /// "between leaves" (every pair across two leaves slow, pairs inside each fine),
     /// "cut" (the same, inferred from the matrix without a topology) or "toward leaf" (one
@@ -257,7 +258,7 @@ pub struct NamedPath {
 }
 
 /// One rank whose configuration differs from most of the fleet's.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Outlier {
     /// Its rank.
     pub rank: u32,
