@@ -219,6 +219,7 @@ fn json_output_carries_every_figure() {
     let f = files("cmp-json");
     let out = compare(&[&f.base, &f.drop], &["--json"]);
     assert_eq!(out.status.code(), Some(3));
+    common::keep_json(&out.stdout, "compare.json");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "rdmabench.compare/1");
     assert_eq!(v["regressed"], true);
@@ -242,6 +243,7 @@ fn json_output_carries_every_figure() {
     assert_eq!(c["info"][0]["what"], "firmware (device.fw_ver)");
     assert_eq!(c["warnings"].as_array().unwrap().len(), 0);
     let out = compare(&[&f.base, &f.drop], &["--json", "--per-size"]);
+    common::keep_json(&out.stdout, "compare.json");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["comparisons"][0]["rows"][1]["q"], Value::Null);
     std::fs::remove_dir_all(f.dir).ok();
@@ -715,6 +717,7 @@ fn two_sweeps_are_compared_pair_by_pair_and_the_slow_nic_named() {
         )
     );
     let out = compare(&[&before, &after], &["--json"]);
+    common::keep_json(&out.stdout, "compare.json");
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["schema"], "rdmabench.compare.cluster/1");
     assert_eq!(v["regressed"], true);

@@ -54,6 +54,7 @@ fn two_real_runs_compare_and_plot() {
         .args(["compare", "--json", path(&a), path(&b)])
         .output()
         .unwrap();
+    common::keep_json(&out.stdout, "compare.json");
     let v: Value = serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("compare --json: {e}\n{}", text(&out)));
     let row = &v["comparisons"][0]["rows"][0];

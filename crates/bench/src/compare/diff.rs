@@ -12,7 +12,7 @@ use crate::report::{PcieLinkRecord, RunRecord};
 use crate::units::format_size;
 
 /// One field that differs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Difference {
     /// What differs, e.g. "MTU (device.active_mtu)".
     pub what: String,
@@ -23,7 +23,7 @@ pub struct Difference {
 }
 
 /// The differences between two records.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct Differences {
     /// Differences that make the comparison doubtful.
     pub warnings: Vec<Difference>,

@@ -26,7 +26,7 @@ pub const SWEEP_COMPARE_SCHEMA: &str = "rdmabench.compare.cluster/1";
 pub const NAMED_AT: usize = 2;
 
 /// What happened to one pair.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PairVerdict {
     /// Slower beyond the threshold.
@@ -63,7 +63,7 @@ impl PairVerdict {
 }
 
 /// One pair measured in both sweeps.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct PairChange {
     /// The test.
     pub test: String,
@@ -82,7 +82,7 @@ pub struct PairChange {
 }
 
 /// A pair measured in one sweep only.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct LonePair {
     /// The test.
     pub test: String,
@@ -91,7 +91,7 @@ pub struct LonePair {
 }
 
 /// A NIC common to several pairs that got worse.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct NicTally {
     /// Its label.
     pub nic: String,
@@ -104,7 +104,7 @@ pub struct NicTally {
 }
 
 /// A NIC whose firmware differs between the sweeps.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 pub struct FirmwareChange {
     /// Its label.
     pub nic: String,
@@ -115,7 +115,7 @@ pub struct FirmwareChange {
 }
 
 /// Everything `compare` found between two sweeps.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct SweepComparison {
     /// [`SWEEP_COMPARE_SCHEMA`].
     pub schema: &'static str,

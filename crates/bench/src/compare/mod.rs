@@ -149,7 +149,7 @@ pub fn load_record(path: &Path) -> Result<RunRecord> {
 }
 
 /// What a row compares.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Metric {
     /// Payload bandwidth, GB/s; higher is better.
@@ -169,7 +169,7 @@ impl Metric {
 }
 
 /// One size's comparison.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Row {
     /// Message size in bytes.
     pub size: u64,
@@ -195,7 +195,7 @@ pub struct Row {
 }
 
 /// One candidate against the baseline.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Comparison {
     /// The baseline's file.
     pub baseline: String,
@@ -223,7 +223,7 @@ pub struct Comparison {
 }
 
 /// The settings of a comparison, as `--json` reports them.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct MethodSettings {
     /// `--threshold`.
     pub threshold_pct: f64,
@@ -236,7 +236,7 @@ pub struct MethodSettings {
 }
 
 /// Everything `compare` found.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Report {
     /// [`COMPARE_SCHEMA`].
     pub schema: &'static str,

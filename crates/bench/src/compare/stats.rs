@@ -49,7 +49,7 @@ use serde::Serialize;
 pub const EXACT_LIMIT: usize = 60;
 
 /// The verdict for one size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Verdict {
     /// Better than the baseline: more bandwidth, or less latency.
@@ -72,7 +72,7 @@ impl Verdict {
 }
 
 /// Which test decided about the spread.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum SpreadTest {
     /// Mann-Whitney U, two-sided.
@@ -105,7 +105,7 @@ pub struct Settings {
 }
 
 /// The verdict with everything it rests on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Judgement {
     /// Median of the baseline's values.
     pub baseline_median: f64,

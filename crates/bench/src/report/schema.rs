@@ -1,4 +1,4 @@
-//! The records' JSON Schemas, derived from their Rust types (schemars reads the same serde
+//! The JSON Schemas of the records and of `compare --json`'s reports, derived from their Rust types (schemars reads the same serde
 //! attributes that write the records, so the schemas cannot drift from them) and shipped
 //! under `results/schemas/`: a test fails when a shipped file differs from what the types
 //! say (`RDMABENCH_WRITE_SCHEMAS=1 cargo test -p rdmabench schema` writes them anew), and
@@ -6,6 +6,8 @@
 //! independent validator (Debian's python3-jsonschema).
 
 use super::{RunRecord, SweepRecord, SCHEMA, SWEEP_SCHEMA};
+use crate::compare::fleet::{SweepComparison, SWEEP_COMPARE_SCHEMA};
+use crate::compare::{Report, COMPARE_SCHEMA};
 
 /// A record kind's schema: the `schema` value its records carry, the file it is shipped
 /// as (under `results/schemas/`), and the schema's text.
@@ -30,6 +32,16 @@ pub const PUBLISHED: &[Published] = &[
         record: SWEEP_SCHEMA,
         file: "rdmabench.cluster-1.schema.json",
         generate: || text(schemars::schema_for!(SweepRecord), SWEEP_SCHEMA),
+    },
+    Published {
+        record: COMPARE_SCHEMA,
+        file: "rdmabench.compare-1.schema.json",
+        generate: || text(schemars::schema_for!(Report), COMPARE_SCHEMA),
+    },
+    Published {
+        record: SWEEP_COMPARE_SCHEMA,
+        file: "rdmabench.compare.cluster-1.schema.json",
+        generate: || text(schemars::schema_for!(SweepComparison), SWEEP_COMPARE_SCHEMA),
     },
 ];
 

@@ -310,18 +310,26 @@ pub fn read_record(path: &Path) -> serde_json::Value {
 /// it, in the guest too), where the test script validates every record the tests read
 /// against the shipped schemas (`results/schemas/`) once they are done.
 pub fn keep_record(path: &Path) {
+    if let Ok(bytes) = std::fs::read(path) {
+        let name = path
+            .file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        keep_json(&bytes, &name);
+    }
+}
+
+/// Keeps `bytes`, a JSON document the binary printed (`compare --json -`, say), as
+/// [`keep_record`] keeps a file, under `name`.
+pub fn keep_json(bytes: &[u8], name: &str) {
     static KEPT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let Some(dir) = std::env::var_os("RDMABENCH_KEEP_RECORDS") else {
         return;
     };
     let n = KEPT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let name = path
-        .file_name()
-        .map(|f| f.to_string_lossy().into_owned())
-        .unwrap_or_default();
     let to = Path::new(&dir).join(format!("{}-{n}-{name}", std::process::id()));
     if std::fs::create_dir_all(&dir).is_ok() {
-        let _ = std::fs::copy(path, to);
+        let _ = std::fs::write(to, bytes);
     }
 }
 
