@@ -13,6 +13,8 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
+use crate::compare::stats::median;
+
 use super::{
     CeilingsRecord, DeviceRecord, Exporter, Format, RunRecord, RunStatus, SizeResult, SweepRecord,
 };
@@ -91,31 +93,34 @@ const QUANTILES: &[Quantile] = &[
 pub fn render(record: &RunRecord) -> String {
     let parts = parts(record);
     let mut out = String::new();
+    let info: Vec<String> = parts
+        .iter()
+        .map(|p| {
+            format!(
+                "rdmabench_run_info{{{},version=\"{}\",mem=\"{}\"}} 1",
+                p.labels,
+                escape(&record.tool.version),
+                escape(&record.params.mem)
+            )
+        })
+        .collect();
     family(
         &mut out,
-        "rdmabench_run_info",
-        "gauge",
+        ("rdmabench_run_info", "gauge"),
         "The run: tool version and firmware in its labels; always 1.",
-    );
-    for p in &parts {
-        let _ = writeln!(
-            out,
-            "rdmabench_run_info{{{},version=\"{}\",mem=\"{}\"}} 1",
-            p.labels,
-            escape(&record.tool.version),
-            escape(&record.params.mem)
-        );
-    }
-    family(
-        &mut out,
-        "rdmabench_run_complete",
-        "gauge",
-        "1 when the run measured every size it planned, 0 while it runs or after it failed.",
+        &info,
     );
     let complete = u8::from(record.status == RunStatus::Complete);
-    for p in &parts {
-        let _ = writeln!(out, "rdmabench_run_complete{{{}}} {complete}", p.labels);
-    }
+    let complete: Vec<String> = parts
+        .iter()
+        .map(|p| format!("rdmabench_run_complete{{{}}} {complete}", p.labels))
+        .collect();
+    family(
+        &mut out,
+        ("rdmabench_run_complete", "gauge"),
+        "1 when the run measured every size it planned, 0 while it runs or after it failed.",
+        &complete,
+    );
     ceilings(&mut out, &parts);
     for &(name, help, value) in GAUGES {
         let samples: Vec<String> = parts
@@ -129,10 +134,7 @@ pub fn render(record: &RunRecord) -> String {
                 ))
             })
             .collect();
-        if !samples.is_empty() {
-            family(&mut out, name, "gauge", help);
-            samples.iter().for_each(|s| out.push_str(&format!("{s}\n")));
-        }
+        family(&mut out, (name, "gauge"), help, &samples);
     }
     latency_summary(&mut out, &parts);
     out
@@ -199,10 +201,14 @@ fn ceilings(out: &mut String, parts: &[Part<'_>]) {
             }
         }
     }
-    if !samples.is_empty() {
-        family(out, "rdmabench_ceiling_bytes_per_second", "gauge", "The physical ceilings of the device's path; binding=\"true\" marks the one that binds.");
-        samples.iter().for_each(|s| out.push_str(&format!("{s}\n")));
-    }
+    let help =
+        "The physical ceilings of the device's path; binding=\"true\" marks the one that binds.";
+    family(
+        out,
+        ("rdmabench_ceiling_bytes_per_second", "gauge"),
+        help,
+        &samples,
+    );
 }
 
 /// The latency of each size as a summary: its quantiles, `_sum` and `_count`.
@@ -229,10 +235,8 @@ fn latency_summary(out: &mut String, parts: &[Part<'_>]) {
             lines.push(format!("{NAME}_count{{{labels}}} {count}"));
         }
     }
-    if !lines.is_empty() {
-        family(out, NAME, "summary", "Latency of each message size (one way: half a round trip for write, send; a round trip for read and atomics).");
-        lines.iter().for_each(|s| out.push_str(&format!("{s}\n")));
-    }
+    let help = "Latency of each message size (one way: half a round trip for write, send; a round trip for read and atomics).";
+    family(out, (NAME, "summary"), help, &lines);
 }
 
 /// A sweep record (`cluster --prom FILE`, written by rank 0 with the record) as metrics:
@@ -243,59 +247,57 @@ fn latency_summary(out: &mut String, parts: &[Part<'_>]) {
 pub fn render_sweep(rec: &SweepRecord) -> String {
     let mut out = String::new();
     let pattern = escape(&rec.pattern);
-    family(
-        &mut out,
-        "rdmabench_sweep_complete",
-        "gauge",
-        "1 when the sweep ran every round, 0 while it runs or after it failed.",
-    );
     let complete = u8::from(rec.status == RunStatus::Complete);
-    let _ = writeln!(
-        out,
-        "rdmabench_sweep_complete{{pattern=\"{pattern}\"}} {complete}"
+    family(
+        &mut out,
+        ("rdmabench_sweep_complete", "gauge"),
+        "1 when the sweep ran every round, 0 while it runs or after it failed.",
+        &[format!(
+            "rdmabench_sweep_complete{{pattern=\"{pattern}\"}} {complete}"
+        )],
     );
     family(
         &mut out,
-        "rdmabench_sweep_ranks",
-        "gauge",
+        ("rdmabench_sweep_ranks", "gauge"),
         "Ranks in the sweep.",
-    );
-    let _ = writeln!(
-        out,
-        "rdmabench_sweep_ranks{{pattern=\"{pattern}\"}} {}",
-        rec.ranks.len()
+        &[format!(
+            "rdmabench_sweep_ranks{{pattern=\"{pattern}\"}} {}",
+            rec.ranks.len()
+        )],
     );
     fleet_medians(&mut out, rec);
     nic_figures(&mut out, rec);
-    family(&mut out, "rdmabench_sweep_nic_named", "gauge", "1 for a NIC the verdict names (kind: slow, failing, counters, unreachable), 0 for one it does not.");
-    for r in &rec.ranks {
-        let named: Vec<&str> = rec
-            .named
-            .iter()
-            .filter(|n| n.rank == r.rank)
-            .map(|n| n.kind.as_str())
-            .collect();
-        let (value, kind) = match named.first() {
-            Some(kind) => (1, *kind),
-            None => (0, ""),
-        };
-        let _ = writeln!(
-            out,
-            "rdmabench_sweep_nic_named{{{},kind=\"{}\"}} {value}",
-            nic_labels(r),
-            escape(kind)
-        );
-    }
+    let named: Vec<String> = rec
+        .ranks
+        .iter()
+        .map(|r| {
+            let kind = rec
+                .named
+                .iter()
+                .find(|n| n.rank == r.rank)
+                .map(|n| n.kind.as_str());
+            format!(
+                "rdmabench_sweep_nic_named{{{},kind=\"{}\"}} {}",
+                nic_labels(r),
+                escape(kind.unwrap_or("")),
+                u8::from(kind.is_some())
+            )
+        })
+        .collect();
     family(
         &mut out,
-        "rdmabench_sweep_paths_named",
-        "gauge",
-        "Paths beyond one NIC the verdict names (between leaves, toward a leaf, a cut).",
+        ("rdmabench_sweep_nic_named", "gauge"),
+        "1 for a NIC the verdict names (kind: slow, failing, counters, unreachable), 0 for one it does not.",
+        &named,
     );
-    let _ = writeln!(
-        out,
-        "rdmabench_sweep_paths_named{{pattern=\"{pattern}\"}} {}",
-        rec.paths.len()
+    family(
+        &mut out,
+        ("rdmabench_sweep_paths_named", "gauge"),
+        "Paths beyond one NIC the verdict names (between leaves, toward a leaf, a cut).",
+        &[format!(
+            "rdmabench_sweep_paths_named{{pattern=\"{pattern}\"}} {}",
+            rec.paths.len()
+        )],
     );
     groups(&mut out, rec);
     out
@@ -329,25 +331,21 @@ fn figure_metric(unit: &str, what: &str) -> String {
 
 fn fleet_medians(out: &mut String, rec: &SweepRecord) {
     for unit in ["GB/s", "us"] {
-        let fleet: Vec<_> = rec.fleet.iter().filter(|f| f.unit == unit).collect();
-        if fleet.is_empty() {
-            continue;
-        }
         let name = figure_metric(unit, "fleet_median_");
-        family(
-            out,
-            &name,
-            "gauge",
-            "The fleet's median figure of each test (bandwidth, or median latency).",
-        );
-        for f in fleet {
-            let _ = writeln!(
-                out,
-                "{name}{{test=\"{}\"}} {}",
-                escape(&f.test),
-                number(base_unit(f.median, unit))
-            );
-        }
+        let lines: Vec<String> = rec
+            .fleet
+            .iter()
+            .filter(|f| f.unit == unit)
+            .map(|f| {
+                format!(
+                    "{name}{{test=\"{}\"}} {}",
+                    escape(&f.test),
+                    number(base_unit(f.median, unit))
+                )
+            })
+            .collect();
+        let help = "The fleet's median figure of each test (bandwidth, or median latency).";
+        family(out, (&name, "gauge"), help, &lines);
     }
 }
 
@@ -360,20 +358,13 @@ fn nic_figures(out: &mut String, rec: &SweepRecord) {
         for test in rec.tests.iter().filter(|t| rec.unit_of(t) == unit) {
             let pairs = rec.measurements(test);
             for r in &rec.ranks {
-                let mut v: Vec<f64> = pairs
+                let v: Vec<f64> = pairs
                     .iter()
                     .filter(|(k, _)| k.0 == r.rank || k.1 == r.rank)
                     .filter_map(|(_, p)| p.value)
                     .collect();
-                if v.is_empty() {
+                let Some(median) = median(&v) else {
                     continue;
-                }
-                v.sort_by(f64::total_cmp);
-                let mid = v.len() / 2;
-                let median = if v.len() % 2 == 1 {
-                    v[mid]
-                } else {
-                    (v[mid - 1] + v[mid]) / 2.0
                 };
                 lines.push(format!(
                     "{name}{{{},test=\"{}\"}} {}",
@@ -383,15 +374,9 @@ fn nic_figures(out: &mut String, rec: &SweepRecord) {
                 ));
             }
         }
-        if !lines.is_empty() {
-            family(
-                out,
-                &name,
-                "gauge",
-                "Each NIC's median figure over its pairs, per test (bandwidth, or median latency).",
-            );
-            lines.iter().for_each(|l| out.push_str(&format!("{l}\n")));
-        }
+        let help =
+            "Each NIC's median figure over its pairs, per test (bandwidth, or median latency).";
+        family(out, (&name, "gauge"), help, &lines);
     }
 }
 
@@ -435,10 +420,7 @@ fn groups(out: &mut String, rec: &SweepRecord) {
                 ))
             })
             .collect();
-        if !lines.is_empty() {
-            family(out, name, "gauge", help);
-            lines.iter().for_each(|l| out.push_str(&format!("{l}\n")));
-        }
+        family(out, (name, "gauge"), help, &lines);
     }
 }
 
@@ -446,8 +428,16 @@ fn size_labels(p: &Part<'_>, r: &SizeResult) -> String {
     format!("{},size=\"{}\"", p.labels, r.size)
 }
 
-fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+/// A metric family (`name`, and `kind`: gauge, summary): its HELP and TYPE, then its
+/// `samples`, one per line; nothing when it has none.
+fn family(out: &mut String, (name, kind): (&str, &str), help: &str, samples: &[String]) {
+    if samples.is_empty() {
+        return;
+    }
     let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    for s in samples {
+        let _ = writeln!(out, "{s}");
+    }
 }
 
 /// A sample value as the exposition format writes it.
