@@ -20,7 +20,8 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::style::FontTransform;
 
-use super::FONT_FAMILY as FONT;
+use super::text_style as style;
+use super::{draw_titles, FONT_FAMILY as FONT, SUBTITLE_GREY as GREY};
 use crate::cluster::locate::headline;
 use crate::cluster::verdict::{badness, vs_median};
 use crate::report::sweep::lower_is_better;
@@ -379,7 +380,6 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 const MARGIN: i32 = 14;
-const GREY: RGBColor = RGBColor(90, 90, 90);
 const NAMED: RGBColor = RGBColor(178, 24, 43);
 /// The colour bar's width and the room its tick labels take.
 const BAR_W: i32 = 18;
@@ -461,10 +461,6 @@ pub fn picture_size(map: &HeatMap, asked: (u32, u32)) -> (u32, u32) {
     (asked.0.max(w as u32), asked.1.max(h as u32))
 }
 
-fn style(size: i32, color: &RGBColor) -> TextStyle<'_> {
-    TextStyle::from((FONT, size).into_font()).color(color)
-}
-
 /// Draws `map` on `root`.
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &HeatMap) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
@@ -480,19 +476,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &HeatMap) ->
         .max()
         .unwrap_or(0);
     let at = layout((w, h), label_w, map.labels.len(), map.caption.len());
-    let centre = Pos::new(HPos::Center, VPos::Top);
-    root.draw(&Text::new(
-        map.title.clone(),
-        (w as i32 / 2, 10),
-        style(22, &BLACK).pos(centre),
-    ))
-    .map_err(err)?;
-    root.draw(&Text::new(
-        map.subtitle.clone(),
-        (w as i32 / 2, 42),
-        style(14, &GREY).pos(centre),
-    ))
-    .map_err(err)?;
+    draw_titles(root, &map.title, &map.subtitle).map_err(err)?;
     for (i, row) in map.cells.iter().enumerate() {
         for (j, cell) in row.iter().enumerate() {
             draw_cell(root, map, at, (i as i32, j as i32), *cell)?;

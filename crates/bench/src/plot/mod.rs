@@ -48,6 +48,36 @@ static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-subset.ttf");
 /// or its sans-serif font when it has none.
 pub const FONT_FAMILY: &str = "DejaVu Sans, sans-serif";
 
+/// Text in the pictures' font, `size` pixels high.
+fn text_style(size: i32, color: &plotters::style::RGBColor) -> plotters::style::TextStyle<'_> {
+    use plotters::style::IntoFont as _;
+    plotters::style::TextStyle::from((FONT_FAMILY, size).into_font()).color(color)
+}
+
+/// The grey of a picture's subtitle and notes.
+const SUBTITLE_GREY: plotters::style::RGBColor = plotters::style::RGBColor(90, 90, 90);
+
+/// A picture's title and, under it, its subtitle, centred at its top (the heat map's and the
+/// shares chart's).
+fn draw_titles<DB: plotters::prelude::DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    title: &str,
+    subtitle: &str,
+) -> Result<(), plotters::drawing::DrawingAreaErrorKind<DB::ErrorType>> {
+    use plotters::element::Text;
+    use plotters::style::text_anchor::{HPos, Pos, VPos};
+    let centre = Pos::new(HPos::Center, VPos::Top);
+    let x = root.dim_in_pixel().0 as i32 / 2;
+    let black = plotters::style::RGBColor(0, 0, 0);
+    root.draw(&Text::new(
+        title.to_string(),
+        (x, 10),
+        text_style(22, &black).pos(centre),
+    ))?;
+    let grey = text_style(14, &SUBTITLE_GREY).pos(centre);
+    root.draw(&Text::new(subtitle.to_string(), (x, 42), grey))
+}
+
 /// `rdmabench plot`'s options.
 #[derive(Debug, Args)]
 pub struct PlotArgs {

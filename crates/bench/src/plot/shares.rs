@@ -9,8 +9,9 @@ use plotters::element::{EmptyElement, Text};
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
+use super::draw_titles;
 use super::render::PALETTE;
-use super::FONT_FAMILY as FONT;
+use super::text_style as style;
 use crate::report::SweepRecord;
 
 /// What the picture shows.
@@ -104,7 +105,6 @@ pub fn shares_chart(sweep: &SweepRecord, test: &str, title: Option<&str>) -> Sha
 }
 
 const CEILING: RGBColor = RGBColor(178, 24, 43);
-const GREY: RGBColor = RGBColor(90, 90, 90);
 /// The height of a caption line.
 const LINE_H: u32 = 20;
 
@@ -112,27 +112,11 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("drawing the shares chart failed: {e}")
 }
 
-fn style(size: i32, color: &RGBColor) -> TextStyle<'_> {
-    TextStyle::from((FONT, size).into_font()).color(color)
-}
-
 /// Draws `chart` on `root`.
 pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &SharesChart) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
-    let (w, h) = root.dim_in_pixel();
-    let top = Pos::new(HPos::Center, VPos::Top);
-    root.draw(&Text::new(
-        chart.title.clone(),
-        (w as i32 / 2, 10),
-        style(22, &BLACK).pos(top),
-    ))
-    .map_err(err)?;
-    root.draw(&Text::new(
-        chart.subtitle.clone(),
-        (w as i32 / 2, 40),
-        style(14, &GREY).pos(top),
-    ))
-    .map_err(err)?;
+    let h = root.dim_in_pixel().1;
+    draw_titles(root, &chart.title, &chart.subtitle).map_err(err)?;
     let caption_h = LINE_H * chart.caption.len() as u32 + 10;
     let (area, below) = root
         .margin(64, 0, 10, 20)
