@@ -522,14 +522,9 @@ fn sweep(
             write_record(spec, rec)?;
             written = Some(Instant::now());
         }
-        let skipped = match round.len() - ran {
-            0 => String::new(),
-            n => format!(" ({n} not measured: a rank unreachable)"),
-        };
         println!(
-            "round {}/{total}: {ran} pair(s) in {:.1} s{skipped}",
-            r + 1,
-            started.elapsed().as_secs_f64()
+            "{}",
+            round_line((r, total), (ran, round.len()), "pair(s)", started)
         );
     }
     let mut next = total as u32;
@@ -572,18 +567,32 @@ fn sweep_together(
         // No pairs to judge: the verdict names the ranks lost.
         judge(rec);
         write_record(spec, rec)?;
-        let skipped = match round.len() - ran {
-            0 => String::new(),
-            n => format!(" ({n} not measured: a rank unreachable)"),
-        };
+        let what = "flow(s) at once";
         println!(
-            "round {}/{}: {ran} flow(s) at once in {:.1} s{skipped}",
-            r + 1,
-            rounds.len(),
-            started.elapsed().as_secs_f64()
+            "{}",
+            round_line((r, rounds.len()), (ran, round.len()), what, started)
         );
     }
     Ok(())
+}
+
+/// What rank 0 prints when planned round `r` of `total` is over: `ran` of its `planned`
+/// pairs or flows (`what`) measured, since `started`.
+fn round_line(
+    (r, total): (usize, usize),
+    (ran, planned): (usize, usize),
+    what: &str,
+    started: Instant,
+) -> String {
+    let skipped = match planned - ran {
+        0 => String::new(),
+        n => format!(" ({n} not measured: a rank unreachable)"),
+    };
+    format!(
+        "round {}/{total}: {ran} {what} in {:.1} s{skipped}",
+        r + 1,
+        started.elapsed().as_secs_f64()
+    )
 }
 
 /// A rank's answer in a congestion round: the runs it served, the runs it measured.
@@ -630,6 +639,7 @@ fn run_together_round(
         .into_iter()
         .filter(|p| reachable(members, p.a) && reachable(members, p.b))
         .collect();
+    let name = test.kind.to_string();
     for group in congestion::groups(spec.pattern, &measured) {
         let mut flows = Vec::with_capacity(group.len());
         let mut records = Vec::with_capacity(group.len());
@@ -639,7 +649,6 @@ fn run_together_round(
             records.push(server.0.clone());
             flows.push(pair_record(rec, test, round, p, (client, server)));
         }
-        let name = test.kind.to_string();
         rec.groups
             .push(congestion::group_record(round, &name, flows, &records));
     }
