@@ -132,20 +132,20 @@ pub fn across_leaves(leaf_of: &[Option<usize>], planned: &[Vec<Pair>], times: us
         .collect();
     let mut met: std::collections::BTreeSet<(usize, usize)> = std::collections::BTreeSet::new();
     let mut used = vec![0usize; leaf_of.len()];
-    let mut covered: std::collections::BTreeMap<(usize, usize), usize> = Default::default();
     // How many pairs of ranks have met between each two leaves.
     let mut between: std::collections::BTreeMap<(usize, usize), usize> = Default::default();
     for p in planned.iter().flatten() {
         met.insert((p.a.min(p.b), p.a.max(p.b)));
         if let (Some(Some(x)), Some(Some(y))) = (leaf_of.get(p.a), leaf_of.get(p.b)) {
             if x != y {
-                *covered.entry((*x.min(y), *x.max(y))).or_default() += 1;
                 *between.entry((*x.min(y), *x.max(y))).or_default() += 1;
                 used[p.a] += 1;
                 used[p.b] += 1;
             }
         }
     }
+    // The planned rounds' crossings count toward each pass.
+    let covered = between.clone();
     let mut rounds: Rounds = Vec::new();
     let mut busy: Vec<Vec<bool>> = Vec::new();
     // The leaves meet in tournament order, each pass once more, so that every pass spreads

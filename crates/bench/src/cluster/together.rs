@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Result};
 
 use super::args::SweepTest;
-use super::worker::PairTest;
-use crate::control::{printable, Channel, FlowDone, FlowFrom, FlowTo, Listener, Message};
+use super::worker::{partner_address, record_or_error, PairTest};
+use crate::control::{Channel, FlowDone, FlowFrom, FlowTo, Listener, Message};
 use crate::placement::PinChoice;
 use crate::report::RunRecord;
 use crate::run::{StartGate, StartTogether};
@@ -29,18 +29,14 @@ pub fn run_together(
     ch: &mut Channel,
     wait: Duration,
 ) -> Result<Message> {
-    let mut froms = Vec::with_capacity(serve.len());
-    for f in serve {
-        let Ok(ip) = f.from.parse::<IpAddr>() else {
-            let why = format!(
-                "rank 0 assigned rank {} at '{}', which is no address",
-                f.client,
-                printable(&f.from)
-            );
-            return Ok(all_failed(serve, measure, &why));
-        };
-        froms.push(ip);
-    }
+    let froms: Result<Vec<IpAddr>> = serve
+        .iter()
+        .map(|f| partner_address(f.client, &f.from))
+        .collect();
+    let froms = match froms {
+        Ok(froms) => froms,
+        Err(why) => return Ok(all_failed(serve, measure, &format!("{why:#}"))),
+    };
     let mut test = test.clone();
     // Several measuring threads of one process would share the one CPU each pins to.
     if serve.len() + measure.len() > 1 {
@@ -108,17 +104,11 @@ fn start_together(gate: &LocalGate, served: usize, ch: &mut Channel, wait: Durat
 }
 
 fn flow_done(peer: u32, result: Result<Option<RunRecord>>) -> FlowDone {
-    match result {
-        Ok(record) => FlowDone {
-            peer,
-            record: record.map(Box::new),
-            error: None,
-        },
-        Err(e) => FlowDone {
-            peer,
-            record: None,
-            error: Some(format!("{e:#}")),
-        },
+    let (record, error) = record_or_error(result);
+    FlowDone {
+        peer,
+        record,
+        error,
     }
 }
 

@@ -135,24 +135,17 @@ impl<'a> Worker<'a> {
                 .recv_within("the coordinator's next step", wait)
                 .map_err(|e| anyhow!("rank 0 (the coordinator at {}): {e:#}", ch.peer()))?;
             match msg {
-                Message::Assign {
-                    test,
-                    work: Work::Together { serve, measure },
-                    ..
-                } => {
-                    let answer = match self.spec.tests.get(test as usize) {
-                        Some(t) => {
+                Message::Assign { test, work, .. } => {
+                    let answer = match (self.spec.tests.get(test as usize), work) {
+                        (None, _) => done(Err(anyhow!(
+                            "rank 0 assigned test {test}, which this sweep lacks"
+                        ))),
+                        (Some(t), Work::Together { serve, measure }) => {
                             let flows = (serve.as_slice(), measure.as_slice());
                             run_together(t, &self.listener, self.tester, flows, &mut ch, wait)?
                         }
-                        None => done(Err(anyhow!(
-                            "rank 0 assigned test {test}, which this sweep lacks"
-                        ))),
+                        (Some(t), work) => self.work(t, &work),
                     };
-                    ch.send(&answer)?;
-                }
-                Message::Assign { test, work, .. } => {
-                    let answer = self.work(test as usize, &work);
                     ch.send(&answer)?;
                 }
                 Message::SweepEnd { exit, reason } => {
@@ -168,25 +161,15 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Does one assignment; a failed run is an answer too (the coordinator decides).
-    fn work(&self, test: usize, work: &Work) -> Message {
-        let Some(t) = self.spec.tests.get(test) else {
-            return done(Err(anyhow!(
-                "rank 0 assigned test {test}, which this sweep lacks"
-            )));
-        };
+    /// Does one assignment of test `t` but a congestion round's (`run_together`); a failed
+    /// run is an answer too (the coordinator decides).
+    fn work(&self, t: &SweepTest, work: &Work) -> Message {
         let result = match work {
             Work::Rest => Ok(None),
-            Work::Serve { client, from } => {
-                let Ok(partner) = from.parse::<IpAddr>() else {
-                    return done(Err(anyhow!(
-                        "rank 0 assigned rank {client} at '{}', which is no address",
-                        printable(from)
-                    )));
-                };
+            Work::Serve { client, from } => partner_address(*client, from).and_then(|partner| {
                 self.listener.serve_only(&[partner]);
                 self.tester.serve(t, &self.listener, *client)
-            }
+            }),
             Work::Measure { server, host, port } => {
                 self.tester.measure(t, *server, host, *port).map(Some)
             }
@@ -196,17 +179,29 @@ impl<'a> Worker<'a> {
     }
 }
 
-fn done(result: Result<Option<RunRecord>>) -> Message {
+/// The address rank 0 says rank `client` connects from.
+pub(super) fn partner_address(client: u32, from: &str) -> Result<IpAddr> {
+    from.parse::<IpAddr>().map_err(|_| {
+        anyhow!(
+            "rank 0 assigned rank {client} at '{}', which is no address",
+            printable(from)
+        )
+    })
+}
+
+/// A run's outcome as an answer carries it: its record, or its error.
+pub(super) fn record_or_error(
+    result: Result<Option<RunRecord>>,
+) -> (Option<Box<RunRecord>>, Option<String>) {
     match result {
-        Ok(record) => Message::PairDone {
-            record: record.map(Box::new),
-            error: None,
-        },
-        Err(e) => Message::PairDone {
-            record: None,
-            error: Some(format!("{e:#}")),
-        },
+        Ok(record) => (record.map(Box::new), None),
+        Err(e) => (None, Some(format!("{e:#}"))),
     }
+}
+
+fn done(result: Result<Option<RunRecord>>) -> Message {
+    let (record, error) = record_or_error(result);
+    Message::PairDone { record, error }
 }
 
 /// Connects to rank 0, trying again until `timeout`: ranks start in any order, rank 0 may

@@ -745,7 +745,7 @@ mod tests {
     }
 
     /// A congestion round's receiver serves its senders at once, each server waiting in a
-    /// thread of its own; one client more than the round assigned is told Busy.
+    /// thread of its own; back at one seat while those runs go on, a newcomer is told Busy.
     #[test]
     fn a_congestion_rounds_server_takes_its_partners_at_once() {
         let l = listen(None, Duration::from_secs(2));
