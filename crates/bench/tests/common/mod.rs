@@ -294,7 +294,7 @@ pub fn load_record(path: &Path) -> serde_json::Value {
     let Ok(text) = std::fs::read_to_string(path) else {
         return serde_json::Value::Null;
     };
-    keep_record(path);
+    keep_record(path, &text);
     serde_json::from_str(&text).unwrap_or(serde_json::Value::Null)
 }
 
@@ -302,21 +302,19 @@ pub fn load_record(path: &Path) -> serde_json::Value {
 pub fn read_record(path: &Path) -> serde_json::Value {
     let text = std::fs::read_to_string(path)
         .unwrap_or_else(|e| panic!("no record at {}: {e}", path.display()));
-    keep_record(path);
+    keep_record(path, &text);
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{} is no JSON: {e}", path.display()))
 }
 
-/// Keeps a copy of the record at `path` in `$RDMABENCH_KEEP_RECORDS` (`scripts/test.sh` sets
-/// it, in the guest too), where the test script validates every record the tests read
-/// against the shipped schemas (`results/schemas/`) once they are done.
-pub fn keep_record(path: &Path) {
-    if let Ok(bytes) = std::fs::read(path) {
-        let name = path
-            .file_name()
-            .map(|f| f.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        keep_json(&bytes, &name);
-    }
+/// Keeps a copy of the record read from `path` (its `text`) in `$RDMABENCH_KEEP_RECORDS`
+/// (`scripts/test.sh` sets it, in the guest too), where the test script validates every
+/// record the tests read against the shipped schemas (`results/schemas/`) once they are done.
+fn keep_record(path: &Path, text: &str) {
+    let name = path
+        .file_name()
+        .map(|f| f.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    keep_json(text.as_bytes(), &name);
 }
 
 /// Keeps `bytes`, a JSON document the binary printed (`compare --json -`, say), as
