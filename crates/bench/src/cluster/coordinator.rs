@@ -657,25 +657,23 @@ fn run_together_round(
 
 /// Each rank's part in a congestion round: the flows it serves and measures, or rest.
 fn together_works(members: &[Member], flows: &[Pair]) -> Vec<Work> {
-    (0..members.len())
-        .map(|r| {
-            let serve: Vec<FlowFrom> = flows
-                .iter()
-                .filter(|p| p.a == r)
-                .map(|p| FlowFrom {
-                    client: p.b as u32,
-                    from: members[p.b].addr.to_string(),
-                })
-                .collect();
-            let measure: Vec<FlowTo> = flows
-                .iter()
-                .filter(|p| p.b == r)
-                .map(|p| FlowTo {
-                    server: p.a as u32,
-                    host: members[p.a].addr.to_string(),
-                    port: members[p.a].joining.port,
-                })
-                .collect();
+    let mut serve: Vec<Vec<FlowFrom>> = vec![Vec::new(); members.len()];
+    let mut measure: Vec<Vec<FlowTo>> = vec![Vec::new(); members.len()];
+    for p in flows {
+        serve[p.a].push(FlowFrom {
+            client: p.b as u32,
+            from: members[p.b].addr.to_string(),
+        });
+        measure[p.b].push(FlowTo {
+            server: p.a as u32,
+            host: members[p.a].addr.to_string(),
+            port: members[p.a].joining.port,
+        });
+    }
+    serve
+        .into_iter()
+        .zip(measure)
+        .map(|(serve, measure)| {
             if serve.is_empty() && measure.is_empty() {
                 Work::Rest
             } else {
