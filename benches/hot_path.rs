@@ -28,6 +28,7 @@ fn shape(post_list: u32) -> LoopShape {
         recv: None,
         stall_timeout: Duration::from_secs(30),
         rate_limit: None,
+        interval: None,
     }
 }
 

@@ -422,6 +422,18 @@ pub const PARAMS: &[Param] = &[
         ..PLANNED
     },
     Param {
+        key: "interval",
+        flag: Some("--interval"),
+        applies: Applies {
+            to: |t, _| t.mode == Mode::Bw,
+            why: "it cuts a bandwidth test's -D window; a latency test's figures are a histogram",
+        },
+        label: "Interval (s)",
+        compare: Compared::Info,
+        value: |p| opt(p.interval.map(serde_json::Value::from)),
+        ..PLANNED
+    },
+    Param {
         key: "bidirectional",
         flag: Some("--bidirectional"),
         perftest: Some("-b"),

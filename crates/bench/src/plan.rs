@@ -219,6 +219,10 @@ pub struct TestPlan {
     /// Seconds per size (duration runs); `None` runs `iters` operations.
     #[serde(deserialize_with = "Option::deserialize")]
     pub duration: Option<f64>,
+    /// `--interval`: seconds per interval of a duration run's window (bandwidth tests);
+    /// `None`: the window as one.
+    #[serde(deserialize_with = "Option::deserialize")]
+    pub interval: Option<f64>,
     /// Number of QPs.
     pub qps: u32,
     /// Operations in flight per QP.
@@ -288,6 +292,11 @@ pub const DEFAULT_TX_DEPTH: u32 = 128;
 pub const DEFAULT_RX_DEPTH: u32 = 512;
 /// Default completion moderation (perftest's), at most half the TX depth.
 pub const DEFAULT_CQ_MOD: u32 = 100;
+/// `--interval`'s shortest interval, in seconds: a tenth of a second holds a score of
+/// completion events on a slow link, where shorter would be noise.
+pub const MIN_INTERVAL: f64 = 0.1;
+/// `--interval`'s most intervals in one window.
+pub const MAX_INTERVALS: u64 = 10_000;
 /// Default RC acknowledgement timeout exponent on a NIC (perftest's): 4.096 us * 2^14 = 67 ms a
 /// try, retried up to 7 times, so a dead peer fails a request in about half a second.
 pub const DEFAULT_QP_TIMEOUT: u8 = 14;
@@ -328,6 +337,11 @@ pub struct PlanRequest {
     /// out of the measured window at each end)
     #[arg(short = 'D', long = "duration", value_name = "SECS")]
     pub duration: Option<f64>,
+
+    /// With -D, also report the bandwidth of every SECS seconds of the measured window, its
+    /// worst interval and their coefficient of variation (bandwidth tests; 0.1 s or more)
+    #[arg(long = "interval", value_name = "SECS", requires = "duration")]
+    pub interval: Option<f64>,
 
     /// Transport: RC, UC (WRITE and SEND) or UD (SEND, one packet per message)
     #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", value_parser = Connection::parse)]
@@ -523,6 +537,7 @@ impl PlanRequest {
                 DEFAULT_ITERS_BW
             }),
             duration: self.duration,
+            interval: self.interval,
             qps: self.qps.unwrap_or(1),
             tx_depth,
             rx_depth: self.rx_depth.unwrap_or(DEFAULT_RX_DEPTH),
@@ -583,6 +598,7 @@ impl TestPlan {
                 ));
             }
         }
+        self.check_interval()?;
         check_range("--post-list", self.post_list, 1, self.tx_depth)?;
         check_range("--cq-mod", self.cq_mod, 1, self.tx_depth)?;
         if let Some(m) = self.path_mtu {
@@ -606,6 +622,45 @@ impl TestPlan {
         }
         self.check_verb_and_transport()?;
         self.check_mode()
+    }
+
+    /// `--interval`: within a `-D` window, at least [`MIN_INTERVAL`] seconds, and at most
+    /// [`MAX_INTERVALS`] of them; one window (not `--repeat`'s medians of several).
+    fn check_interval(&self) -> Result<(), PlanError> {
+        let Some(i) = self.interval else {
+            return Ok(());
+        };
+        let Some(d) = self.duration else {
+            return refuse(format!(
+                "--interval {i} cuts a -D run's window: add -D SECS (an iteration run has no \
+                 planned length to cut)"
+            ));
+        };
+        let window = crate::engine::bw::Stop::for_duration(d)
+            .window()
+            .map_or(0.0, |w| w.as_secs_f64());
+        if !(i.is_finite() && i >= MIN_INTERVAL && i <= window) {
+            return refuse(format!(
+                "--interval {i} is out of range: give seconds, at least {MIN_INTERVAL} and at \
+                 most the measured window of -D {d} ({window:.3} s: a tenth, at most 2 s, is \
+                 left out at each end)"
+            ));
+        }
+        if window / i > MAX_INTERVALS as f64 {
+            return refuse(format!(
+                "--interval {i} cuts the {window:.3} s window of -D {d} into more than \
+                 {MAX_INTERVALS} intervals: give at least {:.3}",
+                window / MAX_INTERVALS as f64
+            ));
+        }
+        if self.repeat > 1 {
+            return refuse(format!(
+                "--interval {i} follows one window over time; with --repeat {} the figures are \
+                 medians of several windows: leave one of them out",
+                self.repeat
+            ));
+        }
+        Ok(())
     }
 
     /// The catalogue's rules for every planned parameter: a whole number within its range,
@@ -965,6 +1020,46 @@ mod tests {
         .resolve(WRITE_BW)
         .unwrap_err();
         assert!(err.0.contains("--duration 0"), "{err}");
+    }
+
+    #[test]
+    fn an_interval_is_refused_outside_one_d_window_naming_what_would_do() {
+        let refused = |duration: Option<f64>, interval: f64, repeat: Option<u32>, t: TestKind| {
+            PlanRequest {
+                duration,
+                interval: Some(interval),
+                repeat,
+                ..request()
+            }
+            .resolve(t)
+            .unwrap_err()
+            .0
+        };
+        let e = refused(None, 1.0, None, WRITE_BW);
+        assert!(
+            e.contains("--interval 1 cuts a -D run's window: add -D SECS"),
+            "{e}"
+        );
+        // -D 10 measures 8 s: a tenth at each end is left out.
+        let e = refused(Some(10.0), 9.0, None, WRITE_BW);
+        assert!(e.contains("at least 0.1 and at most the measured window of -D 10 (8.000 s"));
+        let e = refused(Some(10.0), 0.05, None, WRITE_BW);
+        assert!(e.contains("--interval 0.05 is out of range"), "{e}");
+        let e = refused(Some(3600.0), 0.1, None, WRITE_BW);
+        assert!(
+            e.contains("more than 10000 intervals: give at least 0.360"),
+            "{e}"
+        );
+        let e = refused(Some(10.0), 1.0, Some(3), WRITE_BW);
+        assert!(e.contains("with --repeat 3 the figures are medians"), "{e}");
+        let e = refused(Some(10.0), 1.0, None, TestKind::new(Verb::Write, Mode::Lat));
+        assert!(e.contains("--interval") && e.contains("latency"), "{e}");
+        let ok = PlanRequest {
+            duration: Some(10.0),
+            interval: Some(1.0),
+            ..request()
+        };
+        assert_eq!(ok.resolve(WRITE_BW).unwrap().interval, Some(1.0));
     }
 
     #[test]

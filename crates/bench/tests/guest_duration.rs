@@ -1,8 +1,10 @@
 //! `-D` windows at default options (needs the soft-RoCE guest): every size of an `-a -D`
 //! sweep gets a rate, and a link held to 20 Mbit/s by `tc tbf` gives write-bw and read-bw
 //! figures near what the shaper lets through, where one completion per 64 messages of 64 KiB
-//! used to leave the window without a rate. Also a client started before its server: a
-//! scripted launch that races the two sides waits for the server instead of failing.
+//! used to leave the window without a rate. `-D 10 --interval 1` across a link slowed to
+//! 20 Mbit/s for 3 of its 10 seconds shows the dip in its table, record and plot. Also a
+//! client started before its server: a scripted launch that races the two sides waits for
+//! the server instead of failing.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -143,4 +145,143 @@ fn a_client_started_before_its_server_waits_for_it() {
         1,
         "said once that it waits:\n{printed}"
     );
+}
+
+/// `tc tbf` on both veths at `rate`, the queue as deep as [`SLOW_LINK`]'s, so that a change
+/// of rate delays frames instead of dropping them.
+fn set_rate(verb: &str, rate: &str) {
+    for dev in VETHS {
+        sh(&format!(
+            "tc qdisc {verb} dev {dev} root tbf rate {rate} burst 1mbit limit 16mb"
+        ));
+    }
+}
+
+#[test]
+fn a_link_slowed_for_3_of_10_seconds_shows_its_dip_interval_by_interval() {
+    if !rdma_ready("a_link_slowed_for_3_of_10_seconds_shows_its_dip_interval_by_interval") {
+        return;
+    }
+    use std::io::{BufRead, BufReader};
+    use std::time::Duration;
+    let dir = scratch("interval-dip");
+    let (sj, cj) = (dir.join("server.json"), dir.join("client.json"));
+    // The shaper is there from the start at a rate the guest never reaches, so that slowing
+    // it down and back changes its rate and keeps its queue (deleting it would drop frames).
+    set_rate("replace", "10gbit");
+    let _shaper = NetChange::new(
+        &[],
+        VETHS
+            .iter()
+            .map(|d| format!("tc qdisc del dev {d} root"))
+            .collect(),
+    );
+    let server = Server::start(&server_args(
+        "write-bw",
+        19713,
+        30,
+        &["--json", sj.to_str().unwrap()],
+    ));
+    let more = [
+        "-D",
+        "10",
+        "--interval",
+        "1",
+        "--json",
+        cj.to_str().unwrap(),
+    ];
+    let mut child = bin()
+        .args(client_args("write-bw", 19713, 30, &more))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut lines = Vec::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if line.contains("#bytes") {
+                // The size starts now: its window opens after 1 s and lasts 8 s. Slow the
+                // link from about 3 s to 6 s of it.
+                std::thread::sleep(Duration::from_secs(3));
+                set_rate("change", "20mbit");
+                std::thread::sleep(Duration::from_secs(3));
+                set_rate("change", "10gbit");
+            }
+            lines.push(line);
+        }
+        lines
+    });
+    let out = child.wait_with_output().unwrap();
+    let table = reader.join().unwrap().join("\n");
+    let (server_ok, server_text, _) = server.finish(Duration::from_secs(60));
+    let printed = format!("{table}\n{}", text(&out));
+    eprintln!("the client's table:\n{table}");
+    assert!(
+        out.status.success() && server_ok,
+        "{printed}\nserver:\n{server_text}"
+    );
+
+    let record = load_record(&cj);
+    let r = &record["results"][0];
+    let i = &r["intervals"];
+    let list = i["list"].as_array().unwrap();
+    let bws: Vec<f64> = list
+        .iter()
+        .map(|x| x["bw_gbps"].as_f64().unwrap() * 1e3)
+        .collect();
+    let said = format!("{printed}\nintervals in MB/s: {bws:.3?}");
+    assert!(
+        (6..=10).contains(&list.len()),
+        "about 8 intervals of 1 s: {said}"
+    );
+    let ops: u64 = list.iter().map(|x| x["iterations"].as_u64().unwrap()).sum();
+    assert_eq!(Some(ops), r["iterations"].as_u64(), "{said}");
+    // At least one whole interval inside the 3 s at 20 Mbit/s; unshaped, rxe in the guest
+    // moves several times that.
+    let worst = i["worst"]["bw_gbps"].as_f64().unwrap() * 1e9;
+    assert!(
+        worst < 1.2 * SHAPED,
+        "the dip reached the shaped rate: {said}"
+    );
+    assert!(i["worst_pct_of_median"].as_f64().unwrap() < 50.0, "{said}");
+    assert!(i["cov"].as_f64().unwrap() > 0.2, "{said}");
+    let start = i["worst"]["start_s"].as_f64().unwrap();
+    assert!(
+        (0.5..7.5).contains(&start),
+        "the dip inside the window: {said}"
+    );
+    // The table: a row per interval under the size's, and the worst named.
+    assert!(
+        table.contains("worst interval") && table.contains("% of the intervals' median"),
+        "{said}"
+    );
+    assert!(
+        table
+            .lines()
+            .filter(|l| l.trim_start().contains("-") && l.contains(" s "))
+            .count()
+            >= 6,
+        "{said}"
+    );
+    // The server reports (and recorded) the same intervals it checked.
+    assert_eq!(
+        load_record(&sj)["results"][0]["intervals"],
+        *i,
+        "{server_text}"
+    );
+
+    // The plot: a timeline, by default for a record with intervals.
+    let png = dir.join("dip.png");
+    let plot = bin()
+        .args(["plot", cj.to_str().unwrap(), "-o", png.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        plot.status.success() && text(&plot).contains("timeline chart"),
+        "{}",
+        text(&plot)
+    );
+    assert!(std::fs::metadata(&png).unwrap().len() > 10_000);
+    std::fs::remove_dir_all(dir).ok();
 }

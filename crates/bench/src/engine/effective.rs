@@ -31,6 +31,8 @@ pub struct Effective {
     pub sl: u8,
     /// GB/s a sending side posts at most (`--rate-limit`, bandwidth tests).
     pub rate_limit: Option<f64>,
+    /// Seconds per interval of a duration window (`--interval`, bandwidth tests).
+    pub interval: Option<f64>,
     /// A receiving side's QPs take their receives from one shared receive queue (`--srq`).
     pub srq: bool,
     /// The atomic operation: atomic tests only.
@@ -85,6 +87,7 @@ impl Effective {
             tclass: settled.tclass,
             sl: plan.sl.unwrap_or(0),
             rate_limit: plan.rate_limit,
+            interval: plan.interval,
             srq: plan.srq,
             atomic: (verb == Verb::Atomic).then_some(plan.atomic),
             validate: plan.validate,

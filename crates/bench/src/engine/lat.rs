@@ -472,6 +472,7 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
         seconds: clock.ns(tally.last.wrapping_sub(first)) as f64 / 1e9,
         events: tally.measured,
         extended: std::time::Duration::ZERO,
+        intervals: None,
     };
     Ok(LatMeasured {
         window,

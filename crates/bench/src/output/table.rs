@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::report::{ParamsRecord, SizeResult};
+use crate::report::{IntervalFigure, IntervalFigures, ParamsRecord, SizeResult};
 use crate::units::bandwidth_unit;
 
 /// The rule's width, which every header line of pairs keeps to.
@@ -104,8 +104,8 @@ impl Table {
         format!("{prefix}{}", self.plain_columns())
     }
 
-    /// The lines of one size as it finishes, each ending in a newline: its row, and under
-    /// `-b` each direction's.
+    /// The lines of one size as it finishes, each ending in a newline: its row, under `-b`
+    /// each direction's, and under `--interval` each interval's and the worst of them.
     pub fn rows(&self, rep: u32, r: &SizeResult) -> String {
         let prefix = if self.repeat > 1 {
             format!(" {:<3} ", rep + 1)
@@ -121,6 +121,9 @@ impl Table {
                 let line = direction_row(label, figures, self.gbits);
                 let _ = writeln!(out, "{prefix}{line}");
             }
+        }
+        if let Some(i) = &r.intervals {
+            out.push_str(&interval_rows(i, self.gbits));
         }
         out
     }
@@ -220,6 +223,28 @@ fn lat_row(r: &SizeResult) -> String {
     }
 }
 
+/// `--interval`: a row per interval, indented under its size's (from the window's opening,
+/// the columns of bandwidth and message rate), then the worst interval and the variation.
+fn interval_rows(i: &IntervalFigures, gbits: bool) -> String {
+    let (unit, scale) = bandwidth_unit(gbits);
+    let span = |f: &IntervalFigure| format!("{:.2}-{:.2} s", f.start_s, f.end_s());
+    let mut out = String::new();
+    for f in &i.list {
+        let mpps = f.iterations as f64 / f.seconds / 1e6;
+        let bw = f.bw_gbps * scale;
+        let _ = writeln!(out, "   {:<21} {bw:<18.6} {mpps:.6}", span(f));
+    }
+    let _ = writeln!(
+        out,
+        "   worst interval {}: {:.6} {unit}, {:.1}% of the intervals' median; CoV {:.3}",
+        span(&i.worst),
+        i.worst.bw_gbps * scale,
+        i.worst_pct_of_median,
+        i.cov
+    );
+    out
+}
+
 /// One direction of a bidirectional row, indented under it.
 fn direction_row(label: &str, d: &crate::report::DirectionFigures, gbits: bool) -> String {
     let bw = d.bw_gbps * bandwidth_unit(gbits).1;
@@ -254,6 +279,22 @@ mod tests {
         assert!(row0.starts_with(" 0     65536 "), "{row0}");
         assert!(all.starts_with(" all   65536 "), "{all}");
         assert!(row0.ends_with('\n') && row0.lines().count() == 1);
+    }
+
+    #[test]
+    fn intervals_are_rows_under_their_size_and_the_worst_is_named() {
+        let mut r = SizeResult::from_window(65536, 3000, 3.0).unwrap();
+        let list = [(0.0, 1000), (1.0, 100), (2.0, 1900)]
+            .iter()
+            .map(|&(at, ops)| IntervalFigure::new(65536, at, 1.0, ops))
+            .collect();
+        r.intervals = IntervalFigures::from_list(1.0, list);
+        let table = Table {
+            gbits: false,
+            lat: false,
+            repeat: 1,
+        };
+        insta::assert_snapshot!(table.rows(0, &r));
     }
 
     #[test]

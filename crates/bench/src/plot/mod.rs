@@ -4,7 +4,9 @@
 //!   when it has repetitions), each record's binding ceiling as a dashed line;
 //! - `--kind lat`: latency percentiles p50 / p99 / p99.9 vs message size;
 //! - `--kind trend`: one size's bandwidth (or p50/p99 latency) across records ordered by
-//!   `started_at` or by firmware version, with each run's ceiling.
+//!   `started_at` or by firmware version, with each run's ceiling;
+//! - `--kind timeline`: a `-D --interval` run's bandwidth interval by interval
+//!   (`timeline.rs`).
 //!
 //! Bandwidth and latency records are not drawn together unless `--mixed-tests` says so.
 //! The file's extension picks the format: `.svg` or `.png`. PNG text is drawn with a bundled
@@ -18,6 +20,7 @@ mod png;
 mod render;
 pub mod shares;
 pub mod spec;
+mod timeline;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -90,11 +93,12 @@ pub struct PlotArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE", required = true, value_parser = parse_output)]
     pub output: PathBuf,
 
-    /// What to draw [default: lat when every record has latency figures, else bw]
+    /// What to draw [default: lat when every record has latency figures, timeline when every
+    /// record has intervals (-D --interval), else bw]
     #[arg(long, value_enum)]
     pub kind: Option<Kind>,
 
-    /// With --kind trend: the message size [default: 64K when every record has it, else the largest size they share]
+    /// With --kind trend or timeline: the message size [default: 64K when every record has it, else the largest size they share (timeline: that has intervals)]
     #[arg(short = 's', long, value_parser = parse_size, value_name = "SIZE")]
     pub size: Option<u64>,
 
@@ -197,17 +201,18 @@ pub fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::Char
                 .to_string()
         ));
     }
-    if kind != Kind::Trend {
+    if !matches!(kind, Kind::Trend | Kind::Timeline) {
         if let Some(s) = args.size {
             bail!(PlanError(format!(
-                "--size {s} applies to --kind trend only; bw and lat charts show every size"
+                "--size {s} applies to --kind trend and timeline only; bw and lat charts show \
+                 every size"
             )));
         }
-        if args.order.is_some() {
-            bail!(PlanError(
-                "--order applies to --kind trend only".to_string()
-            ));
-        }
+    }
+    if kind != Kind::Trend && args.order.is_some() {
+        bail!(PlanError(
+            "--order applies to --kind trend only".to_string()
+        ));
     }
     if args.labels.len() > inputs.len() {
         bail!(PlanError(format!(
@@ -234,6 +239,7 @@ pub fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::Char
         Kind::Bw => spec::bw_spec(inputs, &opts)?,
         Kind::Lat => spec::lat_spec(inputs, &opts)?,
         Kind::Trend => spec::trend_spec(inputs, &opts)?,
+        Kind::Timeline => timeline::timeline_spec(inputs, &opts)?,
     };
     Ok((kind, spec))
 }
@@ -344,6 +350,7 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         Kind::Bw => "bandwidth",
         Kind::Lat => "latency",
         Kind::Trend => "trend",
+        Kind::Timeline => "timeline",
     };
     println!(
         "rdmabench: wrote {} ({kind} chart of {} record{})",

@@ -32,6 +32,8 @@ pub enum Kind {
     Lat,
     /// One size's bandwidth (or latency) across records, in order of date or firmware
     Trend,
+    /// A -D --interval run's bandwidth interval by interval, its worst interval marked
+    Timeline,
 }
 
 /// The order of a trend's records.
@@ -118,8 +120,15 @@ pub struct SpecOptions {
     pub width_px: u32,
 }
 
-/// The default chart: latency when every record has latency figures, else bandwidth.
+/// The default chart: latency when every record has latency figures, the timeline when
+/// every record has intervals (`--interval`), else bandwidth.
 pub fn default_kind(inputs: &[Input]) -> Kind {
+    let all_intervals = inputs
+        .iter()
+        .all(|i| i.record.results.iter().any(|r| r.intervals.is_some()));
+    if !inputs.is_empty() && all_intervals {
+        return Kind::Timeline;
+    }
     let all_lat = inputs.iter().all(|i| {
         !i.record.results.is_empty() && i.record.results.iter().all(|r| r.lat_us.is_some())
     });
@@ -271,7 +280,7 @@ fn size_range(inputs: &[Input]) -> (u64, u64) {
     )
 }
 
-fn bw_unit(gbits: bool) -> (f64, &'static str) {
+pub(super) fn bw_unit(gbits: bool) -> (f64, &'static str) {
     if gbits {
         (8.0, "Gb/s")
     } else {

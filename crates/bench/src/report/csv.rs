@@ -44,6 +44,15 @@ const COLUMNS: &[Column] = &[
     col("gbits", |_, r| r.gbits.to_string()),
     col("msg_rate_mpps", |_, r| r.msg_rate_mpps.to_string()),
     col("pct_of_ceiling", |_, r| opt(r.pct_of_ceiling)),
+    col("worst_interval_gbps", |_, r| {
+        opt(r.intervals.as_ref().map(|i| i.worst.bw_gbps))
+    }),
+    col("worst_interval_pct_of_median", |_, r| {
+        opt(r.intervals.as_ref().map(|i| i.worst_pct_of_median))
+    }),
+    col("interval_cov", |_, r| {
+        opt(r.intervals.as_ref().map(|i| i.cov))
+    }),
     col("lat_min_us", |_, r| lat(r, |l| l.min)),
     col("lat_p50_us", |_, r| lat(r, |l| l.p50)),
     col("lat_p90_us", |_, r| lat(r, |l| l.p90)),

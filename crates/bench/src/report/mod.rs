@@ -4,6 +4,7 @@
 //! parameter catalogue's (`catalogue.rs`). The terminal's view of a live run is `output/`.
 
 mod csv;
+mod intervals;
 mod json;
 mod prom;
 mod record;
@@ -13,6 +14,7 @@ pub mod schema;
 pub mod sweep;
 
 pub use self::csv::{CsvExporter, CSV};
+pub use intervals::{IntervalFigure, IntervalFigures};
 pub use json::{JsonExporter, JSON};
 pub use prom::{render_sweep, PromExporter, PROM};
 pub use record::{
@@ -72,6 +74,10 @@ pub struct SizeResult {
     /// `-D` window was extended to hold enough of them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<WindowFacts>,
+    /// `-D` runs with `--interval`: the window's bandwidth interval by interval, its worst
+    /// interval and their coefficient of variation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub intervals: Option<IntervalFigures>,
 }
 
 /// What a bandwidth figure's measured window held. The rate is counted from its first to
@@ -178,6 +184,7 @@ impl SizeResult {
             repetitions: Vec::new(),
             in_flight_max: None,
             window: None,
+            intervals: None,
         })
     }
 

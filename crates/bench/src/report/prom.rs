@@ -66,6 +66,16 @@ const GAUGES: &[Gauge] = &[
         |r| r.pct_of_ceiling.map(|p| p / 100.0),
     ),
     (
+        "rdmabench_worst_interval_bytes_per_second",
+        "With --interval: the bandwidth of the worst interval of each message size's -D window.",
+        |r| r.intervals.as_ref().map(|i| i.worst.bw_gbps * 1e9),
+    ),
+    (
+        "rdmabench_interval_variation_ratio",
+        "With --interval: the coefficient of variation of the intervals' bandwidth (0 when steady).",
+        |r| r.intervals.as_ref().map(|i| i.cov),
+    ),
+    (
         "rdmabench_latency_min_seconds",
         "The smallest latency of each message size.",
         |r| r.lat_us.map(|l| l.min * 1e-6),
@@ -498,15 +508,27 @@ mod tests {
         let mut odd = samples::write_lat().record;
         odd.host.hostname = Some("node\"7\\\n".into());
         odd.status = RunStatus::Failed;
+        let mut cut = samples::write_bw().record;
+        let list = (0..4)
+            .map(|k| crate::report::IntervalFigure::new(65536, k as f64, 1.0, 100 + k))
+            .collect();
+        cut.results[1].intervals = crate::report::IntervalFigures::from_list(1.0, list);
         for record in [
             samples::write_bw().record,
             samples::write_lat().record,
             rails,
             odd,
+            cut.clone(),
         ] {
             let text = rendered(&record);
             assert_eq!(promtool(&text), "", "{text}");
         }
+        let text = rendered(&cut);
+        assert!(
+            text.contains("rdmabench_worst_interval_bytes_per_second{")
+                && text.contains("rdmabench_interval_variation_ratio{"),
+            "{text}"
+        );
     }
 
     #[test]

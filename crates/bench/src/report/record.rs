@@ -298,6 +298,10 @@ pub struct ParamsRecord {
     /// absent when it was not.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<f64>,
+    /// Seconds per interval of a `-D` window (`--interval`): each size's `intervals` holds
+    /// them; absent when not asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<f64>,
     /// The service level of the QPs' address vectors (`--sl`, else 0); 0 in older records.
     #[serde(default)]
     pub sl: u8,

@@ -97,6 +97,7 @@ pub(crate) fn every_param_present() -> RunRecord {
     p.clock_hz = Some(2.4e9);
     p.tclass = Some(106);
     p.rate_limit = Some(12.5);
+    p.interval = Some(0.5);
     r
 }
 

@@ -158,6 +158,7 @@ pub fn bw_shape(
         recv: plan.receives(role).then_some(plan.iters),
         stall_timeout: opts.timeout,
         rate_limit: eff.rate_limit.map(|gbps| gbps * 1e9),
+        interval: eff.interval.map(Duration::from_secs_f64),
     })
 }
 

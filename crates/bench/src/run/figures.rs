@@ -11,12 +11,13 @@ use std::time::Duration;
 
 use anyhow::{bail, Result};
 
-use crate::engine::bw::Window;
+use crate::engine::bw::{Intervals, Window};
 use crate::engine::lat::LatMeasured;
 use crate::histogram::LatencyRecorder;
 use crate::plan::{Mode, TestPlan, Verb};
 use crate::report::{
-    DirectionFigures, Directions, LatencyStats, Repetition, SizeResult, WindowFacts,
+    DirectionFigures, Directions, IntervalFigure, IntervalFigures, LatencyStats, Repetition,
+    SizeResult, WindowFacts,
 };
 use crate::run::limits::ReportBound;
 
@@ -28,12 +29,26 @@ pub fn from_window(size: u64, w: Window) -> Result<SizeResult> {
             w.events
         ))
     })?;
-    r.window = Some(facts(w));
+    r.window = Some(facts(&w));
+    r.intervals = w.intervals.as_ref().and_then(|i| interval_figures(size, i));
     Ok(r)
 }
 
+/// The figures of a window's intervals (`--interval`) of messages of `size` bytes.
+fn interval_figures(size: u64, i: &Intervals) -> Option<IntervalFigures> {
+    let list = i
+        .list
+        .iter()
+        .map(|x| {
+            let (start, length) = (x.start.as_secs_f64(), x.length.as_secs_f64());
+            IntervalFigure::new(size, start, length, x.ops)
+        })
+        .collect();
+    IntervalFigures::from_list(i.every.as_secs_f64(), list)
+}
+
 /// What window `w` held.
-pub fn facts(w: Window) -> WindowFacts {
+pub fn facts(w: &Window) -> WindowFacts {
     WindowFacts {
         completions: w.events,
         signal_every: None,
@@ -120,6 +135,8 @@ fn combine_figures(
         sum.bw_gbps = client.bw_gbps + back.bw_gbps;
         sum.gbits = client.gbits + back.gbits;
         sum.msg_rate_mpps = client.msg_rate_mpps + back.msg_rate_mpps;
+        sum.intervals =
+            IntervalFigures::summed(size, &[client.intervals.as_ref(), back.intervals.as_ref()]);
         sum.directions = Some(Directions {
             client_to_server: direction(&client),
             server_to_client: direction(&back),
@@ -130,7 +147,7 @@ fn combine_figures(
         // Only completed receives count: UC and UD may lose messages. A staged receiver's
         // last copy to the GPU ends after the sender's last completion: the run lasts until
         // the data is where the application wants it.
-        let seconds = match server.received {
+        let seconds = match &server.received {
             Some(w) if server.staged => client.seconds.max(w.seconds),
             _ => client.seconds,
         };
@@ -429,6 +446,84 @@ mod tests {
             },
             ..ServerPart::default()
         }
+    }
+
+    /// A -D 10 --interval 1 window of 8 s: 1,000 operations a second, 10 in the fourth.
+    fn cut_window() -> Window {
+        let list: Vec<crate::engine::bw::Interval> = (0..8u64)
+            .map(|k| crate::engine::bw::Interval {
+                start: Duration::from_secs(k),
+                length: Duration::from_secs(1),
+                ops: if k == 3 { 10 } else { 1000 },
+            })
+            .collect();
+        Window {
+            ops: list.iter().map(|i| i.ops).sum(),
+            seconds: 8.0,
+            events: 160,
+            intervals: Some(Intervals {
+                every: Duration::from_secs(1),
+                list,
+            }),
+            ..Window::default()
+        }
+    }
+
+    fn cut_plan(b: bool) -> TestPlan {
+        PlanRequest {
+            bidirectional: b,
+            duration: Some(10.0),
+            interval: Some(1.0),
+            ..PlanRequest::default()
+        }
+        .resolve(TestKind::new(Verb::Write, Mode::Bw))
+        .unwrap()
+    }
+
+    #[test]
+    fn intervals_reach_the_figures_and_a_client_cannot_bend_them() {
+        let r = from_window(65536, cut_window()).unwrap();
+        let i = r.intervals.clone().unwrap();
+        assert_eq!(
+            (i.list.len(), i.worst.start_s, i.worst.iterations),
+            (8, 3.0, 10)
+        );
+        assert!((i.worst_pct_of_median - 1.0).abs() < 1e-9, "{i:?}");
+        let cut = cut_plan(false);
+        assert_eq!(combine(&cut, 65536, r.clone(), seen(9.0)).unwrap(), r);
+
+        let bent = |f: fn(&mut IntervalFigures)| {
+            let mut r = r.clone();
+            f(r.intervals.as_mut().unwrap());
+            refused(&cut, 65536, r, seen(9.0))
+        };
+        let e = bent(|i| i.worst = i.list[0]);
+        assert!(e.contains("worst interval or variation"), "{e}");
+        let e = bent(|i| i.list[3].bw_gbps = 1.0);
+        assert!(e.contains("a rate its counts make"), "{e}");
+        let e = bent(|i| i.list[3] = IntervalFigure::new(65536, 3.0, 1.0, 11));
+        assert!(
+            e.contains("7011 operations") && e.contains("holds 7010"),
+            "{e}"
+        );
+        let e = bent(|i| i.every_s = 0.5);
+        assert!(e.contains("--interval"), "{e}");
+        let e = refused(
+            &plan(Verb::Write, false, Some(10.0)),
+            65536,
+            r.clone(),
+            seen(9.0),
+        );
+        assert!(e.contains("the plan's --interval is None"), "{e}");
+
+        // -b: each direction's interval k added up.
+        let server = ServerPart {
+            sent: Some(cut_window()),
+            ..seen(9.0)
+        };
+        let sum = combine(&cut_plan(true), 65536, r, server).unwrap();
+        let i = sum.intervals.unwrap();
+        assert_eq!((i.list[0].iterations, i.worst.iterations), (2000, 20));
     }
 
     #[test]

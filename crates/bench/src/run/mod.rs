@@ -215,6 +215,7 @@ pub fn params_record(
         tclass: eff.tclass,
         sl: eff.sl,
         rate_limit: eff.rate_limit,
+        interval: eff.interval,
         validate: eff.validate,
         relaxed_ordering: eff.relaxed_ordering,
         hugepages: eff.hugepages,

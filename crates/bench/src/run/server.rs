@@ -430,6 +430,7 @@ fn empty(size: u64) -> SizeResult {
         repetitions: Vec::new(),
         in_flight_max: None,
         window: None,
+        intervals: None,
     }
 }
 

@@ -474,6 +474,7 @@ mod tests {
             recv: None,
             stall_timeout: Duration::from_secs(1),
             rate_limit: None,
+            interval: None,
         }
     }
 

@@ -10,8 +10,10 @@
 //! no count can overflow into the QP bits however long a run lasts.
 
 pub mod host;
+pub mod marks;
 
 pub use host::measure_bw;
+pub use marks::{Interval, Intervals};
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::OnceLock;
@@ -116,6 +118,11 @@ pub const WINDOW_EVENTS: f64 = 50.0;
 /// many, for at most the stall timeout (`--timeout`), instead of yielding no rate.
 pub const MIN_WINDOW_EVENTS: u64 = 10;
 
+/// Completion events an interval aims to hold (`--interval`): a `-D` run with intervals
+/// signals often enough for this many per interval at its warm-up's rate, so that each
+/// interval's boundaries fall within a twentieth of it.
+pub const INTERVAL_EVENTS: f64 = 20.0;
+
 /// How many operations a QP posts per requested completion once a duration run's warm-up
 /// is over: `cq_mod`, or fewer so that `ops_per_sec` (all `qps` together) gives a window of
 /// `window` [`WINDOW_EVENTS`] completions; at least 1.
@@ -142,7 +149,12 @@ pub fn pace_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<Pace>
     let (Some(window), Stop::Duration { margin, .. }) = (shape.stop.window(), shape.stop) else {
         return None;
     };
-    let every = signal_every(shape.cq_mod, ops_per_sec, qps, window);
+    // With intervals, the events that cut them count too: WINDOW_EVENTS per window of
+    // that many intervals' worth of INTERVAL_EVENTS.
+    let aim = shape.interval.map_or(window, |i| {
+        window.min(i.mul_f64(WINDOW_EVENTS / INTERVAL_EVENTS))
+    });
+    let every = signal_every(shape.cq_mod, ops_per_sec, qps, aim);
     let per_qp = ops_per_sec / qps.max(1) as f64;
     let fewest = (every + shape.post_list.max(1) - 1).max(2);
     let drains = ops_within(per_qp * margin.as_secs_f64(), shape.depth);
@@ -303,6 +315,8 @@ pub struct LoopShape {
     pub stall_timeout: Duration,
     /// `--rate-limit`: post at most this many bytes a second, all QPs together ([`Pacer`]).
     pub rate_limit: Option<f64>,
+    /// `--interval`: cut a duration window into intervals this long ([`Intervals`]).
+    pub interval: Option<Duration>,
 }
 
 /// `--rate-limit`: paces the posts in software (perftest's SW rate limiter) so that the
@@ -333,7 +347,7 @@ impl Pacer {
 }
 
 /// One measured window.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct Window {
     /// Operations completed inside the window, all QPs together.
     pub ops: u64,
@@ -344,6 +358,8 @@ pub struct Window {
     /// How long past its planned end it was kept open (duration mode): to span its planned
     /// length when it opened late, and to hold [`MIN_WINDOW_EVENTS`]; zero when it was not.
     pub extended: Duration,
+    /// `--interval`: the window cut into intervals.
+    pub intervals: Option<Intervals>,
 }
 
 /// What one loop measured: the operations this side sent, the messages it received, and
@@ -369,8 +385,9 @@ const LATE_ENOUGH: Duration = Duration::from_millis(50);
 
 /// Opens and closes a window on (time, count) events: at the loop's start (iteration mode),
 /// or at the margins (duration mode), where it closes only once it holds
-/// [`MIN_WINDOW_EVENTS`] events, or `extend_limit` past its planned end.
-#[derive(Debug, Clone, Copy)]
+/// [`MIN_WINDOW_EVENTS`] events, or `extend_limit` past its planned end; with `--interval`,
+/// its [`Marks`](marks::Marks) cut it into intervals.
+#[derive(Debug, Clone)]
 pub struct Meter {
     plan: Option<Planned>,
     opened: Option<(Instant, u64)>,
@@ -380,6 +397,8 @@ pub struct Meter {
     events: u64,
     /// The planned end passed with too few events, so the window is kept open.
     extending: bool,
+    /// `--interval` (duration mode).
+    marks: Option<marks::Marks>,
 }
 
 /// A duration window's planned times.
@@ -395,8 +414,13 @@ struct Planned {
 
 impl Meter {
     /// A meter whose window starts at `start`; a duration window may be extended for at
-    /// most `extend_limit` past its planned end.
-    pub fn new(start: Instant, stop: Stop, extend_limit: Duration) -> Self {
+    /// most `extend_limit` past its planned end, and is cut every `interval` when given.
+    pub fn new(
+        start: Instant,
+        stop: Stop,
+        extend_limit: Duration,
+        interval: Option<Duration>,
+    ) -> Self {
         let (plan, opened) = match stop {
             Stop::Iters(_) => (None, Some((start, 0))),
             Stop::Duration { total, margin } => {
@@ -410,6 +434,10 @@ impl Meter {
                 (Some(planned), None)
             }
         };
+        let marks = match (stop.window(), interval) {
+            (Some(window), Some(every)) => Some(marks::Marks::new(every, window, extend_limit)),
+            _ => None,
+        };
         Meter {
             plan,
             opened,
@@ -417,7 +445,18 @@ impl Meter {
             last: None,
             events: 0,
             extending: false,
+            marks,
         }
+    }
+
+    /// The same meter started again at `start` (a receiver's, at its first message),
+    /// keeping the room its intervals' marks were given: a turn allocates nothing.
+    pub fn restart(&mut self, start: Instant, stop: Stop, extend_limit: Duration) {
+        let marks = self.marks.take();
+        *self = Meter {
+            marks,
+            ..Meter::new(start, stop, extend_limit, None)
+        };
     }
 
     /// The count is `count` at `now`.
@@ -439,10 +478,16 @@ impl Meter {
                     .saturating_duration_since(p.open_at)
                     .min(p.give_up_at.saturating_duration_since(p.close_at));
                 p.close_at += p.late;
+                if let Some(m) = self.marks.as_mut() {
+                    m.open(now, count);
+                }
             }
             return;
         }
         self.events += 1;
+        if let Some(m) = self.marks.as_mut() {
+            m.tick(now, count);
+        }
         if let Some(p) = self.plan {
             if now >= p.close_at {
                 if self.events >= MIN_WINDOW_EVENTS || now >= p.give_up_at {
@@ -483,6 +528,7 @@ impl Meter {
             seconds: t1.saturating_duration_since(t0).as_secs_f64(),
             events: self.events,
             extended,
+            intervals: self.marks.as_ref().map(|m| m.intervals((t1, c1))),
         })
     }
 }
@@ -520,7 +566,7 @@ pub trait LoopBody {
 
 /// The windows [`drive`] measured: this side's operations and the messages it received
 /// (`None` when their count never moved).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Windows {
     /// This side's operations.
     pub sent: Option<Window>,
@@ -542,8 +588,8 @@ pub fn drive<B: LoopBody>(
     let mut wcs = [Completion::default(); POLL_BATCH];
     let start = Instant::now();
     let extend = shape.stall_timeout;
-    let mut sent = Meter::new(start, shape.stop, extend);
-    let mut received = Meter::new(start, shape.stop, extend);
+    let mut sent = Meter::new(start, shape.stop, extend, shape.interval);
+    let mut received = Meter::new(start, shape.stop, extend, shape.interval);
     let (mut seen, mut receiving, mut paced) = (Counts::default(), false, false);
     let deadline = match shape.stop {
         Stop::Duration { total, .. } => Some(start + total),
@@ -559,7 +605,7 @@ pub fn drive<B: LoopBody>(
             let c = body.counts();
             if c.receiving && !receiving {
                 receiving = true;
-                received = Meter::new(now, shape.stop, extend);
+                received.restart(now, shape.stop, extend);
             }
             if c.sent != seen.sent {
                 sent.tick(now, c.sent);
@@ -642,7 +688,7 @@ mod tests {
     #[test]
     fn an_iteration_window_runs_from_the_start_to_the_last_event() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0, Stop::Iters(10), Duration::from_secs(30));
+        let mut m = Meter::new(t0, Stop::Iters(10), Duration::from_secs(30), None);
         m.tick(t0 + Duration::from_millis(5), 4);
         m.tick(t0 + Duration::from_millis(10), 10);
         let w = m.window().unwrap();
@@ -657,7 +703,7 @@ mod tests {
             total: Duration::from_secs(10),
             margin: Duration::from_secs(1),
         };
-        let mut m = Meter::new(t0, stop, Duration::from_secs(30));
+        let mut m = Meter::new(t0, stop, Duration::from_secs(30), None);
         for s in 0..=100u64 {
             m.tick(t0 + Duration::from_millis(s * 100), s * 10);
         }
@@ -687,7 +733,7 @@ mod tests {
         // -D 1: planned window 0.1 s .. 0.9 s; a completion every 300 ms (a slow link).
         let t0 = Instant::now();
         let stop = Stop::for_duration(1.0);
-        let mut m = Meter::new(t0, stop, Duration::from_secs(30));
+        let mut m = Meter::new(t0, stop, Duration::from_secs(30), None);
         ticks_every(&mut m, t0, 300, (0, 2_000));
         assert!(
             !m.may_end(t0 + Duration::from_secs(2)),
@@ -705,7 +751,7 @@ mod tests {
     #[test]
     fn an_extension_ends_at_its_limit_with_what_it_has() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(2));
+        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(2), None);
         ticks_every(&mut m, t0, 500, (0, 5_000));
         // Opens at its first event, 0.5 s, 0.4 s late: its planned end moves to 1.3 s, its
         // limit stays at 0.9 + 2 s. Closes at the first event past that, 3.0 s, after 5.
@@ -721,7 +767,7 @@ mod tests {
     #[test]
     fn a_window_that_opens_late_still_spans_its_planned_length() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(30));
+        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(30), None);
         // Nothing until 0.85 s, a burst of 100 ops over 50 ms, then 1 op every 10 ms.
         for k in 0..10u64 {
             m.tick(t0 + Duration::from_millis(850 + 5 * k), 10 * (k + 1));
@@ -740,7 +786,7 @@ mod tests {
     #[test]
     fn a_window_with_enough_events_is_not_extended() {
         let t0 = Instant::now();
-        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(30));
+        let mut m = Meter::new(t0, Stop::for_duration(1.0), Duration::from_secs(30), None);
         ticks_every(&mut m, t0, 10, (0, 1_000));
         let w = m.window().unwrap();
         assert_eq!(w.extended, Duration::ZERO);
@@ -778,6 +824,7 @@ mod tests {
             recv: None,
             stall_timeout: Duration::from_secs(30),
             rate_limit: None,
+            interval: None,
         };
         // 64 KiB over 20 Mbit/s, -D 2 (margin 0.2 s): 38/s, 7 drain in the margin.
         let slow = pace_for(&shape(2.0), 1, 38.0).unwrap();
@@ -787,6 +834,14 @@ mod tests {
         // A NIC's rate: the whole depth, a completion every cq_mod.
         let fast = pace_for(&shape(1.0), 4, 4e6).unwrap();
         assert_eq!((fast.signal_every, fast.in_flight), (64, 128));
+        // -D 10 at 1,000/s: 8,000 in the window, a completion every 64 (cq_mod); cut every
+        // second, every 50 (20 events a second).
+        assert_eq!(pace_for(&shape(10.0), 1, 1e3).unwrap().signal_every, 64);
+        let cut = LoopShape {
+            interval: Some(Duration::from_secs(1)),
+            ..shape(10.0)
+        };
+        assert_eq!(pace_for(&cut, 1, 1e3).unwrap().signal_every, 50);
         // Room for a whole post list beyond the unsignaled operations.
         let mut listed = shape(2.0);
         listed.post_list = 16;

@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 
 use crate::histogram::LatencyRecorder;
 use crate::plan::{Mode, TestPlan};
-use crate::report::{LatencyStats, SizeResult};
+use crate::report::{IntervalFigure, IntervalFigures, LatencyStats, SizeResult};
 use crate::run::limits::{ReportBound, MAX_MPPS};
 
 /// A client's window may pass the time the server saw its size last by this factor (the two
@@ -53,7 +53,10 @@ pub fn check_client(
         );
     }
     match plan.test.mode {
-        Mode::Bw => check_bw_facts(plan, size, r, seen),
+        Mode::Bw => {
+            check_intervals(plan, size, r, bound)?;
+            check_bw_facts(plan, size, r, seen)
+        }
         Mode::Lat => check_latency(size, r),
     }
 }
@@ -203,6 +206,66 @@ fn check_bw_facts(
             "the client reported its window for size {size} extended by {x:?} s: not a \
              measurement (finite, from 0 s to the time the size lasted on the server)"
         );
+    }
+    Ok(())
+}
+
+/// `--interval`: intervals only under a plan that has it, at its length; they partition the
+/// window (in order, their operations adding up to the figure's, ending within it), each a
+/// rate its counts make within `bound`; and the worst interval, its share of the median and
+/// the variation are the ones the list makes.
+fn check_intervals(plan: &TestPlan, size: u64, r: &SizeResult, bound: &ReportBound) -> Result<()> {
+    let Some(got) = &r.intervals else {
+        return Ok(());
+    };
+    let no = |what: String| -> Result<()> {
+        bail!("the client reported intervals for size {size} {what}: not a measurement")
+    };
+    let Some(every) = plan.interval.filter(|e| close(*e, got.every_s)) else {
+        return no(format!(
+            "{:?} s long; the plan's --interval is {:?}",
+            got.every_s, plan.interval
+        ));
+    };
+    let most = (r.seconds / every).ceil() as usize + 2;
+    if got.list.len() > most {
+        return no(format!(
+            "that are {}, more than a window of {:?} s holds",
+            got.list.len(),
+            r.seconds
+        ));
+    }
+    let (mut at, mut ops) = (0.0_f64, 0_u64);
+    for i in &got.list {
+        let own = IntervalFigure::new(size, i.start_s, i.seconds, i.iterations);
+        let whole = i.start_s.is_finite() && i.seconds.is_finite() && i.seconds > 0.0;
+        if !(whole && i.start_s >= at - 1e-9 && close(i.bw_gbps, own.bw_gbps))
+            || own.bw_gbps > bound.gbps
+        {
+            return no(format!(
+                "with {i:?} (in order, a rate its counts make, within {} GB/s)",
+                bound.gbps
+            ));
+        }
+        at = i.end_s();
+        ops = ops.saturating_add(i.iterations);
+    }
+    if ops != r.iterations || at > r.seconds * (1.0 + 1e-9) + 1e-9 {
+        return no(format!(
+            "that hold {ops} operations up to {at:?} s, where the window holds {} in {:?} s",
+            r.iterations, r.seconds
+        ));
+    }
+    let own = IntervalFigures::from_list(every, got.list.clone());
+    let same = own.as_ref().is_some_and(|o| {
+        o.worst == got.worst
+            && close(o.worst_pct_of_median, got.worst_pct_of_median)
+            && (close(o.cov, got.cov) || (o.cov - got.cov).abs() < 1e-12)
+    });
+    if !same {
+        return no(format!(
+            "whose worst interval or variation its list does not make ({own:?})"
+        ));
     }
     Ok(())
 }

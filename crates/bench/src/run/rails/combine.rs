@@ -4,8 +4,8 @@
 //! ping-pong, and all of them together is the worst rail (the highest p99) of each size.
 
 use crate::report::{
-    CeilingsRecord, DirectionFigures, Directions, RailRecord, Repetition, RunRecord, RunStatus,
-    SizeResult,
+    CeilingsRecord, DirectionFigures, Directions, IntervalFigures, RailRecord, Repetition,
+    RunRecord, RunStatus, SizeResult,
 };
 
 /// Each size's figures of all rails (`rails[k]` is rail k's results), for the sizes every
@@ -66,6 +66,13 @@ fn summed(parts: &[&SizeResult]) -> SizeResult {
         repetitions: summed_repetitions(parts),
         in_flight_max: parts.iter().filter_map(|r| r.in_flight_max).max(),
         window: crate::run::figures::fold_windows(parts.iter().copied()),
+        intervals: IntervalFigures::summed(
+            parts[0].size,
+            &parts
+                .iter()
+                .map(|r| r.intervals.as_ref())
+                .collect::<Vec<_>>(),
+        ),
     }
 }
 
