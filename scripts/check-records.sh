@@ -5,7 +5,8 @@
 #
 # Every *.json under the DIRs (and every FILE) whose top-level "schema" is one of
 # "rdmabench.result/1", "rdmabench.cluster/1" (the records) or "rdmabench.compare/1",
-# "rdmabench.compare.cluster/1" (compare --json) is checked against its schema; other JSON
+# "rdmabench.compare.cluster/1" (compare --json) or "rdmabench.health/1",
+# "rdmabench.health-expect/1" (health --json, --learn) is checked against its schema; other JSON
 # files are left alone. scripts/test.sh runs it on the records the tests read (kept in
 # target/test-records) and on the records stored under results/.
 # Exit status: 0 when every record is valid (or there was none), 1 when one is not, 2 when
@@ -20,12 +21,13 @@ if ! /usr/bin/python3 -c 'import jsonschema' 2> /dev/null; then
 fi
 declare -A kinds=([rdmabench.result/1]=rdmabench.result-1 [rdmabench.cluster/1]=rdmabench.cluster-1
     [rdmabench.compare/1]=rdmabench.compare-1
-    [rdmabench.compare.cluster/1]=rdmabench.compare.cluster-1)
+    [rdmabench.compare.cluster/1]=rdmabench.compare.cluster-1
+    [rdmabench.health/1]=rdmabench.health-1 [rdmabench.health-expect/1]=rdmabench.health-expect-1)
 declare -A files=()
 while IFS= read -r -d '' f; do
     # The first "schema" of the file is the record's own (a sweep's pairs hold result
     # records further down).
-    kind=$(head -c 400 "$f" | grep -o -m1 '"schema": *"rdmabench\.[a-z.]*/1"' | head -1 | sed 's/.*"\(rdmabench[^"]*\)"/\1/' || true)
+    kind=$(head -c 400 "$f" | grep -o -m1 '"schema": *"rdmabench\.[a-z.-]*/1"' | head -1 | sed 's/.*"\(rdmabench[^"]*\)"/\1/' || true)
     [ -n "$kind" ] && [ -n "${kinds[$kind]:-}" ] || continue
     files[$kind]+="$f"$'\n'
 done < <(find "${@:-results}" -name '*.json' -type f -print0 2> /dev/null)

@@ -66,6 +66,10 @@ pub enum Command {
     Ceiling(crate::show::CeilingArgs),
     /// Check port, links, MTU, GIDs, counters, GPU path, IOMMU, NUMA and CPU governor
     Doctor(crate::doctor::DoctorArgs),
+    /// May a job land on this node? NICs, links, GPUs, GPUDirect RDMA, error counters and a
+    /// loopback bandwidth run against what the node's SKU should have, within a budget;
+    /// Nagios exit codes (0 ok, 1 warning, 2 critical, 3 unknown)
+    Health(crate::health::HealthArgs),
     /// Compare result records against a baseline: medians, change and a noise-aware verdict
     /// (or two cluster sweeps, pair by pair)
     Compare(crate::compare::CompareArgs),
@@ -510,7 +514,17 @@ impl Cli {
     /// command's own usage line ([`plain_usage`]).
     pub fn parse_args() -> Cli {
         let args: Vec<OsString> = std::env::args_os().collect();
-        Cli::try_parse_from(&args).unwrap_or_else(|e| plain_usage(e, &args).exit())
+        Cli::try_parse_from(&args).unwrap_or_else(|e| {
+            let e = plain_usage(e, &args);
+            // `health` is a Nagios plugin: a command line it cannot read is UNKNOWN (3), as
+            // the plugins' guidelines ask, not a critical node (clap's 2).
+            let health = args.get(1).is_some_and(|a| a == "health");
+            if health && e.use_stderr() {
+                let _ = e.print();
+                std::process::exit(3);
+            }
+            e.exit()
+        })
     }
 }
 
@@ -547,6 +561,7 @@ impl Command {
             | Command::Topo(_)
             | Command::Ceiling(_)
             | Command::Doctor(_)
+            | Command::Health(_)
             | Command::Compare(_)
             | Command::Plot(_)
             | Command::Cluster(_) => return None,

@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use crate::health::HealthStatus;
 use crate::plan::PlanError;
 use crate::thresholds::BelowLimit;
 
@@ -32,12 +33,16 @@ pub enum Exit {
     /// 3: the run completed but missed a `--limit-*` threshold, `compare` found a
     /// regression, or a cluster sweep found something (a NIC named, a test that failed).
     BelowLimit,
+    /// `health`'s own status, as Nagios plugins exit: 1 warning, 2 critical, 3 unknown.
+    Health(u8),
 }
 
 impl Exit {
     /// The ending an error means.
     pub fn of(e: &anyhow::Error) -> Exit {
-        if e.is::<PlanError>() {
+        if let Some(HealthStatus(code)) = e.downcast_ref::<HealthStatus>() {
+            Exit::Health(*code)
+        } else if e.is::<PlanError>() {
             Exit::Usage
         } else if e.is::<BelowLimit>() || e.is::<Regressed>() || e.is::<SweepFindings>() {
             Exit::BelowLimit
@@ -53,12 +58,13 @@ impl Exit {
             Exit::Failed => 1,
             Exit::Usage => 2,
             Exit::BelowLimit => 3,
+            Exit::Health(code) => code,
         }
     }
 
     /// Whether the error is only a status whose story was already printed.
     pub fn already_reported(e: &anyhow::Error) -> bool {
-        e.is::<Regressed>()
+        e.is::<Regressed>() || e.is::<HealthStatus>()
     }
 }
 

@@ -27,6 +27,8 @@ pub mod exit;
 #[forbid(unsafe_code)]
 pub mod files;
 #[forbid(unsafe_code)]
+pub mod health;
+#[forbid(unsafe_code)]
 pub mod histogram;
 #[forbid(unsafe_code)]
 pub mod memory;
@@ -49,3 +51,13 @@ pub mod sysroot;
 pub mod thresholds;
 #[forbid(unsafe_code)]
 pub mod units;
+
+/// `promtool check metrics`, shared by the unit tests of every Prometheus exporter and the
+/// integration tests (one file).
+#[cfg(test)]
+pub(crate) mod promtool_check {
+    include!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/common/promtool.rs"
+    ));
+}

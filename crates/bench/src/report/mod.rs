@@ -6,7 +6,7 @@
 mod csv;
 mod intervals;
 mod json;
-mod prom;
+pub(crate) mod prom;
 mod record;
 #[cfg(test)]
 pub(crate) mod samples;

@@ -440,7 +440,7 @@ fn size_labels(p: &Part<'_>, r: &SizeResult) -> String {
 
 /// A metric family (`name`, and `kind`: gauge, summary): its HELP and TYPE, then its
 /// `samples`, one per line; nothing when it has none.
-fn family(out: &mut String, (name, kind): (&str, &str), help: &str, samples: &[String]) {
+pub(crate) fn family(out: &mut String, (name, kind): (&str, &str), help: &str, samples: &[String]) {
     if samples.is_empty() {
         return;
     }
@@ -451,7 +451,7 @@ fn family(out: &mut String, (name, kind): (&str, &str), help: &str, samples: &[S
 }
 
 /// A sample value as the exposition format writes it.
-fn number(v: f64) -> String {
+pub(crate) fn number(v: f64) -> String {
     if v.is_nan() {
         "NaN".to_string()
     } else if v.is_infinite() {
@@ -462,7 +462,7 @@ fn number(v: f64) -> String {
 }
 
 /// A label value with `\`, `"` and newlines escaped, as the exposition format asks.
-fn escape(value: &str) -> String {
+pub(crate) fn escape(value: &str) -> String {
     value
         .replace('\\', "\\\\")
         .replace('"', "\\\"")
@@ -478,15 +478,8 @@ mod tests {
         String::from_utf8(PromExporter.render(record).unwrap()).unwrap()
     }
 
-    mod promtool_check {
-        include!(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/tests/common/promtool.rs"
-        ));
-    }
-
     fn promtool(text: &str) -> String {
-        promtool_check::check(text.as_bytes())
+        crate::promtool_check::check(text.as_bytes())
     }
 
     #[test]

@@ -8,6 +8,8 @@
 use super::{RunRecord, SweepRecord, SCHEMA, SWEEP_SCHEMA};
 use crate::compare::fleet::{SweepComparison, SWEEP_COMPARE_SCHEMA};
 use crate::compare::{Report, COMPARE_SCHEMA};
+use crate::health::expect::{Expectations, EXPECT_SCHEMA};
+use crate::health::outcome::{HealthReport, HEALTH_SCHEMA};
 
 /// A record kind's schema: the `schema` value its records carry, the file it is shipped
 /// as (under `results/schemas/`), and the schema's text.
@@ -42,6 +44,16 @@ pub const PUBLISHED: &[Published] = &[
         record: SWEEP_COMPARE_SCHEMA,
         file: "rdmabench.compare.cluster-1.schema.json",
         generate: || text(schemars::schema_for!(SweepComparison), SWEEP_COMPARE_SCHEMA),
+    },
+    Published {
+        record: HEALTH_SCHEMA,
+        file: "rdmabench.health-1.schema.json",
+        generate: || text(schemars::schema_for!(HealthReport), HEALTH_SCHEMA),
+    },
+    Published {
+        record: EXPECT_SCHEMA,
+        file: "rdmabench.health-expect-1.schema.json",
+        generate: || text(schemars::schema_for!(Expectations), EXPECT_SCHEMA),
     },
 ];
 

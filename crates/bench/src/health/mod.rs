@@ -1,0 +1,434 @@
+//! `rdmabench health`: may a job land on this node? A node-local verdict within a budget
+//! (30 s by default, Slurm kills a `HealthCheckProgram` after 60), for Slurm's health check
+//! and prolog, NHC and Kubernetes' node-problem-detector. Checks, each timed:
+//!
+//! - `nics`: every expected NIC present, its port ACTIVE at its rate, its PCIe link as fast
+//!   and wide as expected;
+//! - `gpus`: every expected GPU present, its PCIe link, its nearest NIC over the expected
+//!   class of path (PIX, PXB, ...);
+//! - `gdr`: GPUDirect RDMA ready (dma-buf or a peer-memory module) where GPUs are expected;
+//! - `counters`: the link error counters of every NIC read twice, `--sample-secs` apart;
+//! - `bandwidth`: a `write-bw --loopback` on each NIC at once (`bandwidth.rs`) against its
+//!   `min_gbits`.
+//!
+//! What is expected comes from `--expect FILE` (`expect.rs`), which `--learn FILE` writes
+//! on a known-good node; without one, the node as found (every NIC's port ACTIVE, every link
+//! at its capability). Each finding has a stable code and a severity (`findings.rs`); the
+//! exit status is Nagios' (0 ok, 1 warning, 2 critical, 3 unknown) and the first line of the
+//! output its status line (`outcome.rs`).
+
+pub mod bandwidth;
+pub mod expect;
+pub mod findings;
+pub mod outcome;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use clap::Args;
+use topo::{Sysfs, Topology};
+
+use crate::doctor::congestion;
+use crate::doctor::host::GdrFacts;
+use crate::doctor::verdict::Verdict;
+use crate::files::write_atomically;
+use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
+use bandwidth::BandwidthRun;
+use expect::Expectations;
+use findings::{Finding, Severity};
+use outcome::{CheckTime, HealthReport, HEALTH_SCHEMA};
+
+/// The options of `rdmabench health`.
+#[derive(Debug, Clone, Args)]
+pub struct HealthArgs {
+    /// What the node should have: a file `--learn` wrote on a known-good node of its SKU
+    /// [default: the node as found: every NIC's port ACTIVE, every PCIe link at its
+    /// capability]
+    #[arg(long, value_name = "FILE", conflicts_with = "learn")]
+    pub expect: Option<PathBuf>,
+
+    /// Write what this node has to FILE, to give other nodes of its SKU as --expect (each
+    /// NIC's least loopback bandwidth set to 90% of what it measured here)
+    #[arg(long, value_name = "FILE")]
+    pub learn: Option<PathBuf>,
+
+    /// Seconds the whole check may take; the bandwidth runs are stopped at its end
+    #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_budget)]
+    pub budget: f64,
+
+    /// Seconds between the two readings of the link error counters
+    #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = parse_secs)]
+    pub sample_secs: f64,
+
+    /// Seconds of each NIC's loopback write-bw (0: no bandwidth check)
+    #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = parse_secs)]
+    pub bw_secs: f64,
+
+    /// Write the report as JSON to FILE (`-`: stdout, the text then on stderr)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+
+    /// Write the report as Prometheus metrics to FILE, for node_exporter's textfile collector
+    #[arg(long, value_name = "FILE")]
+    pub prom: Option<PathBuf>,
+
+    /// Read this copy of another machine's sysfs instead of / (no counters are watched and
+    /// no bandwidth is run on a copy)
+    #[arg(long, value_name = "DIR", value_parser = parse_sysfs_root)]
+    pub sysfs_root: Option<PathBuf>,
+}
+
+/// Seconds from `lo` to `hi`, else an error saying what they are for.
+fn secs_within(text: &str, (lo, hi): (f64, f64), what: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && (lo..=hi).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "'{text}' is not {what}: give seconds from {lo} to {hi}"
+        )),
+    }
+}
+
+fn parse_secs(text: &str) -> Result<f64, String> {
+    secs_within(text, (0.0, 60.0), "a time here")
+}
+
+fn parse_budget(text: &str) -> Result<f64, String> {
+    secs_within(
+        text,
+        (1.0, 3600.0),
+        "a budget (Slurm kills a HealthCheckProgram after 60)",
+    )
+}
+
+/// The node's health, its story already printed: the error `main` turns into the exit
+/// status (0 is no error).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("health: {0}")]
+pub struct HealthStatus(pub u8);
+
+/// Runs `rdmabench health`; the report's status is the exit status.
+pub fn run(args: &HealthArgs) -> Result<()> {
+    let report = match check(args, &|d| std::thread::sleep(d)) {
+        Ok(r) => r,
+        Err(e) => {
+            // A check that cannot run is UNKNOWN to a monitor, never a crash.
+            println!("HEALTH UNKNOWN - {e:#}");
+            return Err(HealthStatus(Severity::Unknown.code()).into());
+        }
+    };
+    let text = report.render();
+    let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
+    if json_to_stdout {
+        eprint!("{text}");
+    } else {
+        print!("{text}");
+    }
+    write_outputs(args, &report)?;
+    match report.exit_code {
+        0 => Ok(()),
+        code => Err(HealthStatus(code).into()),
+    }
+}
+
+fn write_outputs(args: &HealthArgs, report: &HealthReport) -> Result<()> {
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(report)? + "\n";
+        if path == Path::new("-") {
+            print!("{text}");
+        } else {
+            write_atomically(path, text.as_bytes())?;
+        }
+    }
+    if let Some(path) = &args.prom {
+        write_atomically(path, report.prom().as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Times `f` as check `name`.
+fn timed<T>(times: &mut Vec<CheckTime>, name: &str, note: String, f: impl FnOnce() -> T) -> T {
+    let t = Instant::now();
+    let out = f();
+    times.push(CheckTime {
+        check: name.to_string(),
+        seconds: t.elapsed().as_secs_f64(),
+        ran: true,
+        note,
+    });
+    out
+}
+
+fn skipped(times: &mut Vec<CheckTime>, name: &str, why: &str) {
+    times.push(CheckTime {
+        check: name.to_string(),
+        seconds: 0.0,
+        ran: false,
+        note: why.to_string(),
+    });
+}
+
+/// The whole check; `wait` passes the time between the counters' two readings (a test
+/// changes them there). An error is a check that could not run at all (UNKNOWN).
+pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport> {
+    let start = Instant::now();
+    let started_at = crate::report::now_rfc3339();
+    let deadline = start + Duration::from_secs_f64(args.budget);
+    let sysfs = sysfs_for(args.sysfs_root.as_deref());
+    let given = args.expect.as_deref().map(Expectations::read).transpose()?;
+    let mut times = Vec::new();
+    let topology = timed(&mut times, "inventory", String::new(), || {
+        Topology::scan(&sysfs)
+    })
+    .context("cannot read the PCIe and RDMA devices")?;
+    let want = given
+        .clone()
+        .unwrap_or_else(|| findings::of_node(&topology));
+    let mut found: Vec<Finding> = Vec::new();
+    let note = format!("{} NIC(s)", want.nics.len());
+    found.extend(timed(&mut times, "nics", note, || {
+        findings::nics(&topology, &want)
+    }));
+    let note = format!("{} GPU(s)", want.gpus.len());
+    found.extend(timed(&mut times, "gpus", note, || {
+        findings::gpus(&topology, &want)
+    }));
+    found.extend(timed(&mut times, "gdr", String::new(), || {
+        findings::gdr(want.gdr, gdr_ready(&sysfs))
+    }));
+    let gone = findings::gone(&found);
+    let up: Vec<(String, u32, Option<f64>)> = want
+        .nics
+        .iter()
+        .filter(|n| !gone.contains(&n.name))
+        .map(|n| (n.name.clone(), n.port, n.min_gbits))
+        .collect();
+    found.extend(watch_counters(
+        &sysfs,
+        &up,
+        args.sample_secs,
+        wait,
+        &mut times,
+    ));
+    let runs = if !is_live(&sysfs) {
+        skipped(&mut times, "bandwidth", "a copy of another machine's sysfs");
+        Vec::new()
+    } else if args.bw_secs == 0.0 {
+        skipped(&mut times, "bandwidth", "--bw-secs 0");
+        Vec::new()
+    } else {
+        let note = format!("{} NIC(s) at once, {} s each", up.len(), args.bw_secs);
+        timed(&mut times, "bandwidth", note, || {
+            bandwidth::run_all(&up, args.bw_secs, deadline)
+        })
+    };
+    found.extend(findings::bandwidth(&runs));
+    found.sort_by_key(|f| std::cmp::Reverse(f.severity.rank()));
+    if let Some(path) = &args.learn {
+        learn(path, findings::of_node(&topology), &runs)?;
+    }
+    Ok(report(
+        (started_at, start),
+        args,
+        (found, runs, times),
+        &want,
+        given.is_some(),
+    ))
+}
+
+/// Whether GPUDirect RDMA can work here, and how (doctor's check of the same).
+fn gdr_ready(sysfs: &Sysfs) -> Result<String, String> {
+    let check = crate::doctor::checks::gpudirect(&GdrFacts::read(sysfs));
+    match check.verdict {
+        Verdict::Pass => Ok(check.evidence),
+        _ => Err(check.evidence),
+    }
+}
+
+/// Reads every NIC's link error counters, waits `secs`, reads them again.
+fn watch_counters(
+    sysfs: &Sysfs,
+    nics: &[(String, u32, Option<f64>)],
+    secs: f64,
+    wait: &dyn Fn(Duration),
+    times: &mut Vec<CheckTime>,
+) -> Vec<Finding> {
+    let note = format!("{} NIC(s), {secs} s apart", nics.len());
+    timed(times, "counters", note, || {
+        let read = || -> Vec<congestion::Sample> {
+            nics.iter()
+                .map(|(nic, port, _)| congestion::read(sysfs, nic, *port, &[]))
+                .collect()
+        };
+        let before = read();
+        wait(Duration::from_secs_f64(secs));
+        let after = read();
+        nics.iter()
+            .zip(before.iter().zip(&after))
+            .flat_map(|((nic, _, _), (b, a))| findings::counters(nic, b, a, secs))
+            .collect()
+    })
+}
+
+/// Writes `--learn`'s file: the node as found, each NIC's `min_gbits` 90% of its run.
+fn learn(path: &Path, mut learned: Expectations, runs: &[BandwidthRun]) -> Result<()> {
+    for nic in &mut learned.nics {
+        nic.min_gbits = runs
+            .iter()
+            .find(|r| r.nic == nic.name)
+            .and_then(|r| r.gbits)
+            .map(|g| (g * 0.9 * 100.0).round() / 100.0);
+    }
+    learned.learned_from = Some(format!(
+        "{} at {}",
+        hostname().unwrap_or_else(|| "this node".to_string()),
+        crate::report::now_rfc3339()
+    ));
+    write_atomically(path, learned.to_text()?.as_bytes())
+        .with_context(|| format!("--learn {}", path.display()))
+}
+
+fn hostname() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+}
+
+/// The report of a finished check.
+fn report(
+    (started_at, start): (String, Instant),
+    args: &HealthArgs,
+    (found, bandwidth, checks): (Vec<Finding>, Vec<BandwidthRun>, Vec<CheckTime>),
+    want: &Expectations,
+    given: bool,
+) -> HealthReport {
+    let status = Severity::of(&found);
+    let judged = bandwidth.iter().filter(|b| b.gbits.is_some()).count();
+    let subjects = format!(
+        "{} NIC(s), {} GPU(s){}{}",
+        want.nics.len(),
+        want.gpus.len(),
+        if want.gdr {
+            ", GPUDirect RDMA ready"
+        } else {
+            ""
+        },
+        if bandwidth.is_empty() {
+            String::new()
+        } else {
+            format!(", {judged} loopback run(s) measured")
+        }
+    );
+    HealthReport {
+        schema: HEALTH_SCHEMA.to_string(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        host: hostname(),
+        started_at,
+        status,
+        exit_code: status.code(),
+        summary: outcome::summary(&found, &subjects),
+        expected: match (&args.expect, given) {
+            (Some(p), true) => p.display().to_string(),
+            _ => "this node as found".to_string(),
+        },
+        findings: found,
+        bandwidth,
+        checks,
+        seconds: start.elapsed().as_secs_f64(),
+        budget_s: args.budget,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A copy of the dgx-h100 fixture tree under the temporary folder.
+    fn dgx_copy(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("rdmabench-health-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let from = format!(
+            "{}/../topo/tests/fixtures/dgx-h100",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let status = std::process::Command::new("cp")
+            .args(["-a", &from])
+            .arg(dir.join("tree"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        dir.join("tree")
+    }
+
+    fn args(root: &Path) -> HealthArgs {
+        HealthArgs {
+            expect: None,
+            learn: None,
+            budget: 30.0,
+            sample_secs: 0.5,
+            bw_secs: 0.0,
+            json: None,
+            prom: None,
+            sysfs_root: Some(root.to_path_buf()),
+        }
+    }
+
+    #[test]
+    fn counters_that_climb_between_the_readings_are_found() {
+        let root = dgx_copy("counters");
+        let counters = root.join("sys/class/infiniband/mlx5_0/ports/1/counters");
+        let climb = |_: Duration| {
+            std::fs::write(counters.join("symbol_error"), "7\n").unwrap();
+            std::fs::write(counters.join("link_downed"), "1\n").unwrap();
+        };
+        let report = check(&args(&root), &climb).unwrap();
+        let found: Vec<(Severity, &str, &str)> = report
+            .findings
+            .iter()
+            .map(|f| (f.severity, f.code.as_str(), f.subject.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (Severity::Critical, "LINK_FLAPPING", "mlx5_0"),
+                (Severity::Warning, "LINK_ERRORS_CLIMBING", "mlx5_0")
+            ]
+        );
+        assert!(report.findings[1]
+            .message
+            .contains("counters/symbol_error +7"));
+        assert_eq!(report.exit_code, 2);
+        assert!(report
+            .summary
+            .starts_with("HEALTH CRITICAL - mlx5_0 LINK_FLAPPING"));
+        let counted = report
+            .checks
+            .iter()
+            .find(|c| c.check == "counters")
+            .unwrap();
+        assert!(
+            counted.ran && counted.note == "2 NIC(s), 0.5 s apart",
+            "{counted:?}"
+        );
+        std::fs::remove_dir_all(root.parent().unwrap()).ok();
+    }
+
+    #[test]
+    fn a_status_line_stays_short_enough_for_a_drain_reason() {
+        let f = |n: usize| Finding {
+            severity: Severity::Warning,
+            code: "PLACEMENT".into(),
+            subject: format!("gpu{n}"),
+            message: "x".repeat(300),
+        };
+        let line = outcome::summary(&[f(0), f(1), f(2)], "");
+        assert!(line.chars().count() <= 200, "{line}");
+        assert!(
+            line.starts_with("HEALTH WARNING - gpu0 PLACEMENT: xxx")
+                && line.ends_with("...; 2 more")
+        );
+        assert_eq!(outcome::summary(&[], "2 NIC(s)"), "HEALTH OK - 2 NIC(s)");
+    }
+}

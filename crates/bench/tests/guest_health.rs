@@ -1,0 +1,80 @@
+//! `rdmabench health` on soft-RoCE (needs the guest): at its defaults it runs a loopback
+//! write-bw on every NIC at once and finishes within its budget, OK; `--learn` writes each
+//! NIC's least bandwidth from what it measured and `--expect` takes it back, OK; an
+//! expectation no NIC meets is CRITICAL (BW_LOW, exit 2) with the metrics promtool accepts.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{bin, keep_json, promtool, rdma_ready, scratch, text};
+
+#[test]
+fn health_measures_every_nic_within_its_budget_and_learns_what_it_expects() {
+    if !rdma_ready("health_measures_every_nic_within_its_budget_and_learns_what_it_expects") {
+        return;
+    }
+    let dir = scratch("health");
+    let (learned, json) = (dir.join("rxe.json"), dir.join("health.json"));
+    let started = std::time::Instant::now();
+    let out = bin()
+        .args(["health", "--learn", learned.to_str().unwrap()])
+        .args(["--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let took = started.elapsed().as_secs_f64();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.starts_with("HEALTH OK - "), "{said}");
+    let bytes = std::fs::read(&json).unwrap();
+    keep_json(&bytes, "health.json");
+    let report: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    let runs = report["bandwidth"].as_array().unwrap();
+    let nics: Vec<&str> = runs.iter().map(|r| r["nic"].as_str().unwrap()).collect();
+    assert!(nics.contains(&"rxe0") && nics.contains(&"rxe1"), "{said}");
+    for r in runs {
+        assert!(r["gbits"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    // Within the default budget of 30 s, and the report says so per check.
+    assert!(took < 30.0, "took {took:.1} s:\n{said}");
+    assert!(report["seconds"].as_f64().unwrap() < 30.0);
+    assert!(said.contains("of the 30 s budget"), "{said}");
+
+    let file = std::fs::read_to_string(&learned).unwrap();
+    keep_json(file.as_bytes(), "learned.json");
+    let mut expect: serde_json::Value = serde_json::from_str(&file).unwrap();
+    for nic in expect["nics"].as_array().unwrap() {
+        assert!(nic["min_gbits"].as_f64().unwrap() > 0.0, "{file}");
+    }
+    // What it learned it takes back: the loopback runs are judged, and pass (the learned
+    // least is 90% of what this node did; a loaded guest may still fall below it, so the
+    // run is given a few tries).
+    let ok = (0..3).any(|_| {
+        let out = bin()
+            .args(["health", "--expect", learned.to_str().unwrap()])
+            .output()
+            .unwrap();
+        eprintln!("{}", text(&out));
+        out.status.code() == Some(0)
+    });
+    assert!(ok, "the learned expectations failed three times");
+
+    // A least bandwidth no soft-RoCE NIC reaches: CRITICAL, BW_LOW, exit 2.
+    for nic in expect["nics"].as_array_mut().unwrap() {
+        nic["min_gbits"] = serde_json::json!(10000.0);
+    }
+    let strict = dir.join("strict.json");
+    std::fs::write(&strict, serde_json::to_string(&expect).unwrap()).unwrap();
+    let prom = dir.join("health.prom");
+    let out = bin()
+        .args(["health", "--expect", strict.to_str().unwrap()])
+        .args(["--prom", prom.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.starts_with("HEALTH CRITICAL - rxe"), "{said}");
+    assert!(said.contains("BW_LOW"), "{said}");
+    assert_eq!(promtool(&prom), "");
+    std::fs::remove_dir_all(dir).ok();
+}
