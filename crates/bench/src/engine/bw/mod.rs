@@ -137,15 +137,21 @@ pub struct Pace {
     /// A completion every this many operations per QP ([`signal_every`]).
     pub signal_every: u32,
     /// At most this many operations in flight per QP: what drains within the end margin at
-    /// the warm-up's rate (at most `tx-depth`, and never so few that posting waits on a
-    /// completion that was not requested). A deep queue on a slow link adds no bandwidth,
-    /// only a drain of many seconds after the time is up.
+    /// the warm-up's rate, or twice what completes in one round trip if more (so that a
+    /// slow link with a long round trip stays busy), at most `tx-depth`, and never so few
+    /// that posting waits on a completion that was not requested. A deep queue on a slow
+    /// link adds no bandwidth, only a drain of many seconds after the time is up.
     pub in_flight: u32,
 }
 
-/// The pace of a duration run whose warm-up did `ops_per_sec`, all `qps` together (`None`
-/// in iteration mode).
-pub fn pace_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<Pace> {
+/// The pace of a duration run whose warm-up did `ops_per_sec`, all `qps` together, its
+/// first operation completing `round_trip` after the loop began (`None` in iteration mode).
+pub fn pace_for(
+    shape: &LoopShape,
+    qps: usize,
+    ops_per_sec: f64,
+    round_trip: Duration,
+) -> Option<Pace> {
     let (Some(window), Stop::Duration { margin, .. }) = (shape.stop.window(), shape.stop) else {
         return None;
     };
@@ -158,9 +164,10 @@ pub fn pace_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<Pace>
     let per_qp = ops_per_sec / qps.max(1) as f64;
     let fewest = (every + shape.post_list.max(1) - 1).max(2);
     let drains = ops_within(per_qp * margin.as_secs_f64(), shape.depth);
+    let busy = ops_within(per_qp * 2.0 * round_trip.as_secs_f64(), shape.depth);
     Some(Pace {
         signal_every: every,
-        in_flight: drains.max(fewest).min(shape.depth.max(1)),
+        in_flight: drains.max(busy).max(fewest).min(shape.depth.max(1)),
     })
 }
 
@@ -596,6 +603,8 @@ pub fn drive<B: LoopBody>(
         Stop::Iters(_) => None,
     };
     let (mut idle, mut last_progress, mut stopped) = (0u32, start, false);
+    // When the first operation completed: a round trip, for the pace.
+    let mut first_done: Option<Duration> = None;
     loop {
         let moved = body.turn(side, &mut wcs)?;
         let now = if moved {
@@ -609,6 +618,7 @@ pub fn drive<B: LoopBody>(
             }
             if c.sent != seen.sent {
                 sent.tick(now, c.sent);
+                first_done.get_or_insert(now - start);
             }
             if c.received != seen.received {
                 received.tick(now, c.received);
@@ -626,7 +636,8 @@ pub fn drive<B: LoopBody>(
         if !paced && sent.is_open() {
             paced = true;
             let rate = seen.sent as f64 / (now - start).as_secs_f64().max(1e-9);
-            if let Some(p) = pace_for(shape, side.qps.len(), rate) {
+            let round_trip = first_done.unwrap_or(now - start);
+            if let Some(p) = pace_for(shape, side.qps.len(), rate, round_trip) {
                 body.pace(p);
             }
         }
@@ -810,6 +821,7 @@ mod tests {
 
     #[test]
     fn a_slow_duration_run_keeps_in_flight_what_drains_in_its_end_margin() {
+        const MS: Duration = Duration::from_millis(1);
         let shape = |secs: f64| LoopShape {
             verb: Verb::Write,
             atomic: AtomicOp::FetchAdd,
@@ -827,25 +839,25 @@ mod tests {
             interval: None,
         };
         // 64 KiB over 20 Mbit/s, -D 2 (margin 0.2 s): 38/s, 7 drain in the margin.
-        let slow = pace_for(&shape(2.0), 1, 38.0).unwrap();
+        let slow = pace_for(&shape(2.0), 1, 38.0, MS).unwrap();
         assert_eq!((slow.signal_every, slow.in_flight), (1, 7));
         // 8 MiB at 20 MB/s, -D 0.5: never fewer than two.
-        assert_eq!(pace_for(&shape(0.5), 1, 2.5).unwrap().in_flight, 2);
+        assert_eq!(pace_for(&shape(0.5), 1, 2.5, MS).unwrap().in_flight, 2);
         // A NIC's rate: the whole depth, a completion every cq_mod.
-        let fast = pace_for(&shape(1.0), 4, 4e6).unwrap();
+        let fast = pace_for(&shape(1.0), 4, 4e6, MS).unwrap();
         assert_eq!((fast.signal_every, fast.in_flight), (64, 128));
         // -D 10 at 1,000/s: 8,000 in the window, a completion every 64 (cq_mod); cut every
         // second, every 50 (20 events a second).
-        assert_eq!(pace_for(&shape(10.0), 1, 1e3).unwrap().signal_every, 64);
+        assert_eq!(pace_for(&shape(10.0), 1, 1e3, MS).unwrap().signal_every, 64);
         let cut = LoopShape {
             interval: Some(Duration::from_secs(1)),
             ..shape(10.0)
         };
-        assert_eq!(pace_for(&cut, 1, 1e3).unwrap().signal_every, 50);
+        assert_eq!(pace_for(&cut, 1, 1e3, MS).unwrap().signal_every, 50);
         // Room for a whole post list beyond the unsignaled operations.
         let mut listed = shape(2.0);
         listed.post_list = 16;
-        let p = pace_for(&listed, 1, 38.0).unwrap();
+        let p = pace_for(&listed, 1, 38.0, MS).unwrap();
         assert!(p.in_flight >= p.signal_every + 15, "{p:?}");
         assert_eq!(
             pace_for(
@@ -854,9 +866,16 @@ mod tests {
                     ..shape(1.0)
                 },
                 1,
-                38.0
+                38.0,
+                MS
             ),
             None
         );
+        // -D 1 (margin 0.1 s) across 20 Mbit/s whose first WRITE took 150 ms to complete
+        // (the emulated guest): the margin alone keeps 3 in flight, which ran the link at
+        // half its rate; a round trip's worth twice over keeps it busy.
+        assert_eq!(pace_for(&shape(1.0), 1, 38.0, MS).unwrap().in_flight, 3);
+        let long = pace_for(&shape(1.0), 1, 38.0, Duration::from_millis(150)).unwrap();
+        assert_eq!(long.in_flight, 11);
     }
 }
