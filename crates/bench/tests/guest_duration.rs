@@ -244,7 +244,14 @@ fn a_link_slowed_for_3_of_10_seconds_shows_its_dip_interval_by_interval() {
         worst < 1.2 * SHAPED,
         "the dip reached the shaped rate: {said}"
     );
-    assert!(i["worst_pct_of_median"].as_f64().unwrap() < 50.0, "{said}");
+    // Against the best interval, not the median: on a loaded host the slow stretch (and
+    // the queue it leaves) has covered half the window, the median with it (56%).
+    let best = bws.iter().copied().fold(0.0, f64::max);
+    assert!(
+        best > 3.0 * worst / 1e6,
+        "a dip against the best interval: {said}"
+    );
+    assert!(i["worst_pct_of_median"].as_f64().unwrap() < 100.0, "{said}");
     assert!(i["cov"].as_f64().unwrap() > 0.2, "{said}");
     let start = i["worst"]["start_s"].as_f64().unwrap();
     assert!(
