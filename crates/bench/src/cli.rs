@@ -70,6 +70,10 @@ pub enum Command {
     /// loopback bandwidth run against what the node's SKU should have, within a budget;
     /// Nagios exit codes (0 ok, 1 warning, 2 critical, 3 unknown)
     Health(crate::health::HealthArgs),
+    /// Read NCCL_DEBUG=INFO logs: per host and GPU, the NIC each used and whether with
+    /// GPUDirect RDMA, and each GPU that went through host memory, TCP or a far NIC
+    #[command(name = "nccl-log")]
+    NcclLog(crate::nccl_log::NcclLogArgs),
     /// Compare result records against a baseline: medians, change and a noise-aware verdict
     /// (or two cluster sweeps, pair by pair)
     Compare(crate::compare::CompareArgs),
@@ -562,6 +566,7 @@ impl Command {
             | Command::Ceiling(_)
             | Command::Doctor(_)
             | Command::Health(_)
+            | Command::NcclLog(_)
             | Command::Compare(_)
             | Command::Plot(_)
             | Command::Cluster(_) => return None,

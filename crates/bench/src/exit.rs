@@ -18,6 +18,11 @@ pub struct Regressed;
 #[error("{0}")]
 pub struct SweepFindings(pub String);
 
+/// `nccl-log` found GPUs off their path (after printing them): how many lines.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("{0} GPU path finding(s)")]
+pub struct LogFindings(pub usize);
+
 /// The kinds of ending and their codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -31,7 +36,8 @@ pub enum Exit {
     /// device's limit), on this side or the peer's ([`PlanError`]).
     Usage,
     /// 3: the run completed but missed a `--limit-*` threshold, `compare` found a
-    /// regression, or a cluster sweep found something (a NIC named, a test that failed).
+    /// regression, a cluster sweep found something (a NIC named, a test that failed), or
+    /// `nccl-log` a GPU off its path.
     BelowLimit,
     /// `health`'s own status, as Nagios plugins exit: 1 warning, 2 critical, 3 unknown.
     Health(u8),
@@ -44,7 +50,11 @@ impl Exit {
             Exit::Health(*code)
         } else if e.is::<PlanError>() {
             Exit::Usage
-        } else if e.is::<BelowLimit>() || e.is::<Regressed>() || e.is::<SweepFindings>() {
+        } else if e.is::<BelowLimit>()
+            || e.is::<Regressed>()
+            || e.is::<SweepFindings>()
+            || e.is::<LogFindings>()
+        {
             Exit::BelowLimit
         } else {
             Exit::Failed
@@ -64,7 +74,7 @@ impl Exit {
 
     /// Whether the error is only a status whose story was already printed.
     pub fn already_reported(e: &anyhow::Error) -> bool {
-        e.is::<Regressed>() || e.is::<HealthStatus>()
+        e.is::<Regressed>() || e.is::<HealthStatus>() || e.is::<LogFindings>()
     }
 }
 

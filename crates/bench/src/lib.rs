@@ -33,6 +33,8 @@ pub mod histogram;
 #[forbid(unsafe_code)]
 pub mod memory;
 #[forbid(unsafe_code)]
+pub mod nccl_log;
+#[forbid(unsafe_code)]
 pub mod output;
 pub mod placement;
 #[forbid(unsafe_code)]

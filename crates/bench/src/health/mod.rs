@@ -33,6 +33,7 @@ use crate::doctor::congestion;
 use crate::doctor::host::GdrFacts;
 use crate::doctor::verdict::Verdict;
 use crate::files::write_atomically;
+use crate::report::HostRecord;
 use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
 use bandwidth::BandwidthRun;
 use expect::Expectations;
@@ -281,17 +282,13 @@ fn learn(path: &Path, mut learned: Expectations, runs: &[BandwidthRun]) -> Resul
     }
     learned.learned_from = Some(format!(
         "{} at {}",
-        hostname().unwrap_or_else(|| "this node".to_string()),
+        HostRecord::current()
+            .hostname
+            .unwrap_or_else(|| "this node".to_string()),
         crate::report::now_rfc3339()
     ));
     write_atomically(path, learned.to_text()?.as_bytes())
         .with_context(|| format!("--learn {}", path.display()))
-}
-
-fn hostname() -> Option<String> {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .ok()
-        .map(|h| h.trim().to_string())
 }
 
 /// The report of a finished check.
@@ -322,7 +319,7 @@ fn report(
     HealthReport {
         schema: HEALTH_SCHEMA.to_string(),
         version: env!("CARGO_PKG_VERSION").to_string(),
-        host: hostname(),
+        host: HostRecord::current().hostname,
         started_at,
         status,
         exit_code: status.code(),
