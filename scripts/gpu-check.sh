@@ -32,8 +32,11 @@
 # With $OUT set, writes $OUT/gpu-check.txt (gpu_check's output), $OUT/gpu-check.rc (its exit status),
 # $OUT/rdmabench-MODE.txt and .json (each loopback run), $OUT/summary.txt and $OUT/nvidia-smi.txt (driver,
 # topology and PCIe facts).
-# Exit status: 0 all checks passed (loopbacks skipped without an RDMA device); 1 a check failed or no CUDA
-# driver; 2 bad usage or DEVICE.
+# Each check ends in one line: PASS, FAIL with why, or SKIP with why it cannot run on this machine (no NVIDIA
+# driver; no RDMA device; a software RDMA device such as rxe or siw, which cannot reach GPU memory, for the
+# cuda and cuda-peermem loopbacks; nvidia-peermem not loaded, for cuda-peermem).
+# Exit status (Nagios' codes): 0 every check that could run passed; 1 a check failed; 2 bad usage or DEVICE;
+# 3 nothing could be checked here (every check skipped).
 set -uo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -61,6 +64,33 @@ first_executable() {
         [ -n "$f" ] && [ -x "$f" ] && { echo "$f"; return 0; }
     done
     return 1
+}
+
+# Why no NVIDIA driver is usable here; nothing when one is: the kernel's, or a libcuda.so.1 the loader finds
+# (its cache, or LD_LIBRARY_PATH as the tests' fake driver is).
+no_driver() {
+    [ -e /proc/driver/nvidia/version ] && return 0
+    ldconfig -p 2>/dev/null | grep -q 'libcuda\.so\.1 ' && return 0
+    local d dirs
+    IFS=: read -ra dirs <<< "${LD_LIBRARY_PATH:-}"
+    for d in "${dirs[@]}"; do [ -n "$d" ] && [ -e "$d/libcuda.so.1" ] && return 0; done
+    echo "no NVIDIA driver (no /proc/driver/nvidia, no libcuda.so.1 in the loader's cache or LD_LIBRARY_PATH)"
+}
+
+# Why the loopback with --mem MODE cannot run on RDMA device $1 here; nothing when it can.
+cannot_loop() {
+    local dev=$1 mode=$2 why
+    why=$(no_driver) && [ -n "$why" ] && { echo "$why"; return; }
+    [ -z "$dev" ] && { echo "no RDMA device (/sys/class/infiniband is empty or absent)"; return; }
+    [ -z "$rdmabench" ] && return
+    case $mode in cuda-staged*) return ;; esac
+    if [ ! -e "/sys/class/infiniband/$dev/device" ] || [[ $dev == rxe* || $dev == siw* ]]; then
+        echo "$dev is a software RDMA device (soft-RoCE or siw): it cannot reach GPU memory"; return
+    fi
+    case $mode in
+        cuda-peermem*) [ -d /sys/module/nvidia_peermem ] || [ -d /sys/module/nv_peer_mem ] \
+            || echo "nvidia-peermem is not loaded (modprobe nvidia-peermem)" ;;
+    esac
 }
 
 # One rdmabench loopback run with --mem MODE on $dev; a PASS/FAIL line in the summary.
@@ -99,26 +129,36 @@ run() {
         echo "## /sys/class/infiniband"; ls /sys/class/infiniband
     } >"$out/nvidia-smi.txt" 2>&1
 
-    timeout "${GPU_CHECK_TIMEOUT:-240}" "$gpu_check" "$@" 2>&1 | tee "$out/gpu-check.txt"
-    rc=${PIPESTATUS[0]}
-    echo "$rc" >"$out/gpu-check.rc"
-    [ "$rc" -eq 2 ] && exit 2
+    driverless=$(no_driver)
+    rc=0
+    if [ -z "$driverless" ]; then
+        timeout "${GPU_CHECK_TIMEOUT:-240}" "$gpu_check" "$@" 2>&1 | tee "$out/gpu-check.txt"
+        rc=${PIPESTATUS[0]}
+        echo "$rc" >"$out/gpu-check.rc"
+        [ "$rc" -eq 2 ] && exit 2
+    fi
     {
-        if [ "$rc" -eq 0 ]; then echo "PASS gpu_check"; else echo "FAIL gpu_check (exit $rc)"; fi
+        if [ -n "$driverless" ]; then echo "SKIP gpu_check: $driverless"
+        elif [ "$rc" -eq 0 ]; then echo "PASS gpu_check"; else echo "FAIL gpu_check (exit $rc)"; fi
         dev=${RDMA_DEV:-$(ls /sys/class/infiniband 2>/dev/null | head -1)}
-        if [ -z "$dev" ]; then
-            echo "SKIP rdmabench loopbacks: no RDMA device (/sys/class/infiniband is empty or absent)"
-        elif [ -z "$rdmabench" ]; then
-            echo "FAIL rdmabench loopbacks: no rdmabench binary in the bundle"
-        else
-            for mode in cuda-staged cuda cuda-peermem; do
+        for mode in cuda-staged cuda cuda-peermem; do
+            why=$(cannot_loop "$dev" "$mode")
+            if [ -n "$why" ]; then
+                echo "SKIP rdmabench write-bw --loopback --mem $mode: $why"
+            elif [ -z "$rdmabench" ]; then
+                echo "FAIL rdmabench write-bw --loopback --mem $mode: no rdmabench binary in the bundle"
+            else
                 loopback "$mode:${1:-0}" "$out/rdmabench-$mode.txt" "$out/rdmabench-$mode.json"
-            done
-        fi
+            fi
+        done
     } | tee "$out/summary.txt"
     [ -z "${OUT:-}" ] && echo "gpu-check.sh: logs in $out"
-    # Any FAIL line (gpu_check's own included) fails the check.
+    # Any FAIL line (gpu_check's own included) fails the check; nothing run at all is unknown.
     if grep -q '^FAIL' "$out/summary.txt"; then exit 1; fi
+    if ! grep -q '^PASS' "$out/summary.txt"; then
+        echo "gpu-check.sh: nothing could be checked on this machine (every check skipped, each saying why)"
+        exit 3
+    fi
     exit 0
 }
 

@@ -1,7 +1,8 @@
 //! The helper scripts' output where no device is needed: a server that cannot start makes
 //! `two-node.sh` show the server's own output (and nothing of the script's plumbing), and
-//! `gdr-compare.sh` prints its header before what did not run. With or without devices: no
-//! machine has a device called nosuch0.
+//! `gdr-compare.sh` prints its header before what did not run, and `gpu-check.sh` on a machine
+//! with neither an NVIDIA driver nor an RDMA device skips each check saying why and exits 3.
+//! With or without devices: no machine has a device called nosuch0.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -126,5 +127,43 @@ fn check_records_names_a_record_that_breaks_its_schema() {
         text(&out)
     );
     assert!(!text(&out).contains("good.json)"), "{}", text(&out));
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn gpu_check_on_a_machine_without_driver_or_nic_skips_each_check_saying_why_and_exits_3() {
+    let test =
+        "gpu_check_on_a_machine_without_driver_or_nic_skips_each_check_saying_why_and_exits_3";
+    if Path::new("/proc/driver/nvidia").exists() || Path::new("/sys/class/infiniband").exists() {
+        eprintln!("skipped {test}: this machine has an NVIDIA driver or an RDMA device");
+        return;
+    }
+    let dir = scratch("gpu-check");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-check.sh");
+    let out = Command::new("bash")
+        .arg(path)
+        .arg("run")
+        // A gpu_check to find (the bundle is not built here); it never runs without a driver.
+        .env("GPU_CHECK_BIN", "/bin/false")
+        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .env("OUT", &dir)
+        .env_remove("LD_LIBRARY_PATH")
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "nothing could be checked: unknown\n{said}"
+    );
+    let lines: Vec<&str> = said.lines().filter(|l| l.starts_with("SKIP ")).collect();
+    assert_eq!(lines.len(), 4, "one SKIP per check:\n{said}");
+    assert!(
+        lines.iter().all(|l| l.contains(": no NVIDIA driver")),
+        "{said}"
+    );
+    assert!(!said.contains("FAIL") && !said.contains("PASS"), "{said}");
+    let summary = std::fs::read_to_string(dir.join("summary.txt")).unwrap();
+    assert_eq!(summary.lines().count(), 4, "{summary}");
     std::fs::remove_dir_all(dir).ok();
 }
