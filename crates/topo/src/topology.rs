@@ -109,6 +109,14 @@ impl Topology {
         self.gpus.iter().find(|gpu| gpu.bdf == bdf)
     }
 
+    /// The NIC nearest GPU `bdf` (the first of the lowest class of path), with their path.
+    pub fn nearest_nic(&self, bdf: &str) -> Option<&PairInfo> {
+        self.pairs
+            .iter()
+            .filter(|p| p.gpu == bdf)
+            .min_by_key(|p| p.path.class)
+    }
+
     /// The pair of NIC `nic` and GPU `gpu_bus_id`.
     pub fn pair(&self, nic: &str, gpu_bus_id: &str) -> Option<&PairInfo> {
         let bdf = parse_bdf(gpu_bus_id).ok()?;

@@ -339,10 +339,7 @@ pub fn of_node(topology: &Topology) -> Expectations {
             bdf: g.bdf.clone(),
             pcie: capable_link(&g.link),
             nearest_nic: topology
-                .pairs
-                .iter()
-                .filter(|p| p.gpu == g.bdf)
-                .min_by_key(|p| p.path.class)
+                .nearest_nic(&g.bdf)
                 .map(|p| super::expect::NearestNic {
                     name: p.nic.clone(),
                     path: p.path.class.to_string(),

@@ -225,11 +225,7 @@ pub fn findings(log: &LogPaths, topology: &dyn Fn(&str) -> Option<Topology>) -> 
 fn farther_nic(g: &GpuPaths, host: &str, t: &Topology) -> Option<Finding> {
     let bdf = pci_address(g.bus_id.as_deref()?)?;
     let class_to = |nic: &str| t.pair(nic, &bdf).map(|p| p.path.class);
-    let nearest = t
-        .pairs
-        .iter()
-        .filter(|p| p.gpu == bdf)
-        .min_by_key(|p| p.path.class)?;
+    let nearest = t.nearest_nic(&bdf)?;
     let (used, class) = g
         .net
         .keys()
