@@ -182,9 +182,7 @@ pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport>
         Topology::scan(&sysfs)
     })
     .context("cannot read the PCIe and RDMA devices")?;
-    let want = given
-        .clone()
-        .unwrap_or_else(|| findings::of_node(&topology));
+    let want = given.unwrap_or_else(|| findings::of_node(&topology));
     let mut found: Vec<Finding> = Vec::new();
     let note = format!("{} NIC(s)", want.nics.len());
     found.extend(timed(&mut times, "nics", note, || {
@@ -232,7 +230,6 @@ pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport>
         args,
         (found, runs, times),
         &want,
-        given.is_some(),
     ))
 }
 
@@ -296,7 +293,6 @@ fn report(
     args: &HealthArgs,
     (found, bandwidth, checks): (Vec<Finding>, Vec<BandwidthRun>, Vec<CheckTime>),
     want: &Expectations,
-    given: bool,
 ) -> HealthReport {
     let status = Severity::of(&found);
     let judged = bandwidth.iter().filter(|b| b.gbits.is_some()).count();
@@ -323,10 +319,13 @@ fn report(
         status,
         exit_code: status.code(),
         summary: outcome::summary(&found, &subjects),
-        expected: match (&args.expect, given) {
-            (Some(p), true) => p.display().to_string(),
-            _ => "this node as found".to_string(),
-        },
+        // A file given was read (else the check ended UNKNOWN before): it is what was expected.
+        expected: args
+            .expect
+            .as_ref()
+            .map_or("this node as found".to_string(), |p| {
+                p.display().to_string()
+            }),
         findings: found,
         bandwidth,
         checks,
