@@ -37,15 +37,16 @@ struct Running {
     nic: String,
     port: u32,
     child: Child,
-    out: JoinHandle<String>,
-    err: JoinHandle<String>,
+    out: JoinHandle<(String, Instant)>,
+    err: JoinHandle<(String, Instant)>,
 }
 
-fn read_all(mut from: impl Read + Send + 'static) -> JoinHandle<String> {
+/// Everything `from` gives, and when it ended (a child's stdout ends when it exits).
+fn read_all(mut from: impl Read + Send + 'static) -> JoinHandle<(String, Instant)> {
     thread::spawn(move || {
         let mut text = String::new();
         let _ = from.read_to_string(&mut text);
-        text
+        (text, Instant::now())
     })
 }
 
@@ -122,9 +123,11 @@ pub fn run_all(
     }
     for (mut r, min) in running {
         let status = wait_until(&mut r.child, deadline);
-        let (stdout, stderr) = (
-            r.out.join().unwrap_or_default(),
-            r.err.join().unwrap_or_default(),
+        let gone = || (String::new(), Instant::now());
+        // Each run's own time: the end of its output, whichever run was waited for first.
+        let ((stdout, ended), (stderr, _)) = (
+            r.out.join().unwrap_or_else(|_| gone()),
+            r.err.join().unwrap_or_else(|_| gone()),
         );
         let result = match status {
             Some(ok) => figure(ok, &stdout, &stderr),
@@ -139,7 +142,7 @@ pub fn run_all(
             gbits: result.as_ref().ok().copied(),
             min_gbits: min,
             error: result.err(),
-            seconds: started.elapsed().as_secs_f64(),
+            seconds: ended.saturating_duration_since(started).as_secs_f64(),
         });
     }
     out.sort_by(|a, b| a.nic.cmp(&b.nic));
