@@ -162,14 +162,9 @@ fn combine_figures(
     Ok(client)
 }
 
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    match n {
-        0 => 0.0,
-        _ if n % 2 == 1 => values[n / 2],
-        _ => (values[n / 2 - 1] + values[n / 2]) / 2.0,
-    }
+/// The median of `values` (`compare`'s), 0 for none.
+fn median(values: Vec<f64>) -> f64 {
+    crate::compare::stats::median(&values).unwrap_or(0.0)
 }
 
 /// Each latency statistic's median over the repetitions; `None` when there are none.
