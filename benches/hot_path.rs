@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rdmabench::engine::bw::host::{fill_batch, SendProgress, Target};
+use rdmabench::engine::bw::startup::Startup;
 use rdmabench::engine::bw::{LoopShape, Stop, WrId, WrKind};
 use rdmabench::histogram::LatencyRecorder;
 use rdmabench::plan::{AtomicOp, Verb};
@@ -71,6 +72,18 @@ fn completions(c: &mut Criterion) {
         b.iter(|| {
             p.complete(black_box(id));
             black_box(p.room(3, &s));
+        })
+    });
+    // A duration run's startup, at each completion until it finds the link's rate: a
+    // comparison, and at the end of each round a division.
+    g.bench_function("startup_sees_one_completion", |b| {
+        let start = Instant::now();
+        let mut st = Startup::new(start);
+        let (mut done, mut posted) = (0u64, 2u64);
+        b.iter(|| {
+            done += 1;
+            posted += 1;
+            black_box(st.progress(black_box(start), done, posted));
         })
     });
     g.finish();

@@ -8,10 +8,10 @@
 //!
 //! A duration run starts slow: [`SendProgress::starting_slow`] lets each QP keep a whole
 //! post list (at least two operations) in flight, and one more for each that completes
-//! (twice as many every round trip), up to `tx-depth`, until the warm-up ends. On a fast
-//! link the queue is full within microseconds; on a slow one the warm-up's rate is the
-//! link's, and what is in flight when the time is up drains in about the end margin, where
-//! a full queue of 64 KiB writes took 40 s to drain behind a 5 Mbit/s link.
+//! (twice as many every round trip), up to `tx-depth`, until [`super::startup`] finds the
+//! link full. On a fast link the queue is full within microseconds; on a slow one what is
+//! in flight when the time is up drains in about the end margin, where a full queue of
+//! 64 KiB writes took 40 s to drain behind a 5 Mbit/s link.
 //!
 //! Nothing in a turn allocates, locks or makes a system call besides the verbs' own: the
 //! per-QP tables and the post list are set up before the clock starts.
@@ -21,7 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::Result;
 use verbs::{Completion, Op, SendRequest};
 
-use super::{drive, Counts, LoopBody, LoopShape, Measured, Pace, Pacer, PeerState, WrId, WrKind};
+use super::{
+    drive, fewest_in_flight, Counts, LoopBody, LoopShape, Measured, Pacer, PeerState, WrId, WrKind,
+};
 use crate::engine::Connected;
 use crate::plan::{AtomicOp, Verb};
 
@@ -74,9 +76,9 @@ impl SendProgress {
 
     /// The same, starting with a whole post list (at least two operations) in flight per
     /// QP, one more for each operation that completes, until [`set_in_flight_cap`]
-    /// (Self::set_in_flight_cap) sets the pace.
+    /// (Self::set_in_flight_cap) holds it.
     pub fn starting_slow(mut self, post_list: u32) -> Self {
-        self.in_flight_cap = u64::from(post_list.max(2));
+        self.in_flight_cap = u64::from(fewest_in_flight(self.every, post_list));
         self.growing = true;
         self
     }
@@ -86,14 +88,19 @@ impl SendProgress {
         self.qps.iter().map(|c| c.posted).sum()
     }
 
-    /// From the next operation on, a completion every `every` operations per QP.
-    pub fn set_every(&mut self, every: u32) {
+    /// From the next operation on, a completion every `every` operations per QP (posted in
+    /// lists of `post_list`): room is kept for at least that many in flight.
+    pub fn set_every(&mut self, every: u32, post_list: u32) {
         self.every = every.max(1);
+        let fewest = u64::from(fewest_in_flight(self.every, post_list));
+        self.in_flight_cap = self.in_flight_cap.max(fewest);
     }
 
-    /// From now on, at most `in_flight` operations in flight per QP.
-    pub fn set_in_flight_cap(&mut self, in_flight: u32) {
-        self.in_flight_cap = u64::from(in_flight.max(1));
+    /// From now on, at most `in_flight` operations in flight per QP (posted in lists of
+    /// `post_list`), and no fewer than the completions requested need.
+    pub fn set_in_flight_cap(&mut self, in_flight: u32, post_list: u32) {
+        let fewest = fewest_in_flight(self.every, post_list);
+        self.in_flight_cap = u64::from(in_flight.max(fewest));
         self.growing = false;
     }
 
@@ -350,6 +357,11 @@ impl LoopBody for HostLoop<'_> {
     fn counts(&self) -> Counts {
         Counts {
             sent: self.sending.as_ref().map_or(0, |s| s.done),
+            posted: self
+                .sending
+                .as_ref()
+                .filter(|s| s.growing)
+                .map(SendProgress::posted_total),
             received: self.received,
             receiving: self.received > 0,
         }
@@ -361,10 +373,15 @@ impl LoopBody for HostLoop<'_> {
         }
     }
 
-    fn pace(&mut self, pace: Pace) {
+    fn signal_every(&mut self, every: u32) {
         if let Some(s) = self.sending.as_mut() {
-            s.set_every(pace.signal_every);
-            s.set_in_flight_cap(pace.in_flight);
+            s.set_every(every, self.shape.post_list);
+        }
+    }
+
+    fn hold_in_flight(&mut self, ops: u32) {
+        if let Some(s) = self.sending.as_mut() {
+            s.set_in_flight_cap(ops, self.shape.post_list);
         }
     }
 
@@ -605,10 +622,10 @@ mod tests {
         let mut p = SendProgress::new(1, u64::MAX, 1);
         assert_eq!(p.signal(0, 1), 1);
         assert_eq!(p.signal(0, 2), 1);
-        p.set_every(40);
+        p.set_every(40, 1);
         assert_eq!((3..42).map(|n| p.signal(0, n)).sum::<u32>(), 0);
         assert_eq!(p.signal(0, 42), 40);
-        p.set_every(0);
+        p.set_every(0, 1);
         assert_eq!(p.signal(0, 43), 1, "at least every operation");
     }
 
@@ -616,12 +633,19 @@ mod tests {
     fn every_operation_completes_when_a_duration_run_changes_its_interval() {
         let mut s = shape(u64::MAX, 16, 4, 8);
         s.stop = Stop::for_duration(1.0);
-        let mut p = SendProgress::new(2, u64::MAX, 1);
+        // Started slow and held to two in flight before the interval grows to 7: the hold
+        // gives way to the unsignaled operations and a post list besides.
+        let mut p = SendProgress::new(2, u64::MAX, 1).starting_slow(4);
         let mut batch = vec![SendRequest::default(); 4];
         let mut queues: Vec<std::collections::VecDeque<u64>> = vec![Default::default(); 2];
         for step in 0..2_000 {
+            if step == 50 {
+                p.set_in_flight_cap(2, 4);
+                assert_eq!(p.in_flight_cap, 4, "a whole post list");
+            }
             if step == 100 {
-                p.set_every(7);
+                p.set_every(7, 4);
+                assert_eq!(p.in_flight_cap, 10);
             }
             if step == 1_000 {
                 p.stop_posting();

@@ -11,6 +11,7 @@
 
 pub mod host;
 pub mod marks;
+pub mod startup;
 
 pub use host::measure_bw;
 pub use marks::{Interval, Intervals};
@@ -131,21 +132,22 @@ pub fn signal_every(cq_mod: u32, ops_per_sec: f64, qps: usize, window: Duration)
     ops_within(per_qp * window.as_secs_f64() / WINDOW_EVENTS, cq_mod)
 }
 
-/// How a duration run goes on once its warm-up is over.
+/// How a duration run goes on once its warm-up is over (how often it signals) and once its
+/// [`startup`] found the link's rate (how much it keeps in flight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Pace {
     /// A completion every this many operations per QP ([`signal_every`]).
     pub signal_every: u32,
     /// At most this many operations in flight per QP: what drains within the end margin at
-    /// the warm-up's rate, or twice what completes in one round trip if more (so that a
+    /// the link's rate, or twice what completes in one round trip if more (so that a
     /// slow link with a long round trip stays busy), at most `tx-depth`, and never so few
     /// that posting waits on a completion that was not requested. A deep queue on a slow
     /// link adds no bandwidth, only a drain of many seconds after the time is up.
     pub in_flight: u32,
 }
 
-/// The pace of a duration run whose warm-up did `ops_per_sec`, all `qps` together, its
-/// first operation completing `round_trip` after the loop began (`None` in iteration mode).
+/// The pace of a duration run that did `ops_per_sec`, all `qps` together, its round trip
+/// `round_trip` (`None` in iteration mode).
 pub fn pace_for(
     shape: &LoopShape,
     qps: usize,
@@ -162,13 +164,20 @@ pub fn pace_for(
     });
     let every = signal_every(shape.cq_mod, ops_per_sec, qps, aim);
     let per_qp = ops_per_sec / qps.max(1) as f64;
-    let fewest = (every + shape.post_list.max(1) - 1).max(2);
+    let fewest = fewest_in_flight(every, shape.post_list);
     let drains = ops_within(per_qp * margin.as_secs_f64(), shape.depth);
     let busy = ops_within(per_qp * 2.0 * round_trip.as_secs_f64(), shape.depth);
     Some(Pace {
         signal_every: every,
         in_flight: drains.max(busy).max(fewest).min(shape.depth.max(1)),
     })
+}
+
+/// The fewest operations a QP that requests a completion every `every` operations may keep
+/// in flight: its unsignaled ones and a whole post list besides, at least two; fewer, and
+/// posting would wait on a completion that was not requested.
+pub fn fewest_in_flight(every: u32, post_list: u32) -> u32 {
+    (every.max(1) + post_list.max(1) - 1).max(2)
 }
 
 /// `ops` rounded down, within 1..=`most` (1 when not finite).
@@ -545,6 +554,8 @@ impl Meter {
 pub struct Counts {
     /// This side's operations done (sent, or a staged sink's chunks in GPU memory).
     pub sent: u64,
+    /// Operations posted, while a duration run is starting slow ([`startup`]).
+    pub posted: Option<u64>,
     /// Messages received (or a staged receiver's messages in GPU memory).
     pub received: u64,
     /// The first message arrived: a receiver's window opens then.
@@ -564,10 +575,15 @@ pub trait LoopBody {
     fn finished(&mut self, now: Instant, peer: &PeerState) -> bool;
     /// The error when nothing moved for the stall timeout.
     fn stalled(&self, secs: f64) -> anyhow::Error;
-    /// A duration run's warm-up is over: from now on, go at `pace` (see [`Pace`]). A body
-    /// that signals and queues otherwise ignores it.
-    fn pace(&mut self, pace: Pace) {
-        let _ = pace;
+    /// A duration run's warm-up is over: from now on, request a completion every `every`
+    /// operations per QP ([`Pace::signal_every`]). A body that signals otherwise ignores it.
+    fn signal_every(&mut self, every: u32) {
+        let _ = every;
+    }
+    /// A duration run's startup found the link's rate: from now on, keep at most `ops` in
+    /// flight per QP ([`Pace::in_flight`]). A body that queues otherwise ignores it.
+    fn hold_in_flight(&mut self, ops: u32) {
+        let _ = ops;
     }
 }
 
@@ -584,8 +600,9 @@ pub struct Windows {
 /// Runs `body`'s turns until it is finished: looks at the clock after each turn that moved
 /// (to keep the meters) and every [`CLOCK_CHECK_EVERY`] turns that did not (for the
 /// deadline, the stall timeout and a failed peer). In duration mode the warm-up's rate sets
-/// how often completions are requested once the window opens, and posting stops at the
-/// deadline only once this side's window holds enough events (or its extension ran out).
+/// how often completions are requested once the window opens, the [`startup`]'s finding
+/// how much is kept in flight, and posting stops at the deadline only once this side's
+/// window holds enough events (or its extension ran out).
 pub fn drive<B: LoopBody>(
     side: &mut Connected,
     shape: &LoopShape,
@@ -603,8 +620,7 @@ pub fn drive<B: LoopBody>(
         Stop::Iters(_) => None,
     };
     let (mut idle, mut last_progress, mut stopped) = (0u32, start, false);
-    // When the first operation completed: a round trip, for the pace.
-    let mut first_done: Option<Duration> = None;
+    let mut startup = deadline.map(|_| startup::Startup::new(start));
     loop {
         let moved = body.turn(side, &mut wcs)?;
         let now = if moved {
@@ -618,7 +634,13 @@ pub fn drive<B: LoopBody>(
             }
             if c.sent != seen.sent {
                 sent.tick(now, c.sent);
-                first_done.get_or_insert(now - start);
+                let found = match (startup.as_mut(), c.posted) {
+                    (Some(s), Some(posted)) => s.progress(now, c.sent, posted),
+                    _ => None,
+                };
+                if let Some(f) = found {
+                    hold_found(body, shape, side.qps.len(), f);
+                }
             }
             if c.received != seen.received {
                 received.tick(now, c.received);
@@ -636,9 +658,8 @@ pub fn drive<B: LoopBody>(
         if !paced && sent.is_open() {
             paced = true;
             let rate = seen.sent as f64 / (now - start).as_secs_f64().max(1e-9);
-            let round_trip = first_done.unwrap_or(now - start);
-            if let Some(p) = pace_for(shape, side.qps.len(), rate, round_trip) {
-                body.pace(p);
+            if let Some(p) = pace_for(shape, side.qps.len(), rate, now - start) {
+                body.signal_every(p.signal_every);
             }
         }
         if !stopped && deadline.is_some_and(|d| now >= d) && sent.may_end(now) {
@@ -662,6 +683,13 @@ pub fn drive<B: LoopBody>(
         sent: sent.window(),
         received: received.window(),
     })
+}
+
+/// The startup found the link's rate: `body` holds what [`pace_for`] keeps in flight at it.
+fn hold_found<B: LoopBody>(body: &mut B, shape: &LoopShape, qps: usize, found: startup::Found) {
+    if let Some(p) = pace_for(shape, qps, found.ops_per_sec, found.round_trip) {
+        body.hold_in_flight(p.in_flight);
+    }
 }
 
 #[cfg(test)]

@@ -359,10 +359,10 @@ impl LoopBody for StagedLoop<'_> {
         let done = self.qps.iter().map(|s| s.messages).sum();
         if self.proto.role.receives() {
             Counts {
-                sent: 0,
                 received: done,
                 // A receiver's window opens when the first message lands.
                 receiving: self.qps.iter().any(|s| s.completed > 0),
+                ..Counts::default()
             }
         } else {
             Counts {
