@@ -437,6 +437,7 @@ impl TestArgs {
             token: self.token()?,
             admission: self.admission.clone(),
             rail: None,
+            local_rank: None,
             rail_gpus: self.rail_gpus(),
             start_gate: None,
         })

@@ -4,8 +4,10 @@
 //! Each side pins its measuring thread to ONE CPU, so that a ping-pong never migrates and the
 //! TSC of one CPU times it. The client takes the first CPU of the chosen set and the server
 //! the last, so that the two threads of `--loopback` (and a server and client started on one
-//! machine) spin on different CPUs whenever the set has two. Only the measured loop is
-//! pinned: the control channel's helper threads keep the process's whole CPU set.
+//! machine) spin on different CPUs whenever the set has two. Rails of one process, and the
+//! ranks of a cluster sweep on one host, each take the set's next CPU ([`choose_for_rail`],
+//! [`choose_for_local_rank`]). Only the measured loop is pinned: the control channel's
+//! helper threads keep the process's whole CPU set.
 
 use std::io;
 
@@ -103,6 +105,48 @@ pub fn choose_for_rail(
         numa_node: node,
         cpu: Some(cpu),
         source: format!("{source} {}", format_cpulist(&set)),
+    })
+}
+
+/// [`choose`] for local rank `k` of a cluster sweep, whose ranks on one host share its CPUs
+/// unless the launcher bound each to its own (torchrun and an oversubscribed `mpirun` do
+/// not): a client takes the set's k-th CPU from the front and a server the k-th from the
+/// back, as rails do, but only while k is in the set's first half, so that no two ranks'
+/// pinned threads meet; a rank beyond it is not pinned (the scheduler spreads the rest),
+/// and says why. A set of one CPU is taken by any rank. Four ranks measuring on one CPU
+/// of a shared set (each a spinning client) ran a throttled link at a third of its rate.
+pub fn choose_for_local_rank(
+    choice: &PinChoice,
+    facts: &CpuFacts,
+    role: Role,
+    k: usize,
+) -> Result<Placement, PlanError> {
+    let set_len = match choice {
+        PinChoice::Off => return choose(choice, facts, role),
+        PinChoice::Cpus(list) => list.len(),
+        PinChoice::Auto => auto_set(facts).0.len(),
+    };
+    if set_len <= 1 || k < set_len / 2 {
+        return choose_for_rail(choice, facts, role, if set_len <= 1 { 0 } else { k });
+    }
+    let set = match choice {
+        PinChoice::Cpus(list) => checked(list, &facts.allowed)?,
+        _ => auto_set(facts).0,
+    };
+    let half = set_len / 2;
+    let ranks = if half == 1 {
+        "rank 0".to_string()
+    } else {
+        format!("ranks 0-{}", half - 1)
+    };
+    Ok(Placement {
+        numa_node: facts.numa_node,
+        cpu: None,
+        source: format!(
+            "not pinned: local rank {k} of a sweep, and CPUs {} hold a client and a server \
+             each for {ranks} only",
+            format_cpulist(&set)
+        ),
     })
 }
 
@@ -266,6 +310,52 @@ mod tests {
         );
         // More rails than CPUs: around again.
         assert_eq!(cpu(Role::Client, 3), Some(8));
+    }
+
+    #[test]
+    fn the_ranks_of_a_sweep_on_one_host_never_pin_two_threads_to_one_cpu() {
+        // A DGX's NIC node of 56 CPUs, four ranks on it (torchrun binds none): each rank's
+        // client and server have CPUs of their own.
+        let f = facts(Some(0), Some((0..56).collect()), (0..112).collect());
+        let cpu = |role, k| {
+            choose_for_local_rank(&PinChoice::Auto, &f, role, k)
+                .unwrap()
+                .cpu
+        };
+        let clients: Vec<_> = (0..4).map(|k| cpu(Role::Client, k)).collect();
+        let servers: Vec<_> = (0..4).map(|k| cpu(Role::Server, k)).collect();
+        assert_eq!(clients, [Some(0), Some(1), Some(2), Some(3)]);
+        assert_eq!(servers, [Some(55), Some(54), Some(53), Some(52)]);
+        // The guest: four ranks on two CPUs. Rank 0 pins a client and a server; the others
+        // are left to the scheduler, and say so.
+        let f = facts(None, None, vec![0, 1]);
+        let c = choose_for_local_rank(&PinChoice::Auto, &f, Role::Client, 0).unwrap();
+        let s = choose_for_local_rank(&PinChoice::Auto, &f, Role::Server, 0).unwrap();
+        assert_eq!((c.cpu, s.cpu), (Some(0), Some(1)));
+        let other = choose_for_local_rank(&PinChoice::Auto, &f, Role::Client, 3).unwrap();
+        assert_eq!(other.cpu, None);
+        assert_eq!(
+            other.describe(),
+            "not pinned: local rank 3 of a sweep, and CPUs 0-1 hold a client and a server each \
+             for rank 0 only"
+        );
+        // A launcher that bound each rank to one CPU: that CPU, whatever the rank.
+        let bound = facts(None, None, vec![7]);
+        let c = choose_for_local_rank(&PinChoice::Auto, &bound, Role::Client, 5).unwrap();
+        assert_eq!(c.cpu, Some(7));
+        // --cpus of too few: the same rule, within the list; --no-pin stays off.
+        let f = facts(None, None, (0..8).collect());
+        let given = PinChoice::Cpus(vec![4, 5, 6, 7]);
+        let c = choose_for_local_rank(&given, &f, Role::Server, 1).unwrap();
+        assert_eq!(c.cpu, Some(6));
+        assert_eq!(
+            choose_for_local_rank(&given, &f, Role::Client, 2)
+                .unwrap()
+                .cpu,
+            None
+        );
+        let off = choose_for_local_rank(&PinChoice::Off, &f, Role::Client, 0).unwrap();
+        assert_eq!(off.cpu, None);
     }
 
     #[test]

@@ -76,6 +76,9 @@ pub struct RunOptions {
     pub admission: Admission,
     /// This side's rail of a multi-rail run (`-d a,b`); `None` for a run on one device.
     pub rail: Option<RailLink>,
+    /// A cluster sweep rank's local rank: the ranks of one host share its CPUs, so each
+    /// takes its own ([`placement::choose_for_local_rank`]); `None` outside a sweep.
+    pub local_rank: Option<usize>,
     /// With several rails and GPU memory: which GPU each rail's buffers live on.
     pub rail_gpus: rails::gpus::RailGpus,
     /// A server's runs that start their measured windows together (a cluster sweep's
@@ -110,7 +113,10 @@ impl Measuring {
     pub fn resolve(opts: &RunOptions, device: &str, role: Role) -> anyhow::Result<Self> {
         let facts = CpuFacts::read(&topo::Sysfs::system(), device)?;
         let rail = opts.rail.as_ref().map_or(0, |l| l.index);
-        let placement = placement::choose_for_rail(&opts.pin, &facts, role, rail)?;
+        let placement = match opts.local_rank {
+            Some(k) => placement::choose_for_local_rank(&opts.pin, &facts, role, k)?,
+            None => placement::choose_for_rail(&opts.pin, &facts, role, rail)?,
+        };
         let kind = clock::choose(opts.clock, TscFacts::of_this_cpu(placement.cpu.is_some()))?;
         Ok(Measuring {
             placement,
