@@ -4,9 +4,11 @@
 #
 # Usage:
 #   scripts/gpu-check.sh build [BUNDLE]   where the toolchain is (any x86-64 Linux with cargo and the crates,
-#                                         no GPU needed): builds release rdmabench and gpu_check, strips them and
-#                                         puts them with this script in BUNDLE (default target/gpu-check, about
-#                                         4 MiB); prints how to carry it.
+#                                         no GPU needed): builds release rdmabench and gpu_check (--offline
+#                                         --locked: the crates already fetched, at Cargo.lock's versions), strips
+#                                         them and puts them with this script in BUNDLE (default target/gpu-check,
+#                                         about 7 MiB) with the oldest glibc they run on (glibc-floor); prints it
+#                                         and how to carry the bundle.
 #   scripts/gpu-check.sh [run] [DEVICE]   on the GPU machine, from the repository root with the bundle in
 #                                         target/gpu-check, or from the bundle folder itself:
 #                                         1. gpu_check (crates/cuda/examples/gpu_check.rs): driver and devices,
@@ -22,7 +24,8 @@
 # Carrying the bundle: copy BUNDLE to the GPU machine (scp -r, a tarball, or a runner that carries ignored
 # paths: the device runner of this project takes `carry: ["target/gpu-check"]` and runs
 # `scripts/gpu-check.sh run` in the repository copy). The binaries load libcuda.so.1 and libibverbs at run time
-# (nothing is linked), so they need only a glibc as new as the build machine's.
+# (nothing is linked), so they need only a glibc as new as the newest symbol version they use (glibc-floor, from
+# objdump at build time): run checks it first, and a machine with an older glibc fails at once, saying both.
 #
 # Time: at most 10 minutes. gpu_check is given $GPU_CHECK_TIMEOUT seconds (default 240; a few seconds on an
 # H200), each rdmabench run $RDMABENCH_TIMEOUT (default 60; $RDMABENCH_SHAPE, default "-s 1M -n 2000", a
@@ -48,13 +51,46 @@ build() {
     cd "$here/.." || exit 1
     # shellcheck source=/dev/null
     [ -x "$(command -v cargo)" ] || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; }
-    cargo build --release -p rdmabench --bin rdmabench -p rdmabench-cuda --example gpu_check || exit 1
+    cargo build --release --offline --locked -p rdmabench --bin rdmabench -p rdmabench-cuda --example gpu_check \
+        || { echo "gpu-check.sh: the build needs the crates Cargo.lock names already fetched (cargo fetch" \
+                  "--locked, where the network is) and Cargo.lock unchanged" >&2; exit 1; }
     mkdir -p "$bundle" || exit 1
     cp target/release/rdmabench target/release/examples/gpu_check "$bundle/" || exit 1
     cp "$0" "$bundle/gpu-check.sh" || exit 1
     command -v strip >/dev/null && strip "$bundle/rdmabench" "$bundle/gpu_check"
-    echo "gpu-check.sh: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1)); on the GPU machine run" \
+    local floor
+    floor=$(glibc_floor "$bundle/rdmabench" "$bundle/gpu_check")
+    if [ -n "$floor" ]; then echo "$floor" >"$bundle/glibc-floor"; else rm -f "$bundle/glibc-floor"; fi
+    echo "gpu-check.sh: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1)); it needs glibc" \
+         "${floor:-(unknown: no objdump here)} or newer; on the GPU machine run" \
          "$bundle/gpu-check.sh (or scripts/gpu-check.sh run from a repository copy that holds it)"
+}
+
+# The newest GLIBC_x.y symbol version the binaries ask for: the oldest glibc they run on; nothing without objdump.
+glibc_floor() {
+    command -v objdump >/dev/null || return 0
+    objdump -T "$@" 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' | sed 's/^GLIBC_//' | sort -uV | tail -1
+}
+
+# This machine's glibc version (2.36), or nothing when it cannot be told.
+glibc_here() {
+    getconf GNU_LIBC_VERSION 2>/dev/null | awk '$1 == "glibc" { print $2 }'
+}
+
+# Exits 1 with a FAIL line when the bundle beside gpu_check ($1) needs a newer glibc than this machine has.
+check_glibc() {
+    local file need have
+    file=$(dirname "$1")/glibc-floor
+    [ -f "$file" ] || return 0
+    need=$(head -1 "$file") have=$(glibc_here)
+    [ -n "$need" ] && [ -n "$have" ] || return 0
+    if [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+        echo "FAIL glibc: the bundle needs glibc $need or newer and this machine has $have, so its binaries" \
+             "cannot start here: build the bundle where glibc is $have or older (a container of this machine's" \
+             "distribution)"
+        exit 1
+    fi
+    echo "glibc $have here; the bundle needs $need or newer"
 }
 
 # The first existing executable among the arguments.
@@ -117,6 +153,7 @@ run() {
     }
     rdmabench=$(first_executable "${RDMABENCH_BIN:-}" "$here/rdmabench" "$here/../target/gpu-check/rdmabench" \
         "$here/../target/release/rdmabench") || rdmabench=
+    check_glibc "$gpu_check"
     out=${OUT:-$(mktemp -d)}
     mkdir -p "$out" || exit 1
     {

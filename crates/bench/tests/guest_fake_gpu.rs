@@ -59,6 +59,28 @@ fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
         assert_eq!(record["gpu"]["gdr"], true);
     }
 
+    // A GPU whose NIC writes are not ordered (before Hopper): --validate flushes them before it
+    // copies the received bytes out, and passes.
+    let flushes = dir.join("flushes.log");
+    let mut args = vec!["write-bw"];
+    args.extend(LOOPBACK);
+    args.extend(["--timeout", "20", "--mem", "cuda-peermem:0", "--validate"]);
+    args.extend(small);
+    let out = common::bin()
+        .args(&args)
+        .env("LD_LIBRARY_PATH", &lib)
+        .env("FAKE_CUDA_MODE", "hostmem")
+        .env("FAKE_CUDA_WRITES_ORDERING", "0")
+        .env("FAKE_CUDA_FLUSH_LOG", &flushes)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let logged = std::fs::read_to_string(&flushes).unwrap_or_default();
+    assert!(
+        !logged.is_empty() && logged.lines().all(|l| l == "FLUSH 0 100"),
+        "a flush before the read-back: {logged:?}"
+    );
+
     for (test, mem, code, needle) in [
         // dma-buf: rxe has no dma-buf support, and says what to use instead (this machine
         // lacks what the mode needs: the run fails).

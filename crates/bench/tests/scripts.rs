@@ -167,3 +167,55 @@ fn gpu_check_on_a_machine_without_driver_or_nic_skips_each_check_saying_why_and_
     assert_eq!(summary.lines().count(), 4, "{summary}");
     std::fs::remove_dir_all(dir).ok();
 }
+
+#[test]
+fn gpu_check_refuses_a_bundle_that_needs_a_newer_glibc_naming_both_versions() {
+    let test = "gpu_check_refuses_a_bundle_that_needs_a_newer_glibc_naming_both_versions";
+    if Path::new("/proc/driver/nvidia").exists() || Path::new("/sys/class/infiniband").exists() {
+        eprintln!("skipped {test}: this machine has an NVIDIA driver or an RDMA device");
+        return;
+    }
+    let dir = scratch("gpu-check-glibc");
+    // A bundle: a gpu_check (never run without a driver) and the glibc floor its build found.
+    let bundle = dir.join("bundle");
+    std::fs::create_dir_all(&bundle).unwrap();
+    let gpu_check = bundle.join("gpu_check");
+    std::fs::write(&gpu_check, "#!/bin/sh\nexit 1\n").unwrap();
+    std::fs::set_permissions(
+        &gpu_check,
+        std::os::unix::fs::PermissionsExt::from_mode(0o755),
+    )
+    .unwrap();
+    let run = |floor: &str| {
+        std::fs::write(bundle.join("glibc-floor"), format!("{floor}\n")).unwrap();
+        let out = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-check.sh"))
+            .arg("run")
+            .env("GPU_CHECK_BIN", &gpu_check)
+            .env("OUT", dir.join("out"))
+            .env_remove("LD_LIBRARY_PATH")
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out))
+    };
+    let (code, said) = run("9.99");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.starts_with(
+            "FAIL glibc: the bundle needs glibc 9.99 or newer and this machine has 2."
+        ),
+        "{said}"
+    );
+    assert_eq!(said.lines().count(), 1, "nothing else runs:\n{said}");
+    // An old enough floor is said, and the checks go on (here, each skipped: unknown).
+    let (code, said) = run("2.2.5");
+    assert_eq!(code, Some(3), "{said}");
+    assert!(
+        said.lines()
+            .next()
+            .is_some_and(|l| l.starts_with("glibc 2.")
+                && l.ends_with(" here; the bundle needs 2.2.5 or newer")),
+        "{said}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}

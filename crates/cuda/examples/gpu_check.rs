@@ -8,7 +8,9 @@
 //! 3. dma-buf: the whole buffer and an unaligned sub-range exported; each fd checked to be a dma-buf
 //!    (`exp_name` in `/proc/self/fdinfo/<fd>`), offset/length/iova arithmetic checked;
 //! 4. pinned host <-> device copy bandwidth, 4 KiB .. 256 MiB, both directions (in practice the GPU's PCIe link
-//!    ceiling; nvbandwidth reports the same);
+//!    ceiling; nvbandwidth reports the same), judged against what the GPU's PCIe link carries at the speed and
+//!    width it is capable of (sysfs): below [`LINK_SHARE`] of it fails, naming the link, so that a GPU trained
+//!    down to an older generation or fewer lanes is found;
 //! 5. the staged pipeline's copy half through K pinned bounce buffers with events, driven by the staging
 //!    scheduler: first for correctness (bytes through the real copies, partial last chunk), then at full speed
 //!    for a few chunk sizes and depths, in GB/s and as a share of the plain copy bandwidth;
@@ -17,21 +19,32 @@
 //! 7. small and odd sizes (1 B .. 2 MiB + 1): each allocated (padded or not, as the driver's address asks),
 //!    pattern-checked and exported as a dma-buf.
 //!
-//! Section 1 also prints the GPUDirect RDMA write-ordering and flush-writes attributes; section 2 reads
+//! Section 1 also prints the GPUDirect RDMA write-ordering and flush-writes attributes, and flushes a NIC's writes
+//! as rdmabench does before its `--validate` read-back where the ordering is NONE; section 2 reads
 //! `CU_POINTER_ATTRIBUTE_SYNC_MEMOPS` back. `scripts/gpu-check.sh` adds rdmabench loopback runs where an RDMA
 //! device exists.
 //!
-//! Exit status: 0 when every check passed; 1 when one failed or could not run (the summary says which). Without
-//! a driver it prints one line, "gpu_check: no CUDA driver: libcuda.so.1 not found; ...", and exits 1.
+//! Usage: `gpu_check [DEVICE] [--sysfs-root DIR]`; `--sysfs-root` reads the PCIe link from a copy of another
+//! machine's `/sys` under DIR (as `rdmabench topo` does), for the tests.
+//!
+//! Exit status: 0 when every check passed; 1 when one failed or could not run (the summary says which); 2 bad
+//! usage. Without a driver it prints one line, "gpu_check: no CUDA driver: libcuda.so.1 not found; ...", and
+//! exits 1.
 
 use std::process::ExitCode;
 use std::time::Instant;
 
 use cuda::staging::{RecvPipeline, SendPipeline, StagingConfig, StagingPlan};
 use cuda::{CudaError, Device, DeviceBuffer, DeviceSelector, Event, PinnedBuffer, Stream};
+use topo::{PciFunction, PciLink, Pcie, Sysfs};
 
 const KIB: usize = 1 << 10;
 const MIB: usize = 1 << 20;
+
+/// The share of its PCIe link's payload ceiling (at the speed and width it is capable of) a GPU's pinned copies
+/// must reach. Healthy GPUs copy at 85-95% of it (an H100 on Gen5 x16, an A100 on Gen4 x16); a link trained
+/// down one generation or to half its lanes gives at most 50%.
+const LINK_SHARE: f64 = 0.6;
 
 struct Report {
     failures: Vec<String>,
@@ -64,18 +77,43 @@ fn human(bytes: usize) -> String {
     }
 }
 
-fn main() -> ExitCode {
-    let selector = match std::env::args().nth(1) {
-        Some(arg) => match arg.parse::<DeviceSelector>() {
-            Ok(s) => s,
-            Err(e) => {
-                eprintln!("gpu_check: {e}");
-                return ExitCode::from(2);
-            }
-        },
-        None => DeviceSelector::Index(0),
+/// What the command line asked for.
+struct Args {
+    selector: DeviceSelector,
+    sysfs: Sysfs,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        selector: DeviceSelector::Index(0),
+        sysfs: Sysfs::system(),
     };
-    match run(selector) {
+    let mut it = std::env::args().skip(1);
+    while let Some(arg) = it.next() {
+        if arg == "--sysfs-root" {
+            let dir = it
+                .next()
+                .ok_or("--sysfs-root needs a directory (one that holds sys/)")?;
+            if !std::path::Path::new(&dir).join("sys").is_dir() {
+                return Err(format!("--sysfs-root {dir}: no sys/ directory there"));
+            }
+            args.sysfs = Sysfs::new(dir);
+        } else {
+            args.selector = arg.parse::<DeviceSelector>().map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("gpu_check: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(args) {
         Ok(report) if report.failures.is_empty() => {
             println!("\nRESULT: all checks passed");
             ExitCode::SUCCESS
@@ -94,7 +132,8 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
+fn run(args: Args) -> Result<Report, CudaError> {
+    let Args { selector, sysfs } = args;
     // Probe before printing anything: without a driver the whole output is the one error line.
     let driver = cuda::probe()?;
     let mut report = Report {
@@ -130,16 +169,10 @@ fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
         gpu.name(),
         gpu.pci_bus_id()
     );
-    if let Ok(text) = std::fs::read_to_string(format!(
-        "/sys/bus/pci/devices/{}/current_link_speed",
-        gpu.pci_bus_id()
-    )) {
-        let width = std::fs::read_to_string(format!(
-            "/sys/bus/pci/devices/{}/current_link_width",
-            gpu.pci_bus_id()
-        ))
-        .unwrap_or_default();
-        println!("PCIe link (sysfs): {} x{}", text.trim(), width.trim());
+    let link = PciFunction::read(&sysfs, &gpu.pci_bus_id().to_string()).map(|f| f.link);
+    match &link {
+        Ok(link) => println!("PCIe link (sysfs): {link}"),
+        Err(e) => println!("PCIe link (sysfs): unknown ({e})"),
     }
     report.check(
         "GPUDirect RDMA attribute",
@@ -158,6 +191,19 @@ fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
     println!(
         "GPUDirect RDMA flush-writes options: {}",
         flush_options_text(gpu.gpu_direct_rdma_flush_writes_options()?)
+    );
+    let flushed = gpu.flush_nic_writes();
+    report.check(
+        "NIC writes flushed before a read-back where the GPU asks",
+        flushed.is_ok(),
+        &match flushed {
+            Ok(true) => {
+                "cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER) called (writes ordering NONE)"
+                    .into()
+            }
+            Ok(false) => "not needed: the GPU orders them (or the driver does not say)".into(),
+            Err(e) => e.to_string(),
+        },
     );
 
     println!("\n== 2. allocation and the --validate pattern");
@@ -240,6 +286,13 @@ fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
         peak > 1.0,
         &format!("peak D2H {peak:.2} GB/s"),
     );
+    let peak_h2d = d2h_at.iter().map(|x| x.2).fold(0.0, f64::max);
+    match &link {
+        Ok(link) => judge_copies(&mut report, link, peak_h2d, peak),
+        Err(e) => println!(
+            "  [SKIP] copy bandwidth against the GPU's PCIe link: the link is unknown ({e})"
+        ),
+    }
 
     println!("\n== 5. staged pipeline, copy half (through K pinned bounce buffers, events, staging scheduler)");
     staged_correctness(&mut report, &gpu, &stream)?;
@@ -281,6 +334,37 @@ fn run(selector: DeviceSelector) -> Result<Report, CudaError> {
         odd_size(&mut report, &gpu, len)?;
     }
     Ok(report)
+}
+
+/// The copies' peaks against what `link` carries at the speed and width it is capable of (its current ones where
+/// sysfs gives no maximum): PASS at [`LINK_SHARE`] or more on a link running at its capability; else FAIL, naming
+/// the link and how it trained (a link trained down fails whatever the copies did).
+fn judge_copies(report: &mut Report, link: &PciLink, h2d: f64, d2h: f64) {
+    let name = "copy bandwidth against the GPU's PCIe link";
+    let capable = (link.max_gen().or(link.gen()), link.max_width.or(link.width));
+    let (Some(gen), Some(width)) = capable else {
+        println!("  [SKIP] {name}: sysfs gives no speed or width for it ({link})");
+        return;
+    };
+    // MPS from config (root only); 256 B, the common value, where it cannot be read.
+    let mps = link.mps.unwrap_or(256);
+    let ceiling = Pcie { gen, width, mps }.gbps();
+    let best = h2d.max(d2h);
+    let share = best / ceiling;
+    let trained = link
+        .downtrain_note()
+        .unwrap_or_else(|| "running at it".to_string());
+    report.check(
+        name,
+        share >= LINK_SHARE && !link.is_downtrained(),
+        &format!(
+            "peak H2D {h2d:.2}, D2H {d2h:.2} GB/s: {:.0}% of the {:.1} GB/s a Gen{gen} x{width} link carries \
+             (MPS {mps}; {:.0}% needed); {trained}",
+            share * 100.0,
+            ceiling,
+            LINK_SHARE * 100.0
+        ),
+    );
 }
 
 /// "OWNER (100): ...", from `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING`.

@@ -8,7 +8,14 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 
-use crate::driver::{self, cu};
+use crate::driver::{self, cu, cu_optional};
+
+/// `CU_GPU_DIRECT_RDMA_WRITES_ORDERING_NONE`: a NIC's writes need a flush before the GPU's work sees them.
+const WRITES_ORDERING_NONE: i32 = 0;
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX`.
+const FLUSH_TARGET_CURRENT_CTX: c_int = 0;
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER`: visible to the owning GPU's work (its copies).
+const FLUSH_TO_OWNER: c_int = 100;
 use crate::error::CudaError;
 use crate::probe::probe;
 
@@ -454,6 +461,25 @@ impl Device {
         self.optional_attribute(
             sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS,
         )
+    }
+
+    /// Makes what a NIC wrote into this GPU's memory (GPUDirect RDMA) visible to the copies that read it next,
+    /// where the GPU does not order such writes itself: its writes-ordering attribute is NONE (0; GPUs before
+    /// Hopper), so this calls `cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER)`. A GPU that orders them (or a
+    /// driver that does not say) needs nothing. Returns whether it flushed.
+    pub fn flush_nic_writes(&self) -> Result<bool, CudaError> {
+        if self.gpu_direct_rdma_writes_ordering()? != Some(WRITES_ORDERING_NONE) {
+            return Ok(false);
+        }
+        self.bind_to_thread()?;
+        // SAFETY: plain enum arguments; the device's context is current on this thread.
+        unsafe {
+            cu_optional!(cuFlushGPUDirectRDMAWrites(
+                FLUSH_TARGET_CURRENT_CTX,
+                FLUSH_TO_OWNER
+            ))
+        }?;
+        Ok(true)
     }
 
     fn optional_attribute(&self, attr: sys::CUdevice_attribute) -> Result<Option<i32>, CudaError> {

@@ -18,18 +18,28 @@ use crate::error::CudaError;
 /// A `CUresult` as the driver returns it: 0 is success, anything else an error code, known or not.
 pub type RawResult = c_int;
 
-/// Declares [`Api`] (one C function pointer per entry point), [`REQUIRED_SYMBOLS`] and the loader from one list.
+/// Declares [`Api`] (one C function pointer per required entry point, an `Option` of one per optional entry
+/// point), [`REQUIRED_SYMBOLS`], [`OPTIONAL_SYMBOLS`] and the loader from two lists.
 macro_rules! driver_api {
-    ($($name:ident($($arg:ty),*);)*) => {
+    (
+        required { $($name:ident($($arg:ty),*);)* }
+        optional { $($opt:ident($($oarg:ty),*);)* }
+    ) => {
         /// Every driver entry point this crate calls, each returning the raw result.
         #[allow(non_snake_case)]
         pub(crate) struct Api {
             $(pub(crate) $name: unsafe extern "C" fn($($arg),*) -> RawResult,)*
+            $(pub(crate) $opt: Option<unsafe extern "C" fn($($oarg),*) -> RawResult>,)*
         }
 
-        /// Every driver entry point this crate calls: all must be exported by the loaded library, else
-        /// [`CudaError::DriverTooOld`] names the first one missing.
+        /// Every driver entry point rdmabench's memory modes call: all must be exported by the loaded library,
+        /// else [`CudaError::DriverTooOld`] names the first one missing.
         pub const REQUIRED_SYMBOLS: &[&str] = &[$(stringify!($name)),*];
+
+        /// Entry points a driver may lack without failing the probe: those only the GPU check calls, and those
+        /// called only where the GPU asks for them. A call to one that is missing fails that call alone, with
+        /// [`CudaError::DriverTooOld`] naming it.
+        pub const OPTIONAL_SYMBOLS: &[&str] = &[$(stringify!($opt)),*];
 
         /// What [`api`] answers before a successful probe: every entry point returns
         /// `CUDA_ERROR_NOT_INITIALIZED` (unreachable in practice: only a probed driver yields a [`crate::Device`]).
@@ -40,6 +50,7 @@ macro_rules! driver_api {
                 }
                 not_loaded
             },)*
+            $($opt: None,)*
         };
 
         impl Api {
@@ -56,6 +67,12 @@ macro_rules! driver_api {
                         let symbol = unsafe { lib.get::<F>(stringify!($name).as_bytes()) };
                         *symbol.map_err(|_| CudaError::DriverTooOld { symbol: stringify!($name) })?
                     },)*
+                    $($opt: {
+                        type F = unsafe extern "C" fn($($oarg),*) -> RawResult;
+                        // SAFETY: as above.
+                        let symbol = unsafe { lib.get::<F>(stringify!($opt).as_bytes()) };
+                        symbol.ok().map(|s| *s)
+                    },)*
                 })
             }
         }
@@ -63,38 +80,46 @@ macro_rules! driver_api {
 }
 
 driver_api! {
-    cuInit(c_uint);
-    cuDriverGetVersion(*mut c_int);
-    cuDeviceGetCount(*mut c_int);
-    cuDeviceGet(*mut CUdevice, c_int);
-    cuDeviceGetName(*mut c_char, c_int, CUdevice);
-    cuDeviceGetAttribute(*mut c_int, c_int, CUdevice);
-    cuDeviceGetPCIBusId(*mut c_char, c_int, CUdevice);
-    cuDeviceTotalMem_v2(*mut usize, CUdevice);
-    cuDevicePrimaryCtxRetain(*mut CUcontext, CUdevice);
-    cuDevicePrimaryCtxRelease_v2(CUdevice);
-    cuCtxSetCurrent(CUcontext);
-    cuMemAlloc_v2(*mut CUdeviceptr, usize);
-    cuMemFree_v2(CUdeviceptr);
-    cuPointerSetAttribute(*const c_void, c_int, CUdeviceptr);
-    cuPointerGetAttribute(*mut c_void, c_int, CUdeviceptr);
-    cuMemsetD8_v2(CUdeviceptr, u8, usize);
-    cuMemcpyHtoD_v2(CUdeviceptr, *const c_void, usize);
-    cuMemcpyDtoH_v2(*mut c_void, CUdeviceptr, usize);
-    cuMemGetHandleForAddressRange(*mut c_void, CUdeviceptr, usize, c_int, c_ulonglong);
-    cuMemHostAlloc(*mut *mut c_void, usize, c_uint);
-    cuMemFreeHost(*mut c_void);
-    cuStreamCreate(*mut CUstream, c_uint);
-    cuStreamDestroy_v2(CUstream);
-    cuStreamSynchronize(CUstream);
-    cuMemcpyHtoDAsync_v2(CUdeviceptr, *const c_void, usize, CUstream);
-    cuMemcpyDtoHAsync_v2(*mut c_void, CUdeviceptr, usize, CUstream);
-    cuEventCreate(*mut CUevent, c_uint);
-    cuEventDestroy_v2(CUevent);
-    cuEventRecord(CUevent, CUstream);
-    cuEventQuery(CUevent);
-    cuEventSynchronize(CUevent);
-    cuEventElapsedTime(*mut f32, CUevent, CUevent);
+    required {
+        cuInit(c_uint);
+        cuDriverGetVersion(*mut c_int);
+        cuDeviceGetCount(*mut c_int);
+        cuDeviceGet(*mut CUdevice, c_int);
+        cuDeviceGetName(*mut c_char, c_int, CUdevice);
+        cuDeviceGetAttribute(*mut c_int, c_int, CUdevice);
+        cuDeviceGetPCIBusId(*mut c_char, c_int, CUdevice);
+        cuDeviceTotalMem_v2(*mut usize, CUdevice);
+        cuDevicePrimaryCtxRetain(*mut CUcontext, CUdevice);
+        cuDevicePrimaryCtxRelease_v2(CUdevice);
+        cuCtxSetCurrent(CUcontext);
+        cuMemAlloc_v2(*mut CUdeviceptr, usize);
+        cuMemFree_v2(CUdeviceptr);
+        cuPointerSetAttribute(*const c_void, c_int, CUdeviceptr);
+        cuMemsetD8_v2(CUdeviceptr, u8, usize);
+        cuMemcpyHtoD_v2(CUdeviceptr, *const c_void, usize);
+        cuMemcpyDtoH_v2(*mut c_void, CUdeviceptr, usize);
+        cuMemGetHandleForAddressRange(*mut c_void, CUdeviceptr, usize, c_int, c_ulonglong);
+        cuMemHostAlloc(*mut *mut c_void, usize, c_uint);
+        cuMemFreeHost(*mut c_void);
+        cuStreamCreate(*mut CUstream, c_uint);
+        cuStreamDestroy_v2(CUstream);
+        cuStreamSynchronize(CUstream);
+        cuMemcpyHtoDAsync_v2(CUdeviceptr, *const c_void, usize, CUstream);
+        cuMemcpyDtoHAsync_v2(*mut c_void, CUdeviceptr, usize, CUstream);
+        cuEventCreate(*mut CUevent, c_uint);
+        cuEventDestroy_v2(CUevent);
+        cuEventRecord(CUevent, CUstream);
+        cuEventQuery(CUevent);
+        cuEventSynchronize(CUevent);
+    }
+    optional {
+        // The GPU check's: SYNC_MEMOPS read back, copy timing.
+        cuPointerGetAttribute(*mut c_void, c_int, CUdeviceptr);
+        cuEventElapsedTime(*mut f32, CUevent, CUevent);
+        // Before reading back what a NIC wrote, on a GPU whose GPUDirect RDMA writes are not ordered (driver
+        // API 11.3 and newer).
+        cuFlushGPUDirectRDMAWrites(c_int, c_int);
+    }
 }
 
 /// `CUDA_ERROR_NOT_INITIALIZED`.
@@ -125,3 +150,14 @@ macro_rules! cu {
     };
 }
 pub(crate) use cu;
+
+/// [`cu!`] for an optional entry point: [`CudaError::DriverTooOld`] naming it when the driver lacks it.
+macro_rules! cu_optional {
+    ($name:ident($($arg:expr),* $(,)?)) => {
+        match $crate::driver::api().$name {
+            Some(f) => $crate::error::check(f($($arg),*), stringify!($name)),
+            None => Err($crate::error::CudaError::DriverTooOld { symbol: stringify!($name) }),
+        }
+    };
+}
+pub(crate) use cu_optional;

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 
 use crate::device::Device;
-use crate::driver::{self, cu};
+use crate::driver::{self, cu, cu_optional};
 use crate::error::CudaError;
 use crate::pattern;
 
@@ -246,7 +246,7 @@ impl DeviceBuffer {
         // SAFETY: the attribute writes an unsigned int through the pointer; the address is a live allocation
         // of the current context.
         unsafe {
-            cu!(cuPointerGetAttribute(
+            cu_optional!(cuPointerGetAttribute(
                 (&mut value as *mut u32).cast::<c_void>(),
                 sys::CUpointer_attribute::CU_POINTER_ATTRIBUTE_SYNC_MEMOPS as c_int,
                 self.alloc.ptr,
@@ -281,6 +281,13 @@ impl DeviceBuffer {
                 src.len(),
             ))
         }
+    }
+
+    /// [`copy_to_host`](Self::copy_to_host) of bytes a NIC wrote (GPUDirect RDMA): flushes those writes first
+    /// where the GPU asks for it ([`Device::flush_nic_writes`]), so the copy cannot see stale bytes.
+    pub fn copy_nic_written_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<(), CudaError> {
+        self.device().flush_nic_writes()?;
+        self.copy_to_host(offset, dst)
     }
 
     /// Copies `offset .. offset + dst.len()` of the buffer into `dst`; returns once done.

@@ -22,7 +22,7 @@ use std::fmt;
 use cudarc::driver::sys;
 
 use crate::device::Device;
-use crate::driver::{self, cu};
+use crate::driver::{self, cu, cu_optional};
 use crate::error::{driver_error, CudaError};
 use crate::memory::{check_range, DeviceBuffer};
 use crate::pinned::PinnedBuffer;
@@ -269,7 +269,7 @@ impl Event {
         start.device.bind_to_thread()?;
         let mut ms: f32 = 0.0;
         // SAFETY: live events; valid out-pointer.
-        unsafe { cu!(cuEventElapsedTime(&mut ms, start.raw, end.raw)) }?;
+        unsafe { cu_optional!(cuEventElapsedTime(&mut ms, start.raw, end.raw)) }?;
         Ok(ms)
     }
 

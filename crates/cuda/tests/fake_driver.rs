@@ -5,6 +5,8 @@
 //! in its own process (the driver is probed once per process), with LD_LIBRARY_PATH pointing at the fake.
 //! Skipped, saying why, where there is no C compiler or the example binary was not built.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -17,6 +19,8 @@ struct Fakes {
     full: PathBuf,
     /// Holds a libcuda.so that exports cuInit only.
     old: PathBuf,
+    /// Holds a libcuda.so without the optional entry points.
+    required_only: PathBuf,
 }
 
 fn compile(dir: &Path, extra: &[&str]) -> Result<(), String> {
@@ -50,9 +54,11 @@ fn fakes() -> Result<&'static Fakes, String> {
             let fakes = Fakes {
                 full: base.join("full"),
                 old: base.join("old"),
+                required_only: base.join("required-only"),
             };
             compile(&fakes.full, &[])?;
             compile(&fakes.old, &["-DONLY_INIT"])?;
+            compile(&fakes.required_only, &["-DNO_OPTIONAL"])?;
             Ok(fakes)
         })
         .as_ref()
@@ -116,6 +122,10 @@ fn full(f: &Fakes) -> &Path {
 
 fn old(f: &Fakes) -> &Path {
     &f.old
+}
+
+fn required_only(f: &Fakes) -> &Path {
+    &f.required_only
 }
 
 /// The one stderr line, after checking there is exactly one and the exit status.
@@ -399,4 +409,197 @@ fn result_codes_the_bindings_lack_are_reported_as_numbers() {
         let line = one_error_line(&r, 1);
         assert!(line.starts_with(expect), "{fail}: {line}");
     }
+}
+
+/// A copy of `/sys` holding only the fake's GPU 0 (0000:17:00.0) with this PCIe link: `now` and `max` as
+/// (sysfs speed, width).
+fn gpu_link_root(name: &str, now: (&str, u32), max: (&str, u32)) -> std::path::PathBuf {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gpu-link-{name}-{}", std::process::id()));
+    let dir = root.join("sys/bus/pci/devices/0000:17:00.0");
+    std::fs::create_dir_all(&dir).unwrap();
+    for (file, text) in [
+        ("vendor", "0x10de".to_string()),
+        ("class", "0x030200".to_string()),
+        ("current_link_speed", now.0.to_string()),
+        ("current_link_width", now.1.to_string()),
+        ("max_link_speed", max.0.to_string()),
+        ("max_link_width", max.1.to_string()),
+    ] {
+        std::fs::write(dir.join(file), format!("{text}\n")).unwrap();
+    }
+    root
+}
+
+/// gpu_check on hostmem with the sysfs copy `root`, its copies held to `copy_gbps` (unheld: ""); the run and its
+/// line judging the copies against the GPU's link (`None` when the test cannot run here).
+fn link_check(test: &str, root: &Path, copy_gbps: &str) -> Option<(Run, String)> {
+    let env: &[(&str, &str)] = if copy_gbps.is_empty() {
+        &[]
+    } else {
+        &[("FAKE_CUDA_COPY_GBPS", copy_gbps)]
+    };
+    let r = run_with_env(
+        test,
+        full,
+        "hostmem",
+        &["--sysfs-root", root.to_str().unwrap()],
+        env,
+    )?;
+    let line = r
+        .stdout
+        .lines()
+        .find(|l| l.contains("copy bandwidth against the GPU's PCIe link"))
+        .unwrap_or_else(|| panic!("no link check: {}", r.stdout))
+        .to_string();
+    Some((r, line))
+}
+
+#[test]
+fn a_gpu_trained_down_to_gen4_x8_fails_its_copy_check_naming_the_link() {
+    // A Gen5 x16 GPU (an H100's 52 GB/s of payload) whose link came up Gen4 x8, the most common real fault: its
+    // copies, at most the 13 GB/s that link carries, reach a quarter of what the GPU is capable of.
+    let test = "a_gpu_trained_down_to_gen4_x8_fails_its_copy_check_naming_the_link";
+    let root = gpu_link_root("gen4x8", ("16.0 GT/s PCIe", 8), ("32.0 GT/s PCIe", 16));
+    let Some((r, line)) = link_check(test, &root, "13") else {
+        return;
+    };
+    assert!(
+        r.stdout
+            .contains("PCIe link (sysfs): Gen4 x8 (max Gen5 x16) MPS ?"),
+        "{}",
+        r.stdout
+    );
+    assert!(line.contains("[FAIL]"), "{line}");
+    assert!(
+        line.contains("a Gen5 x16 link carries (MPS 256; 60% needed)")
+            && line.contains("DOWNTRAINED: running Gen4 x8, capable of Gen5 x16"),
+        "{line}"
+    );
+    assert_eq!(r.code, Some(1));
+}
+
+#[test]
+fn copies_that_fill_the_gpus_link_pass_and_an_unknown_link_is_skipped_saying_why() {
+    let test = "copies_that_fill_the_gpus_link_pass_and_an_unknown_link_is_skipped_saying_why";
+    // A Gen1 x1 link (0.2 GB/s of payload) is filled by any copy: PASS, at its capability.
+    let root = gpu_link_root("gen1x1", ("2.5 GT/s PCIe", 1), ("2.5 GT/s PCIe", 1));
+    let Some((_, line)) = link_check(test, &root, "") else {
+        return;
+    };
+    assert!(
+        line.contains("[PASS]") && line.ends_with("running at it"),
+        "{line}"
+    );
+    // A Gen5 x16 link (52 GB/s of payload) at its capability, its copies held below 20 GB/s (a GPU whose copy
+    // engines or host memory are the bottleneck): the copies themselves fail, the link named.
+    let root = gpu_link_root("gen5x16", ("32.0 GT/s PCIe", 16), ("32.0 GT/s PCIe", 16));
+    let Some((_, line)) = link_check(test, &root, "20") else {
+        return;
+    };
+    assert!(
+        line.contains("[FAIL]")
+            && line.contains("a Gen5 x16 link carries (MPS 256; 60% needed); running at it"),
+        "{line}"
+    );
+    // No such function under the root: SKIP with the reason, not a FAIL.
+    let empty = gpu_link_root("none", ("", 0), ("", 0));
+    std::fs::remove_dir_all(empty.join("sys/bus/pci/devices/0000:17:00.0")).unwrap();
+    let Some((_, line)) = link_check(test, &empty, "") else {
+        return;
+    };
+    assert!(
+        line.starts_with(
+            "  [SKIP] copy bandwidth against the GPU's PCIe link: the link is unknown"
+        ),
+        "{line}"
+    );
+    let bad = run(test, full, "hostmem", &["--sysfs-root", "/nonexistent"]).unwrap();
+    assert_eq!(
+        one_error_line(&bad, 2),
+        "gpu_check: --sysfs-root /nonexistent: no sys/ directory there"
+    );
+}
+
+#[test]
+fn a_driver_without_the_optional_entry_points_still_runs_the_memory_modes() {
+    // The probe no longer fails for what only the GPU check uses: allocation, the pattern, dma-buf export and
+    // pinned copies run; the SYNC_MEMOPS read-back fails alone, naming what is missing, and the copy timing ends
+    // the check naming its entry point.
+    let Some(r) = run(
+        "a_driver_without_the_optional_entry_points_still_runs_the_memory_modes",
+        required_only,
+        "hostmem",
+        &[],
+    ) else {
+        return;
+    };
+    for needle in [
+        "using GPU 0",
+        "[PASS] pattern written and read back",
+        "[FAIL] SYNC_MEMOPS set on the allocation: the CUDA driver (libcuda.so.1) lacks cuPointerGetAttribute",
+    ] {
+        assert!(r.stdout.contains(needle), "{needle}: {}", r.stdout);
+    }
+    let line = one_error_line(&r, 1);
+    assert!(
+        line.starts_with("gpu_check: the CUDA driver (libcuda.so.1) lacks cuEventElapsedTime"),
+        "{line}"
+    );
+}
+
+#[test]
+fn nic_writes_are_flushed_before_a_read_back_only_where_the_gpu_asks() {
+    let log =
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("flush-{}.log", std::process::id()));
+    for (ordering, flushes, needle) in [
+        ("100", 0, "not needed: the GPU orders them"),
+        (
+            "0",
+            1,
+            "cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER) called (writes ordering NONE)",
+        ),
+    ] {
+        std::fs::write(&log, "").unwrap();
+        let Some(r) = run_with_env(
+            "nic_writes_are_flushed_before_a_read_back_only_where_the_gpu_asks",
+            full,
+            "hostmem",
+            &[],
+            &[
+                ("FAKE_CUDA_WRITES_ORDERING", ordering),
+                ("FAKE_CUDA_FLUSH_LOG", log.to_str().unwrap()),
+            ],
+        ) else {
+            return;
+        };
+        assert!(
+            r.stdout.contains(&format!(
+                "[PASS] NIC writes flushed before a read-back where the GPU asks: {needle}"
+            )),
+            "{}",
+            r.stdout
+        );
+        let logged = std::fs::read_to_string(&log).unwrap();
+        assert_eq!(logged.lines().count(), flushes, "{logged}");
+        assert!(logged.lines().all(|l| l == "FLUSH 0 100"), "{logged}");
+    }
+    // A GPU that asks, on a driver that lacks the call: a clean failure naming it.
+    let Some(r) = run_with_env(
+        "nic_writes_are_flushed_before_a_read_back_only_where_the_gpu_asks",
+        required_only,
+        "hostmem",
+        &[],
+        &[("FAKE_CUDA_WRITES_ORDERING", "0")],
+    ) else {
+        return;
+    };
+    assert!(
+        r.stdout.contains(
+            "[FAIL] NIC writes flushed before a read-back where the GPU asks: the CUDA driver \
+             (libcuda.so.1) lacks cuFlushGPUDirectRDMAWrites"
+        ),
+        "{}",
+        r.stdout
+    );
 }

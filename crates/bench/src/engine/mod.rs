@@ -946,13 +946,14 @@ impl Connected {
         self.remote[q].addr + self.remote[q].len / 2
     }
 
-    /// `len` bytes at `offset`, wherever the buffer lives (GPU memory is copied out).
+    /// `len` bytes at `offset`, wherever the buffer lives (GPU memory is copied out, after the
+    /// NIC's writes into it are flushed where the GPU asks for that).
     pub fn read(&self, offset: u64, len: u64) -> Result<std::borrow::Cow<'_, [u8]>> {
         match &self.gpu {
             None => Ok(std::borrow::Cow::Borrowed(self.bytes(offset, len)?)),
             Some(g) => {
                 let mut out = vec![0u8; len as usize];
-                g.buf.copy_to_host(offset as usize, &mut out)?;
+                g.buf.copy_nic_written_to_host(offset as usize, &mut out)?;
                 Ok(std::borrow::Cow::Owned(out))
             }
         }

@@ -12,12 +12,19 @@
  *                 nvidia-peermem-style registration of such a pointer is plain ibv_reg_mr of host memory.
  *                 Pinned memory is host memory; async copies are deferred until their event is seen complete
  *                 (see below), so the staged path's ordering is exercised for real.
- * Built with -DONLY_INIT it exports cuInit alone: a driver too old for the entry points the crate calls.
+ * Built with -DONLY_INIT it exports cuInit alone: a driver too old for the entry points the crate calls; with
+ * -DNO_OPTIONAL, every entry point but the optional ones (cuPointerGetAttribute, cuEventElapsedTime,
+ * cuFlushGPUDirectRDMAWrites): a driver that lacks what only the GPU check, or only some GPUs, need.
  * Return values are CUresult codes from cuda.h. Knobs, in any mode:
  *   FAKE_CUDA_FAIL=NAME:CODE  entry point NAME returns CODE (any integer: one the bindings lack, e.g. 12345, tests
  *                             that results are read as raw integers);
  *   FAKE_CUDA_MISALIGN=1      hostmem allocations start 256 bytes past a 64 KiB boundary, as cuMemAlloc may
  *                             return, so the crate's padded-allocation path runs;
+ *   FAKE_CUDA_WRITES_ORDERING=N  GPU_DIRECT_RDMA_WRITES_ORDERING reads N (default 100, OWNER; 0 is NONE, a GPU
+ *                             whose NIC writes need cuFlushGPUDirectRDMAWrites before they are read back);
+ *   FAKE_CUDA_FLUSH_LOG=FILE  every cuFlushGPUDirectRDMAWrites appends "FLUSH TARGET SCOPE" to FILE;
+ *   FAKE_CUDA_COPY_GBPS=R     hostmem async copies take n / R ns longer on the events' clock, as if a link of
+ *                             R GB/s carried them: the copy bandwidth the events time stays below R;
  *   FAKE_CUDA_FREE_LOG=FILE   every cuMemFree_v2 / cuMemFreeHost appends a line to FILE:
  *                             "CALL 0xADDR pinned_kb=K pending_copies=C", K the process's pages pinned by memory
  *                             registrations (VmPin in /proc/self/status: rdma-core's ibv_reg_mr pins them until
@@ -63,6 +70,11 @@ int cuDeviceGet(int *dev, int ordinal) {
     return 0;
 }
 int cuDeviceGetName(char *name, int len, int dev) { snprintf(name, (size_t)len, "Fake GPU %d", dev); return 0; }
+/* FAKE_CUDA_WRITES_ORDERING, else OWNER (100). */
+static int writes_ordering(void) {
+    const char *o = getenv("FAKE_CUDA_WRITES_ORDERING");
+    return o ? atoi(o) : 100;
+}
 int cuDeviceGetAttribute(int *v, int attr, int dev) {
     FAIL_IF_INJECTED("cuDeviceGetAttribute");
     switch (attr) {
@@ -72,7 +84,7 @@ int cuDeviceGetAttribute(int *v, int attr, int dev) {
     case 124: *v = dev == 0; return 0;          /* DMA_BUF_SUPPORTED */
     case 116: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_SUPPORTED */
     case 117: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: HOST */
-    case 118: *v = 100; return 0;               /* GPU_DIRECT_RDMA_WRITES_ORDERING: OWNER */
+    case 118: *v = writes_ordering(); return 0; /* GPU_DIRECT_RDMA_WRITES_ORDERING: OWNER */
     default: return 1;                          /* CUDA_ERROR_INVALID_VALUE */
     }
 }
@@ -145,6 +157,7 @@ int cuPointerSetAttribute(const void *v, int attr, unsigned long long p) {
     }
     return 2;
 }
+#ifndef NO_OPTIONAL
 int cuPointerGetAttribute(void *v, int attr, unsigned long long p) {
     FAIL_IF_INJECTED("cuPointerGetAttribute");
     if (attr != 6) return 1;
@@ -154,6 +167,17 @@ int cuPointerGetAttribute(void *v, int attr, unsigned long long p) {
     *(unsigned *)v = found;
     return 0;
 }
+/* Appends "FLUSH target scope" to FAKE_CUDA_FLUSH_LOG. */
+int cuFlushGPUDirectRDMAWrites(int target, int scope) {
+    const char *path = getenv("FAKE_CUDA_FLUSH_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) {
+        fprintf(f, "FLUSH %d %d\n", target, scope);
+        fclose(f);
+    }
+    return 0;
+}
+#endif
 int cuMemsetD8_v2(unsigned long long p, unsigned char b, size_t n) { memset((void *)(size_t)p, b, n); return 0; }
 int cuMemcpyHtoD_v2(unsigned long long d, const void *h, size_t n) { memcpy((void *)(size_t)d, h, n); return 0; }
 int cuMemcpyDtoH_v2(void *h, unsigned long long d, size_t n) { memcpy(h, (void *)(size_t)d, n); return 0; }
@@ -189,10 +213,16 @@ struct copy { void *dst; const void *src; size_t n; };
 static struct copy queue[QUEUE];
 static unsigned long long queued, done;
 struct event { unsigned long long upto; int queries; double recorded_at, done_at; };
+/* FAKE_CUDA_COPY_GBPS: the seconds the async copies' link would have added, on the events' clock. */
+static double copy_delay;
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9 + copy_delay;
+}
+static double copy_gbps(void) {
+    const char *r = getenv("FAKE_CUDA_COPY_GBPS");
+    return r ? atof(r) : 0.0;
 }
 static int stream_storage;
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -201,6 +231,7 @@ static void run_copies(unsigned long long upto) {
     while (done < upto) {
         struct copy *c = &queue[done % QUEUE];
         memcpy(c->dst, c->src, c->n);
+        if (copy_gbps() > 0) copy_delay += (double)c->n / (copy_gbps() * 1e9);
         done++;
     }
 }
@@ -285,10 +316,12 @@ int cuEventSynchronize(void *e) {
     return 0;
 }
 /* From the start event's record to the end event's completion: the deferred copies ran in between. */
+#ifndef NO_OPTIONAL
 int cuEventElapsedTime(float *ms, void *a, void *b) {
     struct event *start = a, *end = b;
     if (end->done_at == 0) return 600;
     *ms = (float)((end->done_at - start->recorded_at) * 1e3);
     return 0;
 }
+#endif
 #endif
