@@ -337,6 +337,7 @@ impl TestArgs {
                 )));
             }
         }
+        let nearest_gpu = mem != MemMode::Host && self.rail_gpus() == RailGpus::Nearest;
         Ok(SideConfig {
             device: self.ib_dev.clone(),
             port: self.ib_port,
@@ -346,6 +347,7 @@ impl TestArgs {
             relaxed_ordering: !self.disable_pcie_relaxed,
             hugepages: self.use_hugepages,
             odp: self.odp,
+            nearest_gpu,
         })
     }
 

@@ -186,6 +186,7 @@ fn run_loopback(args: &TestArgs, opts: RunOptions, plan: &plan::TestPlan) -> Res
     }
     if let Some(mem) = &args.peer_mem {
         client_opts.side.mem = mem.clone();
+        client_opts.side.nearest_gpu = false;
     }
     let server = thread::spawn(move || run_server(&server_opts, &listener));
     let client = run_client(&client_opts, plan, "127.0.0.1", port);

@@ -146,6 +146,27 @@ impl MemMode {
     }
 }
 
+/// The memory mode on the GPU nearest `nic` on the PCIe tree `tree` (the lowest class of
+/// path, PIX before PXB, PHB, NODE, SYS; the lowest bus id among equals), and why, for a
+/// `--mem` that named no GPU on one device; `mem` as it is (GPU 0) where the tree has no GPU
+/// next to the NIC (a virtual NIC, a machine without GPUs, a tree that could not be read).
+pub fn nearest_gpu(mem: &MemMode, nic: &str, tree: Option<&topo::Topology>) -> (MemMode, String) {
+    let nearest = tree.and_then(|t| {
+        t.pairs
+            .iter()
+            .filter(|p| p.nic == nic)
+            .min_by_key(|p| (p.path.class, &p.gpu))
+    });
+    let found = nearest.and_then(|p| Some((p.gpu.parse::<cuda::DeviceSelector>().ok()?, p)));
+    match found {
+        Some((gpu, p)) => (
+            mem.on_gpu(gpu),
+            format!("the GPU nearest {nic} ({} on the PCIe tree)", p.path.class),
+        ),
+        None => (mem.clone(), format!("GPU 0: no GPU on {nic}'s PCIe tree")),
+    }
+}
+
 #[cfg(test)]
 mod mem_mode_tests {
     use super::*;
@@ -163,6 +184,24 @@ mod mem_mode_tests {
             MemMode::parse("cuda-peermem:0000:17:00.0").unwrap().name(),
             "cuda-peermem:0000:17:00.0"
         );
+    }
+
+    #[test]
+    fn a_gpu_run_on_one_nic_takes_the_gpu_nearest_it_and_says_why() {
+        let dgx = topo::Topology::scan(&crate::sysroot::fixture("dgx-h100")).unwrap();
+        let cuda = MemMode::parse("cuda").unwrap();
+        let (mem, why) = nearest_gpu(&cuda, "mlx5_0", Some(&dgx));
+        assert_eq!(mem.name(), "cuda:0000:19:00.0");
+        assert_eq!(why, "the GPU nearest mlx5_0 (PIX on the PCIe tree)");
+        let (mem, why) = nearest_gpu(&cuda, "mlx5_1", Some(&dgx));
+        assert_eq!(mem.name(), "cuda:0000:9e:00.0", "{why}");
+        // A soft-RoCE device has no PCIe tree: GPU 0, and the header says so.
+        let vm = topo::Topology::scan(&crate::sysroot::fixture("rxe-vm")).unwrap();
+        let staged = MemMode::parse("cuda-staged").unwrap();
+        let (mem, why) = nearest_gpu(&staged, "rxe0", Some(&vm));
+        assert_eq!(mem, staged);
+        assert_eq!(why, "GPU 0: no GPU on rxe0's PCIe tree");
+        assert_eq!(nearest_gpu(&staged, "rxe0", None).0, staged);
     }
 
     #[test]

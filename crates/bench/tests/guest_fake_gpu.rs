@@ -81,6 +81,21 @@ fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
         "a flush before the read-back: {logged:?}"
     );
 
+    // No GPU named on one soft-RoCE device: GPU 0, since rxe has no PCIe tree, and said (the
+    // client's record: rxe1).
+    let mut args = vec!["--mem", "cuda-peermem", "--json", json.to_str().unwrap()];
+    args.extend(small);
+    let out = loopback(&lib, "write-bw", &args);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out)
+            .contains("GPUDirect RDMA on (nvidia-peermem); GPU 0: no GPU on rxe1's PCIe tree"),
+        "{}",
+        text(&out)
+    );
+    let record: serde_json::Value = common::read_record(&json);
+    assert_eq!(record["gpu"]["chosen"], "GPU 0: no GPU on rxe1's PCIe tree");
+
     for (test, mem, code, needle) in [
         // dma-buf: rxe has no dma-buf support, and says what to use instead (this machine
         // lacks what the mode needs: the run fails).

@@ -51,6 +51,9 @@ pub struct SideConfig {
     pub hugepages: bool,
     /// `--odp`: the buffer registered for on-demand paging.
     pub odp: bool,
+    /// `--mem cuda*` named no GPU, on one device: take the GPU nearest the NIC on the PCIe
+    /// tree (GPU 0 where the tree has none), as rails do.
+    pub nearest_gpu: bool,
 }
 
 /// GPU memory behind the registered buffer. The registration holds its own guard of the memory
@@ -75,6 +78,7 @@ pub struct Local {
     hugepages: bool,
     odp: bool,
     gpu: Option<cuda::Device>,
+    gpu_chosen: Option<String>,
 }
 
 /// Resources created, QPs in INIT, endpoints ready to send to the peer.
@@ -91,6 +95,7 @@ pub struct Prepared {
     gpu: Option<GpuMemory>,
     mem: MemMode,
     gpu_device: Option<cuda::Device>,
+    gpu_chosen: Option<String>,
     qps: Vec<QueuePair<Created>>,
     psns: Vec<u32>,
     slot: u64,
@@ -129,6 +134,8 @@ pub struct Connected {
     pub mem: MemMode,
     /// The GPU, for the GPU memory modes.
     pub gpu_device: Option<cuda::Device>,
+    /// How the GPU was chosen where `--mem` named none ([`crate::memory::nearest_gpu`]).
+    pub gpu_chosen: Option<String>,
     /// The QPs.
     pub qps: Vec<QueuePair<ReadyToSend>>,
     /// The peer's endpoint for each QP.
@@ -321,22 +328,34 @@ impl Local {
     /// Opens the device and its port (which must be ACTIVE) and resolves the GID, so that a
     /// missing device fails the run before any peer is waited for.
     pub fn open(cfg: &SideConfig) -> Result<Self> {
-        // The GPU first: without a CUDA driver a GPU run fails at once, naming it.
-        let gpu = open_gpu(&cfg.mem).with_context(|| format!("--mem {}", cfg.mem.name()))?;
+        // The driver first: without a CUDA driver a GPU run fails at once, naming it.
+        if cfg.mem != MemMode::Host {
+            cuda::probe().with_context(|| format!("--mem {}", cfg.mem.name()))?;
+        }
         let device = Device::open(cfg.device.as_deref())?;
         let port = device.active_port(cfg.port)?;
         let gid = device.resolve_gid(&port, cfg.gid_index)?;
+        let (mem, gpu_chosen) = match cfg.nearest_gpu && cfg.mem != MemMode::Host {
+            true => {
+                let tree = topo::Topology::scan(&topo::Sysfs::system()).ok();
+                let (mem, why) = crate::memory::nearest_gpu(&cfg.mem, device.name(), tree.as_ref());
+                (mem, Some(why))
+            }
+            false => (cfg.mem.clone(), None),
+        };
+        let gpu = open_gpu(&mem).with_context(|| format!("--mem {}", cfg.mem.name()))?;
         Ok(Local {
             device,
             port,
             gid,
             gid_given: cfg.gid_index.is_some(),
-            mem: cfg.mem.clone(),
+            mem,
             staging: cfg.staging,
             relaxed_ordering: cfg.relaxed_ordering,
             hugepages: cfg.hugepages,
             odp: cfg.odp,
             gpu,
+            gpu_chosen,
         })
     }
 
@@ -353,6 +372,7 @@ impl Local {
             hugepages,
             odp,
             gpu: gpu_device,
+            gpu_chosen,
         } = self;
         let staged = matches!(mem, MemMode::CudaStaged(_));
         check_memory_mode("--mem", &mem, plan, role)?;
@@ -446,6 +466,7 @@ impl Local {
             gpu,
             mem,
             gpu_device,
+            gpu_chosen,
             qps,
             psns,
             slot,
@@ -880,6 +901,7 @@ impl Prepared {
             gpu: self.gpu,
             mem: self.mem,
             gpu_device: self.gpu_device,
+            gpu_chosen: self.gpu_chosen,
             qps,
             remote,
             ah,

@@ -123,7 +123,9 @@ fn numa_text(node: Option<u32>) -> String {
     }
 }
 
-/// "host", or "cuda:0: NVIDIA H200 at 0000:17:00.0, GPUDirect RDMA on (dma-buf)".
+/// "host", or "cuda:0: NVIDIA H200 at 0000:17:00.0, GPUDirect RDMA on (dma-buf)", and how
+/// the GPU was chosen where `--mem` named none ("; the GPU nearest mlx5_0 (PIX on the PCIe
+/// tree)").
 fn memory_text(mem: &str, gpu: Option<&GpuRecord>) -> String {
     let Some(g) = gpu else {
         return mem.to_string();
@@ -133,7 +135,12 @@ fn memory_text(mem: &str, gpu: Option<&GpuRecord>) -> String {
         (true, Ok(MemMode::CudaPeermem(_))) => "GPUDirect RDMA on (nvidia-peermem)",
         (true, _) => "GPUDirect RDMA on (dma-buf)",
     };
-    format!("{mem}: {} at {}, {path}", g.name, g.bus_id)
+    let chosen = g
+        .chosen
+        .as_ref()
+        .map(|why| format!("; {why}"))
+        .unwrap_or_default();
+    format!("{mem}: {} at {}, {path}{chosen}", g.name, g.bus_id)
 }
 
 /// "5000 iterations per QP and size" or "3.0 s per size, 2.4 s measured (0.3 s warm-up and
@@ -263,6 +270,18 @@ mod tests {
                 assert!(alone.iter().any(|a| a == line), "{line:?} in\n{text}");
             }
         }
+    }
+
+    #[test]
+    fn a_gpu_chosen_for_its_nic_says_so_after_its_path() {
+        let mut gpu = samples::write_bw_staged().record.gpu.unwrap();
+        gpu.gdr = true;
+        gpu.chosen = Some("the GPU nearest mlx5_0 (PIX on the PCIe tree)".to_string());
+        assert_eq!(
+            memory_text("cuda", Some(&gpu)),
+            "cuda: NVIDIA H100 80GB HBM3 at 0000:19:00.0, GPUDirect RDMA on (dma-buf); the GPU \
+             nearest mlx5_0 (PIX on the PCIe tree)"
+        );
     }
 
     #[test]

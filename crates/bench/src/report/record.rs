@@ -126,6 +126,11 @@ pub struct GpuRecord {
     pub bus_id: String,
     /// True when the NIC read and wrote GPU memory directly (GPUDirect RDMA).
     pub gdr: bool,
+    /// How the GPU was chosen where `--mem` named none on one device: "the GPU nearest mlx5_0
+    /// (PIX on the PCIe tree)", or "GPU 0: no GPU on rxe0's PCIe tree"; absent where `--mem`
+    /// (or `--gpu-map`, or a rail's choice) named it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chosen: Option<String>,
     /// `--mem cuda-staged`: the bounce buffers the payload went through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging: Option<StagingRecord>,

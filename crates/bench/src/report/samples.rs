@@ -288,6 +288,7 @@ pub(crate) fn write_bw_staged() -> Sample {
         name: "NVIDIA H100 80GB HBM3".to_string(),
         bus_id: "0000:19:00.0".to_string(),
         gdr: false,
+        chosen: None,
         staging: Some(StagingRecord {
             chunk: 1 << 20,
             depth: 4,

@@ -288,6 +288,7 @@ fn record_template(
             name: g.name().to_string(),
             bus_id: g.pci_bus_id().to_string(),
             gdr: matches!(side.mem, MemMode::Cuda(_) | MemMode::CudaPeermem(_)),
+            chosen: side.gpu_chosen.clone(),
             staging: side.staging.as_ref().map(|s| {
                 let layout = s.layout();
                 StagingRecord {

@@ -187,6 +187,8 @@ fn rail_options(opts: &RunOptions, board: &Arc<RailBoard>, k: usize, mem: &MemMo
     let mut o = opts.clone();
     o.side.device = board.devices.get(k).cloned();
     o.side.mem = mem.clone();
+    // The rails chose their GPUs together (gpus.rs).
+    o.side.nearest_gpu = false;
     o.files = RecordFiles::default();
     o.progress = false;
     o.rail = Some(RailLink {
