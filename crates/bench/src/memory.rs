@@ -151,10 +151,9 @@ impl MemMode {
 /// `--mem` that named no GPU on one device; `mem` as it is (GPU 0) where the tree has no GPU
 /// next to the NIC (a virtual NIC, a machine without GPUs, a tree that could not be read).
 pub fn nearest_gpu(mem: &MemMode, nic: &str, tree: Option<&topo::Topology>) -> (MemMode, String) {
+    // The CUDA memory modes take NVIDIA's GPUs.
     let nearest = tree.and_then(|t| {
-        t.pairs
-            .iter()
-            .filter(|p| p.nic == nic)
+        t.pairs_with(nic, topo::Accelerator::Nvidia)
             .min_by_key(|p| (p.path.class, &p.gpu))
     });
     let found = nearest.and_then(|p| Some((p.gpu.parse::<cuda::DeviceSelector>().ok()?, p)));

@@ -9,34 +9,10 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Output;
 
-use common::{bin, keep_json, promtool, scratch, text};
-
-/// The fixture tree `name`.
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../topo/tests/fixtures/{name}"))
-}
-
-/// A copy of the dgx-h100 tree in `dir`, changed by `change` (run in the copy).
-fn changed_dgx(dir: &Path, change: &str) -> PathBuf {
-    let copy = dir.join("dgx-h100");
-    let status = std::process::Command::new("cp")
-        .args(["-a"])
-        .arg(fixture("dgx-h100"))
-        .arg(&copy)
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let status = std::process::Command::new("sh")
-        .args(["-c", change])
-        .current_dir(&copy)
-        .status()
-        .unwrap();
-    assert!(status.success(), "{change}");
-    copy
-}
+use common::{bin, changed_dgx, keep_json, promtool, scratch, text, topo_fixture as fixture};
 
 const NIC_1: &str = "sys/devices/pci0000:9a/0000:9a:01.0/0000:9b:00.0/0000:9c:00.0/0000:9d:00.0";
 const GPU_1: &str = "sys/devices/pci0000:9a/0000:9a:01.0/0000:9b:00.0/0000:9c:01.0/0000:9e:00.0";

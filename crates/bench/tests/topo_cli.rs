@@ -20,6 +20,49 @@ fn fixture(name: &str) -> String {
     )
 }
 
+/// The GPU behind mlx5_0's switch in the dgx-h100 tree.
+const GPU_0: &str = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0";
+
+#[test]
+fn accelerators_are_found_by_vendor_and_class_and_cuda_takes_only_nvidias() {
+    // The dgx-h100 tree with the GPU behind mlx5_0's switch made an AMD MI300X (a display
+    // controller of vendor 0x1002): topo names it, and a CUDA run on mlx5_0 takes the
+    // NVIDIA GPU across the sockets rather than it.
+    let dir = common::scratch("topo-amd");
+    let root = common::changed_dgx(
+        &dir,
+        &format!(
+            "echo 0x1002 > {GPU_0}/vendor && echo 0x74a1 > {GPU_0}/device && \
+             echo 0x038000 > {GPU_0}/class"
+        ),
+    );
+    let root = root.to_str().unwrap();
+    let out = run(&["topo", "--sysfs-root", root]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let tree = stdout(&out);
+    assert!(
+        tree.contains("0000:19:00.0 GPU (AMD) 1002:74a1  Gen5 x16")
+            && tree.contains("0000:9e:00.0 GPU 10de:2330"),
+        "{tree}"
+    );
+    let out = run(&["topo", "--sysfs-root", root, "--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let kinds: Vec<&str> = doc["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|g| g["kind"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds, ["amd", "nvidia"]);
+    assert_eq!(pair_class(&doc, "mlx5_0", "0000:19:00.0"), "PIX");
+    let tree = topo::Topology::scan(&topo::Sysfs::new(root)).unwrap();
+    let cuda = rdmabench::memory::MemMode::parse("cuda").unwrap();
+    let (mem, why) = rdmabench::memory::nearest_gpu(&cuda, "mlx5_0", Some(&tree));
+    assert_eq!(mem.name(), "cuda:0000:9e:00.0");
+    assert_eq!(why, "the GPU nearest mlx5_0 (SYS on the PCIe tree)");
+    std::fs::remove_dir_all(dir).ok();
+}
+
 fn run(args: &[&str]) -> Output {
     bin().args(args).output().expect("run rdmabench")
 }

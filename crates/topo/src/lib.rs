@@ -7,7 +7,7 @@
 //! [`PciLink`] holds the trained speed and width, the maximum ones and the Max Payload Size
 //! read from the binary `config` space. [`PciPath::read`] walks a function's sysfs directory
 //! up to its root port, and [`classify`] (or [`pair_path`]) compares a NIC's path with a
-//! GPU's ([`find_gpu`], [`list_gpus`]) to give the `nvidia-smi topo -m` class (PIX, PXB,
+//! GPU's ([`find_gpu`], [`list_accelerators`]) to give the `nvidia-smi topo -m` class (PIX, PXB,
 //! PHB, NODE, SYS) and whether ACS redirects peer-to-peer traffic. The verdict comes from
 //! the pure [`ceiling`] module: a port's rate and active MTU make a [`Wire`], the NIC's link
 //! a [`Pcie`], and [`ceilings`] returns the wire, PCIe and (GPUDirect off) staged ceilings
@@ -51,7 +51,7 @@ pub use ceiling::{
 };
 pub use config::{Acs, AcsControl, PortType};
 pub use error::{Result, TopoError};
-pub use gpu::{find_gpu, list_gpus};
+pub use gpu::{accelerator, find_gpu, list_accelerators, Accelerator};
 pub use iommu::Iommu;
 pub use path::{classify, Hop, PairPath, PathClass, PciPath, PortRole};
 pub use pci::{parse_bdf, PciFunction, PciLink};

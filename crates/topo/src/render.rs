@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 
+use crate::gpu::Accelerator;
 use crate::path::{Hop, PathClass, PciPath, PortRole};
 use crate::pci::PciLink;
 use crate::rdma::RdmaPort;
@@ -36,7 +37,7 @@ pub fn render(topo: &Topology) -> String {
         out.push_str("\nno RDMA devices found (is rdma-core installed? `rdma link` lists them)\n");
     }
     if topo.gpus.is_empty() {
-        out.push_str("\nno NVIDIA GPUs found\n");
+        out.push_str("\nno GPUs or other accelerators found\n");
     }
     out.push_str(&render_pairs(&topo.pairs));
     let _ = writeln!(out, "\n{}", topo.iommu.describe());
@@ -193,7 +194,12 @@ fn gpu_label(gpu: &GpuInfo) -> String {
         (Some(vendor), Some(device)) => format!(" {vendor:04x}:{device:04x}"),
         _ => String::new(),
     };
-    format!("{} GPU{id}  {}", gpu.bdf, link_text(&gpu.link))
+    let kind = match gpu.kind {
+        Accelerator::Nvidia => "GPU".to_string(),
+        Accelerator::Amd => "GPU (AMD)".to_string(),
+        other => other.name().to_string(),
+    };
+    format!("{} {kind}{id}  {}", gpu.bdf, link_text(&gpu.link))
 }
 
 /// "Gen4 x16 (max Gen4 x16) MPS 256", marked when downtrained.

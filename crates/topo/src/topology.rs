@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::gpu::list_gpus;
+use crate::gpu::{accelerator, list_accelerators, Accelerator};
 use crate::iommu::Iommu;
 use crate::path::{classify, PairPath, PciPath};
 use crate::pci::{parse_bdf, PciFunction, PciLink};
@@ -41,6 +41,8 @@ pub struct NicInfo {
 pub struct GpuInfo {
     /// "0000:19:00.0".
     pub bdf: String,
+    /// Whose accelerator it is.
+    pub kind: Accelerator,
     /// Vendor id.
     pub vendor: Option<u16>,
     /// Device id (0x2330 H100 SXM5, ...).
@@ -65,12 +67,12 @@ pub struct PairInfo {
     pub path: PairPath,
 }
 
-/// Every RDMA device and NVIDIA GPU, every NIC-GPU pair, and the IOMMU.
+/// Every RDMA device and accelerator, every NIC-accelerator pair, and the IOMMU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
     /// RDMA devices, by name; virtual ones included.
     pub nics: Vec<NicInfo>,
-    /// NVIDIA GPUs, by address.
+    /// Accelerators (NVIDIA and AMD GPUs, Gaudi, Neuron: [`Accelerator`]), by address.
     pub gpus: Vec<GpuInfo>,
     /// Every PCI NIC with every GPU.
     pub pairs: Vec<PairInfo>,
@@ -85,9 +87,10 @@ impl Topology {
             .into_iter()
             .map(|dev| nic_info(sysfs, dev))
             .collect::<Result<Vec<_>>>()?;
-        let gpus = list_gpus(sysfs)?
+        let gpus = list_accelerators(sysfs)?
             .into_iter()
-            .map(|gpu| gpu_info(sysfs, gpu))
+            .filter_map(|f| accelerator(&f).map(|kind| (f, kind)))
+            .map(|(f, kind)| gpu_info(sysfs, f, kind))
             .collect::<Result<Vec<_>>>()?;
         let pairs = pairs(&nics, &gpus);
         Ok(Self {
@@ -107,6 +110,17 @@ impl Topology {
     pub fn gpu(&self, bus_id: &str) -> Option<&GpuInfo> {
         let bdf = parse_bdf(bus_id).ok()?;
         self.gpus.iter().find(|gpu| gpu.bdf == bdf)
+    }
+
+    /// NIC `nic`'s pairs with the accelerators of kind `kind` (CUDA memory takes NVIDIA's).
+    pub fn pairs_with<'a>(
+        &'a self,
+        nic: &'a str,
+        kind: Accelerator,
+    ) -> impl Iterator<Item = &'a PairInfo> + 'a {
+        self.pairs.iter().filter(move |p| {
+            p.nic == nic && self.gpus.iter().any(|g| g.bdf == p.gpu && g.kind == kind)
+        })
     }
 
     /// The NIC nearest GPU `bdf` (the first of the lowest class of path), with their path.
@@ -150,10 +164,11 @@ fn nic_info(sysfs: &Sysfs, dev: RdmaDevice) -> Result<NicInfo> {
     })
 }
 
-fn gpu_info(sysfs: &Sysfs, gpu: PciFunction) -> Result<GpuInfo> {
+fn gpu_info(sysfs: &Sysfs, gpu: PciFunction, kind: Accelerator) -> Result<GpuInfo> {
     let path = PciPath::read(sysfs, &gpu)?;
     Ok(GpuInfo {
         bdf: gpu.bdf,
+        kind,
         vendor: gpu.vendor,
         device: gpu.device,
         numa_node: gpu.numa_node,

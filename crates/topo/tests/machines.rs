@@ -7,7 +7,7 @@ mod common;
 
 use common::fixture;
 use topo::{
-    ceilings, find_gpu, list_gpus, list_rdma_devices, pair_path, render, Attachment, Limit,
+    ceilings, find_gpu, list_accelerators, list_rdma_devices, pair_path, render, Attachment, Limit,
     PathClass, PciFunction, RdmaDevice, TopoError, Topology,
 };
 
@@ -105,7 +105,7 @@ mod dgx_h100 {
 
     #[test]
     fn nvswitch_is_not_a_gpu() {
-        let gpus = list_gpus(&fixture("dgx-h100")).unwrap();
+        let gpus = list_accelerators(&fixture("dgx-h100")).unwrap();
         let bdfs: Vec<&str> = gpus.iter().map(|g| g.bdf.as_str()).collect();
         assert_eq!(bdfs, ["0000:19:00.0", "0000:9e:00.0"]);
     }
@@ -396,7 +396,10 @@ mod rxe_vm {
             text.contains("virtual RDMA devices:\n  rxe0  virtual, no PCI function"),
             "{text}"
         );
-        assert!(text.contains("no NVIDIA GPUs found"), "{text}");
+        assert!(
+            text.contains("no GPUs or other accelerators found"),
+            "{text}"
+        );
     }
 
     #[test]

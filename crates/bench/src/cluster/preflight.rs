@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use topo::ceiling::{roce_active_mtu, rxe_active_mtu};
-use topo::{classify, list_gpus, LinkLayer, PciLink, PciPath, RdmaDevice, RdmaPort, Sysfs};
+use topo::{classify, list_accelerators, LinkLayer, PciLink, PciPath, RdmaDevice, RdmaPort, Sysfs};
 
 use crate::doctor::host::{kernel_release, GdrFacts};
 use crate::report::{Outlier, RankRecord, SweepRecord};
@@ -204,10 +204,10 @@ fn ecn(sysfs: &Sysfs, netdev: &str) -> Option<String> {
     (!sides.is_empty()).then(|| sides.join(", "))
 }
 
-/// The nearest NVIDIA GPU's link and path class, and GPUDirect readiness, when the host has
+/// The nearest accelerator's link and path class, and GPUDirect readiness, when the host has
 /// a GPU. A virtual NIC has no PCIe path, so no GPU is nearest to it.
 fn gpu_facts(sysfs: &Sysfs, nic: &RdmaDevice, facts: &mut BTreeMap<String, String>) {
-    let gpus = list_gpus(sysfs).unwrap_or_default();
+    let gpus = list_accelerators(sysfs).unwrap_or_default();
     if gpus.is_empty() {
         return;
     }

@@ -331,6 +331,31 @@ pub fn keep_json(bytes: &[u8], name: &str) {
     }
 }
 
+/// The topology fixture tree `name` (crates/topo/tests/fixtures).
+pub fn topo_fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../topo/tests/fixtures/{name}"))
+}
+
+/// A copy of the dgx-h100 tree in `dir`, changed by the shell command `change` (run in the
+/// copy).
+pub fn changed_dgx(dir: &Path, change: &str) -> PathBuf {
+    let copy = dir.join("dgx-h100");
+    let status = Command::new("cp")
+        .args(["-a"])
+        .arg(topo_fixture("dgx-h100"))
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let status = Command::new("sh")
+        .args(["-c", change])
+        .current_dir(&copy)
+        .status()
+        .unwrap();
+    assert!(status.success(), "{change}");
+    copy
+}
+
 /// A scratch folder for JSON records.
 pub fn scratch(name: &str) -> std::path::PathBuf {
     let dir = std::env::temp_dir().join(format!("rdmabench-it-{name}-{}", std::process::id()));

@@ -78,9 +78,7 @@ fn nearest(topology: &Topology, nics: &[String]) -> Option<Vec<DeviceSelector>> 
     let mut out = Vec::new();
     for nic in nics {
         let best = topology
-            .pairs
-            .iter()
-            .filter(|p| &p.nic == nic)
+            .pairs_with(nic, topo::Accelerator::Nvidia)
             .min_by_key(|p| {
                 (
                     p.path.class,
