@@ -111,10 +111,12 @@ pub fn choose_for_rail(
 /// [`choose`] for local rank `k` of a cluster sweep, whose ranks on one host share its CPUs
 /// unless the launcher bound each to its own (torchrun and an oversubscribed `mpirun` do
 /// not): a client takes the set's k-th CPU from the front and a server the k-th from the
-/// back, as rails do, but only while k is in the set's first half, so that no two ranks'
-/// pinned threads meet; a rank beyond it is not pinned (the scheduler spreads the rest),
-/// and says why. A set of one CPU is taken by any rank. Four ranks measuring on one CPU
-/// of a shared set (each a spinning client) ran a throttled link at a third of its rate.
+/// back, as rails do, while k is in the set's first half, so that no two ranks' pinned
+/// threads meet (four ranks' clients all on a node's first CPU ran a throttled link at a
+/// third of its rate). A host with fewer CPUs than that (oversubscribed) keeps the plain
+/// choice, client first and server last, and says it is shared: a ping-pong's two sides
+/// then stay on different CPUs, where unpinned ranks left to the scheduler measured 8 ms
+/// round trips instead of 60 us (two write-lat pairs on two CPUs).
 pub fn choose_for_local_rank(
     choice: &PinChoice,
     facts: &CpuFacts,
@@ -126,28 +128,17 @@ pub fn choose_for_local_rank(
         PinChoice::Cpus(list) => list.len(),
         PinChoice::Auto => auto_set(facts).0.len(),
     };
-    if set_len <= 1 || k < set_len / 2 {
-        return choose_for_rail(choice, facts, role, if set_len <= 1 { 0 } else { k });
+    if k < set_len / 2 {
+        return choose_for_rail(choice, facts, role, k);
     }
-    let set = match choice {
-        PinChoice::Cpus(list) => checked(list, &facts.allowed)?,
-        _ => auto_set(facts).0,
-    };
-    let half = set_len / 2;
-    let ranks = if half == 1 {
-        "rank 0".to_string()
-    } else {
-        format!("ranks 0-{}", half - 1)
-    };
-    Ok(Placement {
-        numa_node: facts.numa_node,
-        cpu: None,
-        source: format!(
-            "not pinned: local rank {k} of a sweep, and CPUs {} hold a client and a server \
-             each for {ranks} only",
-            format_cpulist(&set)
-        ),
-    })
+    let mut placement = choose(choice, facts, role)?;
+    if k > 0 {
+        placement.source.push_str(&format!(
+            "; shared: local rank {k} of a sweep, past the {} the set gives CPUs of their own",
+            set_len / 2
+        ));
+    }
+    Ok(placement)
 }
 
 /// `--cpus`, every one of which the process must be allowed to run on.
@@ -326,18 +317,19 @@ mod tests {
         let servers: Vec<_> = (0..4).map(|k| cpu(Role::Server, k)).collect();
         assert_eq!(clients, [Some(0), Some(1), Some(2), Some(3)]);
         assert_eq!(servers, [Some(55), Some(54), Some(53), Some(52)]);
-        // The guest: four ranks on two CPUs. Rank 0 pins a client and a server; the others
-        // are left to the scheduler, and say so.
+        // The guest: four ranks on two CPUs. Each pins its client to the first and its server
+        // to the last, so that a ping-pong's two sides run at once, and says the CPU is shared.
         let f = facts(None, None, vec![0, 1]);
-        let c = choose_for_local_rank(&PinChoice::Auto, &f, Role::Client, 0).unwrap();
-        let s = choose_for_local_rank(&PinChoice::Auto, &f, Role::Server, 0).unwrap();
-        assert_eq!((c.cpu, s.cpu), (Some(0), Some(1)));
+        for k in 0..4 {
+            let c = choose_for_local_rank(&PinChoice::Auto, &f, Role::Client, k).unwrap();
+            let s = choose_for_local_rank(&PinChoice::Auto, &f, Role::Server, k).unwrap();
+            assert_eq!((c.cpu, s.cpu), (Some(0), Some(1)), "rank {k}");
+        }
         let other = choose_for_local_rank(&PinChoice::Auto, &f, Role::Client, 3).unwrap();
-        assert_eq!(other.cpu, None);
         assert_eq!(
             other.describe(),
-            "not pinned: local rank 3 of a sweep, and CPUs 0-1 hold a client and a server each \
-             for rank 0 only"
+            "CPU 0 (NIC's NUMA node unknown; one of the allowed CPUs 0-1; shared: local rank 3 \
+             of a sweep, past the 1 the set gives CPUs of their own)"
         );
         // A launcher that bound each rank to one CPU: that CPU, whatever the rank.
         let bound = facts(None, None, vec![7]);
@@ -352,7 +344,7 @@ mod tests {
             choose_for_local_rank(&given, &f, Role::Client, 2)
                 .unwrap()
                 .cpu,
-            None
+            Some(4)
         );
         let off = choose_for_local_rank(&PinChoice::Off, &f, Role::Client, 0).unwrap();
         assert_eq!(off.cpu, None);
