@@ -439,7 +439,7 @@ impl TestArgs {
             token: self.token()?,
             admission: self.admission.clone(),
             rail: None,
-            local_rank: None,
+            cpu_slot: None,
             rail_gpus: self.rail_gpus(),
             start_gate: None,
         })

@@ -5,8 +5,8 @@
 //! TSC of one CPU times it. The client takes the first CPU of the chosen set and the server
 //! the last, so that the two threads of `--loopback` (and a server and client started on one
 //! machine) spin on different CPUs whenever the set has two. Rails of one process, and the
-//! ranks of a cluster sweep on one host, each take the set's next CPU ([`choose_for_rail`],
-//! [`choose_for_local_rank`]). Only the measured loop is pinned: the control channel's
+//! runs of a cluster sweep's round on one host, each take the set's next CPU
+//! ([`choose_for_rail`], [`choose_for_slot`]). Only the measured loop is pinned: the control channel's
 //! helper threads keep the process's whole CPU set.
 
 use std::io;
@@ -108,37 +108,36 @@ pub fn choose_for_rail(
     })
 }
 
-/// [`choose`] for local rank `k` of a cluster sweep, whose ranks on one host share its CPUs
-/// unless the launcher bound each to its own (torchrun and an oversubscribed `mpirun` do
-/// not): a client takes the set's k-th CPU from the front and a server the k-th from the
-/// back, as rails do, while k is in the set's first half, so that no two ranks' pinned
-/// threads meet (four ranks' clients all on a node's first CPU ran a throttled link at a
-/// third of its rate). A host with fewer CPUs than that (oversubscribed) keeps the plain
-/// choice, client first and server last, and says it is shared: a ping-pong's two sides
-/// then stay on different CPUs, where unpinned ranks left to the scheduler measured 8 ms
-/// round trips instead of 60 us (two write-lat pairs on two CPUs).
-pub fn choose_for_local_rank(
+/// [`choose`] for a cluster sweep's run in CPU slot `slot` of its round on this host (rank 0
+/// numbers them: clients first, then servers in reverse order): the chosen set's CPU at
+/// that place, wrapping round a set smaller than the round's runs. The ranks of one host
+/// share its CPUs unless the launcher bound each (torchrun and an oversubscribed `mpirun` do
+/// not): all of them on the set's first CPU ran two clients of a round on one CPU (a
+/// throttled link at a third of its rate), and unpinned, the scheduler put a ping-pong's two
+/// sides on one (8 ms round trips instead of 60 us).
+pub fn choose_for_slot(
     choice: &PinChoice,
     facts: &CpuFacts,
-    role: Role,
-    k: usize,
+    slot: usize,
 ) -> Result<Placement, PlanError> {
-    let set_len = match choice {
-        PinChoice::Off => return choose(choice, facts, role),
-        PinChoice::Cpus(list) => list.len(),
-        PinChoice::Auto => auto_set(facts).0.len(),
+    let (set, source) = match choice {
+        PinChoice::Off => return choose(choice, facts, Role::Client),
+        PinChoice::Cpus(list) => (checked(list, &facts.allowed)?, "of --cpus".to_string()),
+        PinChoice::Auto => auto_set(facts),
     };
-    if k < set_len / 2 {
-        return choose_for_rail(choice, facts, role, k);
-    }
-    let mut placement = choose(choice, facts, role)?;
-    if k > 0 {
-        placement.source.push_str(&format!(
-            "; shared: local rank {k} of a sweep, past the {} the set gives CPUs of their own",
-            set_len / 2
+    let Some(&cpu) = set.get(slot % set.len().max(1)) else {
+        return Err(PlanError(
+            "this process may run on no CPU (sched_getaffinity returned none)".to_string(),
         ));
-    }
-    Ok(placement)
+    };
+    Ok(Placement {
+        numa_node: facts.numa_node,
+        cpu: Some(cpu),
+        source: format!(
+            "{source} {}; slot {slot} of the sweep round's runs on this host",
+            format_cpulist(&set)
+        ),
+    })
 }
 
 /// `--cpus`, every one of which the process must be allowed to run on.
@@ -304,50 +303,31 @@ mod tests {
     }
 
     #[test]
-    fn the_ranks_of_a_sweep_on_one_host_never_pin_two_threads_to_one_cpu() {
-        // A DGX's NIC node of 56 CPUs, four ranks on it (torchrun binds none): each rank's
-        // client and server have CPUs of their own.
+    fn each_run_of_a_sweep_round_takes_the_cpu_of_its_slot() {
+        // A DGX's NIC node of 56 CPUs, eight runs of a round on it: each its own CPU.
         let f = facts(Some(0), Some((0..56).collect()), (0..112).collect());
-        let cpu = |role, k| {
-            choose_for_local_rank(&PinChoice::Auto, &f, role, k)
-                .unwrap()
-                .cpu
-        };
-        let clients: Vec<_> = (0..4).map(|k| cpu(Role::Client, k)).collect();
-        let servers: Vec<_> = (0..4).map(|k| cpu(Role::Server, k)).collect();
-        assert_eq!(clients, [Some(0), Some(1), Some(2), Some(3)]);
-        assert_eq!(servers, [Some(55), Some(54), Some(53), Some(52)]);
-        // The guest: four ranks on two CPUs. Each pins its client to the first and its server
-        // to the last, so that a ping-pong's two sides run at once, and says the CPU is shared.
+        let cpus: Vec<_> = (0..8)
+            .map(|slot| choose_for_slot(&PinChoice::Auto, &f, slot).unwrap().cpu)
+            .collect();
+        assert_eq!(cpus, (0..8).map(Some).collect::<Vec<_>>());
+        // The guest: two pairs on two CPUs, slots 0-1 the clients, 2-3 the servers in
+        // reverse pair order: the clients differ, and each pair's sides differ.
         let f = facts(None, None, vec![0, 1]);
-        for k in 0..4 {
-            let c = choose_for_local_rank(&PinChoice::Auto, &f, Role::Client, k).unwrap();
-            let s = choose_for_local_rank(&PinChoice::Auto, &f, Role::Server, k).unwrap();
-            assert_eq!((c.cpu, s.cpu), (Some(0), Some(1)), "rank {k}");
-        }
-        let other = choose_for_local_rank(&PinChoice::Auto, &f, Role::Client, 3).unwrap();
+        let cpu = |slot| choose_for_slot(&PinChoice::Auto, &f, slot).unwrap().cpu;
+        let (client_a, client_b, server_b, server_a) = (cpu(0), cpu(1), cpu(2), cpu(3));
+        assert_ne!(client_a, client_b);
+        assert_ne!(client_a, server_a);
+        assert_ne!(client_b, server_b);
         assert_eq!(
-            other.describe(),
-            "CPU 0 (NIC's NUMA node unknown; one of the allowed CPUs 0-1; shared: local rank 3 \
-             of a sweep, past the 1 the set gives CPUs of their own)"
+            choose_for_slot(&PinChoice::Auto, &f, 3).unwrap().describe(),
+            "CPU 1 (NIC's NUMA node unknown; one of the allowed CPUs 0-1; slot 3 of the sweep \
+             round's runs on this host)"
         );
-        // A launcher that bound each rank to one CPU: that CPU, whatever the rank.
-        let bound = facts(None, None, vec![7]);
-        let c = choose_for_local_rank(&PinChoice::Auto, &bound, Role::Client, 5).unwrap();
-        assert_eq!(c.cpu, Some(7));
-        // --cpus of too few: the same rule, within the list; --no-pin stays off.
+        // --cpus: within the list; --no-pin stays off.
         let f = facts(None, None, (0..8).collect());
-        let given = PinChoice::Cpus(vec![4, 5, 6, 7]);
-        let c = choose_for_local_rank(&given, &f, Role::Server, 1).unwrap();
-        assert_eq!(c.cpu, Some(6));
-        assert_eq!(
-            choose_for_local_rank(&given, &f, Role::Client, 2)
-                .unwrap()
-                .cpu,
-            Some(4)
-        );
-        let off = choose_for_local_rank(&PinChoice::Off, &f, Role::Client, 0).unwrap();
-        assert_eq!(off.cpu, None);
+        let given = PinChoice::Cpus(vec![4, 5, 6]);
+        assert_eq!(choose_for_slot(&given, &f, 4).unwrap().cpu, Some(5));
+        assert_eq!(choose_for_slot(&PinChoice::Off, &f, 1).unwrap().cpu, None);
     }
 
     #[test]

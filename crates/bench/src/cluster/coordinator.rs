@@ -1031,20 +1031,42 @@ fn assign(
 
 /// Each rank's part in a round of disjoint `pairs`.
 fn pair_works(members: &[Member], pairs: &[Pair]) -> Vec<Work> {
+    let slots = cpu_slots(members, pairs);
     (0..members.len())
         .map(|r| match pairs.iter().find(|p| p.a == r || p.b == r) {
             Some(p) if p.a == r => Work::Serve {
                 client: p.b as u32,
                 from: members[p.b].addr.to_string(),
+                cpu_slot: slots[r],
             },
             Some(p) => Work::Measure {
                 server: p.a as u32,
                 host: members[p.a].addr.to_string(),
                 port: members[p.a].joining.port,
+                cpu_slot: slots[r],
             },
             None => Work::Rest,
         })
         .collect()
+}
+
+/// Each rank's CPU slot in a round of disjoint `pairs`: on each host, the clients' runs in
+/// pair order, then the servers' in reverse pair order, so that on a host of two CPUs two
+/// pairs' clients differ and each pair's two sides differ (a ping-pong's sides must run at
+/// once), and on a host of as many CPUs as runs every run has its own.
+fn cpu_slots(members: &[Member], pairs: &[Pair]) -> Vec<u32> {
+    let mut slots = vec![0; members.len()];
+    let mut next: BTreeMap<&str, u32> = BTreeMap::new();
+    let sides = pairs
+        .iter()
+        .map(|p| p.b)
+        .chain(pairs.iter().rev().map(|p| p.a));
+    for r in sides {
+        let n = next.entry(members[r].joining.host.as_str()).or_default();
+        slots[r] = *n;
+        *n += 1;
+    }
+    slots
 }
 
 /// Sends each reachable rank its work in test `test` of round `round`; one the word does not
@@ -1159,6 +1181,42 @@ mod tests {
         };
         ch.send(&Message::Join(Box::new(joining))).unwrap();
         ch
+    }
+
+    #[test]
+    fn each_hosts_runs_of_a_round_get_slots_clients_first_then_servers_in_reverse() {
+        // Five ranks: 0-3 on node a, 4 on node b. The round (0,1), (2,3), 4 resting: the
+        // clients 1 and 3 take slots 0 and 1, the servers 2 and 0 slots 2 and 3.
+        let on = |rank: u32, host: &str| {
+            let joining = Joining {
+                rank,
+                size: 5,
+                local_rank: rank,
+                options: vec![],
+                host: host.into(),
+                device: format!("rxe{rank}"),
+                fw_ver: None,
+                port: 1,
+                facts: Default::default(),
+            };
+            member(None, joining, "127.0.0.1".parse().unwrap())
+        };
+        let members: Vec<Member> = (0..4).map(|r| on(r, "a")).chain([on(4, "b")]).collect();
+        let round = [Pair { a: 0, b: 1 }, Pair { a: 2, b: 3 }];
+        assert_eq!(cpu_slots(&members, &round), [3, 0, 2, 1, 0]);
+        // Across hosts each host numbers its own: (0,4) has both first on theirs.
+        let round = [Pair { a: 0, b: 4 }, Pair { a: 1, b: 2 }];
+        assert_eq!(cpu_slots(&members, &round)[..3], [2, 1, 0]);
+        assert_eq!(cpu_slots(&members, &round)[4], 0);
+        let works = pair_works(&members, &[Pair { a: 0, b: 1 }]);
+        assert!(
+            matches!(works[0], Work::Serve { cpu_slot: 1, .. }),
+            "{works:?}"
+        );
+        assert!(
+            matches!(works[1], Work::Measure { cpu_slot: 0, .. }),
+            "{works:?}"
+        );
     }
 
     /// Rank `rank` of `size` joining rank 0 at `port` with `spec`'s options; it hands back

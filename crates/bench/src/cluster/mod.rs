@@ -53,7 +53,6 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     let device = rank_device(args, &place)?;
     for t in &mut spec.tests {
         t.opts.side.device = device.clone();
-        t.opts.local_rank = Some(place.local_rank);
     }
     if args.dry_run {
         print!(

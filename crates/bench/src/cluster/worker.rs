@@ -164,15 +164,31 @@ impl<'a> Worker<'a> {
     /// Does one assignment of test `t` but a congestion round's (`run_together`); a failed
     /// run is an answer too (the coordinator decides).
     fn work(&self, t: &SweepTest, work: &Work) -> Message {
+        let on_slot = |slot: &u32| {
+            let mut t = t.clone();
+            t.opts.cpu_slot = Some(*slot as usize);
+            t
+        };
         let result = match work {
             Work::Rest => Ok(None),
-            Work::Serve { client, from } => partner_address(*client, from).and_then(|partner| {
+            Work::Serve {
+                client,
+                from,
+                cpu_slot,
+            } => partner_address(*client, from).and_then(|partner| {
                 self.listener.serve_only(&[partner]);
-                self.tester.serve(t, &self.listener, *client)
+                self.tester
+                    .serve(&on_slot(cpu_slot), &self.listener, *client)
             }),
-            Work::Measure { server, host, port } => {
-                self.tester.measure(t, *server, host, *port).map(Some)
-            }
+            Work::Measure {
+                server,
+                host,
+                port,
+                cpu_slot,
+            } => self
+                .tester
+                .measure(&on_slot(cpu_slot), *server, host, *port)
+                .map(Some),
             Work::Together { .. } => Err(anyhow!("a congestion round's work comes alone")),
         };
         done(result)

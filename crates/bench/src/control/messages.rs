@@ -27,8 +27,9 @@ pub const MAGIC: &str = "rdmabench";
 /// unknown or missing field refuses it: `plan::TestPlan`), so a new test parameter needs no
 /// bump: a peer that lacks it refuses the plan, naming it. Nor does a new kind of message (a
 /// congestion round's `AtStart`, `Start`, `FlowsDone`, `Work::Together`): a peer that lacks
-/// it refuses the message as unknown, naming it, and no older message changed.
-pub const PROTOCOL_VERSION: u32 = 9;
+/// it refuses the message as unknown, naming it, and no older message changed. 10: a
+/// sweep's `Work::Serve` and `Work::Measure` carry the run's CPU slot on its host.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -209,6 +210,9 @@ pub enum Work {
         /// The address it connects from (as rank 0 saw it): a connection from any other
         /// address is dropped. (Protocol 7.)
         from: String,
+        /// This run's CPU slot among the runs of the round on this rank's host
+        /// (`placement::choose_for_slot`). (Protocol 10.)
+        cpu_slot: u32,
     },
     /// Run the client side against rank `server` at `host`:`port`.
     Measure {
@@ -218,6 +222,8 @@ pub enum Work {
         host: String,
         /// Its measuring server's port.
         port: u16,
+        /// This run's CPU slot among the runs of the round on this rank's host. (Protocol 10.)
+        cpu_slot: u32,
     },
     /// Nothing this time: answer at once.
     Rest,

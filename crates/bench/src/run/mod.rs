@@ -76,9 +76,9 @@ pub struct RunOptions {
     pub admission: Admission,
     /// This side's rail of a multi-rail run (`-d a,b`); `None` for a run on one device.
     pub rail: Option<RailLink>,
-    /// A cluster sweep rank's local rank: the ranks of one host share its CPUs, so each
-    /// takes its own ([`placement::choose_for_local_rank`]); `None` outside a sweep.
-    pub local_rank: Option<usize>,
+    /// A cluster sweep's run: its CPU slot among the round's runs on this host, which rank 0
+    /// numbers ([`placement::choose_for_slot`]); `None` outside a sweep.
+    pub cpu_slot: Option<usize>,
     /// With several rails and GPU memory: which GPU each rail's buffers live on.
     pub rail_gpus: rails::gpus::RailGpus,
     /// A server's runs that start their measured windows together (a cluster sweep's
@@ -113,8 +113,8 @@ impl Measuring {
     pub fn resolve(opts: &RunOptions, device: &str, role: Role) -> anyhow::Result<Self> {
         let facts = CpuFacts::read(&topo::Sysfs::system(), device)?;
         let rail = opts.rail.as_ref().map_or(0, |l| l.index);
-        let placement = match opts.local_rank {
-            Some(k) => placement::choose_for_local_rank(&opts.pin, &facts, role, k)?,
+        let placement = match opts.cpu_slot {
+            Some(slot) => placement::choose_for_slot(&opts.pin, &facts, slot)?,
             None => placement::choose_for_rail(&opts.pin, &facts, role, rail)?,
         };
         let kind = clock::choose(opts.clock, TscFacts::of_this_cpu(placement.cpu.is_some()))?;
