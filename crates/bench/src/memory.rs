@@ -1,6 +1,8 @@
 //! The benchmark's buffers: one slot per QP in one registered region, and the payload
 //! pattern that `--validate` writes on one side and checks on the other.
 
+use std::collections::BTreeMap;
+
 /// The pattern's seed for a message of `size` bytes on QP `qp`: it depends on both, so
 /// bytes from another QP, another size or a stale run do not pass for it.
 fn seed(qp: u32, size: u64) -> u64 {
@@ -146,16 +148,30 @@ impl MemMode {
     }
 }
 
+/// The GPU a CUDA memory mode on `nic` takes from `tree` (NVIDIA's), with their pair: the
+/// lowest class of path (PIX before PXB, PHB, NODE, SYS), then the GPU the fewest other NICs
+/// already took (`taken`: rails), then the lowest bus id.
+pub fn nearest_cuda_gpu<'a>(
+    tree: &'a topo::Topology,
+    nic: &'a str,
+    taken: &BTreeMap<String, usize>,
+) -> Option<&'a topo::PairInfo> {
+    tree.pairs_with(nic, topo::Accelerator::Nvidia)
+        .min_by_key(|p| {
+            (
+                p.path.class,
+                taken.get(&p.gpu).copied().unwrap_or(0),
+                &p.gpu,
+            )
+        })
+}
+
 /// The memory mode on the GPU nearest `nic` on the PCIe tree `tree` (the lowest class of
 /// path, PIX before PXB, PHB, NODE, SYS; the lowest bus id among equals), and why, for a
 /// `--mem` that named no GPU on one device; `mem` as it is (GPU 0) where the tree has no GPU
 /// next to the NIC (a virtual NIC, a machine without GPUs, a tree that could not be read).
 pub fn nearest_gpu(mem: &MemMode, nic: &str, tree: Option<&topo::Topology>) -> (MemMode, String) {
-    // The CUDA memory modes take NVIDIA's GPUs.
-    let nearest = tree.and_then(|t| {
-        t.pairs_with(nic, topo::Accelerator::Nvidia)
-            .min_by_key(|p| (p.path.class, &p.gpu))
-    });
+    let nearest = tree.and_then(|t| nearest_cuda_gpu(t, nic, &BTreeMap::new()));
     let found = nearest.and_then(|p| Some((p.gpu.parse::<cuda::DeviceSelector>().ok()?, p)));
     match found {
         Some((gpu, p)) => (

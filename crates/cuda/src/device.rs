@@ -9,6 +9,8 @@ use std::sync::Arc;
 use cudarc::driver::sys;
 
 use crate::driver::{self, cu, cu_optional};
+use crate::error::CudaError;
+use crate::probe::probe;
 
 /// `CU_GPU_DIRECT_RDMA_WRITES_ORDERING_NONE`: a NIC's writes need a flush before the GPU's work sees them.
 const WRITES_ORDERING_NONE: i32 = 0;
@@ -16,8 +18,6 @@ const WRITES_ORDERING_NONE: i32 = 0;
 const FLUSH_TARGET_CURRENT_CTX: c_int = 0;
 /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER`: visible to the owning GPU's work (its copies).
 const FLUSH_TO_OWNER: c_int = 100;
-use crate::error::CudaError;
-use crate::probe::probe;
 
 /// A PCI address, `domain:bus:device.function`.
 ///

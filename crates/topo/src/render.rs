@@ -195,9 +195,9 @@ fn gpu_label(gpu: &GpuInfo) -> String {
         _ => String::new(),
     };
     let kind = match gpu.kind {
-        Accelerator::Nvidia => "GPU".to_string(),
-        Accelerator::Amd => "GPU (AMD)".to_string(),
-        other => other.name().to_string(),
+        Accelerator::Nvidia => "GPU",
+        Accelerator::Amd => "GPU (AMD)",
+        other => other.name(),
     };
     format!("{} {kind}{id}  {}", gpu.bdf, link_text(&gpu.link))
 }

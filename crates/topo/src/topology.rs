@@ -3,7 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::Result;
-use crate::gpu::{accelerator, list_accelerators, Accelerator};
+use crate::gpu::{list_accelerators, Accelerator};
 use crate::iommu::Iommu;
 use crate::path::{classify, PairPath, PciPath};
 use crate::pci::{parse_bdf, PciFunction, PciLink};
@@ -89,7 +89,6 @@ impl Topology {
             .collect::<Result<Vec<_>>>()?;
         let gpus = list_accelerators(sysfs)?
             .into_iter()
-            .filter_map(|f| accelerator(&f).map(|kind| (f, kind)))
             .map(|(f, kind)| gpu_info(sysfs, f, kind))
             .collect::<Result<Vec<_>>>()?;
         let pairs = pairs(&nics, &gpus);

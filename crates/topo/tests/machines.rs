@@ -106,7 +106,7 @@ mod dgx_h100 {
     #[test]
     fn nvswitch_is_not_a_gpu() {
         let gpus = list_accelerators(&fixture("dgx-h100")).unwrap();
-        let bdfs: Vec<&str> = gpus.iter().map(|g| g.bdf.as_str()).collect();
+        let bdfs: Vec<&str> = gpus.iter().map(|(g, _)| g.bdf.as_str()).collect();
         assert_eq!(bdfs, ["0000:19:00.0", "0000:9e:00.0"]);
     }
 

@@ -220,6 +220,7 @@ fn gpu_facts(sysfs: &Sysfs, nic: &RdmaDevice, facts: &mut BTreeMap<String, Strin
     };
     let nearest = gpus
         .iter()
+        .map(|(gpu, _)| gpu)
         .filter_map(|gpu| {
             let path = PciPath::read(sysfs, gpu).ok()?;
             Some((

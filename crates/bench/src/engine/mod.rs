@@ -335,13 +335,12 @@ impl Local {
         let device = Device::open(cfg.device.as_deref())?;
         let port = device.active_port(cfg.port)?;
         let gid = device.resolve_gid(&port, cfg.gid_index)?;
-        let (mem, gpu_chosen) = match cfg.nearest_gpu && cfg.mem != MemMode::Host {
-            true => {
-                let tree = topo::Topology::scan(&topo::Sysfs::system()).ok();
-                let (mem, why) = crate::memory::nearest_gpu(&cfg.mem, device.name(), tree.as_ref());
-                (mem, Some(why))
-            }
-            false => (cfg.mem.clone(), None),
+        let (mem, gpu_chosen) = if cfg.nearest_gpu && cfg.mem != MemMode::Host {
+            let tree = topo::Topology::scan(&topo::Sysfs::system()).ok();
+            let (mem, why) = crate::memory::nearest_gpu(&cfg.mem, device.name(), tree.as_ref());
+            (mem, Some(why))
+        } else {
+            (cfg.mem.clone(), None)
         };
         let gpu = open_gpu(&mem).with_context(|| format!("--mem {}", cfg.mem.name()))?;
         Ok(Local {

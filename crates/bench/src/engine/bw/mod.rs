@@ -146,6 +146,18 @@ pub struct Pace {
     pub in_flight: u32,
 }
 
+/// How often a duration run that did `ops_per_sec`, all `qps` together, requests a
+/// completion ([`Pace::signal_every`]); `None` in iteration mode.
+pub fn signal_every_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<u32> {
+    let window = shape.stop.window()?;
+    // With intervals, the events that cut them count too: WINDOW_EVENTS per window of
+    // that many intervals' worth of INTERVAL_EVENTS.
+    let aim = shape.interval.map_or(window, |i| {
+        window.min(i.mul_f64(WINDOW_EVENTS / INTERVAL_EVENTS))
+    });
+    Some(signal_every(shape.cq_mod, ops_per_sec, qps, aim))
+}
+
 /// The pace of a duration run that did `ops_per_sec`, all `qps` together, its round trip
 /// `round_trip` (`None` in iteration mode).
 pub fn pace_for(
@@ -154,15 +166,10 @@ pub fn pace_for(
     ops_per_sec: f64,
     round_trip: Duration,
 ) -> Option<Pace> {
-    let (Some(window), Stop::Duration { margin, .. }) = (shape.stop.window(), shape.stop) else {
+    let Stop::Duration { margin, .. } = shape.stop else {
         return None;
     };
-    // With intervals, the events that cut them count too: WINDOW_EVENTS per window of
-    // that many intervals' worth of INTERVAL_EVENTS.
-    let aim = shape.interval.map_or(window, |i| {
-        window.min(i.mul_f64(WINDOW_EVENTS / INTERVAL_EVENTS))
-    });
-    let every = signal_every(shape.cq_mod, ops_per_sec, qps, aim);
+    let every = signal_every_for(shape, qps, ops_per_sec)?;
     let per_qp = ops_per_sec / qps.max(1) as f64;
     let fewest = fewest_in_flight(every, shape.post_list);
     let drains = ops_within(per_qp * margin.as_secs_f64(), shape.depth);
@@ -658,8 +665,8 @@ pub fn drive<B: LoopBody>(
         if !paced && sent.is_open() {
             paced = true;
             let rate = seen.sent as f64 / (now - start).as_secs_f64().max(1e-9);
-            if let Some(p) = pace_for(shape, side.qps.len(), rate, now - start) {
-                body.signal_every(p.signal_every);
+            if let Some(every) = signal_every_for(shape, side.qps.len(), rate) {
+                body.signal_every(every);
             }
         }
         if !stopped && deadline.is_some_and(|d| now >= d) && sent.may_end(now) {

@@ -77,15 +77,7 @@ fn nearest(topology: &Topology, nics: &[String]) -> Option<Vec<DeviceSelector>> 
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
     for nic in nics {
-        let best = topology
-            .pairs_with(nic, topo::Accelerator::Nvidia)
-            .min_by_key(|p| {
-                (
-                    p.path.class,
-                    taken.get(&p.gpu).copied().unwrap_or(0),
-                    &p.gpu,
-                )
-            })?;
+        let best = crate::memory::nearest_cuda_gpu(topology, nic, &taken)?;
         *taken.entry(best.gpu.clone()).or_default() += 1;
         out.push(best.gpu.parse().ok()?);
     }
