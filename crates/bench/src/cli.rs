@@ -378,7 +378,7 @@ impl TestArgs {
     }
 
     /// `--staging-chunk` and `--staging-depth`, which only the staged memory mode uses.
-    fn staging(&self, mem: &MemMode) -> Result<cuda::StagingConfig, PlanError> {
+    fn staging(&self, mem: &MemMode) -> Result<accel::StagingConfig, PlanError> {
         let given = self.staging_chunk.is_some() || self.staging_depth.is_some();
         let staged = |m: &MemMode| matches!(m, MemMode::CudaStaged(_));
         if given && !staged(mem) && !self.peer_mem.as_ref().is_some_and(staged) {
@@ -388,13 +388,13 @@ impl TestArgs {
                 mem.name()
             )));
         }
-        let default = cuda::StagingConfig::default();
+        let default = accel::StagingConfig::default();
         let chunk = match self.staging_chunk {
             None => default.chunk,
             Some(c) => usize::try_from(c)
                 .map_err(|_| PlanError(format!("--staging-chunk {c} is too large: at most 1G")))?,
         };
-        cuda::StagingConfig::new(chunk, self.staging_depth.unwrap_or(default.depth))
+        accel::StagingConfig::new(chunk, self.staging_depth.unwrap_or(default.depth))
             .map_err(|e| PlanError(format!("--staging-chunk/--staging-depth: {e}")))
     }
 
@@ -918,10 +918,13 @@ mod tests {
         .unwrap();
         let (_, a) = cli.command.test().unwrap();
         let side = a.side().unwrap();
-        assert_eq!(side.staging, cuda::StagingConfig::new(64 << 10, 8).unwrap());
+        assert_eq!(
+            side.staging,
+            accel::StagingConfig::new(64 << 10, 8).unwrap()
+        );
         let cli = parse(&["send-bw", "--mem", "cuda-staged"]).unwrap();
         let (_, a) = cli.command.test().unwrap();
-        assert_eq!(a.side().unwrap().staging, cuda::StagingConfig::default());
+        assert_eq!(a.side().unwrap().staging, accel::StagingConfig::default());
         // In loopback the staging options may serve the client's --peer-mem alone.
         let cli = parse(&[
             "write-bw",

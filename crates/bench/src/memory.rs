@@ -9,15 +9,15 @@ fn seed(qp: u32, size: u64) -> u64 {
     (u64::from(qp) << 40) ^ size
 }
 
-/// Writes the pattern (`cuda::pattern`, the one the GPU side writes and checks too) for
+/// Writes the pattern (`accel::pattern`, the one the GPU side writes and checks too) for
 /// (`qp`, `size`) into `buf`.
 pub fn fill_pattern(buf: &mut [u8], qp: u32, size: u64) {
-    cuda::pattern::fill(seed(qp, size), 0, buf);
+    accel::pattern::fill(seed(qp, size), 0, buf);
 }
 
 /// Checks `buf` carries the pattern for (`qp`, `size`); the error names the first bad byte.
 pub fn check_pattern(buf: &[u8], qp: u32, size: u64) -> Result<(), String> {
-    match cuda::pattern::first_mismatch(seed(qp, size), 0, buf) {
+    match accel::pattern::first_mismatch(seed(qp, size), 0, buf) {
         None => Ok(()),
         Some((i, want, got)) => Err(format!(
             "QP {qp}, size {size}: byte {i} is {got:#04x}, expected {want:#04x}"
@@ -69,11 +69,11 @@ pub enum MemMode {
     #[default]
     Host,
     /// GPU memory registered through dma-buf (`ibv_reg_dmabuf_mr`): GPUDirect RDMA on.
-    Cuda(cuda::DeviceSelector),
+    Cuda(accel::DeviceSelector),
     /// GPU memory registered by address (`ibv_reg_mr`), which needs nvidia-peermem.
-    CudaPeermem(cuda::DeviceSelector),
+    CudaPeermem(accel::DeviceSelector),
     /// GPU memory moved through pinned host bounce buffers by the tool: GPUDirect RDMA off.
-    CudaStaged(cuda::DeviceSelector),
+    CudaStaged(accel::DeviceSelector),
 }
 
 impl MemMode {
@@ -85,10 +85,10 @@ impl MemMode {
             Some((k, g)) => (k, Some(g)),
             None => (text, None),
         };
-        let selector = || -> Result<cuda::DeviceSelector, String> {
+        let selector = || -> Result<accel::DeviceSelector, String> {
             match gpu {
-                None => Ok(cuda::DeviceSelector::Index(0)),
-                Some(g) => g.parse::<cuda::DeviceSelector>().map_err(|_| {
+                None => Ok(accel::DeviceSelector::Index(0)),
+                Some(g) => g.parse::<accel::DeviceSelector>().map_err(|_| {
                     format!("--mem {text}: '{g}' is not a GPU index or PCI bus id; {valid}")
                 }),
             }
@@ -107,7 +107,7 @@ impl MemMode {
         let index: u32 = use_cuda
             .parse()
             .map_err(|_| format!("--use_cuda={use_cuda}: give a GPU index, 0 or more"))?;
-        let gpu = cuda::DeviceSelector::Index(index);
+        let gpu = accel::DeviceSelector::Index(index);
         Ok(if dmabuf {
             MemMode::Cuda(gpu)
         } else {
@@ -115,8 +115,18 @@ impl MemMode {
         })
     }
 
+    /// The GPU runtime behind a GPU mode: the one place the benchmark picks one.
+    pub fn runtime(&self) -> Option<&'static dyn accel::Runtime> {
+        match self {
+            MemMode::Host => None,
+            MemMode::Cuda(_) | MemMode::CudaPeermem(_) | MemMode::CudaStaged(_) => {
+                runtime_of(topo::Accelerator::Nvidia)
+            }
+        }
+    }
+
     /// The GPU of a GPU mode.
-    pub fn gpu(&self) -> Option<&cuda::DeviceSelector> {
+    pub fn gpu(&self) -> Option<&accel::DeviceSelector> {
         match self {
             MemMode::Host => None,
             MemMode::Cuda(s) | MemMode::CudaPeermem(s) | MemMode::CudaStaged(s) => Some(s),
@@ -124,7 +134,7 @@ impl MemMode {
     }
 
     /// The same mode on GPU `gpu` (host memory stays host memory).
-    pub fn on_gpu(&self, gpu: cuda::DeviceSelector) -> MemMode {
+    pub fn on_gpu(&self, gpu: accel::DeviceSelector) -> MemMode {
         match self {
             MemMode::Host => MemMode::Host,
             MemMode::Cuda(_) => MemMode::Cuda(gpu),
@@ -135,9 +145,9 @@ impl MemMode {
 
     /// The name the header and the record use: "host", "cuda:0", "cuda-staged:0000:17:00.0".
     pub fn name(&self) -> String {
-        let gpu = |s: &cuda::DeviceSelector| match s {
-            cuda::DeviceSelector::Index(i) => i.to_string(),
-            cuda::DeviceSelector::BusId(b) => b.to_string(),
+        let gpu = |s: &accel::DeviceSelector| match s {
+            accel::DeviceSelector::Index(i) => i.to_string(),
+            accel::DeviceSelector::BusId(b) => b.to_string(),
         };
         match self {
             MemMode::Host => "host".to_string(),
@@ -145,6 +155,15 @@ impl MemMode {
             MemMode::CudaPeermem(s) => format!("cuda-peermem:{}", gpu(s)),
             MemMode::CudaStaged(s) => format!("cuda-staged:{}", gpu(s)),
         }
+    }
+}
+
+/// The runtime that drives an accelerator of `kind`, where rdmabench has one: the backends are
+/// chosen here and nowhere else (each behind `accel`'s traits, in a crate of its own).
+pub fn runtime_of(kind: topo::Accelerator) -> Option<&'static dyn accel::Runtime> {
+    match kind {
+        topo::Accelerator::Nvidia => Some(&cuda::CUDA),
+        topo::Accelerator::Amd | topo::Accelerator::Gaudi | topo::Accelerator::Neuron => None,
     }
 }
 
@@ -172,7 +191,7 @@ pub fn nearest_cuda_gpu<'a>(
 /// next to the NIC (a virtual NIC, a machine without GPUs, a tree that could not be read).
 pub fn nearest_gpu(mem: &MemMode, nic: &str, tree: Option<&topo::Topology>) -> (MemMode, String) {
     let nearest = tree.and_then(|t| nearest_cuda_gpu(t, nic, &BTreeMap::new()));
-    let found = nearest.and_then(|p| Some((p.gpu.parse::<cuda::DeviceSelector>().ok()?, p)));
+    let found = nearest.and_then(|p| Some((p.gpu.parse::<accel::DeviceSelector>().ok()?, p)));
     match found {
         Some((gpu, p)) => (
             mem.on_gpu(gpu),

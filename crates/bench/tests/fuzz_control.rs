@@ -289,7 +289,7 @@ proptest! {
             return Ok(());
         };
         let mem = MemMode::parse(mem).unwrap();
-        let Ok(need) = Footprint::new(&plan, &mem, cuda::StagingConfig::default()) else {
+        let Ok(need) = Footprint::new(&plan, &mem, accel::StagingConfig::default()) else {
             return Ok(());
         };
         let caps = admission.caps(host_total, Some(80 << 30));

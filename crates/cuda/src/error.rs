@@ -1,10 +1,10 @@
 //! The one error type of this crate: every failure, from "no driver" to a refused dma-buf export, says what is
 //! missing and what to try, on one line.
 
-use crate::device::PciBusId;
+use accel::{OutOfBounds, PciBusId, SelectorError, StagingError};
+
 use crate::driver::RawResult;
 use crate::result_codes::describe;
-use crate::staging::StagingError;
 
 /// Everything that can go wrong in `rdmabench-cuda`.
 ///
@@ -65,16 +65,8 @@ pub enum CudaError {
     },
 
     /// A string that is neither a GPU index nor a PCI bus id.
-    #[error(
-        "invalid GPU {input:?}: {reason}; expected an index (0, 1, ...) or a PCI bus id such as 0000:17:00.0 \
-         (`lspci -D`) or 00000000:17:00.0 (nvidia-smi)"
-    )]
-    InvalidDevice {
-        /// The text given.
-        input: String,
-        /// What is wrong with it.
-        reason: &'static str,
-    },
+    #[error(transparent)]
+    InvalidDevice(#[from] SelectorError),
 
     /// The GPU cannot export its memory as dma-buf (`CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED` is 0).
     #[error(
@@ -157,20 +149,9 @@ pub enum CudaError {
         align: usize,
     },
 
-    /// A range that does not fit in its buffer.
-    #[error(
-        "{what}: the range at offset {offset} of length {len} exceeds the buffer's {size} bytes"
-    )]
-    OutOfBounds {
-        /// The operation.
-        what: &'static str,
-        /// Offset asked for.
-        offset: usize,
-        /// Length asked for.
-        len: usize,
-        /// The buffer's size.
-        size: usize,
-    },
+    /// A range past a buffer's end.
+    #[error(transparent)]
+    OutOfBounds(#[from] OutOfBounds),
 
     /// `--validate` found a byte that differs from the pattern.
     #[error(
@@ -198,7 +179,7 @@ impl CudaError {
     /// exit status 2. Everything else is a missing or failing piece: exit status 1.
     pub fn is_usage_error(&self) -> bool {
         match self {
-            CudaError::InvalidDevice { .. } => true,
+            CudaError::InvalidDevice(_) => true,
             CudaError::Staging(e) => e.is_usage_error(),
             _ => false,
         }

@@ -46,31 +46,39 @@
 //! followed by an [`Event`] the engine polls. The order of copies, posts, completions and buffer reuse is
 //! decided by the pure scheduler in [`staging`] ([`staging::SendPipeline`], [`staging::RecvPipeline`]).
 //!
+//! # Behind the seam
+//! [`CUDA`] is this crate as an `accel::Runtime` ([`runtime`]): the benchmark reaches CUDA only
+//! through it. The pure pieces every runtime shares (GPU selection, the staged path's scheduler
+//! in `accel::staging`, the `--validate` pattern, the dma-buf range) live in `rdmabench-accel`
+//! and are re-exported here.
+//!
 //! # Modules
 //! [`mod@probe`] (driver present?), [`driver`] (the entry points, with raw integer results: see there why),
 //! [`result_codes`] (their names), [`device`] (selection, attributes), [`memory`] (device buffers), [`dmabuf`]
-//! (export), [`pinned`] (host bounce buffers), [`stream`] (async copies, events), [`staging`] (the staged
-//! pipeline's scheduler, pure), [`pattern`] (the `--validate` byte pattern, pure), [`error`].
+//! (export), [`pinned`] (host bounce buffers), [`stream`] (async copies, events), [`runtime`] (the seam's
+//! traits for all of these), [`error`].
 
 pub mod device;
 pub mod dmabuf;
 pub mod driver;
 pub mod error;
 pub mod memory;
-pub mod pattern;
 pub mod pinned;
 pub mod probe;
 pub mod result_codes;
-pub mod staging;
+pub mod runtime;
 pub mod stream;
 
-pub use device::{device_count, list_devices, Device, DeviceInfo, DeviceSelector, PciBusId};
-pub use dmabuf::{
-    align_range, dmabuf_exporter, host_page_size, AlignedRange, DmaBuf, HOST_PAGE_SIZE,
+// What every runtime shares lives in the seam's crate; these are its names here too.
+pub use accel::{
+    align_range, dmabuf_exporter, host_page_size, pattern, staging, AlignedRange, AllocationGuard,
+    Chunk, DeviceSelector, DmaBuf, PciBusId, RecvPipeline, SendPipeline, StagingConfig,
+    StagingError, StagingPlan, HOST_PAGE_SIZE,
 };
+pub use device::{device_count, list_devices, Device, DeviceInfo};
 pub use error::CudaError;
-pub use memory::{gpu_alloc_len, AllocationGuard, DeviceBuffer, GPU_PAGE_SIZE};
+pub use memory::{gpu_alloc_len, DeviceBuffer, GPU_PAGE_SIZE};
 pub use pinned::PinnedBuffer;
 pub use probe::{driver_library_present, probe, DriverInfo};
-pub use staging::{Chunk, RecvPipeline, SendPipeline, StagingConfig, StagingError, StagingPlan};
+pub use runtime::CUDA;
 pub use stream::{Event, Stream};

@@ -18,7 +18,7 @@ use cudarc::driver::sys;
 use crate::device::Device;
 use crate::driver::{self, cu, cu_optional};
 use crate::error::CudaError;
-use crate::pattern;
+use accel::{pattern, AllocationGuard};
 
 /// The GPU page: the granularity at which GPUDirect RDMA maps GPU memory for a NIC.
 pub const GPU_PAGE_SIZE: usize = 64 << 10;
@@ -61,15 +61,7 @@ pub(crate) fn check_range(
     len: usize,
     size: usize,
 ) -> Result<(), CudaError> {
-    match offset.checked_add(len) {
-        Some(end) if end <= size => Ok(()),
-        _ => Err(CudaError::OutOfBounds {
-            what,
-            offset,
-            len,
-            size,
-        }),
-    }
+    Ok(accel::check_range(what, offset, len, size)?)
 }
 
 /// One `cuMemAlloc` allocation; shared by the buffer and any dma-buf exported from it, so the memory stays
@@ -142,27 +134,6 @@ fn raw_alloc(device: &Device, size: usize) -> Result<DeviceAlloc, CudaError> {
         ))
     }?;
     Ok(alloc)
-}
-
-/// Keeps one GPU or pinned host allocation allocated, and gives no access to it: what a memory
-/// registration holds ([`DeviceBuffer::guard`], [`crate::PinnedBuffer::guard`]), so that the memory
-/// under a registration is freed only after the registration is gone, whichever of the buffer and
-/// the registration is dropped first.
-#[derive(Clone)]
-pub struct AllocationGuard {
-    _alloc: Arc<dyn Send + Sync>,
-}
-
-impl std::fmt::Debug for AllocationGuard {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AllocationGuard")
-    }
-}
-
-impl AllocationGuard {
-    pub(crate) fn new(alloc: Arc<dyn Send + Sync>) -> AllocationGuard {
-        AllocationGuard { _alloc: alloc }
-    }
 }
 
 /// An owned GPU buffer: `len` bytes at a 64 KiB aligned device address, backed by `allocated_len()` bytes (a
@@ -397,7 +368,7 @@ mod tests {
         assert!(check_range("x", usize::MAX, 2, 10).is_err());
         let e = check_range("copy", 8, 4, 10).unwrap_err().to_string();
         assert!(
-            e.contains("offset 8 of length 4 exceeds the buffer's 10 bytes"),
+            e.contains("4 bytes at offset 8 do not fit a buffer of 10 bytes"),
             "{e}"
         );
     }

@@ -12,7 +12,9 @@ use cudarc::driver::sys;
 use crate::device::Device;
 use crate::driver::{self, cu};
 use crate::error::CudaError;
-use crate::memory::{check_range, AllocationGuard};
+use accel::AllocationGuard;
+
+use crate::memory::check_range;
 
 /// An owned pinned host buffer, zeroed at allocation, freed (`cuMemFreeHost`) when it and every
 /// [`AllocationGuard`] taken from it are dropped. Page aligned.

@@ -114,8 +114,7 @@ mod tests {
             include_str!("pinned.rs"),
             include_str!("stream.rs"),
             include_str!("error.rs"),
-            include_str!("pattern.rs"),
-            include_str!("staging.rs"),
+            include_str!("runtime.rs"),
             include_str!("lib.rs"),
         ];
         let all = sources.concat();

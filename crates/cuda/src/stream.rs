@@ -104,15 +104,36 @@ impl Stream {
         if len == 0 {
             return Ok(());
         }
-        self.device.bind_to_thread()?;
         // SAFETY: both ranges are in bounds (checked above); the caller keeps them alive and untouched until
         // the copy completes.
         unsafe {
-            cu!(cuMemcpyDtoHAsync_v2(
-                dst.as_ptr().add(dst_offset).cast_mut().cast::<c_void>(),
+            self.queue_device_to_host(
+                dst.as_ptr().add(dst_offset).cast_mut(),
                 src.device_ptr() + src_offset as u64,
                 len,
-                self.raw,
+            )
+        }
+    }
+
+    /// Queues a copy of `len` bytes from GPU address `src` to host address `dst`.
+    ///
+    /// # Safety
+    /// Both ranges lie in live allocations (`dst` pinned host memory, `src` this device's memory), and stay
+    /// alive and untouched as [`Stream::copy_device_to_host`] says.
+    pub unsafe fn queue_device_to_host(
+        &self,
+        dst: *mut u8,
+        src: u64,
+        len: usize,
+    ) -> Result<(), CudaError> {
+        self.device.bind_to_thread()?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            cu!(cuMemcpyDtoHAsync_v2(
+                dst.cast::<c_void>(),
+                src,
+                len,
+                self.raw
             ))
         }
     }
@@ -145,14 +166,35 @@ impl Stream {
         if len == 0 {
             return Ok(());
         }
-        self.device.bind_to_thread()?;
         // SAFETY: both ranges are in bounds; the caller keeps them alive and unchanged until the copy completes.
         unsafe {
-            cu!(cuMemcpyHtoDAsync_v2(
+            self.queue_host_to_device(
                 dst.device_ptr() + dst_offset as u64,
-                src.as_ptr().add(src_offset).cast::<c_void>(),
+                src.as_ptr().add(src_offset),
                 len,
-                self.raw,
+            )
+        }
+    }
+
+    /// Queues a copy of `len` bytes from host address `src` to GPU address `dst`.
+    ///
+    /// # Safety
+    /// Both ranges lie in live allocations, and stay alive and unchanged as
+    /// [`Stream::copy_host_to_device`] says.
+    pub unsafe fn queue_host_to_device(
+        &self,
+        dst: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), CudaError> {
+        self.device.bind_to_thread()?;
+        // SAFETY: the caller's contract.
+        unsafe {
+            cu!(cuMemcpyHtoDAsync_v2(
+                dst,
+                src.cast::<c_void>(),
+                len,
+                self.raw
             ))
         }
     }

@@ -690,34 +690,52 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
     )
 }
 
-/// The GPU's own dma-buf and GPUDirect RDMA attributes, asked of CUDA on the live machine
-/// (`gpu_bdf`); a sysfs snapshot (`live` false) cannot be asked.
-pub fn gpu_dmabuf_attribute(gpu_bdf: &str, live: bool) -> Check {
+/// The GPU's own dma-buf and GPUDirect RDMA attributes, asked of its runtime (`kind`'s: CUDA for
+/// NVIDIA) on the live machine (`gpu_bdf`); a sysfs snapshot (`live` false) cannot be asked.
+pub fn gpu_dmabuf_attribute(gpu_bdf: &str, kind: topo::Accelerator, live: bool) -> Check {
     const NAME: &str = "GPU dma-buf support";
+    let Some(runtime) = crate::memory::runtime_of(kind) else {
+        return Check::skip(
+            NAME,
+            format!("rdmabench has no runtime for {} accelerators", kind.name()),
+        );
+    };
+    let rt = runtime.name();
     if !live {
-        return Check::skip(NAME, "a snapshot: CUDA answers for the live machine only");
+        return Check::skip(
+            NAME,
+            format!("a snapshot: {rt} answers for the live machine only"),
+        );
     }
     let device = gpu_bdf
-        .parse::<cuda::PciBusId>()
-        .and_then(|id| cuda::Device::open_bus_id(&id));
+        .parse::<accel::DeviceSelector>()
+        .map_err(accel::AccelError::from)
+        .and_then(|gpu| runtime.open(&gpu));
     match device {
-        Err(e) => Check::skip(NAME, format!("CUDA cannot be asked: {e}")),
+        Err(e) => Check::skip(NAME, format!("{rt} cannot be asked: {e}")),
         Ok(d) => {
+            let said = |r: Result<(), accel::AccelError>| match r {
+                Ok(()) => "supported".to_string(),
+                Err(e) => e.to_string(),
+            };
+            let dmabuf = d.require_dma_buf();
+            let ok = dmabuf.is_ok();
             let evidence = format!(
-                "{} ({}): CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED {}, GPU_DIRECT_RDMA_SUPPORTED {}",
+                "{} ({}): dma-buf export {}; GPUDirect RDMA {}",
                 d.name(),
                 d.pci_bus_id(),
-                d.dma_buf_supported(),
-                d.gpu_direct_rdma_supported()
+                said(dmabuf),
+                said(d.require_gpu_direct_rdma())
             );
-            if d.dma_buf_supported() {
+            if ok {
                 Check::pass(NAME, evidence)
             } else {
-                Check::warn(NAME, evidence).fix(
-                    "without dma-buf, --mem cuda cannot register GPU memory: load nvidia-peermem \
+                Check::warn(NAME, evidence).fix(format!(
+                    "without dma-buf, --mem cuda cannot register GPU memory: load {} \
                      (--mem cuda-peermem) or use --mem cuda-staged; dma-buf needs the open kernel \
                      modules of a recent NVIDIA driver",
-                )
+                    d.peer_memory_module()
+                ))
             }
         }
     }
@@ -921,18 +939,19 @@ mod tests {
 
     #[test]
     fn without_a_cuda_driver_the_gpu_attribute_is_skipped_with_the_reason() {
-        if cuda::driver_library_present() {
+        if crate::memory::runtime_of(topo::Accelerator::Nvidia).is_some_and(|r| r.library_present())
+        {
             eprintln!("skipped: this machine has a CUDA driver");
             return;
         }
-        let c = gpu_dmabuf_attribute("0000:19:00.0", true);
+        let c = gpu_dmabuf_attribute("0000:19:00.0", topo::Accelerator::Nvidia, true);
         assert_eq!(c.verdict, Verdict::Skip);
         assert!(
             c.evidence.contains("CUDA cannot be asked") && c.evidence.contains("libcuda"),
             "{}",
             c.evidence
         );
-        let c = gpu_dmabuf_attribute("0000:19:00.0", false);
+        let c = gpu_dmabuf_attribute("0000:19:00.0", topo::Accelerator::Nvidia, false);
         assert!(c.evidence.contains("snapshot"), "{}", c.evidence);
     }
 

@@ -350,11 +350,12 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     match &gdr_skip {
         None => {
             checks.push(checks::gpudirect(&GdrFacts::read(sysfs)));
-            let bdf = gpu
+            let (bdf, kind) = gpu
                 .as_ref()
-                .map(|(g, _)| g.bdf.as_str())
-                .unwrap_or_default();
-            checks.push(checks::gpu_dmabuf_attribute(bdf, live));
+                .map_or(("", topo::Accelerator::Nvidia), |(g, _)| {
+                    (g.bdf.as_str(), g.kind)
+                });
+            checks.push(checks::gpu_dmabuf_attribute(bdf, kind, live));
         }
         Some(why) => {
             checks.push(Check::skip("GPUDirect RDMA", why.clone()));

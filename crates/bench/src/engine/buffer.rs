@@ -57,7 +57,7 @@ pub struct Bounce {
 
 impl Footprint {
     /// The buffers of `plan` on a side whose memory is `mem` (staged with `staging`).
-    pub fn new(plan: &TestPlan, mem: &MemMode, staging: cuda::StagingConfig) -> Result<Self> {
+    pub fn new(plan: &TestPlan, mem: &MemMode, staging: accel::StagingConfig) -> Result<Self> {
         let half = slot_len(recv_len(plan.connection.transport(), plan.max_size()));
         let peer_slot = 2 * half;
         let (slot, bounce) = if matches!(mem, MemMode::CudaStaged(_)) {
@@ -354,7 +354,7 @@ mod tests {
             ..Default::default()
         };
         let p = plan(Verb::Write, Mode::Bw, request);
-        let host = Footprint::new(&p, &MemMode::Host, cuda::StagingConfig::default()).unwrap();
+        let host = Footprint::new(&p, &MemMode::Host, accel::StagingConfig::default()).unwrap();
         assert_eq!((host.slot, host.peer_slot), (2 << 20, 2 << 20));
         // The queues: per QP 128 send WQEs, 512 receive WQEs and a CQE for each.
         let queues = 4 * (128 * 256 + 512 * 64 + 640 * 64);
@@ -364,7 +364,7 @@ mod tests {
             ((8 << 20) + queues, 0)
         );
         let gpu = MemMode::parse("cuda:0").unwrap();
-        let on_gpu = Footprint::new(&p, &gpu, cuda::StagingConfig::default()).unwrap();
+        let on_gpu = Footprint::new(&p, &gpu, accel::StagingConfig::default()).unwrap();
         assert_eq!((on_gpu.host_bytes(), on_gpu.gpu_bytes()), (queues, 8 << 20));
     }
 
@@ -377,7 +377,7 @@ mod tests {
         };
         let p = plan(Verb::Write, Mode::Bw, request);
         let staged = MemMode::parse("cuda-staged").unwrap();
-        let cfg = cuda::StagingConfig::new(1 << 20, 4).unwrap();
+        let cfg = accel::StagingConfig::new(1 << 20, 4).unwrap();
         let f = Footprint::new(&p, &staged, cfg).unwrap();
         // The GPU halves hold a bounce buffer's batch: 1 MiB each.
         assert_eq!(f.slot, 2 << 20);
@@ -403,7 +403,7 @@ mod tests {
             ..Default::default()
         };
         let p = plan(Verb::Send, Mode::Bw, request);
-        let f = Footprint::new(&p, &MemMode::Host, cuda::StagingConfig::default()).unwrap();
+        let f = Footprint::new(&p, &MemMode::Host, accel::StagingConfig::default()).unwrap();
         assert_eq!(f.slot, 2 * 8192);
     }
 }

@@ -44,7 +44,7 @@ pub struct SideConfig {
     /// `--mem`: where this side's buffer lives.
     pub mem: MemMode,
     /// `--staging-chunk`, `--staging-depth`: the bounce buffers of `--mem cuda-staged`.
-    pub staging: cuda::StagingConfig,
+    pub staging: accel::StagingConfig,
     /// Register with PCIe relaxed ordering (off with `--disable-pcie-relaxed`).
     pub relaxed_ordering: bool,
     /// `--use-hugepages`: the host buffer on huge pages.
@@ -57,12 +57,12 @@ pub struct SideConfig {
 }
 
 /// GPU memory behind the registered buffer. The registration holds its own guard of the memory
-/// (`cuda::AllocationGuard`; with `--mem cuda` the dma-buf it was registered through, which
+/// (`accel::AllocationGuard`; with `--mem cuda` the dma-buf it was registered through, which
 /// holds one), so the memory outlives the registration whatever is dropped first.
 #[derive(Debug)]
 pub struct GpuMemory {
     /// The device memory.
-    pub buf: cuda::DeviceBuffer,
+    pub buf: Box<dyn accel::GpuBuffer>,
 }
 
 /// The device and port opened and checked, the GID resolved: nothing created yet.
@@ -73,11 +73,11 @@ pub struct Local {
     gid: Option<GidEntry>,
     gid_given: bool,
     mem: MemMode,
-    staging: cuda::StagingConfig,
+    staging: accel::StagingConfig,
     relaxed_ordering: bool,
     hugepages: bool,
     odp: bool,
-    gpu: Option<cuda::Device>,
+    gpu: Option<Box<dyn accel::Gpu>>,
     gpu_chosen: Option<String>,
 }
 
@@ -94,7 +94,7 @@ pub struct Prepared {
     staging: Option<staged::Staging>,
     gpu: Option<GpuMemory>,
     mem: MemMode,
-    gpu_device: Option<cuda::Device>,
+    gpu_device: Option<Box<dyn accel::Gpu>>,
     gpu_chosen: Option<String>,
     qps: Vec<QueuePair<Created>>,
     psns: Vec<u32>,
@@ -133,7 +133,7 @@ pub struct Connected {
     /// Where the buffer lives.
     pub mem: MemMode,
     /// The GPU, for the GPU memory modes.
-    pub gpu_device: Option<cuda::Device>,
+    pub gpu_device: Option<Box<dyn accel::Gpu>>,
     /// How the GPU was chosen where `--mem` named none ([`crate::memory::nearest_gpu`]).
     pub gpu_chosen: Option<String>,
     /// The QPs.
@@ -328,9 +328,11 @@ impl Local {
     /// Opens the device and its port (which must be ACTIVE) and resolves the GID, so that a
     /// missing device fails the run before any peer is waited for.
     pub fn open(cfg: &SideConfig) -> Result<Self> {
-        // The driver first: without a CUDA driver a GPU run fails at once, naming it.
-        if cfg.mem != MemMode::Host {
-            cuda::probe().with_context(|| format!("--mem {}", cfg.mem.name()))?;
+        // The runtime first: without its driver a GPU run fails at once, naming it.
+        if let Some(runtime) = cfg.mem.runtime() {
+            runtime
+                .probe()
+                .with_context(|| format!("--mem {}", cfg.mem.name()))?;
         }
         let device = Device::open(cfg.device.as_deref())?;
         let port = device.active_port(cfg.port)?;
@@ -399,7 +401,8 @@ impl Local {
         };
         // Dropped in any order (an error below drops these bindings last to first) the region goes
         // first: it holds guards of the memory under it, and Staging quiesces its copies itself.
-        let (mr, gpu, staging) = register(&target, &mem, gpu_device.as_ref(), &footprint, staging)?;
+        let (mr, gpu, staging) =
+            register(&target, &mem, gpu_device.as_deref(), &footprint, staging)?;
         let stride = staging.as_ref().map_or(slot, |s| s.stride);
         let posts_receives = plan.receives(role);
         let rx_depth = match (posts_receives, &staging) {
@@ -584,14 +587,17 @@ fn responder_rd_atomic(f: &verbs::DeviceFacts, plan: &TestPlan) -> u32 {
 }
 
 /// Opens the GPU of a GPU memory mode and checks what the mode needs of it.
-fn open_gpu(mem: &MemMode) -> Result<Option<cuda::Device>> {
+fn open_gpu(mem: &MemMode) -> Result<Option<Box<dyn accel::Gpu>>> {
     let (selector, dmabuf, gdr) = match mem {
         MemMode::Host => return Ok(None),
         MemMode::Cuda(s) => (s, true, true),
         MemMode::CudaPeermem(s) => (s, false, true),
         MemMode::CudaStaged(s) => (s, false, false),
     };
-    let gpu = cuda::Device::open(selector)?;
+    let Some(runtime) = mem.runtime() else {
+        bail!("--mem {}: no GPU runtime for this mode", mem.name());
+    };
+    let gpu = runtime.open(selector)?;
     if gdr {
         gpu.require_gpu_direct_rdma()?;
     }
@@ -621,9 +627,9 @@ struct Target<'a> {
 fn register(
     target: &Target,
     mem: &MemMode,
-    gpu: Option<&cuda::Device>,
+    gpu: Option<&dyn accel::Gpu>,
     footprint: &Footprint,
-    staging: cuda::StagingConfig,
+    staging: accel::StagingConfig,
 ) -> Result<Registered> {
     let Target {
         pd,
@@ -647,8 +653,8 @@ fn register(
             Ok((mr, None, None))
         }
         (MemMode::Cuda(_), Some(gpu)) => {
-            let buf = cuda::DeviceBuffer::new(gpu, len)?;
-            let dmabuf = buf.export_dmabuf_all()?;
+            let buf = gpu.alloc(len)?;
+            let dmabuf = buf.export_dmabuf()?;
             let (fd, offset, iova) = (dmabuf.raw_fd(), dmabuf.offset(), dmabuf.iova());
             // SAFETY: the region holds the dma-buf, which holds the memory it exports.
             let mr = unsafe {
@@ -658,25 +664,29 @@ fn register(
             Ok((mr, Some(GpuMemory { buf }), None))
         }
         (MemMode::CudaPeermem(_), Some(gpu)) => {
-            let buf = cuda::DeviceBuffer::new(gpu, len)?;
+            let buf = gpu.alloc(len)?;
             // SAFETY: the region holds a guard of the device memory.
-            let mr = unsafe {
-                MemoryRegion::register_raw(pd, buf.device_ptr(), len, access, buf.guard())
-            }
-            .map_err(|e| {
-                let loaded = std::path::Path::new("/sys/module/nvidia_peermem").exists();
-                anyhow::anyhow!(
-                    "{}: {e}; ibv_reg_mr on GPU memory needs the nvidia-peermem module, which is {}: \
-                     `modprobe nvidia-peermem`, or use --mem cuda (dma-buf)",
+            let mr =
+                unsafe {
+                    MemoryRegion::register_raw(pd, buf.device_ptr(), len, access, buf.guard())
+                }
+                .map_err(|e| {
+                    let module = gpu.peer_memory_module();
+                    let loaded = std::path::Path::new("/sys/module")
+                        .join(module.replace('-', "_"))
+                        .exists();
+                    anyhow::anyhow!(
+                    "{}: {e}; ibv_reg_mr on GPU memory needs the {module} module, which is {}: \
+                     `modprobe {module}`, or use --mem cuda (dma-buf)",
                     what(),
                     if loaded { "loaded (so the NIC driver refused anyway)" } else { "not loaded" }
                 )
-            })?;
+                })?;
             Ok((mr, Some(GpuMemory { buf }), None))
         }
         (MemMode::CudaStaged(_), Some(gpu)) => {
-            let buf = cuda::DeviceBuffer::new(gpu, len)?;
-            let s = staged::Staging::new(gpu, staging, footprint, &buf)?;
+            let buf = gpu.alloc(len)?;
+            let s = staged::Staging::new(gpu, staging, footprint, buf.as_ref())?;
             // SAFETY: the region holds a guard of the pinned memory (and of the GPU payload, so
             // that no memory of this side is freed while it is registered); the pipeline posts a
             // bounce buffer (inline or not) only after its copy completed, and copies into it

@@ -223,7 +223,7 @@ mod tests {
 
     fn need(plan: &TestPlan, mem: &str) -> Footprint {
         let mem = MemMode::parse(mem).unwrap();
-        Footprint::new(plan, &mem, cuda::StagingConfig::default()).unwrap()
+        Footprint::new(plan, &mem, accel::StagingConfig::default()).unwrap()
     }
 
     fn refusal(admission: &Admission, plan: &TestPlan, mem: &str, caps: &MemCaps) -> String {

@@ -32,19 +32,19 @@ fn copy_and_wait(side: &Connected, len: u64, stall: Duration, out: bool) -> Resu
     unsafe {
         if out {
             let at = side.send_offset(0) as usize;
-            s.stream
-                .copy_device_to_host(&s.pinned, at, &g.buf, at, len)?;
+            s.copies
+                .device_to_host(&s.pinned, at, g.buf.as_ref(), at, len)?;
         } else {
             let at = side.recv_offset(0) as usize;
-            s.stream
-                .copy_host_to_device(&g.buf, at, &s.pinned, at, len)?;
+            s.copies
+                .host_to_device(g.buf.as_ref(), at, &s.pinned, at, len)?;
         }
     }
-    let done = s.event(0, 0)?;
-    s.stream.record(done)?;
+    let done = s.marker(0, 0);
+    s.copies.mark(done)?;
     let since = Instant::now();
     let mut spins = 0u32;
-    while !done.is_complete()? {
+    while !s.copies.reached(done)? {
         spins += 1;
         if spins == SPINS_PER_CHECK {
             spins = 0;

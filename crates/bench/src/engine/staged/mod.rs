@@ -18,8 +18,9 @@
 //! Both ends of write-bw and read-bw staged need the same bounce buffers (they are addressed
 //! by number), which each side tells the other with its endpoints; a staged server also needs
 //! RC and a message count, so that no receive is left waiting for a notice that never comes.
-//! Each QP has its own pipeline (`cuda::staging`'s scheduler) over its own K bounce buffers;
-//! the copies of all QPs share one stream, each bounce buffer has an event (`pipeline.rs`).
+//! Each QP has its own pipeline (`accel::staging`'s scheduler) over its own K bounce buffers;
+//! the copies of all QPs share one copy queue, each bounce buffer has a marker in it
+//! (`pipeline.rs`).
 //! Small messages are batched, as many as fit one bounce buffer per copy; a message larger
 //! than a bounce buffer is split into bounce-buffer-sized operations at the matching offsets
 //! (a SEND is never split: the peer posts receives of the message size). The measured window
@@ -35,8 +36,8 @@ pub use pipeline::measure_staged;
 
 use std::fmt;
 
+use accel::staging::{Chunk, StagingConfig, StagingPlan};
 use anyhow::{bail, Context, Result};
-use cuda::staging::{Chunk, StagingConfig, StagingPlan};
 
 use super::buffer::Footprint;
 use super::Connected;
@@ -47,9 +48,9 @@ use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
 /// stream and one event per bounce buffer.
 ///
 /// Release order: dropping it first waits for every queued copy (`Drop`), then destroys the
-/// stream and events, and only then lets go of the memory the copies used (the bounce buffers
-/// and its guard of the GPU payload): fields drop in declaration order, so keep `stream` and
-/// `events` above `pinned` and `_payload`.
+/// copy queue, and only then lets go of the memory the copies used (the bounce buffers and its
+/// guard of the GPU payload): fields drop in declaration order, so keep `copies` above `pinned`
+/// and `_payload`.
 #[derive(Debug)]
 pub struct Staging {
     /// Chunk size and bounce buffers per QP.
@@ -58,20 +59,19 @@ pub struct Staging {
     pub buffer_len: usize,
     /// Bytes of pinned memory per QP.
     pub stride: u64,
-    stream: cuda::Stream,
-    /// QP q's buffer b has event `q * depth + b`.
-    events: Vec<cuda::Event>,
+    /// The copies; QP q's buffer b has marker `q * depth + b`.
+    copies: Box<dyn accel::CopyQueue>,
     /// The bounce buffers: QP q's buffer b starts at `q * stride + b * buffer_len`.
-    pub pinned: cuda::PinnedBuffer,
+    pub pinned: accel::PinnedBuffer,
     /// Keeps the GPU payload the copies read and write allocated until they are done.
-    _payload: cuda::AllocationGuard,
+    _payload: accel::AllocationGuard,
 }
 
 impl Drop for Staging {
     fn drop(&mut self) {
         // Copies still queued (a loop that failed half-way) would read or write memory about to
         // be freed; nothing can be reported from here, and a failure means the context is gone.
-        let _ = self.stream.synchronize();
+        let _ = self.copies.synchronize();
     }
 }
 
@@ -80,27 +80,23 @@ impl Staging {
     /// the region the NIC sees laid out in strides of at least a slot; `payload` is the GPU
     /// memory the copies move to and from.
     pub fn new(
-        gpu: &cuda::Device,
+        gpu: &dyn accel::Gpu,
         config: StagingConfig,
         footprint: &Footprint,
-        payload: &cuda::DeviceBuffer,
+        payload: &dyn accel::GpuBuffer,
     ) -> Result<Staging> {
         let Some(bounce) = footprint.bounce else {
             bail!("internal error: a staged side's footprint has no bounce buffers");
         };
         let total = usize::try_from(footprint.bounce_bytes())
             .context("bounce buffers too large for this machine")?;
-        let pinned = cuda::PinnedBuffer::new(gpu, total)?;
-        let stream = cuda::Stream::new(gpu)?;
-        let events = (0..footprint.qps as usize * config.depth)
-            .map(|_| cuda::Event::new(gpu))
-            .collect::<Result<Vec<_>, _>>()?;
+        let pinned = gpu.pinned(total)?;
+        let copies = gpu.copy_queue(footprint.qps as usize * config.depth)?;
         Ok(Staging {
             config,
             buffer_len: bounce.buffer_len,
             stride: bounce.stride,
-            stream,
-            events,
+            copies,
             pinned,
             _payload: payload.guard(),
         })
@@ -108,14 +104,12 @@ impl Staging {
 
     /// Waits for every queued copy (after a failed loop, before buffers are reused or freed).
     pub fn quiesce(&self) -> Result<()> {
-        Ok(self.stream.synchronize()?)
+        Ok(self.copies.synchronize()?)
     }
 
-    /// The event of QP `q`'s bounce buffer `buffer`.
-    fn event(&self, q: usize, buffer: usize) -> Result<&cuda::Event> {
-        self.events
-            .get(q * self.config.depth + buffer)
-            .context("internal error: no event for that bounce buffer")
+    /// The copy marker of QP `q`'s bounce buffer `buffer`.
+    fn marker(&self, q: usize, buffer: usize) -> usize {
+        q * self.config.depth + buffer
     }
 }
 

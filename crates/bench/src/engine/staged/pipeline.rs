@@ -1,5 +1,5 @@
-//! The staged bandwidth loop: per QP, `cuda::staging`'s scheduler over K bounce buffers,
-//! the copies on one stream with an event per buffer, the RDMA operations posted as far as
+//! The staged bandwidth loop: per QP, `accel::staging`'s scheduler over K bounce buffers,
+//! the copies on one copy queue with a marker per buffer, the RDMA operations posted as far as
 //! the queues allow, and, between two staged ends of write-bw or read-bw, the zero-byte
 //! notices (credits and "ready"s) that tell each side which bounce buffer it may use.
 //!
@@ -11,8 +11,8 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use accel::staging::{Chunk, RecvPipeline, SendPipeline, StagingPlan};
 use anyhow::{bail, Context, Result};
-use cuda::staging::{Chunk, RecvPipeline, SendPipeline, StagingPlan};
 use verbs::{Completion, Op, SendRequest};
 
 use super::{Layout, Work};
@@ -78,7 +78,7 @@ impl Pipe {
         }
     }
 
-    fn copy_done(&mut self, seq: u64) -> Result<(), cuda::StagingError> {
+    fn copy_done(&mut self, seq: u64) -> Result<(), accel::StagingError> {
         match self {
             Pipe::Source(p) => p.copy_done(seq),
             Pipe::Sink(p) => p.copy_done(seq),
@@ -102,7 +102,7 @@ impl Pipe {
     }
 
     /// Every operation of chunk `seq` completed.
-    fn ops_done(&mut self, seq: u64) -> Result<(), cuda::StagingError> {
+    fn ops_done(&mut self, seq: u64) -> Result<(), accel::StagingError> {
         match self {
             Pipe::Source(p) => p.rdma_done(seq),
             Pipe::Sink(p) => p.landed(seq),
@@ -546,48 +546,46 @@ fn bounce_offset(side: &Connected, q: usize, c: &Chunk) -> Result<u64> {
 }
 
 /// Queues the copies the pipeline allows now (device-to-host for a source, host-to-device for
-/// a sink) and records each buffer's event after its copy. True when one was queued.
+/// a sink) and sets each buffer's marker after its copy. True when one was queued.
 fn start_copies(side: &Connected, stage: &mut QpStage, q: usize, layout: &Layout) -> Result<bool> {
     let mut started = false;
     while let Some(c) = stage.pipe.next_copy() {
         let work = layout.work(&c);
         let bounce = bounce_offset(side, q, &c)? as usize;
         let (s, gpu) = match (&side.staging, &side.gpu) {
-            (Some(s), Some(g)) => (s, &g.buf),
+            (Some(s), Some(g)) => (s, g.buf.as_ref()),
             _ => bail!("internal error: staged copy without GPU memory"),
         };
         let len = work.copy_len as usize;
         // SAFETY: the pipeline hands a bounce buffer to one copy at a time and never to the
-        // NIC until this copy's event completed (source), or only after the NIC is done with
+        // NIC until this copy's marker was reached (source), or only after the NIC is done with
         // it (sink); both buffers live in `side`, which outlives the loop, and a failed loop
-        // synchronises the stream before returning.
+        // synchronises the copies before returning.
         unsafe {
             match stage.pipe {
                 Pipe::Source(_) => {
                     let from = (side.send_offset(q) + work.offset) as usize;
-                    s.stream
-                        .copy_device_to_host(&s.pinned, bounce, gpu, from, len)?;
+                    s.copies.device_to_host(&s.pinned, bounce, gpu, from, len)?;
                 }
                 Pipe::Sink(_) => {
                     let to = (side.recv_offset(q) + work.offset) as usize;
-                    s.stream
-                        .copy_host_to_device(gpu, to, &s.pinned, bounce, len)?;
+                    s.copies.host_to_device(gpu, to, &s.pinned, bounce, len)?;
                 }
             }
         }
-        s.stream.record(s.event(q, c.buffer)?)?;
+        s.copies.mark(s.marker(q, c.buffer))?;
         started = true;
     }
     Ok(started)
 }
 
-/// Marks done the copies whose events completed, oldest first. True when one did.
+/// Marks done the copies whose markers were reached, oldest first. True when one did.
 fn finish_copies(side: &Connected, stage: &mut QpStage, q: usize, ctx: Ctx<'_>) -> Result<bool> {
     let (layout, p) = (ctx.layout, ctx.p);
     let s = side.staging.as_ref().context("no bounce buffers")?;
     let mut finished = false;
     while let Some(c) = stage.pipe.oldest_copy() {
-        if !s.event(q, c.buffer)?.is_complete()? {
+        if !s.copies.reached(s.marker(q, c.buffer))? {
             break;
         }
         stage.pipe.copy_done(c.seq)?;
@@ -850,7 +848,7 @@ mod tests {
         let plan = StagingPlan::single(3 * 4096, 4096, 2).unwrap();
         let p = proto(Duty::ReadSource, false, 3);
         let layout =
-            Layout::new(cuda::StagingConfig::new(4096, 2).unwrap(), 4096, 4096, 3).unwrap();
+            Layout::new(accel::StagingConfig::new(4096, 2).unwrap(), 4096, 4096, 3).unwrap();
         let mut qps = vec![QpStage::new(Duty::ReadSource, plan)];
         copied(&mut qps[0], 2);
         announce_ready(&mut qps[0]);

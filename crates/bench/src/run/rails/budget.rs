@@ -19,7 +19,7 @@ pub struct RailMem {
     /// The rail's `--mem`.
     pub mem: MemMode,
     /// Its staging (bounce buffers) for `cuda-staged`.
-    pub staging: cuda::StagingConfig,
+    pub staging: accel::StagingConfig,
     /// Its GPU's memory in bytes, where it has one.
     pub gpu_total: Option<u64>,
 }
@@ -145,7 +145,7 @@ mod tests {
         for (k, m) in mems.iter().enumerate() {
             let mem = RailMem {
                 mem: MemMode::parse(m).unwrap(),
-                staging: cuda::StagingConfig::default(),
+                staging: accel::StagingConfig::default(),
                 gpu_total,
             };
             b.register(k, mem);

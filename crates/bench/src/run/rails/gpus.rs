@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use cuda::DeviceSelector;
+use accel::DeviceSelector;
 use topo::Topology;
 
 use crate::memory::MemMode;

@@ -1,4 +1,4 @@
-//! The staged path's scheduling (GPUDirect RDMA off), as pure code: no CUDA calls, so every ordering rule is
+//! The staged path's scheduling (GPUDirect RDMA off), as pure code: no runtime calls, so every ordering rule is
 //! unit-tested on any machine.
 //!
 //! # The model
@@ -32,8 +32,8 @@
 //! is one slot per bounce buffer plus counters.
 //!
 //! ```
-//! use cuda::staging::{SendPipeline, StagingConfig, StagingPlan};
-//! # fn main() -> Result<(), cuda::StagingError> {
+//! use accel::staging::{SendPipeline, StagingConfig, StagingPlan};
+//! # fn main() -> Result<(), accel::StagingError> {
 //! let plan = StagingPlan::new(StagingConfig::default(), 3 << 20, 1)?; // 3 MiB, 1 MiB chunks, K = 4
 //! let mut tx = SendPipeline::new(plan);
 //! while !tx.is_finished() {

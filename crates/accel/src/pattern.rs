@@ -1,7 +1,7 @@
 //! The `--validate` payload pattern: a byte stream that depends on the seed and on each byte's offset, so a
 //! transfer that moved the right amount of the wrong bytes (stale buffer, wrong offset, reused bounce buffer)
-//! is caught, not just one that moved nothing. Pure code; the GPU side writes and reads it through copies
-//! ([`crate::DeviceBuffer::write_pattern`], [`crate::DeviceBuffer::verify_pattern`]).
+//! is caught, not just one that moved nothing. Pure code; a GPU side writes and checks it through copies
+//! to and from host memory ([`crate::GpuBuffer::copy_from_host`]).
 
 /// SplitMix64's output function: a cheap, well-mixed 64-bit hash.
 fn mix(mut z: u64) -> u64 {

@@ -1,0 +1,190 @@
+//! CUDA behind the accelerator seam: [`CUDA`] is this crate as an [`accel::Runtime`], its GPUs,
+//! buffers and streams as the seam's [`accel::Gpu`], [`accel::GpuBuffer`] and
+//! [`accel::CopyQueue`]. Every call is one of this crate's own; nothing here decides anything.
+
+use std::ptr::NonNull;
+use std::sync::Arc;
+
+use accel::{AccelError, AllocationGuard, DeviceSelector, DmaBuf, PciBusId};
+
+use crate::{CudaError, Device, DeviceBuffer, Event, PinnedBuffer, Stream};
+
+impl From<CudaError> for AccelError {
+    fn from(e: CudaError) -> AccelError {
+        AccelError::new(e)
+    }
+}
+
+/// The CUDA runtime (the driver API, loaded at run time).
+#[derive(Debug)]
+pub struct Cuda;
+
+/// The one CUDA runtime, for `--mem cuda`, `cuda-peermem` and `cuda-staged`.
+pub static CUDA: Cuda = Cuda;
+
+impl accel::Runtime for Cuda {
+    fn name(&self) -> &'static str {
+        "CUDA"
+    }
+
+    fn library_present(&self) -> bool {
+        crate::driver_library_present()
+    }
+
+    fn probe(&self) -> Result<(), AccelError> {
+        crate::probe()?;
+        Ok(())
+    }
+
+    fn open(&self, gpu: &DeviceSelector) -> Result<Box<dyn accel::Gpu>, AccelError> {
+        Ok(Box::new(Device::open(gpu)?))
+    }
+}
+
+impl accel::Gpu for Device {
+    fn ordinal(&self) -> u32 {
+        Device::ordinal(self)
+    }
+
+    fn name(&self) -> &str {
+        Device::name(self)
+    }
+
+    fn pci_bus_id(&self) -> PciBusId {
+        Device::pci_bus_id(self)
+    }
+
+    fn total_memory(&self) -> usize {
+        Device::total_memory(self)
+    }
+
+    fn require_gpu_direct_rdma(&self) -> Result<(), AccelError> {
+        Ok(Device::require_gpu_direct_rdma(self)?)
+    }
+
+    fn require_dma_buf(&self) -> Result<(), AccelError> {
+        Ok(Device::require_dma_buf(self)?)
+    }
+
+    fn peer_memory_module(&self) -> &'static str {
+        "nvidia-peermem"
+    }
+
+    fn alloc(&self, len: usize) -> Result<Box<dyn accel::GpuBuffer>, AccelError> {
+        Ok(Box::new(DeviceBuffer::new(self, len)?))
+    }
+
+    fn pinned(&self, len: usize) -> Result<accel::PinnedBuffer, AccelError> {
+        let pinned = PinnedBuffer::new(self, len)?;
+        let ptr = NonNull::new(pinned.as_ptr().cast_mut()).ok_or(CudaError::Driver {
+            call: "cuMemHostAlloc",
+            code: 0,
+            hint: "the driver reported success but returned a null pointer",
+        })?;
+        let keep = AllocationGuard::new(Arc::new(pinned));
+        // SAFETY: `ptr` is the pinned buffer's, valid and zeroed for `len` bytes while `keep`
+        // (which owns the buffer) lives.
+        Ok(unsafe { accel::PinnedBuffer::from_raw(ptr, len, keep) })
+    }
+
+    fn copy_queue(&self, marks: usize) -> Result<Box<dyn accel::CopyQueue>, AccelError> {
+        let events = (0..marks)
+            .map(|_| Event::new(self))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Box::new(CopyQueue {
+            stream: Stream::new(self)?,
+            events,
+        }))
+    }
+}
+
+impl accel::GpuBuffer for DeviceBuffer {
+    fn device_ptr(&self) -> u64 {
+        DeviceBuffer::device_ptr(self)
+    }
+
+    fn len(&self) -> usize {
+        DeviceBuffer::len(self)
+    }
+
+    fn guard(&self) -> AllocationGuard {
+        DeviceBuffer::guard(self)
+    }
+
+    fn export_dmabuf(&self) -> Result<DmaBuf, AccelError> {
+        Ok(self.export_dmabuf_all()?)
+    }
+
+    fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<(), AccelError> {
+        Ok(DeviceBuffer::copy_from_host(self, offset, src)?)
+    }
+
+    fn copy_nic_written_to_host(&self, offset: usize, dst: &mut [u8]) -> Result<(), AccelError> {
+        Ok(DeviceBuffer::copy_nic_written_to_host(self, offset, dst)?)
+    }
+}
+
+/// A stream and the events recorded on it as markers.
+///
+/// Release order: the stream is synchronised on drop, before the events and the stream are
+/// destroyed (fields drop in declaration order).
+#[derive(Debug)]
+struct CopyQueue {
+    stream: Stream,
+    events: Vec<Event>,
+}
+
+impl Drop for CopyQueue {
+    fn drop(&mut self) {
+        // Copies still queued (a loop that failed half-way) would use memory about to be freed;
+        // nothing can be reported from here, and a failure means the context is gone.
+        let _ = self.stream.synchronize();
+    }
+}
+
+impl CopyQueue {
+    fn event(&self, marker: usize) -> Result<&Event, AccelError> {
+        self.events.get(marker).ok_or_else(|| {
+            AccelError::from(accel::OutOfBounds {
+                what: "copy marker",
+                offset: marker,
+                len: 1,
+                size: self.events.len(),
+            })
+        })
+    }
+}
+
+impl accel::CopyQueue for CopyQueue {
+    unsafe fn queue_device_to_host(
+        &self,
+        dst: *mut u8,
+        src: u64,
+        len: usize,
+    ) -> Result<(), AccelError> {
+        // SAFETY: the trait's contract is the stream's.
+        Ok(unsafe { self.stream.queue_device_to_host(dst, src, len) }?)
+    }
+
+    unsafe fn queue_host_to_device(
+        &self,
+        dst: u64,
+        src: *const u8,
+        len: usize,
+    ) -> Result<(), AccelError> {
+        // SAFETY: the trait's contract is the stream's.
+        Ok(unsafe { self.stream.queue_host_to_device(dst, src, len) }?)
+    }
+
+    fn mark(&self, marker: usize) -> Result<(), AccelError> {
+        Ok(self.stream.record(self.event(marker)?)?)
+    }
+
+    fn reached(&self, marker: usize) -> Result<bool, AccelError> {
+        Ok(self.event(marker)?.is_complete()?)
+    }
+
+    fn synchronize(&self) -> Result<(), AccelError> {
+        Ok(self.stream.synchronize()?)
+    }
+}
