@@ -76,7 +76,7 @@ printf '    %s\n' "${bins[@]}"
 # are prefixed with the lane. Binaries that need more than two soft-RoCE nodes
 # (guest_cluster: four, guest_quick: five, guest_fleet: six) run afterwards in a guest of
 # their own with RXE_VM_NODES.
-declare -A cost=([guest_matrix]=475 [guest_fake_gpu]=253 [guest_regression]=250
+declare -A cost=([guest_matrix]=475 [guest_fake_gpu]=460 [guest_regression]=250
     [guest_soak]=158 [guest_write_bw]=153 [guest_latency]=81 [guest_gdr]=68
     [guest_harden]=60 [guest_faults]=40 [guest_rails]=60 [guest_topo]=10
     [guest_duration]=200 [guest_options]=90 [guest_health]=50)

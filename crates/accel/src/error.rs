@@ -63,6 +63,16 @@ pub fn check_range(
     }
 }
 
+/// Marker `marker` of a copy queue's `markers`, or the error naming how many there are.
+pub fn nth_marker<T>(markers: &[T], marker: usize) -> Result<&T, OutOfBounds> {
+    markers.get(marker).ok_or(OutOfBounds {
+        what: "copy marker",
+        offset: marker,
+        len: 1,
+        size: markers.len(),
+    })
+}
+
 impl From<OutOfBounds> for AccelError {
     fn from(e: OutOfBounds) -> AccelError {
         AccelError::new(e)

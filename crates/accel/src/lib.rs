@@ -47,7 +47,7 @@ use std::fmt;
 pub use dmabuf::{
     align_range, dmabuf_exporter, host_page_size, AlignedRange, DmaBuf, HOST_PAGE_SIZE,
 };
-pub use error::{check_range, AccelError, OutOfBounds};
+pub use error::{check_range, nth_marker, AccelError, OutOfBounds};
 pub use guard::AllocationGuard;
 pub use pinned::PinnedBuffer;
 pub use selector::{DeviceSelector, PciBusId, SelectorError};

@@ -12,7 +12,7 @@ use crate::clock::ClockChoice;
 use crate::control::{Token, DEFAULT_PORT};
 use crate::doctor::host::{parse_cpus_arg, CpuList};
 use crate::engine::{self, SideConfig};
-use crate::memory::MemMode;
+use crate::memory::{GpuRuntime, MemMode};
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, Role, TestKind, TestPlan, Verb};
 use crate::report::{Format, FORMATS};
@@ -118,8 +118,9 @@ pub struct TestArgs {
     pub plan: PlanRequest,
 
     /// Where this side's buffer lives: host, cuda[:GPU] (GPUDirect RDMA via dma-buf),
-    /// cuda-peermem[:GPU] (via nvidia-peermem), cuda-staged[:GPU] (GDR off); GPU an index or bus id
-    #[arg(long, value_name = "MODE", value_parser = parse_mem, conflicts_with = "use_cuda")]
+    /// cuda-peermem[:GPU] (via nvidia-peermem), cuda-staged[:GPU] (GDR off), and the same three
+    /// of AMD GPUs: rocm[:GPU], rocm-peermem[:GPU], rocm-staged[:GPU]; GPU an index or bus id
+    #[arg(long, value_name = "MODE", value_parser = parse_mem, conflicts_with_all = ["use_cuda", "use_rocm"])]
     pub mem: Option<MemArg>,
 
     /// Several rails with GPU memory: each rail's GPU, in rail order (indexes or bus ids)
@@ -134,6 +135,19 @@ pub struct TestArgs {
     /// perftest's alias: with --use_cuda, register through dma-buf (--mem cuda:N)
     #[arg(long = "use_cuda_dmabuf")]
     pub use_cuda_dmabuf: bool,
+
+    /// perftest's alias: AMD GPU memory on GPU N, registered like --mem rocm-peermem:N
+    #[arg(
+        long = "use_rocm",
+        value_name = "N",
+        allow_hyphen_values = true,
+        conflicts_with = "use_cuda"
+    )]
+    pub use_rocm: Option<String>,
+
+    /// perftest's alias: with --use_rocm, register through dma-buf (--mem rocm:N)
+    #[arg(long = "use_rocm_dmabuf")]
+    pub use_rocm_dmabuf: bool,
 
     /// --mem cuda-staged: bytes per pinned bounce buffer, a multiple of 4K [default: 1M]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
@@ -309,24 +323,31 @@ impl TestArgs {
                     .to_string(),
             ));
         }
-        if self.use_cuda_dmabuf && self.use_cuda.is_none() {
-            return Err(PlanError(
-                "--use_cuda_dmabuf needs --use_cuda=N (perftest's pair for GPU N's memory \
-                 through dma-buf); or give --mem cuda:N"
-                    .to_string(),
-            ));
+        for (dmabuf, index, runtime) in [
+            (self.use_cuda_dmabuf, &self.use_cuda, "cuda"),
+            (self.use_rocm_dmabuf, &self.use_rocm, "rocm"),
+        ] {
+            if dmabuf && index.is_none() {
+                return Err(PlanError(format!(
+                    "--use_{runtime}_dmabuf needs --use_{runtime}=N (perftest's pair for GPU N's \
+                     memory through dma-buf); or give --mem {runtime}:N"
+                )));
+            }
         }
         Ok(())
     }
 
     /// This side's hardware choice (`-d`, `-i`, `-x`, `--mem`).
     pub fn side(&self) -> Result<SideConfig, PlanError> {
-        let mem = match (&self.mem, &self.use_cuda) {
-            (Some(m), _) => m.mode.clone(),
-            (None, Some(n)) => {
-                MemMode::from_perftest(n, self.use_cuda_dmabuf).map_err(PlanError)?
+        let mem = match (&self.mem, &self.use_cuda, &self.use_rocm) {
+            (Some(m), _, _) => m.mode.clone(),
+            (None, Some(n), _) => MemMode::from_perftest(GpuRuntime::Cuda, n, self.use_cuda_dmabuf)
+                .map_err(PlanError)?,
+            (None, None, Some(n)) => {
+                MemMode::from_perftest(GpuRuntime::Rocm, n, self.use_rocm_dmabuf)
+                    .map_err(PlanError)?
             }
-            (None, None) => MemMode::Host,
+            (None, None, None) => MemMode::Host,
         };
         let staging = self.staging(&mem)?;
         for (given, flag) in [(self.use_hugepages, "--use-hugepages"), (self.odp, "--odp")] {
@@ -380,11 +401,11 @@ impl TestArgs {
     /// `--staging-chunk` and `--staging-depth`, which only the staged memory mode uses.
     fn staging(&self, mem: &MemMode) -> Result<accel::StagingConfig, PlanError> {
         let given = self.staging_chunk.is_some() || self.staging_depth.is_some();
-        let staged = |m: &MemMode| matches!(m, MemMode::CudaStaged(_));
+        let staged = |m: &MemMode| m.is_staged();
         if given && !staged(mem) && !self.peer_mem.as_ref().is_some_and(staged) {
             return Err(PlanError(format!(
-                "--staging-chunk and --staging-depth apply to --mem cuda-staged only (this side's \
-                 memory is {})",
+                "--staging-chunk and --staging-depth apply to --mem cuda-staged and rocm-staged \
+                 only (this side's memory is {})",
                 mem.name()
             )));
         }

@@ -62,98 +62,192 @@ mod tests {
     }
 }
 
+/// A GPU runtime rdmabench drives, as `--mem` names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuRuntime {
+    /// NVIDIA's (`--mem cuda*`).
+    Cuda,
+    /// AMD's (`--mem rocm*`).
+    Rocm,
+}
+
+impl GpuRuntime {
+    /// How `--mem` spells it: "cuda", "rocm".
+    pub fn prefix(self) -> &'static str {
+        match self {
+            GpuRuntime::Cuda => "cuda",
+            GpuRuntime::Rocm => "rocm",
+        }
+    }
+
+    /// The accelerators it drives, as the PCIe tree tells them.
+    pub fn accelerator(self) -> topo::Accelerator {
+        match self {
+            GpuRuntime::Cuda => topo::Accelerator::Nvidia,
+            GpuRuntime::Rocm => topo::Accelerator::Amd,
+        }
+    }
+
+    /// What lets `ibv_reg_mr` take its memory by address, for the header.
+    pub fn peer_memory(self) -> &'static str {
+        match self {
+            GpuRuntime::Cuda => "nvidia-peermem",
+            GpuRuntime::Rocm => "amdgpu peer memory",
+        }
+    }
+}
+
+/// How the NIC reaches a GPU buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GpuPath {
+    /// Registered through dma-buf (`ibv_reg_dmabuf_mr`): GPUDirect RDMA on.
+    DmaBuf,
+    /// Registered by address (`ibv_reg_mr`) through the vendor's peer memory: GPUDirect RDMA on.
+    PeerMem,
+    /// Moved through pinned host bounce buffers by the tool: GPUDirect RDMA off.
+    Staged,
+}
+
+impl GpuPath {
+    /// How `--mem` spells it after the runtime: "", "-peermem", "-staged".
+    fn suffix(self) -> &'static str {
+        match self {
+            GpuPath::DmaBuf => "",
+            GpuPath::PeerMem => "-peermem",
+            GpuPath::Staged => "-staged",
+        }
+    }
+}
+
+/// A buffer in GPU memory: whose runtime, how the NIC reaches it, which GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GpuMem {
+    /// The runtime.
+    pub runtime: GpuRuntime,
+    /// How the NIC reaches it.
+    pub path: GpuPath,
+    /// Which GPU.
+    pub gpu: accel::DeviceSelector,
+}
+
 /// Where the benchmark's buffer lives (`--mem`), decided by each side for itself.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum MemMode {
     /// Host memory (the default).
     #[default]
     Host,
-    /// GPU memory registered through dma-buf (`ibv_reg_dmabuf_mr`): GPUDirect RDMA on.
-    Cuda(accel::DeviceSelector),
-    /// GPU memory registered by address (`ibv_reg_mr`), which needs nvidia-peermem.
-    CudaPeermem(accel::DeviceSelector),
-    /// GPU memory moved through pinned host bounce buffers by the tool: GPUDirect RDMA off.
-    CudaStaged(accel::DeviceSelector),
+    /// GPU memory.
+    Gpu(GpuMem),
 }
 
+/// What `--mem` takes.
+const VALID_MODES: &str = "valid: host, cuda[:GPU], cuda-peermem[:GPU], cuda-staged[:GPU], \
+     rocm[:GPU], rocm-peermem[:GPU], rocm-staged[:GPU], GPU an index or a PCI bus id";
+
 impl MemMode {
-    /// Parses `--mem`: `host`, `cuda[:GPU]`, `cuda-staged[:GPU]` or `cuda-peermem[:GPU]`, GPU
-    /// being an index (default 0) or a PCI bus id.
+    /// Parses `--mem`: `host`, or a runtime (`cuda`, `rocm`) with a path (none: dma-buf;
+    /// `-peermem`; `-staged`) and `:GPU`, an index (default 0) or a PCI bus id.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let valid = "valid: host, cuda[:GPU], cuda-staged[:GPU], cuda-peermem[:GPU], GPU an index or a PCI bus id";
         let (kind, gpu) = match text.split_once(':') {
             Some((k, g)) => (k, Some(g)),
             None => (text, None),
         };
-        let selector = || -> Result<accel::DeviceSelector, String> {
-            match gpu {
-                None => Ok(accel::DeviceSelector::Index(0)),
-                Some(g) => g.parse::<accel::DeviceSelector>().map_err(|_| {
-                    format!("--mem {text}: '{g}' is not a GPU index or PCI bus id; {valid}")
-                }),
-            }
-        };
-        match kind {
-            "host" if gpu.is_none() => Ok(MemMode::Host),
-            "cuda" => Ok(MemMode::Cuda(selector()?)),
-            "cuda-peermem" => Ok(MemMode::CudaPeermem(selector()?)),
-            "cuda-staged" => Ok(MemMode::CudaStaged(selector()?)),
-            _ => Err(format!("--mem '{text}' is not a memory mode; {valid}")),
+        if kind == "host" && gpu.is_none() {
+            return Ok(MemMode::Host);
         }
+        let named = [GpuRuntime::Cuda, GpuRuntime::Rocm]
+            .into_iter()
+            .flat_map(|r| [GpuPath::DmaBuf, GpuPath::PeerMem, GpuPath::Staged].map(|p| (r, p)))
+            .find(|(r, p)| format!("{}{}", r.prefix(), p.suffix()) == kind);
+        let Some((runtime, path)) = named else {
+            return Err(format!(
+                "--mem '{text}' is not a memory mode; {VALID_MODES}"
+            ));
+        };
+        let gpu = match gpu {
+            None => accel::DeviceSelector::Index(0),
+            Some(g) => g.parse::<accel::DeviceSelector>().map_err(|_| {
+                format!("--mem {text}: '{g}' is not a GPU index or PCI bus id; {VALID_MODES}")
+            })?,
+        };
+        Ok(MemMode::Gpu(GpuMem { runtime, path, gpu }))
     }
 
-    /// perftest's `--use_cuda=N` (peermem-style registration) and `--use_cuda_dmabuf`.
-    pub fn from_perftest(use_cuda: &str, dmabuf: bool) -> Result<Self, String> {
-        let index: u32 = use_cuda
+    /// perftest's `--use_cuda=N` / `--use_rocm=N` (registration by address) and
+    /// `--use_cuda_dmabuf` / `--use_rocm_dmabuf`.
+    pub fn from_perftest(runtime: GpuRuntime, index: &str, dmabuf: bool) -> Result<Self, String> {
+        let flag = format!("--use_{}={index}", runtime.prefix());
+        let index: u32 = index
             .parse()
-            .map_err(|_| format!("--use_cuda={use_cuda}: give a GPU index, 0 or more"))?;
-        let gpu = accel::DeviceSelector::Index(index);
-        Ok(if dmabuf {
-            MemMode::Cuda(gpu)
+            .map_err(|_| format!("{flag}: give a GPU index, 0 or more"))?;
+        let path = if dmabuf {
+            GpuPath::DmaBuf
         } else {
-            MemMode::CudaPeermem(gpu)
-        })
+            GpuPath::PeerMem
+        };
+        Ok(MemMode::Gpu(GpuMem {
+            runtime,
+            path,
+            gpu: accel::DeviceSelector::Index(index),
+        }))
     }
 
     /// The GPU runtime behind a GPU mode: the one place the benchmark picks one.
     pub fn runtime(&self) -> Option<&'static dyn accel::Runtime> {
+        self.gpu_mem()
+            .and_then(|g| runtime_of(g.runtime.accelerator()))
+    }
+
+    /// The GPU buffer of a GPU mode.
+    pub fn gpu_mem(&self) -> Option<&GpuMem> {
         match self {
             MemMode::Host => None,
-            MemMode::Cuda(_) | MemMode::CudaPeermem(_) | MemMode::CudaStaged(_) => {
-                runtime_of(topo::Accelerator::Nvidia)
-            }
+            MemMode::Gpu(g) => Some(g),
         }
     }
 
     /// The GPU of a GPU mode.
     pub fn gpu(&self) -> Option<&accel::DeviceSelector> {
-        match self {
-            MemMode::Host => None,
-            MemMode::Cuda(s) | MemMode::CudaPeermem(s) | MemMode::CudaStaged(s) => Some(s),
-        }
+        self.gpu_mem().map(|g| &g.gpu)
+    }
+
+    /// Whether the payload is staged through host bounce buffers (`*-staged`).
+    pub fn is_staged(&self) -> bool {
+        self.gpu_mem().is_some_and(|g| g.path == GpuPath::Staged)
+    }
+
+    /// Whether the NIC reaches GPU memory directly (GPUDirect RDMA: dma-buf or peer memory).
+    pub fn gdr(&self) -> bool {
+        self.gpu_mem().is_some_and(|g| g.path != GpuPath::Staged)
     }
 
     /// The same mode on GPU `gpu` (host memory stays host memory).
     pub fn on_gpu(&self, gpu: accel::DeviceSelector) -> MemMode {
         match self {
             MemMode::Host => MemMode::Host,
-            MemMode::Cuda(_) => MemMode::Cuda(gpu),
-            MemMode::CudaPeermem(_) => MemMode::CudaPeermem(gpu),
-            MemMode::CudaStaged(_) => MemMode::CudaStaged(gpu),
+            MemMode::Gpu(g) => MemMode::Gpu(GpuMem { gpu, ..*g }),
         }
     }
 
-    /// The name the header and the record use: "host", "cuda:0", "cuda-staged:0000:17:00.0".
+    /// The name the header and the record use: "host", "cuda:0", "rocm-staged:0000:17:00.0".
     pub fn name(&self) -> String {
-        let gpu = |s: &accel::DeviceSelector| match s {
-            accel::DeviceSelector::Index(i) => i.to_string(),
-            accel::DeviceSelector::BusId(b) => b.to_string(),
-        };
         match self {
             MemMode::Host => "host".to_string(),
-            MemMode::Cuda(s) => format!("cuda:{}", gpu(s)),
-            MemMode::CudaPeermem(s) => format!("cuda-peermem:{}", gpu(s)),
-            MemMode::CudaStaged(s) => format!("cuda-staged:{}", gpu(s)),
+            MemMode::Gpu(g) => format!("{}:{}", self.kind(), g.gpu),
+        }
+    }
+
+    /// The mode of the same runtime (CUDA's for host memory) with `path`: "rocm-staged".
+    pub fn with_path(&self, path: GpuPath) -> String {
+        let runtime = self.gpu_mem().map_or(GpuRuntime::Cuda, |g| g.runtime);
+        format!("{}{}", runtime.prefix(), path.suffix())
+    }
+
+    /// The mode without its GPU: "host", "cuda-staged", "rocm".
+    pub fn kind(&self) -> String {
+        match self {
+            MemMode::Host => "host".to_string(),
+            MemMode::Gpu(g) => format!("{}{}", g.runtime.prefix(), g.path.suffix()),
         }
     }
 }
@@ -163,34 +257,39 @@ impl MemMode {
 pub fn runtime_of(kind: topo::Accelerator) -> Option<&'static dyn accel::Runtime> {
     match kind {
         topo::Accelerator::Nvidia => Some(&cuda::CUDA),
-        topo::Accelerator::Amd | topo::Accelerator::Gaudi | topo::Accelerator::Neuron => None,
+        topo::Accelerator::Amd => Some(&rocm::ROCM),
+        topo::Accelerator::Gaudi | topo::Accelerator::Neuron => None,
     }
 }
 
-/// The GPU a CUDA memory mode on `nic` takes from `tree` (NVIDIA's), with their pair: the
-/// lowest class of path (PIX before PXB, PHB, NODE, SYS), then the GPU the fewest other NICs
+/// The accelerator of `kind` a GPU memory mode on `nic` takes from `tree`, with their pair: the
+/// lowest class of path (PIX before PXB, PHB, NODE, SYS), then the one the fewest other NICs
 /// already took (`taken`: rails), then the lowest bus id.
-pub fn nearest_cuda_gpu<'a>(
+pub fn nearest_accelerator<'a>(
     tree: &'a topo::Topology,
     nic: &'a str,
+    kind: topo::Accelerator,
     taken: &BTreeMap<String, usize>,
 ) -> Option<&'a topo::PairInfo> {
-    tree.pairs_with(nic, topo::Accelerator::Nvidia)
-        .min_by_key(|p| {
-            (
-                p.path.class,
-                taken.get(&p.gpu).copied().unwrap_or(0),
-                &p.gpu,
-            )
-        })
+    tree.pairs_with(nic, kind).min_by_key(|p| {
+        (
+            p.path.class,
+            taken.get(&p.gpu).copied().unwrap_or(0),
+            &p.gpu,
+        )
+    })
 }
 
-/// The memory mode on the GPU nearest `nic` on the PCIe tree `tree` (the lowest class of
-/// path, PIX before PXB, PHB, NODE, SYS; the lowest bus id among equals), and why, for a
-/// `--mem` that named no GPU on one device; `mem` as it is (GPU 0) where the tree has no GPU
-/// next to the NIC (a virtual NIC, a machine without GPUs, a tree that could not be read).
+/// The memory mode on the GPU of its runtime nearest `nic` on the PCIe tree `tree` (the
+/// lowest class of path, PIX before PXB, PHB, NODE, SYS; the lowest bus id among equals), and
+/// why, for a `--mem` that named no GPU on one device; `mem` as it is (GPU 0) where the tree
+/// has no such GPU next to the NIC (a virtual NIC, a machine without GPUs, a tree that could
+/// not be read).
 pub fn nearest_gpu(mem: &MemMode, nic: &str, tree: Option<&topo::Topology>) -> (MemMode, String) {
-    let nearest = tree.and_then(|t| nearest_cuda_gpu(t, nic, &BTreeMap::new()));
+    let kind = mem.gpu_mem().map(|g| g.runtime.accelerator());
+    let nearest = tree
+        .zip(kind)
+        .and_then(|(t, kind)| nearest_accelerator(t, nic, kind, &BTreeMap::new()));
     let found = nearest.and_then(|p| Some((p.gpu.parse::<accel::DeviceSelector>().ok()?, p)));
     match found {
         Some((gpu, p)) => (
@@ -242,15 +341,57 @@ mod mem_mode_tests {
     fn bad_modes_name_the_value_and_the_valid_forms() {
         let e = MemMode::parse("cuda:x").unwrap_err();
         assert!(e.contains("'x'") && e.contains("valid: host"), "{e}");
+        assert!(e.contains("rocm-staged[:GPU]"), "{e}");
         assert!(MemMode::parse("gpu").unwrap_err().contains("'gpu'"));
         assert!(MemMode::parse("host:1").is_err());
-        assert!(MemMode::from_perftest("-1", false)
+        assert!(MemMode::parse("rocm-peermem-staged").is_err());
+        assert!(MemMode::from_perftest(GpuRuntime::Cuda, "-1", false)
             .unwrap_err()
             .contains("--use_cuda=-1"));
+        let perftest = |r, n, d| MemMode::from_perftest(r, n, d).unwrap().name();
+        assert_eq!(perftest(GpuRuntime::Cuda, "2", false), "cuda-peermem:2");
+        assert_eq!(perftest(GpuRuntime::Cuda, "2", true), "cuda:2");
+        assert_eq!(perftest(GpuRuntime::Rocm, "1", false), "rocm-peermem:1");
+        assert_eq!(perftest(GpuRuntime::Rocm, "1", true), "rocm:1");
+        assert!(MemMode::from_perftest(GpuRuntime::Rocm, "x", true)
+            .unwrap_err()
+            .contains("--use_rocm=x"));
+    }
+
+    #[test]
+    fn each_runtime_has_the_three_paths_and_its_own_accelerators() {
+        for (text, runtime, path, gdr) in [
+            ("rocm", GpuRuntime::Rocm, GpuPath::DmaBuf, true),
+            ("rocm-peermem:1", GpuRuntime::Rocm, GpuPath::PeerMem, true),
+            (
+                "rocm-staged:0000:17:00.0",
+                GpuRuntime::Rocm,
+                GpuPath::Staged,
+                false,
+            ),
+            ("cuda-staged", GpuRuntime::Cuda, GpuPath::Staged, false),
+        ] {
+            let mem = MemMode::parse(text).unwrap();
+            let g = mem.gpu_mem().unwrap();
+            assert_eq!(
+                (g.runtime, g.path, mem.gdr()),
+                (runtime, path, gdr),
+                "{text}"
+            );
+            assert_eq!(mem.is_staged(), path == GpuPath::Staged);
+            assert!(mem.name().starts_with(text.split(':').next().unwrap()));
+        }
+        assert_eq!(MemMode::parse("rocm").unwrap().name(), "rocm:0");
+        let runtime = |m: &str| MemMode::parse(m).unwrap().runtime().map(|r| r.name());
+        assert_eq!(runtime("rocm-staged"), Some("ROCm"));
+        assert_eq!(runtime("cuda"), Some("CUDA"));
+        assert_eq!(runtime("host"), None);
+        // The nearest GPU of a ROCm mode is an AMD one: the DGX fixture has none.
+        let dgx = topo::Topology::scan(&crate::sysroot::fixture("dgx-h100")).unwrap();
+        let (mem, why) = nearest_gpu(&MemMode::parse("rocm").unwrap(), "mlx5_0", Some(&dgx));
         assert_eq!(
-            MemMode::from_perftest("2", false).unwrap().name(),
-            "cuda-peermem:2"
+            (mem.name().as_str(), why.as_str()),
+            ("rocm:0", "GPU 0: no GPU on mlx5_0's PCIe tree")
         );
-        assert_eq!(MemMode::from_perftest("2", true).unwrap().name(), "cuda:2");
     }
 }

@@ -1,6 +1,7 @@
-//! The GPU memory modes on a machine without a CUDA driver: every `--mem cuda*` mode (and
-//! perftest's `--use_cuda`) fails at once with one line naming the missing driver, on the
-//! client and on the server, and bad values are usage errors.
+//! The GPU memory modes on a machine without a CUDA driver or ROCm: every `--mem cuda*` and
+//! `--mem rocm*` mode (and perftest's `--use_cuda`, `--use_rocm`) fails at once with one line
+//! naming the missing runtime, on the client and on the server, and bad values are usage
+//! errors.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,21 +21,19 @@ fn has_cuda_driver() -> bool {
     .any(|p| std::path::Path::new(p).exists())
 }
 
-#[test]
-fn every_gpu_mode_fails_fast_naming_the_missing_driver() {
-    if has_cuda_driver() {
-        eprintln!("skipped: this machine has a CUDA driver");
-        return;
-    }
-    for mem in [
-        vec!["--mem", "cuda"],
-        vec!["--mem", "cuda:0"],
-        vec!["--mem", "cuda-peermem:1"],
-        vec!["--mem", "cuda-staged"],
-        vec!["--mem", "cuda:0000:17:00.0"],
-        vec!["--use_cuda", "0"],
-        vec!["--use_cuda=0", "--use_cuda_dmabuf"],
-    ] {
+fn has_rocm() -> bool {
+    [
+        "/opt/rocm/lib/libamdhip64.so",
+        "/usr/lib/x86_64-linux-gnu/libamdhip64.so.6",
+    ]
+    .iter()
+    .any(|p| std::path::Path::new(p).exists())
+}
+
+/// Each of `modes` fails within seconds, on a client and on a server, with one line that holds
+/// every one of `needles` and names the mode.
+fn each_fails_fast_naming(modes: &[&[&str]], needles: &[&str]) {
+    for mem in modes {
         for side in [
             vec!["write-bw", "127.0.0.1", "--timeout", "20"],
             vec!["send-bw", "-p", "19250", "--timeout", "20"],
@@ -46,10 +45,9 @@ fn every_gpu_mode_fails_fast_naming_the_missing_driver() {
             assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
             assert!(start.elapsed() < Duration::from_secs(10), "{args:?} waited");
             assert_eq!(stderr.trim().lines().count(), 1, "{args:?}: {stderr}");
-            assert!(
-                stderr.contains("no CUDA driver") && stderr.contains("libcuda.so.1"),
-                "{args:?}: {stderr}"
-            );
+            for needle in needles {
+                assert!(stderr.contains(needle), "{args:?}: {needle}: {stderr}");
+            }
             assert!(
                 stderr.contains("--mem "),
                 "the message names the mode: {stderr}"
@@ -59,11 +57,59 @@ fn every_gpu_mode_fails_fast_naming_the_missing_driver() {
 }
 
 #[test]
+fn every_gpu_mode_fails_fast_naming_the_missing_driver() {
+    if has_cuda_driver() {
+        eprintln!("skipped: this machine has a CUDA driver");
+        return;
+    }
+    each_fails_fast_naming(
+        &[
+            &["--mem", "cuda"],
+            &["--mem", "cuda:0"],
+            &["--mem", "cuda-peermem:1"],
+            &["--mem", "cuda-staged"],
+            &["--mem", "cuda:0000:17:00.0"],
+            &["--use_cuda", "0"],
+            &["--use_cuda=0", "--use_cuda_dmabuf"],
+        ],
+        &["no CUDA driver", "libcuda.so.1"],
+    );
+}
+
+#[test]
+fn every_rocm_mode_fails_fast_naming_the_missing_runtime() {
+    if has_rocm() {
+        eprintln!("skipped: this machine has ROCm");
+        return;
+    }
+    each_fails_fast_naming(
+        &[
+            &["--mem", "rocm"],
+            &["--mem", "rocm-peermem:1"],
+            &["--mem", "rocm-staged:0000:17:00.0"],
+            &["--use_rocm", "0"],
+            &["--use_rocm=0", "--use_rocm_dmabuf"],
+        ],
+        &["no ROCm runtime", "libamdhip64.so.6", "LD_LIBRARY_PATH"],
+    );
+}
+
+#[test]
 fn bad_gpu_values_are_usage_errors() {
     for (args, needle) in [
         (vec!["write-bw", "--mem", "cuda:x"], "'x'"),
         (vec!["write-bw", "--mem", "gpu"], "'gpu'"),
         (vec!["write-bw", "--use_cuda=-1"], "--use_cuda=-1"),
+        (vec!["write-bw", "--use_rocm=x"], "--use_rocm=x"),
+        (
+            vec!["write-bw", "--use_rocm_dmabuf"],
+            "--use_rocm_dmabuf needs --use_rocm=N",
+        ),
+        (
+            vec!["write-bw", "--use_cuda", "0", "--use_rocm", "0"],
+            "cannot be used with",
+        ),
+        (vec!["write-bw", "--mem", "rocm-gpu"], "rocm-staged[:GPU]"),
         (vec!["write-bw", "--use_cuda", "abc"], "--use_cuda=abc"),
         (
             vec!["write-bw", "--mem", "cuda", "--use_cuda", "0"],
@@ -89,11 +135,11 @@ fn bad_gpu_values_are_usage_errors() {
         ),
         (
             vec!["write-bw", "--mem", "cuda", "--staging-chunk", "64K"],
-            "apply to --mem cuda-staged only",
+            "apply to --mem cuda-staged and rocm-staged only",
         ),
         (
             vec!["write-bw", "--staging-depth", "8"],
-            "apply to --mem cuda-staged only",
+            "apply to --mem cuda-staged and rocm-staged only",
         ),
         (vec!["write-bw", "--peer-mem", "cuda-staged"], "--loopback"),
     ] {
@@ -128,6 +174,14 @@ fn gpu_mode_rules_are_usage_errors_before_any_driver_loads() {
         (
             &["write-bw", "--mem", "cuda", "-I", "64"],
             "--mem cuda:0: --inline-size 64: inline data is copied from the buffer by the CPU",
+        ),
+        (
+            &["write-bw", "--mem", "rocm", "-I", "64"],
+            "or use --mem rocm-staged (which posts from host bounce buffers)",
+        ),
+        (
+            &["atomic-bw", "--mem", "rocm-staged"],
+            "--mem rocm-staged:0: atomic-bw is not staged",
         ),
         (
             &["send-lat", "127.0.0.1", "--use_cuda", "0", "-I", "16"],
@@ -167,7 +221,7 @@ fn gpu_mode_rules_are_usage_errors_before_any_driver_loads() {
                 "--peer-mem",
                 "host",
             ],
-            "the server stages what is written to it (--mem cuda-staged, 4 x 1 MiB pinned \
+            "the server stages what is written to it (a staged --mem, 4 x 1 MiB pinned \
              bounce buffers), which needs a staged client",
         ),
     ];

@@ -1,75 +1,214 @@
-//! The GPU memory modes end to end on soft-RoCE, with the cuda crate's fake libcuda in its
-//! `hostmem` mode: its "GPU memory" is host memory, so nvidia-peermem-style registration is
-//! a plain ibv_reg_mr and runs on rxe, while its dma-buf export (a memfd) is refused by rxe as
+//! The GPU memory modes end to end on soft-RoCE, against each runtime's fake: the cuda
+//! crate's fake libcuda in its `hostmem` mode and the rocm crate's fake ROCm. Their "GPU
+//! memory" is host memory, so peer-memory registration (`cuda-peermem`, `rocm-peermem`) is a
+//! plain ibv_reg_mr and runs on rxe, while their dma-buf export (a memfd) is refused by rxe as
 //! every non-dma-buf is. This exercises allocation, registration, --validate through copies,
-//! and the header and record's GPU facts, without a GPU.
+//! and the header and record's GPU facts, without a GPU, through the same seam (`accel`) a
+//! real runtime sits behind.
 //!
-//! The staged path (`--mem cuda-staged`) runs for real too: the fake's async copies are only
-//! carried out once their event is seen complete, so an engine that posted from a bounce
-//! buffer before its copy finished, or copied before the data landed, would move stale bytes
-//! and fail `--validate`.
+//! The staged path (`--mem cuda-staged`, `rocm-staged`) runs for real too: the fakes' async
+//! copies are only carried out once their event is seen complete, so an engine that posted
+//! from a bounce buffer before its copy finished, or copied before the data landed, would
+//! move stale bytes and fail `--validate`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
-use std::path::Path;
-use std::process::Output;
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
 use std::time::Duration;
 
-use common::{fake_libcuda, rdma_ready, scratch, text, Server, LOOPBACK};
+use common::{fake_libcuda, fake_rocm, rdma_ready, scratch, text, Server, LOOPBACK};
 
-fn run(lib: &Path, args: &[&str]) -> Output {
-    common::bin()
-        .args(args)
-        .env("LD_LIBRARY_PATH", lib)
-        .env("FAKE_CUDA_MODE", "hostmem")
-        .output()
-        .unwrap()
+/// A fake GPU runtime: the folder of its library, what it must be told, what it reports.
+struct Fake {
+    /// `--mem`'s prefix: "cuda", "rocm".
+    runtime: &'static str,
+    /// The folder for `LD_LIBRARY_PATH`.
+    lib: PathBuf,
+    /// Its environment.
+    env: &'static [(&'static str, &'static str)],
+    /// GPU 0's name.
+    gpu0: &'static str,
+    /// What the header calls its peer memory.
+    peer_memory: &'static str,
+    /// The variable that makes it log every free.
+    free_log: &'static str,
+}
+
+impl Fake {
+    fn cuda() -> Option<Fake> {
+        Some(Fake {
+            runtime: "cuda",
+            lib: fake_libcuda()?,
+            env: &[("FAKE_CUDA_MODE", "hostmem")],
+            gpu0: "Fake GPU 0",
+            peer_memory: "nvidia-peermem",
+            free_log: "FAKE_CUDA_FREE_LOG",
+        })
+    }
+
+    fn rocm() -> Option<Fake> {
+        Some(Fake {
+            runtime: "rocm",
+            lib: fake_rocm()?,
+            env: &[],
+            gpu0: "Fake AMD GPU 0",
+            peer_memory: "amdgpu peer memory",
+            free_log: "FAKE_ROCM_FREE_LOG",
+        })
+    }
+
+    /// The fake `make` builds, or `None`, having said why `test` is skipped.
+    fn ready(test: &str, make: fn() -> Option<Fake>) -> Option<Fake> {
+        if !rdma_ready(test) {
+            return None;
+        }
+        let fake = make();
+        if fake.is_none() {
+            eprintln!("{test}: skipped: no C compiler for the fake runtime");
+        }
+        fake
+    }
+
+    /// The memory mode `suffix` of this runtime: `mode("-staged:0")` is "rocm-staged:0".
+    fn mode(&self, suffix: &str) -> String {
+        format!("{}{suffix}", self.runtime)
+    }
+
+    /// `rdmabench` against this fake.
+    fn bin(&self) -> Command {
+        let mut cmd = common::bin();
+        cmd.env("LD_LIBRARY_PATH", &self.lib)
+            .envs(self.env.iter().copied());
+        cmd
+    }
+
+    /// Its environment for a [`Server`].
+    fn server_env(&self) -> Vec<(&'static str, &OsStr)> {
+        let mut env = vec![("LD_LIBRARY_PATH", self.lib.as_os_str())];
+        env.extend(self.env.iter().map(|(k, v)| (*k, OsStr::new(v))));
+        env
+    }
+
+    /// `rdmabench TEST --loopback` on rxe0 (server) and rxe1 (client) with `args`.
+    fn loopback(&self, test: &str, args: &[&str]) -> Output {
+        let mut all = vec![test];
+        all.extend(LOOPBACK);
+        all.extend(["--timeout", "20"]);
+        all.extend(args);
+        self.bin().args(&all).output().unwrap()
+    }
 }
 
 #[test]
-fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
-    if !rdma_ready("gpu_memory_modes_run_end_to_end_on_a_fake_driver") {
-        return;
+fn gpu_memory_modes_run_end_to_end_on_fake_cuda() {
+    if let Some(fake) = Fake::ready("gpu_memory_modes_run_end_to_end_on_fake_cuda", Fake::cuda) {
+        end_to_end(&fake);
+        cuda_flushes_unordered_nic_writes(&fake);
     }
-    let Some(lib) = fake_libcuda() else {
-        eprintln!("skipped: no C compiler for the fake libcuda");
-        return;
-    };
-    let dir = scratch("fake-gpu");
+}
+
+#[test]
+fn gpu_memory_modes_run_end_to_end_on_fake_rocm() {
+    if let Some(fake) = Fake::ready("gpu_memory_modes_run_end_to_end_on_fake_rocm", Fake::rocm) {
+        end_to_end(&fake);
+    }
+}
+
+/// Peer-memory registration with every bandwidth verb, the GPU chosen where none was named,
+/// and what cannot run said.
+fn end_to_end(fake: &Fake) {
+    let dir = scratch(&format!("fake-gpu-{}", fake.runtime));
     let json = dir.join("peermem.json");
     let small = ["-n", "100", "-t", "16"];
+    let peermem = fake.mode("-peermem:0");
 
-    // Registration by address (nvidia-peermem style), every bandwidth verb, payload checked.
+    // Registration by address (peer memory), every bandwidth verb, payload checked.
     for test in ["write-bw", "read-bw", "send-bw", "atomic-bw", "send-lat"] {
-        let mut args = vec!["--mem", "cuda-peermem:0", "--validate", "--json"];
+        let mut args = vec!["--mem", &peermem, "--validate", "--json"];
         args.push(json.to_str().unwrap());
         args.extend(small);
-        let out = loopback(&lib, test, &args);
+        let out = fake.loopback(test, &args);
         assert!(out.status.success(), "{test}: {}", text(&out));
-        assert!(
-            text(&out).contains("Fake GPU 0 at 0000:17:00.0, GPUDirect RDMA on (nvidia-peermem)"),
-            "{}",
-            text(&out)
+        let want = format!(
+            "{} at 0000:17:00.0, GPUDirect RDMA on ({})",
+            fake.gpu0, fake.peer_memory
         );
+        assert!(text(&out).contains(&want), "{want}: {}", text(&out));
         let record: serde_json::Value = common::read_record(&json);
-        assert_eq!(record["params"]["mem"], "cuda-peermem:0", "{test}");
-        assert_eq!(record["gpu"]["name"], "Fake GPU 0");
+        assert_eq!(record["params"]["mem"], peermem.as_str(), "{test}");
+        assert_eq!(record["gpu"]["name"], fake.gpu0);
         assert_eq!(record["gpu"]["gdr"], true);
     }
 
-    // A GPU whose NIC writes are not ordered (before Hopper): --validate flushes them before it
-    // copies the received bytes out, and passes.
+    // No GPU named on one soft-RoCE device: GPU 0, since rxe has no PCIe tree, and said (the
+    // client's record: rxe1).
+    let unnamed = fake.mode("-peermem");
+    let mut args = vec!["--mem", &unnamed, "--json", json.to_str().unwrap()];
+    args.extend(small);
+    let out = fake.loopback("write-bw", &args);
+    assert!(out.status.success(), "{}", text(&out));
+    let want = format!(
+        "GPUDirect RDMA on ({}); GPU 0: no GPU on rxe1's PCIe tree",
+        fake.peer_memory
+    );
+    assert!(text(&out).contains(&want), "{}", text(&out));
+    let record: serde_json::Value = common::read_record(&json);
+    assert_eq!(record["gpu"]["chosen"], "GPU 0: no GPU on rxe1's PCIe tree");
+
+    let dmabuf = fake.mode(":0");
+    let inline = format!("{peermem} -I 64");
+    for (test, mem, code, needle) in [
+        // dma-buf: rxe has no dma-buf support, and says what to use instead (this machine
+        // lacks what the mode needs: the run fails).
+        (
+            "write-bw",
+            dmabuf.as_str(),
+            1,
+            "cannot register this memory as a dma-buf",
+        ),
+        // write-lat cannot poll GPU memory: a combination that cannot run (usage).
+        ("write-lat", unnamed.as_str(), 2, "cannot read GPU memory"),
+        // Inline data would be a CPU copy out of GPU memory.
+        ("send-bw", inline.as_str(), 2, "inline data"),
+    ] {
+        let mut args = vec!["--mem"];
+        args.extend(mem.split(' '));
+        let out = fake.loopback(test, &args);
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{test} {mem}: {}",
+            text(&out)
+        );
+        assert!(text(&out).contains(needle), "{test} {mem}: {}", text(&out));
+    }
+    let out = fake.loopback("write-bw", &["--mem", &dmabuf]);
+    let (peer, staged) = (fake.mode("-peermem"), fake.mode("-staged"));
+    assert!(
+        text(&out).contains(&peer) && text(&out).contains(&staged),
+        "the refusal names {peer} and {staged}: {}",
+        text(&out)
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// CUDA only: a GPU whose NIC writes are not ordered (before Hopper) has them flushed before
+/// --validate copies the received bytes out; and GPU 1 of the fake, without dma-buf, is
+/// refused before anything is allocated.
+fn cuda_flushes_unordered_nic_writes(fake: &Fake) {
+    let dir = scratch("fake-gpu-flush");
     let flushes = dir.join("flushes.log");
     let mut args = vec!["write-bw"];
     args.extend(LOOPBACK);
     args.extend(["--timeout", "20", "--mem", "cuda-peermem:0", "--validate"]);
-    args.extend(small);
-    let out = common::bin()
+    args.extend(["-n", "100", "-t", "16"]);
+    let out = fake
+        .bin()
         .args(&args)
-        .env("LD_LIBRARY_PATH", &lib)
-        .env("FAKE_CUDA_MODE", "hostmem")
         .env("FAKE_CUDA_WRITES_ORDERING", "0")
         .env("FAKE_CUDA_FLUSH_LOG", &flushes)
         .output()
@@ -80,78 +219,33 @@ fn gpu_memory_modes_run_end_to_end_on_a_fake_driver() {
         !logged.is_empty() && logged.lines().all(|l| l == "FLUSH 0 100"),
         "a flush before the read-back: {logged:?}"
     );
-
-    // No GPU named on one soft-RoCE device: GPU 0, since rxe has no PCIe tree, and said (the
-    // client's record: rxe1).
-    let mut args = vec!["--mem", "cuda-peermem", "--json", json.to_str().unwrap()];
-    args.extend(small);
-    let out = loopback(&lib, "write-bw", &args);
-    assert!(out.status.success(), "{}", text(&out));
-    assert!(
-        text(&out)
-            .contains("GPUDirect RDMA on (nvidia-peermem); GPU 0: no GPU on rxe1's PCIe tree"),
-        "{}",
-        text(&out)
-    );
-    let record: serde_json::Value = common::read_record(&json);
-    assert_eq!(record["gpu"]["chosen"], "GPU 0: no GPU on rxe1's PCIe tree");
-
-    for (test, mem, code, needle) in [
-        // dma-buf: rxe has no dma-buf support, and says what to use instead (this machine
-        // lacks what the mode needs: the run fails).
-        (
-            "write-bw",
-            "cuda:0",
-            1,
-            "cannot register this memory as a dma-buf",
-        ),
-        // GPU 1 of the fake has no dma-buf support: refused before anything is allocated.
-        ("write-bw", "cuda:1", 1, "dma-buf"),
-        // write-lat cannot poll GPU memory: a combination that cannot run (usage).
-        ("write-lat", "cuda-peermem", 2, "cannot read GPU memory"),
-        // Inline data would be a CPU copy out of GPU memory.
-        ("send-bw", "cuda-peermem -I 64", 2, "inline data"),
-    ] {
-        let mut args = vec!["--mem"];
-        args.extend(mem.split(' '));
-        let out = loopback(&lib, test, &args);
-        assert_eq!(
-            out.status.code(),
-            Some(code),
-            "{test} {mem}: {}",
-            text(&out)
-        );
-        assert!(text(&out).contains(needle), "{test} {mem}: {}", text(&out));
-    }
-    let out = loopback(&lib, "write-bw", &["--mem", "cuda:0"]);
-    assert!(
-        text(&out).contains("--mem cuda-peermem") && text(&out).contains("--mem cuda-staged"),
-        "{}",
-        text(&out)
-    );
+    let out = fake.loopback("write-bw", &["--mem", "cuda:1"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("dma-buf"), "{}", text(&out));
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// `rdmabench TEST --loopback` on rxe0 (server) and rxe1 (client) with `args`, on the fake GPU.
-fn loopback(lib: &Path, test: &str, args: &[&str]) -> Output {
-    let mut all = vec![test];
-    all.extend(LOOPBACK);
-    all.extend(["--timeout", "20"]);
-    all.extend(args);
-    run(lib, &all)
+#[test]
+fn the_staged_path_moves_every_byte_through_bounce_buffers_on_fake_cuda() {
+    let test = "the_staged_path_moves_every_byte_through_bounce_buffers_on_fake_cuda";
+    if let Some(fake) = Fake::ready(test, Fake::cuda) {
+        staged_path(&fake);
+    }
 }
 
 #[test]
-fn the_staged_path_moves_every_byte_through_bounce_buffers() {
-    if !rdma_ready("the_staged_path_moves_every_byte_through_bounce_buffers") {
-        return;
+fn the_staged_path_moves_every_byte_through_bounce_buffers_on_fake_rocm() {
+    let test = "the_staged_path_moves_every_byte_through_bounce_buffers_on_fake_rocm";
+    if let Some(fake) = Fake::ready(test, Fake::rocm) {
+        staged_path(&fake);
     }
-    let Some(lib) = fake_libcuda() else {
-        eprintln!("skipped: no C compiler for the fake libcuda");
-        return;
-    };
-    let dir = scratch("staged");
+}
+
+/// Every staged shape of every test, payload checked, and what cannot be staged refused.
+fn staged_path(fake: &Fake) {
+    let dir = scratch(&format!("staged-{}", fake.runtime));
     let json = dir.join("staged.json");
+    let staged = fake.mode("-staged:0");
     let small = ["-s", "64", "-n", "300", "--staging-chunk", "4K"];
     // 10 KiB through 4 KiB buffers: split in 4K + 4K + 2K (a SEND gets a 12 KiB buffer).
     let large = ["-s", "10K", "-n", "40", "-q", "2", "--staging-chunk", "4K"];
@@ -162,11 +256,11 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
         (&small[..], &["--staging-depth", "2", "-I", "64"][..]),
         (&large[..], &["-r", "4"][..]),
     ] {
-        let mut args = vec!["--mem", "cuda-staged:0", "--validate", "--json"];
+        let mut args = vec!["--mem", &staged, "--validate", "--json"];
         args.push(json.to_str().unwrap());
         args.extend(shape);
         args.extend(extra);
-        let out = loopback(&lib, "send-bw", &args);
+        let out = fake.loopback("send-bw", &args);
         assert!(out.status.success(), "send-bw {shape:?}: {}", text(&out));
         assert!(
             text(&out).contains("GPUDirect RDMA off (staged through host memory)")
@@ -176,7 +270,7 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
         );
     }
     let record: serde_json::Value = common::read_record(&json);
-    assert_eq!(record["params"]["mem"], "cuda-staged:0");
+    assert_eq!(record["params"]["mem"], staged.as_str());
     assert_eq!(record["gpu"]["gdr"], false);
     assert_eq!(
         record["gpu"]["staging"]["chunk"], 12288,
@@ -185,77 +279,68 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
     assert_eq!(record["gpu"]["staging"]["depth"], 4);
     assert_eq!(record["results"][0]["iterations"], 80);
 
-    // write-bw and read-bw staged at both ends: WRITEs into the server's bounce buffers with
-    // credits back; READs of what the server announced ready, with credits back.
+    // write-bw and read-bw staged at both ends (WRITEs into the server's bounce buffers with
+    // credits back; READs of what the server announced ready, with credits back), then with a
+    // staged client against a host server.
     for test in ["write-bw", "read-bw"] {
-        for shape in [&small[..], &large[..]] {
-            let mut args = vec!["--mem", "cuda-staged:0", "--validate"];
-            args.extend(shape);
-            let out = loopback(&lib, test, &args);
-            assert!(out.status.success(), "{test} {shape:?}: {}", text(&out));
-        }
-    }
-    // WRITE and READ with a staged client against a host server.
-    for test in ["write-bw", "read-bw"] {
-        for shape in [&small[..], &large[..]] {
-            let mut args = vec!["--mem", "host", "--peer-mem", "cuda-staged:0", "--validate"];
-            args.extend(shape);
-            let out = loopback(&lib, test, &args);
-            assert!(out.status.success(), "{test} {shape:?}: {}", text(&out));
+        for mem in [
+            &["--mem", &staged][..],
+            &["--mem", "host", "--peer-mem", &staged][..],
+        ] {
+            for shape in [&small[..], &large[..]] {
+                let mut args = mem.to_vec();
+                args.push("--validate");
+                args.extend(shape);
+                let out = fake.loopback(test, &args);
+                assert!(
+                    out.status.success(),
+                    "{test} {mem:?} {shape:?}: {}",
+                    text(&out)
+                );
+            }
         }
     }
     // Latency, staged: every message is copied out of and into the GPU inside the round trip.
     for (test, mem) in [
-        ("send-lat", &["--mem", "cuda-staged:0"][..]),
-        ("write-lat", &["--mem", "cuda-staged:0"][..]),
-        (
-            "read-lat",
-            &["--mem", "host", "--peer-mem", "cuda-staged:0"][..],
-        ),
+        ("send-lat", &["--mem", &staged][..]),
+        ("write-lat", &["--mem", &staged][..]),
+        ("read-lat", &["--mem", "host", "--peer-mem", &staged][..]),
     ] {
         for size in ["64", "10K"] {
             let mut args = vec!["-s", size, "-n", "100", "--validate"];
             args.extend(mem);
-            let out = loopback(&lib, test, &args);
+            let out = fake.loopback(test, &args);
             assert!(out.status.success(), "{test} {size}: {}", text(&out));
         }
     }
+    staged_refusals(fake, &staged);
+    std::fs::remove_dir_all(dir).ok();
+}
 
-    // What cannot be staged says why.
+/// What cannot be staged says why.
+fn staged_refusals(fake: &Fake, staged: &str) {
     for (test, args, needle) in [
         (
             "read-bw",
-            &["--mem", "cuda-staged:0", "--peer-mem", "host"][..],
+            &["--mem", staged, "--peer-mem", "host"][..],
             "read from it",
         ),
-        (
-            "read-lat",
-            &["--mem", "cuda-staged:0"][..],
-            "passive source",
-        ),
-        ("atomic-lat", &["--mem", "cuda-staged:0"][..], "no payload"),
-        (
-            "send-bw",
-            &["--mem", "cuda-staged:0", "-D", "1"][..],
-            "needs -n",
-        ),
+        ("read-lat", &["--mem", staged][..], "passive source"),
+        ("atomic-lat", &["--mem", staged][..], "no payload"),
+        ("send-bw", &["--mem", staged, "-D", "1"][..], "needs -n"),
+        ("write-bw", &["--mem", staged, "-c", "UC"][..], "needs RC"),
         (
             "write-bw",
-            &["--mem", "cuda-staged:0", "-c", "UC"][..],
-            "needs RC",
-        ),
-        (
-            "write-bw",
-            &["--mem", "cuda-staged:0", "--peer-mem", "host"][..],
+            &["--mem", staged, "--peer-mem", "host"][..],
             "same bounce buffers",
         ),
         (
             "atomic-bw",
-            &["--mem", "host", "--peer-mem", "cuda-staged:0"][..],
+            &["--mem", "host", "--peer-mem", staged][..],
             "no payload",
         ),
     ] {
-        let out = loopback(&lib, test, args);
+        let out = fake.loopback(test, args);
         assert_eq!(
             out.status.code(),
             Some(2),
@@ -268,18 +353,28 @@ fn the_staged_path_moves_every_byte_through_bounce_buffers() {
             text(&out)
         );
     }
-    std::fs::remove_dir_all(dir).ok();
 }
 
 #[test]
-fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout() {
-    if !rdma_ready("a_staged_receiver_whose_sender_dies_fails_within_its_timeout") {
-        return;
+fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout_on_fake_cuda() {
+    let test = "a_staged_receiver_whose_sender_dies_fails_within_its_timeout_on_fake_cuda";
+    if let Some(fake) = Fake::ready(test, Fake::cuda) {
+        staged_receiver_outlives_no_sender(&fake, 19140);
     }
-    let Some(lib) = fake_libcuda() else {
-        eprintln!("skipped: no C compiler for the fake libcuda");
-        return;
-    };
+}
+
+#[test]
+fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout_on_fake_rocm() {
+    let test = "a_staged_receiver_whose_sender_dies_fails_within_its_timeout_on_fake_rocm";
+    if let Some(fake) = Fake::ready(test, Fake::rocm) {
+        staged_receiver_outlives_no_sender(&fake, 19141);
+    }
+}
+
+/// A staged send-bw server on `port` whose client is killed mid-run fails within --timeout.
+fn staged_receiver_outlives_no_sender(fake: &Fake, port: u16) {
+    let p = port.to_string();
+    let staged = fake.mode("-staged");
     let server = Server::start_with_env(
         &[
             "send-bw",
@@ -288,18 +383,17 @@ fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout() {
             "-x",
             "1",
             "-p",
-            "19140",
+            &p,
             "--timeout",
             "5",
+            "--mem",
+            &staged,
         ],
-        &[
-            ("LD_LIBRARY_PATH", lib.as_os_str()),
-            ("FAKE_CUDA_MODE", "hostmem".as_ref()),
-        ],
+        &fake.server_env(),
     );
     common::kill_client_mid_run(
         "send-bw",
-        19140,
+        port,
         &["-s", "64K", "-n", "100000000", "--timeout", "5"],
     );
     let (ok, server_text, took) = server.finish(Duration::from_secs(15));
@@ -314,16 +408,15 @@ fn a_staged_receiver_whose_sender_dies_fails_within_its_timeout() {
     );
 }
 
-/// A client on rxe1 against a host-memory server on rxe0 (port `port`), its GPU memory from the
-/// fake driver, which logs every free to `log`; returns the client's output.
-fn client_logging_frees(lib: &Path, log: &Path, port: u16, test: &str, args: &[&str]) -> Output {
+/// A client on rxe1 against a host-memory server on rxe0 (port `port`), its GPU memory from
+/// `fake`, which logs every free to `log`; returns the client's output.
+fn client_logging_frees(fake: &Fake, log: &Path, port: u16, test: &str, args: &[&str]) -> Output {
     let server = Server::start(&common::server_args(test, port, 10, &[]));
-    let out = common::bin()
+    let out = fake
+        .bin()
         .args(common::client_args(test, port, 10, &[]))
         .args(args)
-        .env("LD_LIBRARY_PATH", lib)
-        .env("FAKE_CUDA_MODE", "hostmem")
-        .env("FAKE_CUDA_FREE_LOG", log)
+        .env(fake.free_log, log)
         .output()
         .unwrap();
     server.finish(Duration::from_secs(30));
@@ -353,48 +446,50 @@ fn assert_freed_after_deregistration(log: &Path, at_least: usize, what: &str) {
 }
 
 #[test]
-fn memory_is_freed_only_after_its_registration_is_gone() {
-    if !rdma_ready("memory_is_freed_only_after_its_registration_is_gone") {
-        return;
+fn memory_is_freed_only_after_its_registration_is_gone_on_fake_cuda() {
+    let test = "memory_is_freed_only_after_its_registration_is_gone_on_fake_cuda";
+    if let Some(fake) = Fake::ready(test, Fake::cuda) {
+        release_order(&fake, 19160);
     }
-    let Some(lib) = fake_libcuda() else {
-        eprintln!("skipped: no C compiler for the fake libcuda");
-        return;
-    };
-    let dir = scratch("release-order");
+}
+
+#[test]
+fn memory_is_freed_only_after_its_registration_is_gone_on_fake_rocm() {
+    let test = "memory_is_freed_only_after_its_registration_is_gone_on_fake_rocm";
+    if let Some(fake) = Fake::ready(test, Fake::rocm) {
+        release_order(&fake, 19170);
+    }
+}
+
+/// GPU and pinned memory are freed only after their registration is gone, from a failed
+/// prepare and from runs that end normally; `port` and the two after it are used.
+fn release_order(fake: &Fake, port: u16) {
+    let dir = scratch(&format!("release-order-{}", fake.runtime));
     let log = dir.join("frees.log");
+    let staged = fake.mode("-staged:0");
 
     // prepare() fails after registering: the bounce buffers (pinned, registered) and the GPU
     // payload are freed on the way out, each only after the region is deregistered.
-    let args = [
-        "--mem",
-        "cuda-staged:0",
-        "-s",
-        "64",
-        "-n",
-        "100",
-        "-I",
-        "60000",
-    ];
-    let out = client_logging_frees(&lib, &log, 19160, "send-bw", &args);
+    let args = ["--mem", &staged, "-s", "64", "-n", "100", "-I", "60000"];
+    let out = client_logging_frees(fake, &log, port, "send-bw", &args);
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("inline limit"), "{}", text(&out));
     assert_freed_after_deregistration(&log, 2, "prepare failed after registration");
 
-    // Runs that end normally, registering GPU memory itself (peermem) or bounce buffers.
-    for (port, test, mem) in [
-        (19161, "write-bw", "cuda-peermem:0"),
-        (19162, "send-bw", "cuda-staged:0"),
+    // Runs that end normally, registering GPU memory itself (peer memory) or bounce buffers.
+    let peermem = fake.mode("-peermem:0");
+    for (port, test, mem, frees) in [
+        (port + 1, "write-bw", peermem.as_str(), 1),
+        (port + 2, "send-bw", staged.as_str(), 2),
     ] {
         let args = ["--mem", mem, "-s", "4K", "-n", "200", "--validate"];
-        let out = client_logging_frees(&lib, &log, port, test, &args);
+        let out = client_logging_frees(fake, &log, port, test, &args);
         assert!(out.status.success(), "{test} {mem}: {}", text(&out));
         assert!(
             common::header_value(&text(&out), "Relaxed order").is_some(),
             "the header says whether relaxed ordering is on: {}",
             text(&out)
         );
-        let frees = if mem.starts_with("cuda-staged") { 2 } else { 1 };
         assert_freed_after_deregistration(&log, frees, &format!("{test} {mem}"));
     }
     std::fs::remove_dir_all(dir).ok();

@@ -144,14 +144,7 @@ impl Drop for CopyQueue {
 
 impl CopyQueue {
     fn event(&self, marker: usize) -> Result<&Event, AccelError> {
-        self.events.get(marker).ok_or_else(|| {
-            AccelError::from(accel::OutOfBounds {
-                what: "copy marker",
-                offset: marker,
-                len: 1,
-                size: self.events.len(),
-            })
-        })
+        Ok(accel::nth_marker(&self.events, marker)?)
     }
 }
 

@@ -101,7 +101,8 @@ pub enum VerbsError {
     #[error(
         "the RDMA driver cannot register this memory as a dma-buf ({reason}): the NIC's driver \
          may not support dma-buf memory regions (rxe and older mlx5 kernels do not); use \
-         --mem cuda-peermem (with the nvidia-peermem module) or --mem cuda-staged"
+         the GPU's peer memory (--mem cuda-peermem with nvidia-peermem, rocm-peermem with \
+         amdgpu) or its staged mode (--mem cuda-staged, rocm-staged)"
     )]
     DmaBufUnsupported {
         /// What ibv_reg_dmabuf_mr said.

@@ -60,7 +60,7 @@ impl Footprint {
     pub fn new(plan: &TestPlan, mem: &MemMode, staging: accel::StagingConfig) -> Result<Self> {
         let half = slot_len(recv_len(plan.connection.transport(), plan.max_size()));
         let peer_slot = 2 * half;
-        let (slot, bounce) = if matches!(mem, MemMode::CudaStaged(_)) {
+        let (slot, bounce) = if mem.is_staged() {
             let buffer_len = staged::bounce_len(staging, plan.test.verb, plan.max_size())?;
             let slot = 2 * half.max(slot_len(buffer_len as u64));
             let stride =

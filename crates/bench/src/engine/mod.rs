@@ -25,7 +25,7 @@ use verbs::{
     ReadyToSend, SharedReceiveQueue, Transport, UD_GRH_BYTES,
 };
 
-use crate::memory::MemMode;
+use crate::memory::{GpuPath, MemMode};
 use crate::plan::{
     Connection, Mode, PlanError, Role, TestPlan, Verb, DEFAULT_QP_TIMEOUT, SOFTWARE_QP_TIMEOUT,
 };
@@ -375,7 +375,7 @@ impl Local {
             gpu: gpu_device,
             gpu_chosen,
         } = self;
-        let staged = matches!(mem, MemMode::CudaStaged(_));
+        let staged = mem.is_staged();
         check_memory_mode("--mem", &mem, plan, role)?;
         let transport = plan.connection.transport();
         let footprint = Footprint::new(plan, &mem, staging)?;
@@ -508,14 +508,15 @@ pub fn check_memory_mode(
     role: Role,
 ) -> Result<(), PlanError> {
     let on_gpu = *mem != MemMode::Host;
-    let staged = matches!(mem, MemMode::CudaStaged(_));
+    let staged = mem.is_staged();
     if on_gpu && !staged && plan.inline > 0 {
         return Err(PlanError(format!(
             "{flag} {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
              which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
-             --mem cuda-staged (which posts from host bounce buffers)",
+             --mem {} (which posts from host bounce buffers)",
             mem.name(),
-            plan.inline
+            plan.inline,
+            mem.with_path(GpuPath::Staged)
         )));
     }
     if staged && plan.srq {
@@ -539,8 +540,9 @@ pub fn check_memory_mode(
     if on_gpu && !staged && lat_write {
         return Err(PlanError(format!(
             "{flag} {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
-             use send-lat, --mem cuda-staged (it polls the bounce buffer), or --mem host",
-            mem.name()
+             use send-lat, --mem {} (it polls the bounce buffer), or --mem host",
+            mem.name(),
+            mem.with_path(GpuPath::Staged)
         )));
     }
     Ok(())
@@ -588,20 +590,14 @@ fn responder_rd_atomic(f: &verbs::DeviceFacts, plan: &TestPlan) -> u32 {
 
 /// Opens the GPU of a GPU memory mode and checks what the mode needs of it.
 fn open_gpu(mem: &MemMode) -> Result<Option<Box<dyn accel::Gpu>>> {
-    let (selector, dmabuf, gdr) = match mem {
-        MemMode::Host => return Ok(None),
-        MemMode::Cuda(s) => (s, true, true),
-        MemMode::CudaPeermem(s) => (s, false, true),
-        MemMode::CudaStaged(s) => (s, false, false),
+    let (Some(g), Some(runtime)) = (mem.gpu_mem(), mem.runtime()) else {
+        return Ok(None);
     };
-    let Some(runtime) = mem.runtime() else {
-        bail!("--mem {}: no GPU runtime for this mode", mem.name());
-    };
-    let gpu = runtime.open(selector)?;
-    if gdr {
+    let gpu = runtime.open(&g.gpu)?;
+    if mem.gdr() {
         gpu.require_gpu_direct_rdma()?;
     }
-    if dmabuf {
+    if g.path == GpuPath::DmaBuf {
         gpu.require_dma_buf()?;
     }
     Ok(Some(gpu))
@@ -646,13 +642,13 @@ fn register(
             device.name()
         )
     };
-    match (mem, gpu) {
-        (MemMode::Host, _) => {
+    match (mem.gpu_mem().map(|g| g.path), gpu) {
+        (None, _) => {
             let buffer = buffer::host_buffer(len, hugepages)?;
             let mr = MemoryRegion::register_host(pd, buffer, access).with_context(what)?;
             Ok((mr, None, None))
         }
-        (MemMode::Cuda(_), Some(gpu)) => {
+        (Some(GpuPath::DmaBuf), Some(gpu)) => {
             let buf = gpu.alloc(len)?;
             let dmabuf = buf.export_dmabuf()?;
             let (fd, offset, iova) = (dmabuf.raw_fd(), dmabuf.offset(), dmabuf.iova());
@@ -663,7 +659,7 @@ fn register(
             .with_context(what)?;
             Ok((mr, Some(GpuMemory { buf }), None))
         }
-        (MemMode::CudaPeermem(_), Some(gpu)) => {
+        (Some(GpuPath::PeerMem), Some(gpu)) => {
             let buf = gpu.alloc(len)?;
             // SAFETY: the region holds a guard of the device memory.
             let mr =
@@ -677,14 +673,15 @@ fn register(
                         .exists();
                     anyhow::anyhow!(
                     "{}: {e}; ibv_reg_mr on GPU memory needs the {module} module, which is {}: \
-                     `modprobe {module}`, or use --mem cuda (dma-buf)",
+                     `modprobe {module}`, or use --mem {} (dma-buf)",
                     what(),
+                    mem.with_path(GpuPath::DmaBuf),
                     if loaded { "loaded (so the NIC driver refused anyway)" } else { "not loaded" }
                 )
                 })?;
             Ok((mr, Some(GpuMemory { buf }), None))
         }
-        (MemMode::CudaStaged(_), Some(gpu)) => {
+        (Some(GpuPath::Staged), Some(gpu)) => {
             let buf = gpu.alloc(len)?;
             let s = staged::Staging::new(gpu, staging, footprint, buf.as_ref())?;
             // SAFETY: the region holds a guard of the pinned memory (and of the GPU payload, so

@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use crate::catalogue;
 use crate::engine::bw::Stop;
-use crate::memory::MemMode;
+use crate::memory::{GpuPath, MemMode};
 use crate::output::table;
 use crate::report::{DeviceRecord, GpuRecord, ParamsRecord, RunRecord};
 
@@ -131,9 +131,11 @@ fn memory_text(mem: &str, gpu: Option<&GpuRecord>) -> String {
         return mem.to_string();
     };
     let path = match (g.gdr, MemMode::parse(mem)) {
-        (false, _) => "GPUDirect RDMA off (staged through host memory)",
-        (true, Ok(MemMode::CudaPeermem(_))) => "GPUDirect RDMA on (nvidia-peermem)",
-        (true, _) => "GPUDirect RDMA on (dma-buf)",
+        (false, _) => "GPUDirect RDMA off (staged through host memory)".to_string(),
+        (true, Ok(MemMode::Gpu(m))) if m.path == GpuPath::PeerMem => {
+            format!("GPUDirect RDMA on ({})", m.runtime.peer_memory())
+        }
+        (true, _) => "GPUDirect RDMA on (dma-buf)".to_string(),
     };
     let chosen = g
         .chosen

@@ -120,7 +120,7 @@ impl RunStatus {
 /// The GPU whose memory the run used, and which path the data took.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GpuRecord {
-    /// The GPU's name, e.g. "NVIDIA H200".
+    /// The GPU's name, e.g. "NVIDIA H200" or "AMD Instinct MI300X".
     pub name: String,
     /// Its PCI bus id.
     pub bus_id: String,
@@ -131,7 +131,7 @@ pub struct GpuRecord {
     /// (or `--gpu-map`, or a rail's choice) named it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chosen: Option<String>,
-    /// `--mem cuda-staged`: the bounce buffers the payload went through.
+    /// `--mem cuda-staged` or `rocm-staged`: the bounce buffers the payload went through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub staging: Option<StagingRecord>,
 }

@@ -30,7 +30,6 @@ use crate::clock::{self, Clock, ClockChoice, TscFacts};
 use crate::control::Token;
 use crate::engine::bw::Stop;
 use crate::engine::{Connected, SideConfig};
-use crate::memory::MemMode;
 use crate::output::header;
 use crate::output::table::Table;
 use crate::output::Screen;
@@ -287,7 +286,7 @@ fn record_template(
         gpu: side.gpu_device.as_ref().map(|g| GpuRecord {
             name: g.name().to_string(),
             bus_id: g.pci_bus_id().to_string(),
-            gdr: matches!(side.mem, MemMode::Cuda(_) | MemMode::CudaPeermem(_)),
+            gdr: side.mem.gdr(),
             chosen: side.gpu_chosen.clone(),
             staging: side.staging.as_ref().map(|s| {
                 let layout = s.layout();

@@ -465,30 +465,53 @@ pub fn doctor_check<'a>(report: &'a str, name: &str) -> (&'a str, &'a str) {
 /// compiler.
 pub fn fake_libcuda() -> Option<PathBuf> {
     static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
-    LIB.get_or_init(build_fake_libcuda).clone()
+    LIB.get_or_init(|| {
+        build_fake(
+            "cuda",
+            "../cuda/tests/fake_libcuda/fake_libcuda.c",
+            "libcuda.so.1",
+            "libcuda.so",
+        )
+    })
+    .clone()
 }
 
-fn build_fake_libcuda() -> Option<PathBuf> {
+/// The folder of the rocm crate's fake ROCm (libamdhip64.so.6, and libhsa-runtime64.so.1 the
+/// same file; put this folder in `LD_LIBRARY_PATH`), built once per test process; `None`
+/// without a C compiler.
+pub fn fake_rocm() -> Option<PathBuf> {
+    static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        build_fake(
+            "rocm",
+            "../rocm/tests/fake_rocm/fake_rocm.c",
+            "libamdhip64.so.6",
+            "libhsa-runtime64.so.1",
+        )
+    })
+    .clone()
+}
+
+/// Compiles the fake runtime `src` (relative to this crate) into `lib` in a folder of its own,
+/// with `link` another name for it.
+fn build_fake(name: &str, src: &str, lib: &str, link: &str) -> Option<PathBuf> {
     let dir =
-        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-cuda-{}", std::process::id()));
+        Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).ok()?;
-    let src =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../cuda/tests/fake_libcuda/fake_libcuda.c");
-    let lib = dir.join("libcuda.so.1");
     let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
         .args(["-shared", "-fPIC", "-O1", "-o"])
-        .arg(&lib)
-        .arg(src)
+        .arg(dir.join(lib))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(src))
         .output()
         .ok()?;
     if !out.status.success() {
         eprintln!(
-            "cannot build the fake libcuda: {}",
+            "cannot build the fake {name}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
         return None;
     }
-    std::os::unix::fs::symlink("libcuda.so.1", dir.join("libcuda.so")).ok();
+    std::os::unix::fs::symlink(lib, dir.join(link)).ok();
     Some(dir)
 }
 

@@ -31,27 +31,25 @@
  *                             ibv_dereg_mr), C the queued async copies that still touch the freed allocation. So a
  *                             test sees whether memory was freed under a live registration or a pending copy. */
 #define _GNU_SOURCE
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
+/* FAKE_CUDA_COPY_GBPS: the seconds the async copies' link would have added, on the events' clock. */
+static double copy_delay;
+static double copy_gbps(void) {
+    const char *r = getenv("FAKE_CUDA_COPY_GBPS");
+    return r ? atof(r) : 0.0;
+}
+#define FAKE_COPY_DONE(n) \
+    do { if (copy_gbps() > 0) copy_delay += (double)(n) / (copy_gbps() * 1e9); } while (0)
+#include "../../../accel/tests/fake_runtime/fake_queue.h"
 #include <sys/mman.h>
-#include <pthread.h>
 #include <time.h>
-#include <malloc.h>
 
 static const char *mode(void) {
     const char *m = getenv("FAKE_CUDA_MODE");
     return m ? m : "ok";
 }
-
-/* FAKE_CUDA_FAIL=NAME:CODE: CODE when NAME is the entry point asking, else 0. */
-static int injected(const char *name) {
-    const char *f = getenv("FAKE_CUDA_FAIL");
-    size_t n = strlen(name);
-    if (!f || strncmp(f, name, n) || f[n] != ':') return 0;
-    return atoi(f + n + 1);
-}
-#define FAIL_IF_INJECTED(name) do { int code_ = injected(name); if (code_) return code_; } while (0)
+#define FAIL_IF_INJECTED(name) \
+    do { int code_ = fake_injected("FAKE_CUDA_FAIL", name); if (code_) return code_; } while (0)
 
 int cuInit(unsigned flags) {
     (void)flags;
@@ -99,30 +97,6 @@ int cuDevicePrimaryCtxRelease_v2(int dev) { (void)dev; return 0; }
 int cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
 static int hostmem(void) { return !strcmp(mode(), "hostmem"); }
 
-/* Queued async copies (defined with the streams below), for the free log. */
-static unsigned long pending_copies_touching(const char *base, size_t len);
-
-/* The process's pages pinned by memory registrations, in kB (VmPin in /proc/self/status); -1 if unreadable. */
-static long pinned_kb(void) {
-    FILE *f = fopen("/proc/self/status", "r");
-    char line[256];
-    long kb = -1;
-    if (!f) return -1;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "VmPin: %ld", &kb) == 1) break;
-    fclose(f);
-    return kb;
-}
-static void log_free(const char *call, void *block) {
-    const char *path = getenv("FAKE_CUDA_FREE_LOG");
-    if (!path || !block) return;
-    FILE *f = fopen(path, "a");
-    if (!f) return;
-    fprintf(f, "%s %p pinned_kb=%ld pending_copies=%lu\n", call, block, pinned_kb(),
-            pending_copies_touching(block, malloc_usable_size(block)));
-    fclose(f);
-}
-
 /* Offset of every hostmem "device" allocation from its 64 KiB aligned block. */
 static size_t misalign(void) {
     const char *m = getenv("FAKE_CUDA_MISALIGN");
@@ -143,7 +117,7 @@ int cuMemFree_v2(unsigned long long p) {
     void *block = (void *)(size_t)(p - misalign());
     for (int i = 0; i < SYNC_MEMOPS_SLOTS; i++)
         if (sync_memops[i] == p) sync_memops[i] = 0;
-    log_free("cuMemFree_v2", block);
+    fake_log_free("FAKE_CUDA_FREE_LOG", "cuMemFree_v2", block);
     free(block);
     return 0;
 }
@@ -199,68 +173,25 @@ int cuMemHostAlloc(void **p, size_t n, unsigned flags) {
     return *p ? 0 : 2;
 }
 int cuMemFreeHost(void *p) {
-    log_free("cuMemFreeHost", p);
+    fake_log_free("FAKE_CUDA_FREE_LOG", "cuMemFreeHost", p);
     free(p);
     return 0;
 }
 
-/* Streams and events, hostmem mode: an async copy is only queued; it is carried out when an event recorded
- * after it is queried for the second time (the first query answers CUDA_ERROR_NOT_READY), or the event or the
- * stream is synchronised. So an engine that uses a bounce buffer before its copy's event reported complete
- * moves stale bytes, and --validate catches it. One queue for all streams: copies run in the order queued. */
-#define QUEUE 4096
-struct copy { void *dst; const void *src; size_t n; };
-static struct copy queue[QUEUE];
-static unsigned long long queued, done;
+/* Streams and events, hostmem mode: async copies are deferred (fake_queue.h) until an event
+ * recorded after them is seen complete. */
 struct event { unsigned long long upto; int queries; double recorded_at, done_at; };
-/* FAKE_CUDA_COPY_GBPS: the seconds the async copies' link would have added, on the events' clock. */
-static double copy_delay;
 static double now(void) {
     struct timespec t;
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9 + copy_delay;
 }
-static double copy_gbps(void) {
-    const char *r = getenv("FAKE_CUDA_COPY_GBPS");
-    return r ? atof(r) : 0.0;
-}
 static int stream_storage;
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void run_copies(unsigned long long upto) {
-    while (done < upto) {
-        struct copy *c = &queue[done % QUEUE];
-        memcpy(c->dst, c->src, c->n);
-        if (copy_gbps() > 0) copy_delay += (double)c->n / (copy_gbps() * 1e9);
-        done++;
-    }
-}
 static int enqueue(void *dst, const void *src, size_t n) {
     if (!hostmem()) return 999;
-    pthread_mutex_lock(&lock);
-    if (queued - done == QUEUE) run_copies(done + 1);
-    queue[queued % QUEUE] = (struct copy){dst, src, n};
-    queued++;
-    pthread_mutex_unlock(&lock);
+    fake_enqueue(dst, src, n);
     return 0;
-}
-static int overlaps(const char *a, size_t alen, const char *b, size_t blen) {
-    return a < b + blen && b < a + alen;
-}
-static unsigned long pending_copies_touching(const char *base, size_t len) {
-    unsigned long n = 0;
-    pthread_mutex_lock(&lock);
-    for (unsigned long long i = done; i < queued; i++) {
-        struct copy *c = &queue[i % QUEUE];
-        if (overlaps(c->dst, c->n, base, len) || overlaps(c->src, c->n, base, len)) n++;
-    }
-    pthread_mutex_unlock(&lock);
-    return n;
-}
-static void run_locked(unsigned long long upto) {
-    pthread_mutex_lock(&lock);
-    run_copies(upto);
-    pthread_mutex_unlock(&lock);
 }
 int cuStreamCreate(void **s, unsigned flags) {
     (void)flags;
@@ -270,7 +201,7 @@ int cuStreamCreate(void **s, unsigned flags) {
     return 0;
 }
 int cuStreamDestroy_v2(void *s) { (void)s; return 0; }
-int cuStreamSynchronize(void *s) { (void)s; run_locked(queued); return 0; }
+int cuStreamSynchronize(void *s) { (void)s; fake_run_locked(fake_record()); return 0; }
 int cuMemcpyHtoDAsync_v2(unsigned long long d, const void *h, size_t n, void *s) {
     (void)s;
     return enqueue((void *)(size_t)d, h, n);
@@ -291,27 +222,22 @@ int cuEventDestroy_v2(void *e) { free(e); return 0; }
 int cuEventRecord(void *e, void *s) {
     (void)s;
     struct event *ev = e;
-    pthread_mutex_lock(&lock);
-    ev->upto = queued;
+    ev->upto = fake_record();
     ev->queries = 0;
     ev->recorded_at = now();
     ev->done_at = 0;
-    pthread_mutex_unlock(&lock);
     return 0;
 }
 int cuEventQuery(void *e) {
     FAIL_IF_INJECTED("cuEventQuery");
     struct event *ev = e;
-    pthread_mutex_lock(&lock);
-    int ready = done >= ev->upto || ev->queries++ > 0;
-    if (ready) run_copies(ev->upto);
+    int ready = fake_reached(ev->upto, &ev->queries);
     if (ready && ev->done_at == 0) ev->done_at = now();
-    pthread_mutex_unlock(&lock);
     return ready ? 0 : 600; /* CUDA_ERROR_NOT_READY */
 }
 int cuEventSynchronize(void *e) {
     struct event *ev = e;
-    run_locked(ev->upto);
+    fake_run_locked(ev->upto);
     if (ev->done_at == 0) ev->done_at = now();
     return 0;
 }

@@ -191,9 +191,10 @@ pub fn check_peer(
         s.to_string()
     });
     Err(PlanError(format!(
-        "the server stages what is {} (--mem cuda-staged, {target}), which needs a staged \
-         client with the same bounce buffers: the client has {source}; give the client --mem \
-         cuda-staged --staging-chunk {} --staging-depth {}, or the server --mem host",
+        "the server stages what is {} (a staged --mem, {target}), which needs a staged \
+         client with the same bounce buffers: the client has {source}; give the client a \
+         staged --mem (cuda-staged, rocm-staged) with --staging-chunk {} --staging-depth {}, \
+         or the server --mem host",
         if verb == Verb::Write {
             "written to it"
         } else {
@@ -233,8 +234,8 @@ pub fn refusal(plan: &TestPlan, role: Role) -> Option<String> {
         (Verb::Read, Mode::Lat, true) => Some(format!(
             "the server of {test} is a passive source: the client's READs take its data \
              without it knowing, so it has no moment to refill a bounce buffer. Stage the client \
-             and give the server --mem host or cuda (with --loopback: --mem host --peer-mem \
-             cuda-staged)"
+             and give the server --mem host or a GPU mode reached directly (with --loopback: \
+             --mem host --peer-mem cuda-staged or rocm-staged)"
         )),
         // A ping-pong: one message at a time each way, copied before it is sent and after it
         // arrived, inside the timed round trip.

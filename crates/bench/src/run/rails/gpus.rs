@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use accel::DeviceSelector;
 use topo::Topology;
 
-use crate::memory::MemMode;
+use crate::memory::{GpuMem, MemMode};
 use crate::plan::PlanError;
 
 /// How the rails' GPUs are chosen.
@@ -62,7 +62,10 @@ pub fn rail_mems(
             )))
         }
         RailGpus::Map(map) => map.clone(),
-        RailGpus::Nearest => match topology.map(|t| nearest(t, nics)) {
+        RailGpus::Nearest => match topology
+            .zip(mem.gpu_mem())
+            .map(|(t, g)| nearest(t, nics, g))
+        {
             Some(Some(found)) => found,
             // No GPU on the PCIe tree next to these NICs (or no tree): --mem's GPU.
             _ => return Ok(same()),
@@ -71,13 +74,14 @@ pub fn rail_mems(
     Ok(gpus.into_iter().map(|g| mem.on_gpu(g)).collect())
 }
 
-/// Each NIC's nearest GPU, a GPU of its own among equally near ones; `None` when a NIC has
-/// no GPU on the tree (a virtual NIC, a machine without GPUs).
-fn nearest(topology: &Topology, nics: &[String]) -> Option<Vec<DeviceSelector>> {
+/// Each NIC's nearest GPU of `mem`'s runtime, a GPU of its own among equally near ones; `None`
+/// when a NIC has no such GPU on the tree (a virtual NIC, a machine without GPUs).
+fn nearest(topology: &Topology, nics: &[String], mem: &GpuMem) -> Option<Vec<DeviceSelector>> {
+    let kind = mem.runtime.accelerator();
     let mut taken: BTreeMap<String, usize> = BTreeMap::new();
     let mut out = Vec::new();
     for nic in nics {
-        let best = crate::memory::nearest_cuda_gpu(topology, nic, &taken)?;
+        let best = crate::memory::nearest_accelerator(topology, nic, kind, &taken)?;
         *taken.entry(best.gpu.clone()).or_default() += 1;
         out.push(best.gpu.parse().ok()?);
     }
