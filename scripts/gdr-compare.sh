@@ -2,6 +2,7 @@
 # gdr-compare.sh - GPUDirect RDMA on against off: the same sweep with the buffer in host
 # memory, in GPU memory registered through dma-buf (cuda), through nvidia-peermem
 # (cuda-peermem) and staged through pinned host memory (cuda-staged), against one server.
+# On AMD GPUs give --modes "host rocm rocm-staged rocm-peermem".
 #
 # Usage: scripts/gdr-compare.sh [--modes "host cuda cuda-staged cuda-peermem"] [--gpu N]
 #                               [--test write-bw] [--results DIR] SERVER_HOST [rdmabench options]
@@ -14,7 +15,7 @@
 #
 # Prints one table, a row per size, for each mode its bandwidth and its percentage of its own
 # ceiling, and keeps each mode's JSON record in DIR (default results/gdr-compare/<date>/).
-# A mode that cannot run here (no GPU, no dma-buf support, no nvidia-peermem) is reported
+# A mode that cannot run here (no GPU, no dma-buf support, no peer memory) is reported
 # with its one-line reason and left out of the table. Exit status: 0 when every mode ran,
 # 1 when one failed, 2 bad usage.
 set -uo pipefail
@@ -36,8 +37,8 @@ done
 [ $# -ge 1 ] || { echo "gdr-compare.sh: give SERVER_HOST (see --help)" >&2; exit 2; }
 server=$1; shift
 for m in $modes; do
-    case $m in host|cuda|cuda-staged|cuda-peermem) ;;
-        *) echo "gdr-compare.sh: '$m' is not a mode (host cuda cuda-staged cuda-peermem)" >&2; exit 2 ;;
+    case $m in host|cuda|cuda-staged|cuda-peermem|rocm|rocm-staged|rocm-peermem) ;;
+        *) echo "gdr-compare.sh: '$m' is not a mode (host cuda cuda-staged cuda-peermem rocm rocm-staged rocm-peermem)" >&2; exit 2 ;;
     esac
 done
 bin=${RDMABENCH_BIN:-$PWD/target/release/rdmabench}

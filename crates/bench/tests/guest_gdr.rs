@@ -1,7 +1,7 @@
 //! scripts/gdr-compare.sh in the soft-RoCE guest: host memory runs and lands in the table;
 //! the GPU modes, without a GPU or CUDA driver there, are reported with their one-line reason
-//! and the script exits 1. With the cuda crate's fake libcuda (host memory posing as GPU
-//! memory) the staged and peermem columns run too.
+//! and the script exits 1. With each runtime's fake (host memory posing as GPU memory: the
+//! cuda crate's libcuda, the rocm crate's ROCm) the staged and peer-memory columns run too.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -65,11 +65,34 @@ fn gdr_compare_puts_the_staged_path_beside_host_memory() {
         eprintln!("skipped: no C compiler for the fake libcuda");
         return;
     };
-    let dir = scratch("gdr-compare-staged");
+    staged_beside_host("cuda", &lib, &[("FAKE_CUDA_MODE", "hostmem")]);
+}
+
+#[test]
+fn gdr_compare_runs_the_rocm_modes_alike() {
+    if !rdma_ready("gdr_compare_runs_the_rocm_modes_alike") {
+        return;
+    }
+    let Some(lib) = common::fake_rocm() else {
+        eprintln!("skipped: no C compiler for the fake ROCm");
+        return;
+    };
+    staged_beside_host("rocm", &lib, &[]);
+}
+
+/// gdr-compare.sh with host memory and `runtime`'s three modes against the fake runtime in
+/// `lib`: rxe cannot register a dma-buf, so the dma-buf column is the one left out.
+fn staged_beside_host(runtime: &str, lib: &Path, env: &[(&str, &str)]) {
+    let dir = scratch(&format!("gdr-compare-staged-{runtime}"));
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gdr-compare.sh");
+    let (staged, peermem) = (format!("{runtime}-staged"), format!("{runtime}-peermem"));
     let out = Command::new("bash")
         .arg(script)
-        .args(["--modes", "host cuda-staged cuda-peermem cuda", "--results"])
+        .args([
+            "--modes",
+            &format!("host {staged} {peermem} {runtime}"),
+            "--results",
+        ])
         .arg(&dir)
         .args([
             "local:rxe0",
@@ -83,22 +106,21 @@ fn gdr_compare_puts_the_staged_path_beside_host_memory() {
             "100",
         ])
         .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
-        .env("LD_LIBRARY_PATH", &lib)
-        .env("FAKE_CUDA_MODE", "hostmem")
+        .env("LD_LIBRARY_PATH", lib)
+        .envs(env.iter().copied())
         .output()
         .unwrap();
     let t = text(&out);
-    // rxe cannot register a dma-buf: the cuda column is the one left out.
     assert_eq!(out.status.code(), Some(1), "{t}");
     assert!(
-        t.contains("cuda did not run") && t.contains("dma-buf"),
+        t.contains(&format!("{runtime} did not run")) && t.contains("dma-buf"),
         "{t}"
     );
     let header = t
         .lines()
         .find(|l| l.starts_with("size"))
         .unwrap_or_default();
-    for m in ["host", "cuda-staged", "cuda-peermem"] {
+    for m in ["host", &staged, &peermem] {
         assert!(header.contains(&format!("{m} GB/s")), "{m}: {t}");
     }
     let row = t
@@ -110,8 +132,8 @@ fn gdr_compare_puts_the_staged_path_beside_host_memory() {
         3,
         "three columns with a share:\n{t}"
     );
-    let staged: serde_json::Value = common::read_record(&dir.join("cuda-staged.json"));
-    assert_eq!(staged["gpu"]["gdr"], false);
-    assert_eq!(staged["results"][0]["iterations"], 100);
+    let record: serde_json::Value = common::read_record(&dir.join(format!("{staged}.json")));
+    assert_eq!(record["gpu"]["gdr"], false);
+    assert_eq!(record["results"][0]["iterations"], 100);
     std::fs::remove_dir_all(dir).ok();
 }
