@@ -10,7 +10,7 @@
 //!    [`Gpu`], which knows its name and [`PciBusId`] (for the topology and the record) and refuses
 //!    early what it cannot do ([`Gpu::require_dma_buf`], [`Gpu::require_gpu_direct_rdma`]).
 //! 3. [`Gpu::alloc`]: a [`GpuBuffer`]. With dma-buf (`--mem cuda`), [`GpuBuffer::export_dmabuf`]
-//!    gives a [`DmaBuf`], the argument list of `ibv_reg_dmabuf_mr`; with a peer-memory module
+//!    (of a range) gives a [`DmaBuf`], the argument list of `ibv_reg_dmabuf_mr`; with a peer-memory module
 //!    (`--mem cuda-peermem`), the NIC registers [`GpuBuffer::device_ptr`] as it would host memory.
 //! 4. Staged (`--mem cuda-staged`, GPUDirect RDMA off): [`Gpu::pinned`] bounce buffers, which the
 //!    NIC registers as host memory, and a [`CopyQueue`] that moves chunks between them and the
@@ -22,7 +22,7 @@
 //! let gpu = runtime.open(&"0000:17:00.0".parse()?)?;
 //! gpu.require_dma_buf()?; // else: the staged mode
 //! let buf = gpu.alloc(8 << 20)?;
-//! let dmabuf = buf.export_dmabuf()?;
+//! let dmabuf = buf.export_dmabuf(0, buf.len())?;
 //! assert_eq!(dmabuf.iova(), buf.device_ptr());
 //! // pd.reg_dmabuf_mr(dmabuf.offset(), dmabuf.len(), dmabuf.iova(), dmabuf.fd(), access)
 //! # Ok(())
@@ -119,8 +119,9 @@ pub trait GpuBuffer: Send + Sync + fmt::Debug {
     /// A guard that keeps the memory allocated while it lives, for a memory registration.
     fn guard(&self) -> AllocationGuard;
 
-    /// The whole buffer exported as a dma-buf.
-    fn export_dmabuf(&self) -> Result<DmaBuf, AccelError>;
+    /// `offset .. offset + len` of the buffer exported as a dma-buf (its iova the GPU address
+    /// of byte `offset`).
+    fn export_dmabuf(&self, offset: usize, len: usize) -> Result<DmaBuf, AccelError>;
 
     /// Copies `src` to `offset ..`, complete when this returns.
     fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<(), AccelError>;

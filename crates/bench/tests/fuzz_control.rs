@@ -282,7 +282,7 @@ proptest! {
         max_qps in 1u32..=1024,
         max_duration in 1.0f64..1e6,
         host_total in prop::option::of(any::<u64>()),
-        mem in prop::sample::select(vec!["host", "cuda:0", "cuda-staged:0"]),
+        mem in prop::sample::select(vec!["host", "cuda:0", "cuda-staged:0", "rocm-staged:0"]),
     ) {
         let admission = Admission { max_mem, max_qps, max_duration };
         let Ok(plan) = TestPlan::adopt(plan.clone(), plan.test, &PlanRequest::default()) else {

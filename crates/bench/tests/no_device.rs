@@ -62,6 +62,10 @@ fn a_server_that_cannot_open_its_device_or_gpu_never_says_it_waits() {
             vec!["send-lat", "--mem", "cuda-staged:99", "-p", "19203"],
             "cuda-staged:99",
         ),
+        (
+            vec!["write-bw", "--mem", "rocm-peermem:99", "-p", "19204"],
+            "rocm-peermem:99",
+        ),
     ] {
         let start = Instant::now();
         let out = bin()

@@ -24,10 +24,10 @@ fn fixture(name: &str) -> String {
 const GPU_0: &str = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0";
 
 #[test]
-fn accelerators_are_found_by_vendor_and_class_and_cuda_takes_only_nvidias() {
+fn accelerators_are_found_by_vendor_and_class_and_each_runtime_takes_its_own() {
     // The dgx-h100 tree with the GPU behind mlx5_0's switch made an AMD MI300X (a display
-    // controller of vendor 0x1002): topo names it, and a CUDA run on mlx5_0 takes the
-    // NVIDIA GPU across the sockets rather than it.
+    // controller of vendor 0x1002): topo names it, a CUDA run on mlx5_0 takes the NVIDIA GPU
+    // across the sockets rather than it, and a ROCm run takes it.
     let dir = common::scratch("topo-amd");
     let root = common::changed_dgx(
         &dir,
@@ -60,6 +60,10 @@ fn accelerators_are_found_by_vendor_and_class_and_cuda_takes_only_nvidias() {
     let (mem, why) = rdmabench::memory::nearest_gpu(&cuda, "mlx5_0", Some(&tree));
     assert_eq!(mem.name(), "cuda:0000:9e:00.0");
     assert_eq!(why, "the GPU nearest mlx5_0 (SYS on the PCIe tree)");
+    let rocm = rdmabench::memory::MemMode::parse("rocm-staged").unwrap();
+    let (mem, why) = rdmabench::memory::nearest_gpu(&rocm, "mlx5_0", Some(&tree));
+    assert_eq!(mem.name(), "rocm-staged:0000:19:00.0");
+    assert_eq!(why, "the GPU nearest mlx5_0 (PIX on the PCIe tree)");
     std::fs::remove_dir_all(dir).ok();
 }
 

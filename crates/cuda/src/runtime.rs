@@ -111,8 +111,8 @@ impl accel::GpuBuffer for DeviceBuffer {
         DeviceBuffer::guard(self)
     }
 
-    fn export_dmabuf(&self) -> Result<DmaBuf, AccelError> {
-        Ok(self.export_dmabuf_all()?)
+    fn export_dmabuf(&self, offset: usize, len: usize) -> Result<DmaBuf, AccelError> {
+        Ok(DeviceBuffer::export_dmabuf(self, offset, len)?)
     }
 
     fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<(), AccelError> {

@@ -126,7 +126,6 @@ pub fn device_count() -> Result<usize, RocmError> {
 struct Alloc {
     device: Device,
     ptr: NonNull<c_void>,
-    len: usize,
 }
 
 // SAFETY: device memory, reached only through the runtime's calls; a guard gives no access.
@@ -184,7 +183,6 @@ impl DeviceBuffer {
             alloc: Arc::new(Alloc {
                 device: device.clone(),
                 ptr,
-                len: size,
             }),
             len,
         })
@@ -194,21 +192,24 @@ impl DeviceBuffer {
         self.alloc.ptr.as_ptr() as u64
     }
 
-    /// The whole buffer as a dma-buf (`hsa_amd_portable_export_dmabuf`).
-    pub fn export(&self) -> Result<DmaBuf, RocmError> {
+    /// `offset .. offset + len` as a dma-buf (`hsa_amd_portable_export_dmabuf`, which says
+    /// where the range starts in the dma-buf it hands out).
+    pub fn export(&self, offset: usize, len: usize) -> Result<DmaBuf, RocmError> {
+        accel::check_range("dma-buf export", offset, len, self.len)?;
+        if len == 0 {
+            return Err(RocmError::ZeroSize {
+                what: "dma-buf range",
+            });
+        }
         let hsa = api()?
             .hsa
             .as_ref()
             .map_err(|why| RocmError::DmaBufUnsupported { why })?;
-        let (mut fd, mut offset): (c_int, u64) = (-1, 0);
-        // SAFETY: the whole live allocation, and valid out-pointers.
+        let iova = self.address() + offset as u64;
+        let (mut fd, mut at): (c_int, u64) = (-1, 0);
+        // SAFETY: a range inside the live allocation (checked above), valid out-pointers.
         let code = unsafe {
-            (hsa.hsa_amd_portable_export_dmabuf)(
-                self.alloc.ptr.as_ptr(),
-                self.alloc.len,
-                &mut fd,
-                &mut offset,
-            )
+            (hsa.hsa_amd_portable_export_dmabuf)(iova as *const c_void, len, &mut fd, &mut at)
         };
         if code != 0 || fd < 0 {
             return Err(RocmError::Hsa {
@@ -220,13 +221,18 @@ impl DeviceBuffer {
         }
         // SAFETY: the runtime returned a new fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let start = usize::try_from(at).unwrap_or(usize::MAX);
+        let page = accel::host_page_size();
         let range = accel::AlignedRange {
-            base: self.address() - offset,
-            len: (offset as usize).saturating_add(self.alloc.len),
-            offset: offset as usize,
+            base: iova.saturating_sub(at),
+            len: start
+                .saturating_add(len)
+                .div_ceil(page)
+                .saturating_mul(page),
+            offset: start,
         };
         let keep = AllocationGuard::new(Arc::clone(&self.alloc) as Arc<dyn Send + Sync>);
-        Ok(DmaBuf::new(fd, range, self.len, self.address(), keep))
+        Ok(DmaBuf::new(fd, range, len, iova, keep))
     }
 
     fn copy(
@@ -520,8 +526,8 @@ impl accel::GpuBuffer for DeviceBuffer {
         AllocationGuard::new(Arc::clone(&self.alloc) as Arc<dyn Send + Sync>)
     }
 
-    fn export_dmabuf(&self) -> Result<DmaBuf, AccelError> {
-        Ok(self.export()?)
+    fn export_dmabuf(&self, offset: usize, len: usize) -> Result<DmaBuf, AccelError> {
+        Ok(self.export(offset, len)?)
     }
 
     fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<(), AccelError> {

@@ -7,8 +7,8 @@
 //! # From `--mem rocm` to a registered GPU buffer
 //! [`ROCM`] is the `accel::Runtime`: `probe()` loads the runtime and counts the GPUs; `open()`
 //! takes an index or a PCI bus id (`--mem rocm:0000:17:00.0`); the GPU's `alloc()` gives
-//! 64 KiB-aligned memory whose `export_dmabuf()` is `hsa_amd_portable_export_dmabuf` over the
-//! whole allocation, the argument list of `ibv_reg_dmabuf_mr` (`--mem rocm`, perftest's
+//! 64 KiB-aligned memory whose `export_dmabuf()` is `hsa_amd_portable_export_dmabuf` of the
+//! range, the argument list of `ibv_reg_dmabuf_mr` (`--mem rocm`, perftest's
 //! `--use_rocm_dmabuf`). Without dma-buf, `ibv_reg_mr` takes the device pointer through amdgpu's
 //! peer memory (`--mem rocm-peermem`, perftest's `--use_rocm`); `--mem rocm-staged` moves the
 //! payload through pinned host memory (`hipHostMalloc`) on a stream, as `cuda-staged` does.
@@ -19,7 +19,7 @@
 //! rocm::ROCM.probe()?; // Err here, never a panic, without libamdhip64
 //! let gpu = rocm::ROCM.open(&"0".parse()?)?;
 //! let buf = gpu.alloc(8 << 20)?;
-//! let dmabuf = buf.export_dmabuf()?; // ibv_reg_dmabuf_mr(pd, offset, len, iova, fd, access)
+//! let dmabuf = buf.export_dmabuf(0, buf.len())?; // ibv_reg_dmabuf_mr(pd, offset, len, iova, fd, access)
 //! assert_eq!(dmabuf.iova(), buf.device_ptr());
 //! # Ok(())
 //! # }

@@ -247,11 +247,21 @@ fn memory() {
         e.contains("20 bytes at offset 90 do not fit a buffer of 100 bytes"),
         "{e}"
     );
-    let dmabuf = buf.export_dmabuf().unwrap();
+    let dmabuf = buf.export_dmabuf(0, 100).unwrap();
     assert_eq!(
         (dmabuf.iova(), dmabuf.len(), dmabuf.offset()),
         (buf.device_ptr(), 100, 0)
     );
+    let part = buf.export_dmabuf(40, 50).unwrap();
+    assert_eq!((part.iova(), part.len()), (buf.device_ptr() + 40, 50));
+    assert_eq!(
+        part.offset(),
+        40,
+        "the fake places the range at its page offset"
+    );
+    let e = buf.export_dmabuf(90, 20).unwrap_err().to_string();
+    assert!(e.contains("dma-buf export: 20 bytes at offset 90"), "{e}");
+    drop(part);
     // The fake's export is a memfd: not a dma-buf, as an RDMA driver will find.
     assert_eq!(dmabuf.exporter().unwrap(), None);
     drop(buf);

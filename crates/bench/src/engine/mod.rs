@@ -650,7 +650,7 @@ fn register(
         }
         (Some(GpuPath::DmaBuf), Some(gpu)) => {
             let buf = gpu.alloc(len)?;
-            let dmabuf = buf.export_dmabuf()?;
+            let dmabuf = buf.export_dmabuf(0, len)?;
             let (fd, offset, iova) = (dmabuf.raw_fd(), dmabuf.offset(), dmabuf.iova());
             // SAFETY: the region holds the dma-buf, which holds the memory it exports.
             let mr = unsafe {
