@@ -730,10 +730,11 @@ pub fn gpu_dmabuf_attribute(gpu_bdf: &str, kind: topo::Accelerator, live: bool) 
             if ok {
                 Check::pass(NAME, evidence)
             } else {
+                let mode = rt.to_lowercase();
                 Check::warn(NAME, evidence).fix(format!(
-                    "without dma-buf, --mem cuda cannot register GPU memory: load {} \
-                     (--mem cuda-peermem) or use --mem cuda-staged; dma-buf needs the open kernel \
-                     modules of a recent NVIDIA driver",
+                    "without dma-buf, --mem {mode} cannot register GPU memory: load {} \
+                     (--mem {mode}-peermem) or use --mem {mode}-staged; dma-buf needs a recent \
+                     driver ({rt}'s) and a kernel with dma-buf support for it",
                     d.peer_memory_module()
                 ))
             }
