@@ -1,10 +1,11 @@
 //! GPU memory exported as a dma-buf fd, for `ibv_reg_dmabuf_mr` (GPUDirect RDMA without a peer-memory
 //! module), whatever runtime exported it.
 //!
-//! A runtime exports a range whose start and length are multiples of the **host** page size (4 KiB;
-//! [`host_page_size`] reads the running kernel's). A request for an arbitrary `addr .. addr + len` is
-//! therefore widened to the enclosing host-page-aligned range ([`align_range`]), and the position of
-//! `addr` inside it is kept as the MR's offset. The result is exactly the argument list of
+//! CUDA exports a range whose start and length are multiples of the **host** page size (4 KiB;
+//! [`host_page_size`] reads the running kernel's): a request for an arbitrary `addr .. addr + len` is
+//! widened to the enclosing host-page-aligned range ([`align_range`]), and the position of `addr`
+//! inside it is kept as the MR's offset. ROCm's export says itself where `addr` lies in the dma-buf
+//! it hands out. Either way the result is exactly the argument list of
 //!
 //! ```text
 //! ibv_reg_dmabuf_mr(pd, offset, length, iova, fd, access)
@@ -24,9 +25,10 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 
 use crate::AllocationGuard;
 
-/// The usual host page size: 4 KiB on x86-64 and most aarch64 kernels. The export uses [`host_page_size`],
-/// the running kernel's, which is 64 KiB on some aarch64 systems (e.g. Grace); GPU buffers are 64 KiB aligned
-/// and sized, so the widened range stays inside the allocation either way.
+/// The usual host page size: 4 KiB on x86-64 and most aarch64 kernels. CUDA's export uses
+/// [`host_page_size`], the running kernel's, which is 64 KiB on some aarch64 systems (e.g. Grace);
+/// CUDA's buffers are 64 KiB aligned and sized, so the widened range stays inside the allocation
+/// either way.
 pub const HOST_PAGE_SIZE: usize = 4096;
 
 /// The running kernel's page size (`sysconf(_SC_PAGESIZE)`), [`HOST_PAGE_SIZE`] if that fails.

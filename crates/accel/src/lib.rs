@@ -1,5 +1,5 @@
 //! The accelerator-memory seam: what rdmabench needs of a GPU runtime, as traits, and what every
-//! runtime shares. A runtime (CUDA today, in `crates/cuda`) implements [`Runtime`], [`Gpu`],
+//! runtime shares. A runtime (CUDA in `crates/cuda`, ROCm in `crates/rocm`) implements [`Runtime`], [`Gpu`],
 //! [`GpuBuffer`] and [`CopyQueue`]; the benchmark holds only these, and names a runtime in one
 //! place, where `--mem` picks it.
 //!
@@ -67,6 +67,21 @@ pub trait Runtime: Sync {
 
     /// Opens the GPU `gpu` names.
     fn open(&self, gpu: &DeviceSelector) -> Result<Box<dyn Gpu>, AccelError>;
+
+    /// What lets `ibv_reg_mr` take its GPUs' memory by address.
+    fn peer_memory(&self) -> PeerMemory;
+}
+
+/// The kernel piece through which `ibv_reg_mr` registers a runtime's GPU memory by address
+/// (GPUDirect RDMA without dma-buf).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerMemory {
+    /// Its name in messages: "nvidia-peermem".
+    pub name: &'static str,
+    /// A path that exists while it is loaded: "/sys/module/nvidia_peermem".
+    pub loaded_when: &'static str,
+    /// How to get it: "`modprobe nvidia-peermem` (it ships with the NVIDIA driver)".
+    pub how: &'static str,
 }
 
 /// An open GPU.
@@ -88,10 +103,6 @@ pub trait Gpu: Send + Sync + fmt::Debug {
 
     /// Refuses, saying what to use instead, when its memory cannot be exported as dma-buf.
     fn require_dma_buf(&self) -> Result<(), AccelError>;
-
-    /// The kernel module through which `ibv_reg_mr` takes its memory by address, as `modprobe`
-    /// takes it ("nvidia-peermem"; `/sys/module` spells its dashes as underscores).
-    fn peer_memory_module(&self) -> &'static str;
 
     /// `len` bytes of its memory.
     fn alloc(&self, len: usize) -> Result<Box<dyn GpuBuffer>, AccelError>;

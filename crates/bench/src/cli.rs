@@ -149,11 +149,12 @@ pub struct TestArgs {
     #[arg(long = "use_rocm_dmabuf")]
     pub use_rocm_dmabuf: bool,
 
-    /// --mem cuda-staged: bytes per pinned bounce buffer, a multiple of 4K [default: 1M]
+    /// --mem cuda-staged, rocm-staged: bytes per pinned bounce buffer, a multiple of 4K
+    /// [default: 1M]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub staging_chunk: Option<u64>,
 
-    /// --mem cuda-staged: number of bounce buffers per QP, 1 to 64 [default: 4]
+    /// --mem cuda-staged, rocm-staged: number of bounce buffers per QP, 1 to 64 [default: 4]
     #[arg(long, value_name = "N")]
     pub staging_depth: Option<usize>,
 
@@ -467,12 +468,12 @@ impl TestArgs {
     }
 
     /// How several rails choose their GPUs: `--gpu-map`, else the GPU `--mem` (or
-    /// `--use_cuda`) names, else each rail's nearest.
+    /// `--use_cuda`, `--use_rocm`) names, else each rail's nearest.
     fn rail_gpus(&self) -> RailGpus {
         match (&self.gpu_map, &self.mem) {
             (Some(map), _) => RailGpus::Map(map.0.clone()),
             (None, Some(m)) if m.names_gpu => RailGpus::AsGiven,
-            (None, None) if self.use_cuda.is_some() => RailGpus::AsGiven,
+            (None, None) if self.use_cuda.is_some() || self.use_rocm.is_some() => RailGpus::AsGiven,
             (None, _) => RailGpus::Nearest,
         }
     }
@@ -625,6 +626,8 @@ mod tests {
         assert_eq!(with(&["--mem", "cuda"]), Ok(RailGpus::Nearest));
         assert_eq!(with(&["--mem", "cuda:3"]), Ok(RailGpus::AsGiven));
         assert_eq!(with(&["--use_cuda=2"]), Ok(RailGpus::AsGiven));
+        assert_eq!(with(&["--use_rocm=2"]), Ok(RailGpus::AsGiven));
+        assert_eq!(with(&["--mem", "rocm-staged"]), Ok(RailGpus::Nearest));
         assert!(matches!(
             with(&["--mem", "cuda", "--gpu-map", "4,5"]),
             Ok(RailGpus::Map(m)) if m.len() == 2

@@ -28,8 +28,8 @@ pub struct LogFindings(pub usize);
 pub enum Exit {
     /// 0: everything passed.
     Success,
-    /// 1: the run failed (no device, no libibverbs or CUDA driver, a dead peer, a timeout,
-    /// wrong bytes).
+    /// 1: the run failed (no device, no libibverbs, CUDA driver or ROCm runtime, a dead
+    /// peer, a timeout, wrong bytes).
     Failed,
     /// 2: what was asked cannot run as asked: a bad value, a bad combination, or a plan a
     /// device's limits refuse (a UD message above the path MTU, `-I` or `-o` above the

@@ -87,14 +87,6 @@ impl GpuRuntime {
             GpuRuntime::Rocm => topo::Accelerator::Amd,
         }
     }
-
-    /// What lets `ibv_reg_mr` take its memory by address, for the header.
-    pub fn peer_memory(self) -> &'static str {
-        match self {
-            GpuRuntime::Cuda => "nvidia-peermem",
-            GpuRuntime::Rocm => "amdgpu peer memory",
-        }
-    }
 }
 
 /// How the NIC reaches a GPU buffer.

@@ -90,7 +90,7 @@ fn every_rocm_mode_fails_fast_naming_the_missing_runtime() {
             &["--use_rocm", "0"],
             &["--use_rocm=0", "--use_rocm_dmabuf"],
         ],
-        &["no ROCm runtime", "libamdhip64.so.6", "LD_LIBRARY_PATH"],
+        &["no ROCm runtime", "libamdhip64.so", "LD_LIBRARY_PATH"],
     );
 }
 

@@ -56,7 +56,7 @@ impl Fake {
             lib: fake_rocm()?,
             env: &[],
             gpu0: "Fake AMD GPU 0",
-            peer_memory: "amdgpu peer memory",
+            peer_memory: "amdgpu PeerDirect",
             free_log: "FAKE_ROCM_FREE_LOG",
         })
     }

@@ -64,6 +64,23 @@ fn accelerators_are_found_by_vendor_and_class_and_each_runtime_takes_its_own() {
     let (mem, why) = rdmabench::memory::nearest_gpu(&rocm, "mlx5_0", Some(&tree));
     assert_eq!(mem.name(), "rocm-staged:0000:19:00.0");
     assert_eq!(why, "the GPU nearest mlx5_0 (PIX on the PCIe tree)");
+    // doctor on mlx5_0 meets the MI300X: NVIDIA's GPUDirect pieces are not asked of it.
+    let out = run(&[
+        "doctor",
+        "--sysfs-root",
+        root,
+        "-d",
+        "mlx5_0",
+        "--sample-secs",
+        "0",
+    ]);
+    let report = stdout(&out);
+    assert!(
+        report.contains("an AMD GPU: this check reads NVIDIA's pieces")
+            && report.contains("GPU dma-buf support")
+            && !report.contains("nvidia-peermem` "),
+        "{report}"
+    );
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -39,6 +39,14 @@ impl accel::Runtime for Cuda {
     fn open(&self, gpu: &DeviceSelector) -> Result<Box<dyn accel::Gpu>, AccelError> {
         Ok(Box::new(Device::open(gpu)?))
     }
+
+    fn peer_memory(&self) -> accel::PeerMemory {
+        accel::PeerMemory {
+            name: "nvidia-peermem",
+            loaded_when: "/sys/module/nvidia_peermem",
+            how: "`modprobe nvidia-peermem` (it ships with the NVIDIA driver)",
+        }
+    }
 }
 
 impl accel::Gpu for Device {
@@ -64,10 +72,6 @@ impl accel::Gpu for Device {
 
     fn require_dma_buf(&self) -> Result<(), AccelError> {
         Ok(Device::require_dma_buf(self)?)
-    }
-
-    fn peer_memory_module(&self) -> &'static str {
-        "nvidia-peermem"
     }
 
     fn alloc(&self, len: usize) -> Result<Box<dyn accel::GpuBuffer>, AccelError> {

@@ -10,10 +10,21 @@ use libloading::Library;
 
 use crate::error::RocmError;
 
-/// The HIP runtime's sonames, newest first.
-const HIP_LIBRARIES: &[&str] = &["libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so"];
+/// The HIP runtime's sonames, newest first, then where ROCm installs it when it is not on the
+/// loader's path.
+const HIP_LIBRARIES: &[&str] = &[
+    "libamdhip64.so.7",
+    "libamdhip64.so.6",
+    "libamdhip64.so.5",
+    "libamdhip64.so",
+    "/opt/rocm/lib/libamdhip64.so",
+];
 /// The HSA runtime's.
-const HSA_LIBRARIES: &[&str] = &["libhsa-runtime64.so.1", "libhsa-runtime64.so"];
+const HSA_LIBRARIES: &[&str] = &[
+    "libhsa-runtime64.so.1",
+    "libhsa-runtime64.so",
+    "/opt/rocm/lib/libhsa-runtime64.so",
+];
 
 /// `hipMemcpyHostToDevice`.
 pub const HOST_TO_DEVICE: c_int = 1;

@@ -7,9 +7,9 @@ use accel::{OutOfBounds, SelectorError};
 pub enum RocmError {
     /// The HIP runtime library could not be loaded.
     #[error(
-        "no ROCm runtime: libamdhip64.so.6 (or .so.5) not found; install ROCm (it provides \
-         libamdhip64 and libhsa-runtime64) or add its lib directory (/opt/rocm/lib) to \
-         LD_LIBRARY_PATH; `rocm-smi` should then list the GPUs"
+        "no ROCm runtime: libamdhip64.so (.7, .6 or .5) not found on the loader's path or in \
+         /opt/rocm/lib; install ROCm (it provides libamdhip64 and libhsa-runtime64) or add its \
+         lib directory to LD_LIBRARY_PATH; `rocm-smi` should then list the GPUs"
     )]
     NoRuntime,
 

@@ -13,7 +13,7 @@ use accel::{AccelError, AllocationGuard, DeviceSelector, DmaBuf, PciBusId};
 use crate::api::{self, api, hip_ok};
 use crate::error::RocmError;
 
-/// GPU memory is handed out in 64 KiB pages, as `ibv_reg_dmabuf_mr` and peer memory expect.
+/// GPU allocations are rounded up to whole 64 KiB, the GPU page peer memory pins.
 const GPU_PAGE: usize = 64 << 10;
 
 /// An open AMD GPU.
@@ -75,9 +75,10 @@ impl Device {
                 "",
             )?;
         }
+        // The last byte stays NUL whatever the runtime wrote before it.
+        (name[255], bus[63]) = (0, 0);
         let text = |b: &[c_char]| {
-            // SAFETY: the runtime wrote a NUL-terminated string into the zeroed buffer, whose
-            // last byte it never fills.
+            // SAFETY: NUL-terminated: the buffer's last byte is 0.
             unsafe { CStr::from_ptr(b.as_ptr()) }
                 .to_string_lossy()
                 .into_owned()
@@ -142,7 +143,7 @@ impl Drop for Alloc {
     }
 }
 
-/// GPU memory: `len` bytes at a 64 KiB aligned device address.
+/// GPU memory: `len` bytes from `hipMalloc`, its size rounded up to 64 KiB.
 pub struct DeviceBuffer {
     alloc: Arc<Alloc>,
     len: usize,
@@ -345,13 +346,18 @@ impl Drop for CopyQueue {
         let Ok(hip) = self.device.bind() else {
             return;
         };
-        // SAFETY: live handles, each destroyed once, after the stream's queued copies are done.
+        // SAFETY: live handles, each destroyed once, after the stream's queued copies are done
+        // (a null stream, never created, is not HIP's default stream to wait on or destroy).
         unsafe {
-            let _ = (hip.hipStreamSynchronize)(self.stream);
+            if !self.stream.is_null() {
+                let _ = (hip.hipStreamSynchronize)(self.stream);
+            }
             for &e in &self.events {
                 let _ = (hip.hipEventDestroy)(e);
             }
-            let _ = (hip.hipStreamDestroy)(self.stream);
+            if !self.stream.is_null() {
+                let _ = (hip.hipStreamDestroy)(self.stream);
+            }
         }
     }
 }
@@ -494,10 +500,6 @@ impl accel::Gpu for Device {
             Ok(_) => Ok(()),
             Err(why) => Err(RocmError::DmaBufUnsupported { why }.into()),
         }
-    }
-
-    fn peer_memory_module(&self) -> &'static str {
-        "amdgpu"
     }
 
     fn alloc(&self, len: usize) -> Result<Box<dyn accel::GpuBuffer>, AccelError> {

@@ -62,4 +62,13 @@ impl accel::Runtime for Rocm {
     fn open(&self, gpu: &DeviceSelector) -> Result<Box<dyn accel::Gpu>, AccelError> {
         Ok(Box::new(Device::open(gpu)?))
     }
+
+    fn peer_memory(&self) -> accel::PeerMemory {
+        accel::PeerMemory {
+            name: "amdgpu PeerDirect",
+            loaded_when: "/sys/kernel/mm/memory_peers/amdkfd/version",
+            how: "install amdgpu-dkms (ROCm's kernel driver) with an ib_core that has the \
+                  peer-memory API (MLNX_OFED, DOCA-OFED)",
+        }
+    }
 }

@@ -128,7 +128,12 @@ fn a_missing_or_failing_runtime_is_one_line_naming_what_to_do() {
         return;
     };
     let cases: [Case; 6] = [
-        ("probe", &f.empty, &[], "no ROCm runtime: libamdhip64.so.6"),
+        (
+            "probe",
+            &f.empty,
+            &[],
+            "no ROCm runtime: libamdhip64.so (.7, .6 or .5) not found",
+        ),
         (
             "probe",
             &f.old,
@@ -224,7 +229,7 @@ fn devices() {
         e.contains("no ROCm device at 0000:33:00.0: the GPUs are at 0000:17:00.0, 0000:9a:00.0"),
         "{e}"
     );
-    assert_eq!(g.peer_memory_module(), "amdgpu");
+    assert_eq!(rocm::ROCM.peer_memory().name, "amdgpu PeerDirect");
     println!("SCENARIO devices OK");
 }
 
@@ -233,7 +238,7 @@ fn memory() {
     g.require_gpu_direct_rdma().unwrap();
     g.require_dma_buf().unwrap();
     let buf = g.alloc(100).unwrap();
-    assert_eq!((buf.len(), buf.device_ptr() % 65536), (100, 0));
+    assert_eq!(buf.len(), 100);
     let bytes: Vec<u8> = (0..100).collect();
     buf.copy_from_host(0, &bytes).unwrap();
     let mut back = vec![0u8; 60];

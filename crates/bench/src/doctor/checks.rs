@@ -732,10 +732,11 @@ pub fn gpu_dmabuf_attribute(gpu_bdf: &str, kind: topo::Accelerator, live: bool) 
             } else {
                 let mode = rt.to_lowercase();
                 Check::warn(NAME, evidence).fix(format!(
-                    "without dma-buf, --mem {mode} cannot register GPU memory: load {} \
-                     (--mem {mode}-peermem) or use --mem {mode}-staged; dma-buf needs a recent \
+                    "without dma-buf, --mem {mode} cannot register GPU memory: use --mem \
+                     {mode}-peermem ({}: {}) or --mem {mode}-staged; dma-buf needs a recent \
                      driver ({rt}'s) and a kernel with dma-buf support for it",
-                    d.peer_memory_module()
+                    runtime.peer_memory().name,
+                    runtime.peer_memory().how
                 ))
             }
         }

@@ -196,7 +196,7 @@ fn choose_gpu<'t>(
         return match found {
             Some(gpu) => Ok(Some((gpu, "given by --gpu".to_string()))),
             None => bail!(
-                "--gpu {wanted}: no such NVIDIA GPU; GPUs (index: bus id, in PCI address \
+                "--gpu {wanted}: no such GPU; GPUs (index: bus id, in PCI address \
                  order): {}",
                 listing()
             ),
@@ -312,7 +312,7 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
             let check = checks::pcie_link("GPU PCIe link", &gpu.bdf, &gpu.link, upstream, true);
             checks::with_uplinks(check, &checks::downtrained_uplinks(&gpu.path))
         }
-        None => Check::skip("GPU PCIe link", "no NVIDIA GPU found"),
+        None => Check::skip("GPU PCIe link", "no GPU found"),
     });
     if let (Some(nic), Some(port)) = (&nic, port) {
         let verbs = live.then(|| verbs_active_mtu(&nic.name, opts.port));
@@ -331,7 +331,7 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     let gdr_skip = match (&nic, &gpu) {
         (Some(nic), _) if nic.is_virtual() => Some(format!("{VIRTUAL}: GPUDirect needs a PCI NIC")),
         (None, _) => Some("no RDMA device".to_string()),
-        (_, None) => Some("no NVIDIA GPU found".to_string()),
+        (_, None) => Some("no GPU found".to_string()),
         _ => None,
     };
     match (&gdr_skip, pair, &topology) {
@@ -349,12 +349,21 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     }
     match &gdr_skip {
         None => {
-            checks.push(checks::gpudirect(&GdrFacts::read(sysfs)));
             let (bdf, kind) = gpu
                 .as_ref()
                 .map_or(("", topo::Accelerator::Nvidia), |(g, _)| {
                     (g.bdf.as_str(), g.kind)
                 });
+            checks.push(match kind {
+                topo::Accelerator::Nvidia => checks::gpudirect(&GdrFacts::read(sysfs)),
+                other => Check::skip(
+                    "GPUDirect RDMA",
+                    format!(
+                        "an {other} GPU: this check reads NVIDIA's pieces (nvidia-peermem, the \
+                         NVIDIA driver's dma-buf); the next one asks the GPU's own runtime"
+                    ),
+                ),
+            });
             checks.push(checks::gpu_dmabuf_attribute(bdf, kind, live));
         }
         Some(why) => {

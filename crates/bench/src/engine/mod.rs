@@ -662,23 +662,10 @@ fn register(
         (Some(GpuPath::PeerMem), Some(gpu)) => {
             let buf = gpu.alloc(len)?;
             // SAFETY: the region holds a guard of the device memory.
-            let mr =
-                unsafe {
-                    MemoryRegion::register_raw(pd, buf.device_ptr(), len, access, buf.guard())
-                }
-                .map_err(|e| {
-                    let module = gpu.peer_memory_module();
-                    let loaded = std::path::Path::new("/sys/module")
-                        .join(module.replace('-', "_"))
-                        .exists();
-                    anyhow::anyhow!(
-                    "{}: {e}; ibv_reg_mr on GPU memory needs the {module} module, which is {}: \
-                     `modprobe {module}`, or use --mem {} (dma-buf)",
-                    what(),
-                    mem.with_path(GpuPath::DmaBuf),
-                    if loaded { "loaded (so the NIC driver refused anyway)" } else { "not loaded" }
-                )
-                })?;
+            let mr = unsafe {
+                MemoryRegion::register_raw(pd, buf.device_ptr(), len, access, buf.guard())
+            }
+            .map_err(|e| peer_memory_refused(&what(), &e, mem))?;
             Ok((mr, Some(GpuMemory { buf }), None))
         }
         (Some(GpuPath::Staged), Some(gpu)) => {
@@ -708,6 +695,26 @@ fn register(
         }
         (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
     }
+}
+
+/// Why `ibv_reg_mr` of `mem`'s GPU memory failed with `e`: its runtime's peer memory, loaded
+/// or not, and what to do.
+fn peer_memory_refused(what: &str, e: &verbs::VerbsError, mem: &MemMode) -> anyhow::Error {
+    let Some(peer) = mem.runtime().map(|r| r.peer_memory()) else {
+        return anyhow::anyhow!("{what}: {e}");
+    };
+    let state = if std::path::Path::new(peer.loaded_when).exists() {
+        "loaded (so the NIC driver refused anyway)"
+    } else {
+        "not loaded"
+    };
+    anyhow::anyhow!(
+        "{what}: {e}; ibv_reg_mr on GPU memory needs {}, which is {state}: {}, or use --mem {} \
+         (dma-buf)",
+        peer.name,
+        peer.how,
+        mem.with_path(GpuPath::DmaBuf)
+    )
 }
 
 /// The largest inline size for which `creates` succeeds (verbs has no query for it), found

@@ -132,8 +132,9 @@ fn memory_text(mem: &str, gpu: Option<&GpuRecord>) -> String {
     };
     let path = match (g.gdr, MemMode::parse(mem)) {
         (false, _) => "GPUDirect RDMA off (staged through host memory)".to_string(),
-        (true, Ok(MemMode::Gpu(m))) if m.path == GpuPath::PeerMem => {
-            format!("GPUDirect RDMA on ({})", m.runtime.peer_memory())
+        (true, Ok(m)) if m.gpu_mem().is_some_and(|g| g.path == GpuPath::PeerMem) => {
+            let peer = m.runtime().map_or("peer memory", |r| r.peer_memory().name);
+            format!("GPUDirect RDMA on ({peer})")
         }
         (true, _) => "GPUDirect RDMA on (dma-buf)".to_string(),
     };
