@@ -360,21 +360,12 @@ impl Device {
 mod tests {
     use super::*;
 
-    fn id(domain: u32, bus: u8, device: u8, function: u8) -> PciBusId {
-        PciBusId {
-            domain,
-            bus,
-            device,
-            function,
-        }
-    }
-
     #[test]
     fn require_attributes_name_the_attribute() {
         let mut info = DeviceInfo {
             ordinal: 1,
             name: "NVIDIA H200".into(),
-            pci_bus_id: id(0, 0x17, 0, 0),
+            pci_bus_id: "0000:17:00.0".parse().unwrap(),
             total_memory: 1 << 30,
             dma_buf_supported: false,
             gpu_direct_rdma_supported: false,

@@ -4,9 +4,8 @@
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::{FromRawFd, OwnedFd};
-use std::sync::Arc;
 
-use accel::{align_range, host_page_size, AllocationGuard, DmaBuf};
+use accel::{align_range, host_page_size, DmaBuf};
 use cudarc::driver::sys;
 
 use crate::driver;
@@ -69,8 +68,7 @@ impl DeviceBuffer {
         }
         // SAFETY: the driver returned a new fd that nothing else owns.
         let fd = unsafe { OwnedFd::from_raw_fd(fd) };
-        let keep = AllocationGuard::new(Arc::clone(alloc) as Arc<dyn Send + Sync>);
-        Ok(DmaBuf::new(fd, range, len, iova, keep))
+        Ok(DmaBuf::new(fd, range, len, iova, self.guard()))
     }
 
     /// Exports the whole buffer (`offset` 0, `iova` = [`DeviceBuffer::device_ptr`]).

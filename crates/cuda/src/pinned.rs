@@ -109,6 +109,11 @@ impl PinnedBuffer {
         self.alloc.len == 0
     }
 
+    /// Start address, never null (what the seam's `accel::PinnedBuffer` is built from).
+    pub fn as_non_null(&self) -> NonNull<u8> {
+        self.alloc.ptr
+    }
+
     /// Start address, e.g. for `ibv_reg_mr`.
     pub fn as_ptr(&self) -> *const u8 {
         self.alloc.ptr.as_ptr()

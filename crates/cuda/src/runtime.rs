@@ -2,7 +2,6 @@
 //! buffers and streams as the seam's [`accel::Gpu`], [`accel::GpuBuffer`] and
 //! [`accel::CopyQueue`]. Every call is one of this crate's own; nothing here decides anything.
 
-use std::ptr::NonNull;
 use std::sync::Arc;
 
 use accel::{AccelError, AllocationGuard, DeviceSelector, DmaBuf, PciBusId};
@@ -80,11 +79,7 @@ impl accel::Gpu for Device {
 
     fn pinned(&self, len: usize) -> Result<accel::PinnedBuffer, AccelError> {
         let pinned = PinnedBuffer::new(self, len)?;
-        let ptr = NonNull::new(pinned.as_ptr().cast_mut()).ok_or(CudaError::Driver {
-            call: "cuMemHostAlloc",
-            code: 0,
-            hint: "the driver reported success but returned a null pointer",
-        })?;
+        let ptr = pinned.as_non_null();
         let keep = AllocationGuard::new(Arc::new(pinned));
         // SAFETY: `ptr` is the pinned buffer's, valid and zeroed for `len` bytes while `keep`
         // (which owns the buffer) lives.

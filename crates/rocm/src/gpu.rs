@@ -123,22 +123,67 @@ pub fn device_count() -> Result<usize, RocmError> {
     Ok(n as usize)
 }
 
-/// One `hipMalloc` allocation, shared by its buffer, guards and dma-bufs.
+/// One allocation of GPU memory (`hipMalloc`) or of pinned host memory (`hipHostMalloc`),
+/// shared by its buffer, guards and dma-bufs, freed by the call that matches.
 struct Alloc {
     device: Device,
     ptr: NonNull<c_void>,
+    pinned: bool,
 }
 
-// SAFETY: device memory, reached only through the runtime's calls; a guard gives no access.
+// SAFETY: device memory is reached only through the runtime's calls, pinned host memory only
+// through `accel::PinnedBuffer`'s &self / &mut self; a guard gives no access.
 unsafe impl Send for Alloc {}
 // SAFETY: as above.
 unsafe impl Sync for Alloc {}
 
+impl Alloc {
+    /// `size` bytes on `device`, pinned host memory or GPU memory.
+    fn new(device: &Device, size: usize, pinned: bool) -> Result<Alloc, RocmError> {
+        let hip = device.bind()?;
+        let mut p: *mut c_void = std::ptr::null_mut();
+        let (call, hint, code) = if pinned {
+            // SAFETY: valid out-pointer.
+            let code = unsafe { (hip.hipHostMalloc)(&mut p, size, api::HOST_MALLOC_PORTABLE) };
+            (
+                "hipHostMalloc",
+                "; cannot pin that much host memory: check `ulimit -l` and free \
+                 RAM, or use smaller staging chunks",
+                code,
+            )
+        } else {
+            // SAFETY: valid out-pointer; the device is current.
+            let code = unsafe { (hip.hipMalloc)(&mut p, size) };
+            (
+                "hipMalloc",
+                "; free GPU memory or use smaller messages",
+                code,
+            )
+        };
+        hip_ok(call, code, hint)?;
+        let ptr = NonNull::new(p).ok_or(RocmError::Hip {
+            call,
+            code: 0,
+            hint: "; the runtime reported success but returned a null pointer",
+        })?;
+        Ok(Alloc {
+            device: device.clone(),
+            ptr,
+            pinned,
+        })
+    }
+}
+
 impl Drop for Alloc {
     fn drop(&mut self) {
         if let Ok(hip) = self.device.bind() {
-            // SAFETY: allocated by hipMalloc, freed once, when the last holder is gone.
-            let _ = unsafe { (hip.hipFree)(self.ptr.as_ptr()) };
+            let free = if self.pinned {
+                hip.hipHostFree
+            } else {
+                hip.hipFree
+            };
+            // SAFETY: allocated by the matching call, freed once, when the last holder is gone.
+            let _ = unsafe { free(self.ptr.as_ptr()) };
         }
     }
 }
@@ -166,27 +211,15 @@ impl DeviceBuffer {
             return Err(RocmError::ZeroSize { what: "GPU buffer" });
         }
         let size = len.div_ceil(GPU_PAGE).saturating_mul(GPU_PAGE);
-        let hip = device.bind()?;
-        let mut p: *mut c_void = std::ptr::null_mut();
-        // SAFETY: valid out-pointer; the device is current.
-        let code = unsafe { (hip.hipMalloc)(&mut p, size) };
-        hip_ok(
-            "hipMalloc",
-            code,
-            "; free GPU memory or use smaller messages",
-        )?;
-        let ptr = NonNull::new(p).ok_or(RocmError::Hip {
-            call: "hipMalloc",
-            code: 0,
-            hint: "; the runtime reported success but returned a null pointer",
-        })?;
         Ok(DeviceBuffer {
-            alloc: Arc::new(Alloc {
-                device: device.clone(),
-                ptr,
-            }),
+            alloc: Arc::new(Alloc::new(device, size, false)?),
             len,
         })
+    }
+
+    /// A guard that keeps this buffer's memory allocated while it lives.
+    fn keep(&self) -> AllocationGuard {
+        AllocationGuard::new(Arc::clone(&self.alloc) as Arc<dyn Send + Sync>)
     }
 
     fn address(&self) -> u64 {
@@ -232,8 +265,7 @@ impl DeviceBuffer {
                 .saturating_mul(page),
             offset: start,
         };
-        let keep = AllocationGuard::new(Arc::clone(&self.alloc) as Arc<dyn Send + Sync>);
-        Ok(DmaBuf::new(fd, range, len, iova, keep))
+        Ok(DmaBuf::new(fd, range, len, iova, self.keep()))
     }
 
     fn copy(
@@ -273,50 +305,19 @@ impl DeviceBuffer {
     }
 }
 
-/// One `hipHostMalloc` allocation.
-struct Pinned {
-    device: Device,
-    ptr: NonNull<c_void>,
-}
-
-// SAFETY: host memory, reached through `accel::PinnedBuffer`'s &self / &mut self only.
-unsafe impl Send for Pinned {}
-// SAFETY: as above.
-unsafe impl Sync for Pinned {}
-
-impl Drop for Pinned {
-    fn drop(&mut self) {
-        if let Ok(hip) = self.device.bind() {
-            // SAFETY: allocated by hipHostMalloc, freed once, when the last holder is gone.
-            let _ = unsafe { (hip.hipHostFree)(self.ptr.as_ptr()) };
-        }
-    }
-}
-
 fn pinned(device: &Device, len: usize) -> Result<accel::PinnedBuffer, RocmError> {
     if len == 0 {
         return Err(RocmError::ZeroSize {
             what: "pinned host buffer",
         });
     }
-    let hip = device.bind()?;
-    let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: valid out-pointer.
-    let code = unsafe { (hip.hipHostMalloc)(&mut p, len, api::HOST_MALLOC_PORTABLE) };
-    hip_ok("hipHostMalloc", code, "; cannot pin that much host memory: check `ulimit -l` and free RAM, or use smaller staging chunks")?;
-    let ptr = NonNull::new(p).ok_or(RocmError::Hip {
-        call: "hipHostMalloc",
-        code: 0,
-        hint: "; the runtime reported success but returned a null pointer",
-    })?;
+    let alloc = Alloc::new(device, len, true)?;
+    let ptr = alloc.ptr.cast::<u8>();
     // SAFETY: `ptr` is valid for `len` bytes and ours; zeroing makes them initialised.
-    unsafe { std::ptr::write_bytes(ptr.as_ptr().cast::<u8>(), 0, len) };
-    let keep = AllocationGuard::new(Arc::new(Pinned {
-        device: device.clone(),
-        ptr,
-    }));
+    unsafe { std::ptr::write_bytes(ptr.as_ptr(), 0, len) };
+    let keep = AllocationGuard::new(Arc::new(alloc));
     // SAFETY: valid, zeroed and owned by `keep` for `len` bytes.
-    Ok(unsafe { accel::PinnedBuffer::from_raw(ptr.cast::<u8>(), len, keep) })
+    Ok(unsafe { accel::PinnedBuffer::from_raw(ptr, len, keep) })
 }
 
 /// A stream and the events recorded on it as markers; synchronised on drop, before either is
@@ -525,7 +526,7 @@ impl accel::GpuBuffer for DeviceBuffer {
     }
 
     fn guard(&self) -> AllocationGuard {
-        AllocationGuard::new(Arc::clone(&self.alloc) as Arc<dyn Send + Sync>)
+        self.keep()
     }
 
     fn export_dmabuf(&self, offset: usize, len: usize) -> Result<DmaBuf, AccelError> {

@@ -507,9 +507,10 @@ pub fn check_memory_mode(
     plan: &TestPlan,
     role: Role,
 ) -> Result<(), PlanError> {
-    let on_gpu = *mem != MemMode::Host;
+    // The NIC reaches the GPU's memory itself (dma-buf or peer memory): the CPU cannot.
+    let direct = mem.gdr();
     let staged = mem.is_staged();
-    if on_gpu && !staged && plan.inline > 0 {
+    if direct && plan.inline > 0 {
         return Err(PlanError(format!(
             "{flag} {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
              which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
@@ -537,7 +538,7 @@ pub fn check_memory_mode(
         return Err(PlanError(format!("{flag} {}: {why}", mem.name())));
     }
     let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
-    if on_gpu && !staged && lat_write {
+    if direct && lat_write {
         return Err(PlanError(format!(
             "{flag} {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
              use send-lat, --mem {} (it polls the bounce buffer), or --mem host",
