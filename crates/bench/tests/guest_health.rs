@@ -47,8 +47,8 @@ fn health_measures_every_nic_within_its_budget_and_learns_what_it_expects() {
         assert!(nic["min_gbits"].as_f64().unwrap() > 0.0, "{file}");
     }
     // What it learned it takes back: the loopback runs are judged, and pass (the learned
-    // least is 90% of what this node did; a loaded guest may still fall below it, so the
-    // run is given a few tries).
+    // least is 90% of the least of three rounds this node did; a guest loaded by other
+    // lanes' guests may still fall below it, so the run is given a few tries).
     let ok = (0..3).any(|_| {
         let out = bin()
             .args(["health", "--expect", learned.to_str().unwrap()])
