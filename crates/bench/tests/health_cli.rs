@@ -2,7 +2,8 @@
 //! tree, the same with one NIC at x8, one GPU at Gen4 and one NIC missing, each with the
 //! findings, codes and exit codes a monitor reads (snapshots of the whole text, timings
 //! blanked); `--learn` then `--expect` round-trips; a file that is no expectations is
-//! UNKNOWN (3); `--json` and `--prom` are written. A climbing counter is `health::check`'s
+//! UNKNOWN (3); `--json` and `--prom` are written; an AMD node is judged by AMD's GPUDirect
+//! pieces. A climbing counter is `health::check`'s
 //! unit test (it needs the counters to change between the two readings).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,6 +17,7 @@ use common::{bin, changed_dgx, keep_json, promtool, scratch, text, topo_fixture 
 
 const NIC_1: &str = "sys/devices/pci0000:9a/0000:9a:01.0/0000:9b:00.0/0000:9c:00.0/0000:9d:00.0";
 const GPU_1: &str = "sys/devices/pci0000:9a/0000:9a:01.0/0000:9b:00.0/0000:9c:01.0/0000:9e:00.0";
+const GPU_0: &str = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0/0000:19:00.0";
 
 /// `rdmabench health` on `root` with `more`, the counters read twice at once.
 fn health(root: &Path, more: &[&str]) -> Output {
@@ -95,6 +97,37 @@ fn a_nic_at_x8_a_gpu_at_gen4_and_a_missing_nic_are_critical() {
             assert!(text(&out).contains("PCIE_DEGRADED"), "{}", text(&out));
         }
     }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn an_amd_node_needs_amdgpu_peer_direct_or_dma_buf_not_nvidias_pieces() {
+    // Both GPUs made MI300X (the copy keeps nvidia_peermem loaded, which an AMD GPU cannot
+    // use, and has no amdgpu and no kernel configuration).
+    let dir = scratch("health-amd");
+    let amd = |gpu: &str| {
+        format!(
+            "echo 0x1002 > {gpu}/vendor && echo 0x74a1 > {gpu}/device && \
+             echo 0x038000 > {gpu}/class"
+        )
+    };
+    let root = changed_dgx(&dir, &format!("{} && {}", amd(GPU_0), amd(GPU_1)));
+    let out = health(&root, &[]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.starts_with("HEALTH CRITICAL - node GDR_UNAVAILABLE")
+            && said.contains("amdgpu PeerDirect not loaded and no dma-buf")
+            && said.contains("the amdgpu module is not loaded"),
+        "{said}"
+    );
+    let peers = root.join("sys/kernel/mm/memory_peers/amdkfd");
+    std::fs::create_dir_all(&peers).unwrap();
+    std::fs::write(peers.join("version"), "1.0\n").unwrap();
+    let out = health(&root, &[]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    assert!(said.contains("GPUDirect RDMA ready"), "{said}");
     std::fs::remove_dir_all(dir).ok();
 }
 

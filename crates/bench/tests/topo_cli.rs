@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::process::Output;
 
 use common::{bin, doctor_check as check, text, transcript, workspace_root};
@@ -64,23 +65,38 @@ fn accelerators_are_found_by_vendor_and_class_and_each_runtime_takes_its_own() {
     let (mem, why) = rdmabench::memory::nearest_gpu(&rocm, "mlx5_0", Some(&tree));
     assert_eq!(mem.name(), "rocm-staged:0000:19:00.0");
     assert_eq!(why, "the GPU nearest mlx5_0 (PIX on the PCIe tree)");
-    // doctor on mlx5_0 meets the MI300X: NVIDIA's GPUDirect pieces are not asked of it.
-    let out = run(&[
-        "doctor",
-        "--sysfs-root",
-        root,
-        "-d",
-        "mlx5_0",
-        "--sample-secs",
-        "0",
-    ]);
-    let report = stdout(&out);
+    // doctor on mlx5_0 meets the MI300X: AMD's GPUDirect pieces are asked, not NVIDIA's
+    // (the copy has nvidia_peermem loaded, no amdgpu and no kernel configuration).
+    let doctor = || {
+        let out = run(&[
+            "doctor",
+            "--sysfs-root",
+            root,
+            "-d",
+            "mlx5_0",
+            "--sample-secs",
+            "0",
+        ]);
+        stdout(&out)
+    };
+    let report = doctor();
+    let (verdict, evidence) = check(&report, "GPUDirect RDMA");
+    assert_eq!(verdict, "FAIL", "{report}");
     assert!(
-        report.contains("an AMD GPU: this check reads NVIDIA's pieces")
-            && report.contains("GPU dma-buf support")
-            && !report.contains("nvidia-peermem` "),
+        evidence.contains("amdgpu PeerDirect not loaded and no dma-buf")
+            && evidence.contains("the amdgpu module is not loaded")
+            && !evidence.contains("nvidia"),
         "{report}"
     );
+    assert!(report.contains("GPU dma-buf support"), "{report}");
+    // amdgpu's PeerDirect registered with the RDMA core: ready.
+    let peers = Path::new(root).join("sys/kernel/mm/memory_peers/amdkfd");
+    std::fs::create_dir_all(&peers).unwrap();
+    std::fs::write(peers.join("version"), "1.0\n").unwrap();
+    let report = doctor();
+    let (verdict, evidence) = check(&report, "GPUDirect RDMA");
+    assert_eq!(verdict, "PASS", "{report}");
+    assert!(evidence.starts_with("amdgpu PeerDirect loaded"), "{report}");
     std::fs::remove_dir_all(dir).ok();
 }
 

@@ -247,6 +247,9 @@ fn gdr_text(gdr: &GdrFacts) -> Option<String> {
     if let Some(module) = &gdr.peermem {
         ready.push(module.replace('_', "-"));
     }
+    if gdr.amd.peer_direct {
+        ready.push("amdgpu-peerdirect".to_string());
+    }
     match (ready.is_empty(), dma_buf) {
         (false, _) => Some(ready.join(", ")),
         (true, Some(false)) => Some("none".to_string()),
@@ -720,11 +723,12 @@ mod tests {
                 peermem: peermem.map(str::to_string),
                 release: Some(release.to_string()),
                 config: ConfigFact {
-                    dma_buf,
+                    set: dma_buf,
                     source: String::new(),
                 },
                 driver: Some("550.54.15".to_string()),
                 open_modules: Some(true),
+                amd: Default::default(),
             })
         };
         let both = gdr(Some("nvidia_peermem"), "6.8.0", Some(true));
@@ -734,6 +738,21 @@ mod tests {
         assert_eq!(gdr(None, "6.8.0", None), None);
         let old = gdr(Some("nv_peer_mem"), "5.4.0", None);
         assert_eq!(old.as_deref(), Some("nv-peer-mem"));
+        let amd = GdrFacts {
+            peermem: None,
+            release: Some("5.15.0".to_string()),
+            config: ConfigFact {
+                set: None,
+                source: String::new(),
+            },
+            driver: None,
+            open_modules: None,
+            amd: crate::doctor::host::AmdGdrFacts {
+                peer_direct: true,
+                ..Default::default()
+            },
+        };
+        assert_eq!(gdr_text(&amd).as_deref(), Some("amdgpu-peerdirect"));
 
         assert_eq!(
             library_version("libibverbs.so.1.14.44.0").as_deref(),

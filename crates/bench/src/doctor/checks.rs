@@ -619,25 +619,31 @@ pub fn acs(pair: &PairInfo) -> Check {
     }
 }
 
-/// nvidia-peermem loaded, or dma-buf possible (kernel, config, driver).
-pub fn gpudirect(facts: &GdrFacts) -> Check {
-    const NAME: &str = "GPUDirect RDMA";
-    let driver = facts
-        .driver
-        .as_deref()
-        .map_or(String::new(), |v| format!(", NVIDIA driver {v}"));
-    if let Some(module) = &facts.peermem {
-        return Check::pass(NAME, format!("{module} loaded{driver}"));
+/// GPUDirect RDMA readiness for a GPU of `kind`, from its vendor's pieces.
+pub fn gpudirect_for(kind: topo::Accelerator, facts: &GdrFacts) -> Check {
+    match kind {
+        topo::Accelerator::Nvidia => gpudirect(facts),
+        topo::Accelerator::Amd => gpudirect_amd(facts),
+        other => Check::skip(
+            GPUDIRECT,
+            format!("rdmabench has no runtime for {} accelerators", other.name()),
+        ),
     }
+}
+
+const GPUDIRECT: &str = "GPUDirect RDMA";
+
+/// What keeps the RDMA core from importing a dma-buf, and what could not be read: the
+/// kernel's release (5.12 first imports one) and `CONFIG_DMA_SHARED_BUFFER`.
+fn dma_buf_gaps(facts: &GdrFacts) -> (Vec<String>, Vec<String>) {
     let release = facts.release.as_deref().unwrap_or("unknown");
-    let mut blockers = Vec::new();
-    let mut unknowns = Vec::new();
+    let (mut blockers, mut unknowns) = (Vec::new(), Vec::new());
     match facts.kernel_has_dmabuf_mr() {
         Some(false) => blockers.push(format!("kernel {release} is older than 5.12")),
         None => unknowns.push("the kernel release".to_string()),
         Some(true) => {}
     }
-    match facts.config.dma_buf {
+    match facts.config.set {
         Some(false) => blockers.push(format!(
             "CONFIG_DMA_SHARED_BUFFER is not set ({})",
             facts.config.source
@@ -648,6 +654,20 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
         )),
         Some(true) => {}
     }
+    (blockers, unknowns)
+}
+
+/// nvidia-peermem loaded, or dma-buf possible (kernel, config, driver).
+pub fn gpudirect(facts: &GdrFacts) -> Check {
+    let driver = facts
+        .driver
+        .as_deref()
+        .map_or(String::new(), |v| format!(", NVIDIA driver {v}"));
+    if let Some(module) = &facts.peermem {
+        return Check::pass(GPUDIRECT, format!("{module} loaded{driver}"));
+    }
+    let release = facts.release.as_deref().unwrap_or("unknown");
+    let (mut blockers, unknowns) = dma_buf_gaps(facts);
     if facts.driver_major().is_some_and(|major| major < 515) {
         blockers.push("NVIDIA drivers before R515 do not export dma-buf".to_string());
     }
@@ -662,7 +682,7 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
                (R515+)";
     if !blockers.is_empty() {
         return Check::fail(
-            NAME,
+            GPUDIRECT,
             format!(
                 "nvidia_peermem not loaded and no dma-buf: {}",
                 blockers.join("; ")
@@ -672,7 +692,7 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
     }
     if !unknowns.is_empty() {
         return Check::warn(
-            NAME,
+            GPUDIRECT,
             format!(
                 "nvidia_peermem not loaded; dma-buf could not be confirmed: unknown {} (kernel {release})",
                 unknowns.join(", ")
@@ -681,11 +701,72 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
         .fix(fix);
     }
     Check::pass(
-        NAME,
+        GPUDIRECT,
         format!(
             "dma-buf possible: kernel {release} >= 5.12, CONFIG_DMA_SHARED_BUFFER set ({}){driver}; \
              nvidia_peermem not loaded",
             facts.config.source
+        ),
+    )
+}
+
+/// amdgpu's PeerDirect registered with the RDMA core, or dma-buf possible: kernel, config,
+/// the amdgpu module, and `CONFIG_PCI_P2PDMA`, without which amdgpu moves an exported buffer
+/// to system memory (GTT) for the NIC: it works, but the NIC reads a copy, not the GPU.
+pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
+    use accel::Runtime as _;
+    let peer = rocm::ROCM.peer_memory();
+    if facts.amd.peer_direct {
+        return Check::pass(
+            GPUDIRECT,
+            format!("{} loaded ({})", peer.name, peer.loaded_when),
+        );
+    }
+    let release = facts.release.as_deref().unwrap_or("unknown");
+    let (mut blockers, mut unknowns) = dma_buf_gaps(facts);
+    if !facts.amd.amdgpu {
+        blockers.push("the amdgpu module is not loaded".to_string());
+    }
+    let fix = format!(
+        "{}; or use dma-buf: a kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER and \
+         CONFIG_PCI_P2PDMA, amdgpu loaded",
+        peer.how
+    );
+    if !blockers.is_empty() {
+        let text = format!(
+            "{} not loaded and no dma-buf: {}",
+            peer.name,
+            blockers.join("; ")
+        );
+        return Check::fail(GPUDIRECT, text).fix(fix);
+    }
+    match &facts.amd.p2pdma {
+        Some(p2p) if p2p.set == Some(false) => {
+            let text = format!(
+                "dma-buf export works, but CONFIG_PCI_P2PDMA is not set ({}): amdgpu moves an \
+                 exported buffer to system memory (GTT) and the NIC reads that copy, not the \
+                 GPU's memory; {} not loaded",
+                p2p.source, peer.name
+            );
+            return Check::warn(GPUDIRECT, text).fix(fix);
+        }
+        Some(_) => {}
+        None => unknowns.push("CONFIG_PCI_P2PDMA (no /boot/config-<release>)".to_string()),
+    }
+    if !unknowns.is_empty() {
+        let text = format!(
+            "{} not loaded; dma-buf could not be confirmed: unknown {} (kernel {release})",
+            peer.name,
+            unknowns.join(", ")
+        );
+        return Check::warn(GPUDIRECT, text).fix(fix);
+    }
+    Check::pass(
+        GPUDIRECT,
+        format!(
+            "dma-buf possible: kernel {release} >= 5.12, CONFIG_DMA_SHARED_BUFFER and \
+             CONFIG_PCI_P2PDMA set ({}), amdgpu loaded; {} not loaded",
+            facts.config.source, peer.name
         ),
     )
 }
@@ -938,6 +1019,75 @@ pub fn ceilings(port: &RdmaPort, mtu: Option<u32>, link: Option<&PciLink>) -> Ch
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn an_amd_gpu_is_judged_by_amdgpu_peer_direct_or_its_dma_buf_pieces() {
+        use super::super::host::{AmdGdrFacts, ConfigFact};
+        let config = |set: Option<bool>, source: &str| ConfigFact {
+            set,
+            source: source.to_string(),
+        };
+        let boot = "/boot/config-6.8.0-45-generic";
+        let facts = |amd: AmdGdrFacts| GdrFacts {
+            peermem: None,
+            release: Some("6.8.0-45-generic".to_string()),
+            config: config(Some(true), boot),
+            driver: None,
+            open_modules: None,
+            amd,
+        };
+        let ready = AmdGdrFacts {
+            peer_direct: false,
+            amdgpu: true,
+            p2pdma: Some(config(Some(true), boot)),
+        };
+        // The verdict on `amd`, and that its evidence holds `needle`.
+        let judged = |amd: AmdGdrFacts, verdict: Verdict, needle: &str| {
+            let c = gpudirect_for(topo::Accelerator::Amd, &facts(amd));
+            assert_eq!(c.verdict, verdict, "{}", c.evidence);
+            assert!(c.evidence.contains(needle), "{needle}: {}", c.evidence);
+            c
+        };
+        judged(ready.clone(), Verdict::Pass, "CONFIG_PCI_P2PDMA set");
+        // PeerDirect is enough, whatever the kernel.
+        let mut old = facts(AmdGdrFacts {
+            peer_direct: true,
+            ..AmdGdrFacts::default()
+        });
+        old.release = Some("5.4.0".to_string());
+        let c = gpudirect_for(topo::Accelerator::Amd, &old);
+        assert_eq!(c.verdict, Verdict::Pass, "{}", c.evidence);
+        assert!(c.evidence.starts_with("amdgpu PeerDirect loaded"), "{c:?}");
+        // No amdgpu: nothing exports; no PeerDirect either: a failure naming both ways.
+        let no_amdgpu = AmdGdrFacts {
+            amdgpu: false,
+            ..ready.clone()
+        };
+        let c = judged(no_amdgpu, Verdict::Fail, "the amdgpu module is not loaded");
+        let fix = c.fix.unwrap_or_default();
+        assert!(
+            fix.contains("amdgpu-dkms") && fix.contains("P2PDMA"),
+            "{fix}"
+        );
+        // Without P2PDMA the export works but moves the buffer to system memory: a warning.
+        let no_p2p = AmdGdrFacts {
+            p2pdma: Some(config(Some(false), boot)),
+            ..ready.clone()
+        };
+        judged(no_p2p, Verdict::Warn, "to system memory (GTT)");
+        // No kernel configuration to read: not confirmed.
+        let unknown = AmdGdrFacts {
+            p2pdma: None,
+            ..ready
+        };
+        judged(unknown, Verdict::Warn, "unknown CONFIG_PCI_P2PDMA");
+        // NVIDIA's pieces are not asked of an AMD GPU, nor anything of a Gaudi.
+        assert!(!gpudirect_for(topo::Accelerator::Amd, &old)
+            .evidence
+            .contains("nvidia"));
+        let c = gpudirect_for(topo::Accelerator::Gaudi, &old);
+        assert_eq!(c.verdict, Verdict::Skip, "{}", c.evidence);
+    }
 
     #[test]
     fn without_a_cuda_driver_the_gpu_attribute_is_skipped_with_the_reason() {

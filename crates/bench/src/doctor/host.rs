@@ -141,36 +141,40 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// Whether the kernel has `CONFIG_DMA_SHARED_BUFFER`, and the file that says so.
+/// Whether the kernel has an option (`CONFIG_DMA_SHARED_BUFFER`), and the file that says so.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigFact {
-    /// `Some(true)` built in, `Some(false)` not set, `None` unknown.
-    pub dma_buf: Option<bool>,
+    /// `Some(true)` built in or a module, `Some(false)` not set, `None` unknown.
+    pub set: Option<bool>,
     /// Where that came from, or why it is unknown.
     pub source: String,
+}
+
+/// Whether kernel option `option` ("CONFIG_PCI_P2PDMA") is set, built in or a module, by
+/// `/boot/config-<release>`, and that file; `None` where the file is not there.
+pub fn kernel_config(sysfs: &Sysfs, release: &str, option: &str) -> Option<ConfigFact> {
+    let path = PathBuf::from(format!("/boot/config-{release}"));
+    let text = sysfs.read_text(&path)?;
+    let set = text.lines().any(|line| {
+        line.trim()
+            .strip_prefix(option)
+            .is_some_and(|v| matches!(v, "=y" | "=m"))
+    });
+    Some(ConfigFact {
+        set: Some(set),
+        source: path.display().to_string(),
+    })
 }
 
 /// Look for `CONFIG_DMA_SHARED_BUFFER` in `/boot/config-<release>`, else infer it from
 /// `/sys/kernel/dmabuf` (present only when it is set).
 pub fn dma_buf_config(sysfs: &Sysfs, release: Option<&str>) -> ConfigFact {
-    if let Some(release) = release {
-        let path = PathBuf::from(format!("/boot/config-{release}"));
-        if let Some(text) = sysfs.read_text(&path) {
-            let set = text.lines().any(|line| {
-                matches!(
-                    line.trim(),
-                    "CONFIG_DMA_SHARED_BUFFER=y" | "CONFIG_DMA_SHARED_BUFFER=m"
-                )
-            });
-            return ConfigFact {
-                dma_buf: Some(set),
-                source: path.display().to_string(),
-            };
-        }
+    if let Some(fact) = release.and_then(|r| kernel_config(sysfs, r, "CONFIG_DMA_SHARED_BUFFER")) {
+        return fact;
     }
     if sysfs.exists(Path::new("/sys/kernel/dmabuf")) {
         return ConfigFact {
-            dma_buf: Some(true),
+            set: Some(true),
             source: "/sys/kernel/dmabuf".to_string(),
         };
     }
@@ -180,7 +184,7 @@ pub fn dma_buf_config(sysfs: &Sysfs, release: Option<&str>) -> ConfigFact {
         "no /boot/config-<release>"
     };
     ConfigFact {
-        dma_buf: None,
+        set: None,
         source: source.to_string(),
     }
 }
@@ -198,6 +202,33 @@ pub struct GdrFacts {
     pub driver: Option<String>,
     /// Whether the NVIDIA kernel modules are the open ones (`/proc/driver/nvidia/version`).
     pub open_modules: Option<bool>,
+    /// AMD's pieces.
+    pub amd: AmdGdrFacts,
+}
+
+/// What decides whether an AMD GPU's memory can be registered with a NIC.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AmdGdrFacts {
+    /// amdgpu's PeerDirect is registered with the RDMA core's peer-memory API (ROCm's peer
+    /// memory: `ibv_reg_mr` of a GPU address).
+    pub peer_direct: bool,
+    /// The amdgpu module is loaded.
+    pub amdgpu: bool,
+    /// `CONFIG_PCI_P2PDMA`, by `/boot/config-<release>`: without it amdgpu hands an importer
+    /// the buffer moved to system memory (GTT), not the GPU's own memory.
+    pub p2pdma: Option<ConfigFact>,
+}
+
+impl AmdGdrFacts {
+    /// Read them below `sysfs`'s root, for the kernel `release`.
+    pub fn read(sysfs: &Sysfs, release: Option<&str>) -> Self {
+        use accel::Runtime as _;
+        AmdGdrFacts {
+            peer_direct: sysfs.exists(Path::new(rocm::ROCM.peer_memory().loaded_when)),
+            amdgpu: sysfs.exists(Path::new("/sys/module/amdgpu")),
+            p2pdma: release.and_then(|r| kernel_config(sysfs, r, "CONFIG_PCI_P2PDMA")),
+        }
+    }
 }
 
 impl GdrFacts {
@@ -215,6 +246,7 @@ impl GdrFacts {
         Self {
             peermem,
             config,
+            amd: AmdGdrFacts::read(sysfs, release.as_deref()),
             release,
             driver: sysfs.read_text(Path::new("/sys/module/nvidia/version")),
             open_modules,
@@ -238,13 +270,13 @@ impl GdrFacts {
     /// modules), `None` when the kernel release or its configuration is unknown.
     pub fn dma_buf_ready(&self) -> Option<bool> {
         let blocked = self.kernel_has_dmabuf_mr() == Some(false)
-            || self.config.dma_buf == Some(false)
+            || self.config.set == Some(false)
             || self.driver_major().is_some_and(|major| major < 515)
             || self.open_modules == Some(false);
         if blocked {
             return Some(false);
         }
-        Some(self.kernel_has_dmabuf_mr()? && self.config.dma_buf?)
+        Some(self.kernel_has_dmabuf_mr()? && self.config.set?)
     }
 }
 
@@ -295,11 +327,11 @@ mod tests {
         assert_eq!(gdr.driver_major(), Some(535));
         assert_eq!(gdr.kernel_has_dmabuf_mr(), Some(true));
         let down = GdrFacts::read(&fixture("downtrained"));
-        assert_eq!(down.config.dma_buf, Some(true));
+        assert_eq!(down.config.set, Some(true));
         assert!(down.config.source.contains("config-6.8.0-45-generic"));
         let old = GdrFacts::read(&fixture("old-kernel"));
         assert_eq!(old.kernel_has_dmabuf_mr(), Some(false));
         assert_eq!(old.peermem, None);
-        assert_eq!(old.config.dma_buf, None);
+        assert_eq!(old.config.set, None);
     }
 }

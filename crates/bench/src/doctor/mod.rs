@@ -354,16 +354,7 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
                 .map_or(("", topo::Accelerator::Nvidia), |(g, _)| {
                     (g.bdf.as_str(), g.kind)
                 });
-            checks.push(match kind {
-                topo::Accelerator::Nvidia => checks::gpudirect(&GdrFacts::read(sysfs)),
-                other => Check::skip(
-                    "GPUDirect RDMA",
-                    format!(
-                        "an {other} GPU: this check reads NVIDIA's pieces (nvidia-peermem, the \
-                         NVIDIA driver's dma-buf); the next one asks the GPU's own runtime"
-                    ),
-                ),
-            });
+            checks.push(checks::gpudirect_for(kind, &GdrFacts::read(sysfs)));
             checks.push(checks::gpu_dmabuf_attribute(bdf, kind, live));
         }
         Some(why) => {

@@ -193,7 +193,7 @@ pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport>
         findings::gpus(&topology, &want)
     }));
     found.extend(timed(&mut times, "gdr", String::new(), || {
-        findings::gdr(want.gdr, gdr_ready(&sysfs))
+        findings::gdr(want.gdr, gdr_ready(&sysfs, &topology))
     }));
     let gone = findings::gone(&found);
     let up: Vec<(String, u32, Option<f64>)> = want
@@ -242,12 +242,18 @@ pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport>
     ))
 }
 
-/// Whether GPUDirect RDMA can work here, and how (doctor's check of the same).
-fn gdr_ready(sysfs: &Sysfs) -> Result<String, String> {
-    let check = crate::doctor::checks::gpudirect(&GdrFacts::read(sysfs));
+/// Whether GPUDirect RDMA can work here for the node's GPUs (the first one's vendor: a node
+/// is of one), and how (doctor's check of the same).
+fn gdr_ready(sysfs: &Sysfs, topology: &Topology) -> Result<String, String> {
+    let kind = topology
+        .gpus
+        .first()
+        .map_or(topo::Accelerator::Nvidia, |g| g.kind);
+    let check = crate::doctor::checks::gpudirect_for(kind, &GdrFacts::read(sysfs));
+    // A GPU no runtime of rdmabench drives is not judged (Skip), not failed.
     match check.verdict {
-        Verdict::Pass => Ok(check.evidence),
-        _ => Err(check.evidence),
+        Verdict::Pass | Verdict::Skip | Verdict::Info => Ok(check.evidence),
+        Verdict::Warn | Verdict::Fail => Err(check.evidence),
     }
 }
 
