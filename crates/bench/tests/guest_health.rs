@@ -35,6 +35,16 @@ fn health_measures_every_nic_within_its_budget_and_learns_what_it_expects() {
     for r in runs {
         assert!(r["gbits"].as_f64().unwrap() > 0.0, "{r}");
     }
+    // Learning took each NIC's least of the rounds that fitted the budget (three when they
+    // do), and says how many.
+    let note = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "bandwidth")
+        .map(|c| c["note"].as_str().unwrap().to_string())
+        .unwrap();
+    assert!(note.contains("the least of "), "{note}");
     // Within the default budget of 30 s, and the report says so per check.
     assert!(took < 30.0, "took {took:.1} s:\n{said}");
     assert!(report["seconds"].as_f64().unwrap() < 30.0);

@@ -102,20 +102,29 @@ fn figure(status_ok: bool, stdout: &str, stderr: &str) -> Result<f64, String> {
 /// same node misses a minute later.
 pub const LEARN_ROUNDS: usize = 3;
 
-/// Runs every NIC's loopback `rounds` times (each round all at once) and keeps each NIC's
-/// worst: a failed run, else the least figure. Rounds stop at `deadline`.
+/// Runs every NIC's loopback up to `rounds` times (each round all at once) and keeps each
+/// NIC's worst: a failed run, else the least figure; with the rounds that ran. A round after
+/// the first starts only while what is left before `deadline` holds twice the longest round
+/// so far, so that learning on a slow node takes fewer rounds instead of running into the
+/// budget's end (where its runs would be killed and found failed).
 pub fn least_of_rounds(
     nics: &[(String, u32, Option<f64>)],
     secs: f64,
     deadline: Instant,
     rounds: usize,
-) -> Vec<BandwidthRun> {
+) -> (Vec<BandwidthRun>, usize) {
     let mut least: Vec<BandwidthRun> = Vec::new();
-    for _ in 0..rounds.max(1) {
-        if !least.is_empty() && Instant::now() >= deadline {
+    let mut longest = Duration::ZERO;
+    let mut ran = 0;
+    while ran < rounds.max(1) {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if ran > 0 && !another_round_fits(left, longest) {
             break;
         }
+        let started = Instant::now();
         let runs = run_all(nics, secs, deadline);
+        longest = longest.max(started.elapsed());
+        ran += 1;
         if least.is_empty() {
             least = runs;
             continue;
@@ -126,7 +135,12 @@ pub fn least_of_rounds(
             }
         }
     }
-    least
+    (least, ran)
+}
+
+/// Whether `left` of the budget holds another round, the longest so far taking `longest`.
+fn another_round_fits(left: Duration, longest: Duration) -> bool {
+    left >= longest.saturating_mul(2)
 }
 
 /// Whether `a` is a worse run of the same NIC than `b`: failed where `b` did not, or less.
@@ -219,6 +233,15 @@ mod tests {
         assert!(figure(true, "{", "")
             .unwrap_err()
             .contains("could not be read"));
+    }
+
+    #[test]
+    fn another_round_starts_only_with_twice_the_longest_left() {
+        let s = Duration::from_secs;
+        assert!(another_round_fits(s(20), s(5)));
+        assert!(another_round_fits(s(10), s(5)));
+        assert!(!another_round_fits(s(9), s(5)));
+        assert!(!another_round_fits(Duration::ZERO, s(1)));
     }
 
     #[test]
