@@ -624,14 +624,16 @@ pub fn gpudirect_for(kind: topo::Accelerator, facts: &GdrFacts) -> Check {
     match kind {
         topo::Accelerator::Nvidia => gpudirect(facts),
         topo::Accelerator::Amd => gpudirect_amd(facts),
-        other => Check::skip(
-            GPUDIRECT,
-            format!("rdmabench has no runtime for {} accelerators", other.name()),
-        ),
+        other => Check::skip(GPUDIRECT, no_runtime(other)),
     }
 }
 
 const GPUDIRECT: &str = "GPUDirect RDMA";
+
+/// Why a GPU check skips an accelerator of `kind`.
+fn no_runtime(kind: topo::Accelerator) -> String {
+    format!("rdmabench has no runtime for {} accelerators", kind.name())
+}
 
 /// What keeps the RDMA core from importing a dma-buf, and what could not be read: the
 /// kernel's release (5.12 first imports one) and `CONFIG_DMA_SHARED_BUFFER`.
@@ -657,6 +659,28 @@ fn dma_buf_gaps(facts: &GdrFacts) -> (Vec<String>, Vec<String>) {
     (blockers, unknowns)
 }
 
+/// The verdict of a GPU whose peer memory `peer` is not loaded, where dma-buf is blocked
+/// (`blockers`) or cannot be confirmed (`unknowns`); `None` where dma-buf is possible.
+fn dma_buf_not_ready(
+    peer: &str,
+    (blockers, unknowns): (&[String], &[String]),
+    release: &str,
+    fix: &str,
+) -> Option<Check> {
+    if !blockers.is_empty() {
+        let text = format!("{peer} not loaded and no dma-buf: {}", blockers.join("; "));
+        return Some(Check::fail(GPUDIRECT, text).fix(fix));
+    }
+    if !unknowns.is_empty() {
+        let text = format!(
+            "{peer} not loaded; dma-buf could not be confirmed: unknown {} (kernel {release})",
+            unknowns.join(", ")
+        );
+        return Some(Check::warn(GPUDIRECT, text).fix(fix));
+    }
+    None
+}
+
 /// nvidia-peermem loaded, or dma-buf possible (kernel, config, driver).
 pub fn gpudirect(facts: &GdrFacts) -> Check {
     let driver = facts
@@ -680,25 +704,8 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
     let fix = "`modprobe nvidia-peermem` (it ships with the NVIDIA driver), or use dma-buf: a \
                kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER and the open NVIDIA kernel modules \
                (R515+)";
-    if !blockers.is_empty() {
-        return Check::fail(
-            GPUDIRECT,
-            format!(
-                "nvidia_peermem not loaded and no dma-buf: {}",
-                blockers.join("; ")
-            ),
-        )
-        .fix(fix);
-    }
-    if !unknowns.is_empty() {
-        return Check::warn(
-            GPUDIRECT,
-            format!(
-                "nvidia_peermem not loaded; dma-buf could not be confirmed: unknown {} (kernel {release})",
-                unknowns.join(", ")
-            ),
-        )
-        .fix(fix);
+    if let Some(c) = dma_buf_not_ready("nvidia_peermem", (&blockers, &unknowns), release, fix) {
+        return c;
     }
     Check::pass(
         GPUDIRECT,
@@ -732,16 +739,8 @@ pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
          CONFIG_PCI_P2PDMA, amdgpu loaded",
         peer.how
     );
-    if !blockers.is_empty() {
-        let text = format!(
-            "{} not loaded and no dma-buf: {}",
-            peer.name,
-            blockers.join("; ")
-        );
-        return Check::fail(GPUDIRECT, text).fix(fix);
-    }
     match &facts.amd.p2pdma {
-        Some(p2p) if p2p.set == Some(false) => {
+        Some(p2p) if p2p.set == Some(false) && blockers.is_empty() => {
             let text = format!(
                 "dma-buf export works, but CONFIG_PCI_P2PDMA is not set ({}): amdgpu moves an \
                  exported buffer to system memory (GTT) and the NIC reads that copy, not the \
@@ -753,13 +752,8 @@ pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
         Some(_) => {}
         None => unknowns.push("CONFIG_PCI_P2PDMA (no /boot/config-<release>)".to_string()),
     }
-    if !unknowns.is_empty() {
-        let text = format!(
-            "{} not loaded; dma-buf could not be confirmed: unknown {} (kernel {release})",
-            peer.name,
-            unknowns.join(", ")
-        );
-        return Check::warn(GPUDIRECT, text).fix(fix);
+    if let Some(c) = dma_buf_not_ready(peer.name, (&blockers, &unknowns), release, &fix) {
+        return c;
     }
     Check::pass(
         GPUDIRECT,
@@ -776,10 +770,7 @@ pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
 pub fn gpu_dmabuf_attribute(gpu_bdf: &str, kind: topo::Accelerator, live: bool) -> Check {
     const NAME: &str = "GPU dma-buf support";
     let Some(runtime) = crate::memory::runtime_of(kind) else {
-        return Check::skip(
-            NAME,
-            format!("rdmabench has no runtime for {} accelerators", kind.name()),
-        );
+        return Check::skip(NAME, no_runtime(kind));
     };
     let rt = runtime.name();
     if !live {

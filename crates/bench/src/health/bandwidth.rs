@@ -113,22 +113,17 @@ pub fn least_of_rounds(
     deadline: Instant,
     rounds: usize,
 ) -> (Vec<BandwidthRun>, usize) {
-    let mut least: Vec<BandwidthRun> = Vec::new();
-    let mut longest = Duration::ZERO;
-    let mut ran = 0;
-    while ran < rounds.max(1) {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if ran > 0 && !another_round_fits(left, longest) {
-            break;
-        }
+    let started = Instant::now();
+    let mut least = run_all(nics, secs, deadline);
+    let mut longest = started.elapsed();
+    let mut ran = 1;
+    while ran < rounds
+        && another_round_fits(deadline.saturating_duration_since(Instant::now()), longest)
+    {
         let started = Instant::now();
         let runs = run_all(nics, secs, deadline);
         longest = longest.max(started.elapsed());
         ran += 1;
-        if least.is_empty() {
-            least = runs;
-            continue;
-        }
         for (kept, run) in least.iter_mut().zip(runs) {
             if worse(&run, kept) {
                 *kept = run;
