@@ -130,21 +130,21 @@ for t in $tests; do
         row "$t" "$size" "$unit" \
             "$(printf "%s\n" "${p[@]}" | awk "NF {print \$1}" | median)" \
             "$(printf "%s\n" "${r[@]}" | awk "NF {print \$1}" | median)"
-        case $t in *-bw)
-            # Each round ran its two runs back to back: their ratio cancels what drifts between
-            # rounds (a busy host, a guest whose vCPUs moved), which a median of each tool
-            # alone does not.
-            pairs=$(for ((i = 0; i < rounds; i++)); do echo "${p[i]:-0} ${r[i]:-0}"; done |
-                awk "\$1 > 0 && \$2 > 0 {print \$2 / \$1}")
-            ahead=$(printf "%s\n" "$pairs" | awk "\$1 >= 1 {a++} END {print a + 0}")
-            paired=$(printf "%s\n" "$pairs" | awk "NF {n++} END {print n + 0}")
-            printf "%-10s %-8s paired  median of the per-round ratios %.3f, rdmabench ahead in %d of %d\n" \
-                "$t" "$size" "$(printf "%s\n" "$pairs" | median)" "$ahead" "$paired" ;;
-        esac
-        case $t in *-lat)
-            row "$t" "$size" "us min" \
-                "$(printf "%s\n" "${p[@]}" | awk "NF {print \$2}" | sort -g | head -n1)" \
-                "$(printf "%s\n" "${r[@]}" | awk "NF {print \$2}" | sort -g | head -n1)" ;;
+        case $t in
+            *-bw)
+                # Each round ran its two runs back to back: their ratio cancels what drifts between
+                # rounds (a busy host, a guest whose vCPUs moved), which a median of each tool
+                # alone does not.
+                pairs=$(for ((i = 0; i < rounds; i++)); do echo "${p[i]:-0} ${r[i]:-0}"; done |
+                    awk "\$1 > 0 && \$2 > 0 {print \$2 / \$1}")
+                ahead=$(printf "%s\n" "$pairs" | awk "\$1 >= 1 {a++} END {print a + 0}")
+                paired=$(printf "%s\n" "$pairs" | awk "NF {n++} END {print n + 0}")
+                printf "%-10s %-8s paired  median of the per-round ratios %.3f, rdmabench ahead in %d of %d\n" \
+                    "$t" "$size" "$(printf "%s\n" "$pairs" | median)" "$ahead" "$paired" ;;
+            *-lat)
+                row "$t" "$size" "us min" \
+                    "$(printf "%s\n" "${p[@]}" | awk "NF {print \$2}" | sort -g | head -n1)" \
+                    "$(printf "%s\n" "${r[@]}" | awk "NF {print \$2}" | sort -g | head -n1)" ;;
         esac
     done
 done
