@@ -298,19 +298,14 @@ impl<'a> Steps<'a> {
 
 /// Waits for the peer's operations to end (a passive target), up to `within` (the size's
 /// planned length plus `--timeout`), after which the size fails naming the peer `who`. It
-/// looks every 10 ms: waking more often would take CPU time from the machine's other
-/// spinning threads (the client's, in loopback or a one-machine run) for nothing.
+/// sleeps until the companion reader marks the peer done or failed.
 fn wait_for(peer: &PeerState, within: Duration, who: SocketAddr) -> Result<ServerPart> {
-    let deadline = Instant::now().checked_add(within);
-    while !peer.is_done() && !peer.is_failed() {
-        if deadline.is_some_and(|d| Instant::now() >= d) {
-            bail!(
-                "the client {who} did not end its loop within {:.1} s (the size's planned \
-                 length and --timeout)",
-                within.as_secs_f64()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(10));
+    if !peer.wait_over(Instant::now().checked_add(within)) {
+        bail!(
+            "the client {who} did not end its loop within {:.1} s (the size's planned length \
+             and --timeout)",
+            within.as_secs_f64()
+        );
     }
     Ok(ServerPart::default())
 }
@@ -490,8 +485,6 @@ mod tests {
         );
     }
 
-    /// A hostile client's steps out of the plan's order: each is refused, naming what it
-    /// sent and what the plan expected, before anything is measured or recorded.
     #[test]
     fn a_passive_target_waits_no_longer_than_its_deadline() {
         let who: SocketAddr = ([192, 0, 2, 7], 40000).into();
@@ -512,6 +505,32 @@ mod tests {
         assert!(wait_for(&done, Duration::from_millis(300), who).is_ok());
     }
 
+    #[test]
+    fn a_passive_target_returns_once_its_peer_ends_or_fails() {
+        let who: SocketAddr = ([192, 0, 2, 7], 40000).into();
+        let peer = PeerState::default();
+        let start = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                peer.set_done();
+            });
+            assert!(wait_for(&peer, Duration::from_secs(30), who).is_ok());
+        });
+        let took = start.elapsed();
+        assert!(took < Duration::from_secs(5), "{took:?}");
+        let failed = PeerState::default();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(50));
+                failed.set_failed();
+            });
+            assert!(failed.wait_over(None) && failed.is_failed());
+        });
+    }
+
+    /// A hostile client's steps out of the plan's order: each is refused, naming what it
+    /// sent and what the plan expected, before anything is measured or recorded.
     #[test]
     fn a_step_out_of_the_plans_order_is_refused_naming_the_next() {
         let plan = plan();

@@ -17,7 +17,7 @@ pub use host::measure_bw;
 pub use marks::{Interval, Intervals};
 
 use std::sync::atomic::{AtomicU8, Ordering};
-use std::sync::OnceLock;
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
 use std::thread::Thread;
 use std::time::{Duration, Instant};
 
@@ -205,6 +205,11 @@ pub struct PeerState {
     sends_over: AtomicU8,
     /// The companion thread that announces, woken when there is something to announce.
     announcer: OnceLock<Thread>,
+    /// Taken by [`wait_over`](Self::wait_over) to look at `peer`, and by a change of `peer`
+    /// to wake it through `changed`: a waiter that saw no change is asleep before the
+    /// change's wake-up, so it is never missed.
+    watch: Mutex<()>,
+    changed: Condvar,
 }
 
 impl PeerState {
@@ -213,12 +218,43 @@ impl PeerState {
 
     /// The peer sent everything it will send (or finished its part).
     pub fn set_done(&self) {
-        self.peer.store(Self::DONE, Ordering::Release);
+        self.set(Self::DONE);
     }
 
     /// The peer is gone.
     pub fn set_failed(&self) {
-        self.peer.store(Self::FAILED, Ordering::Release);
+        self.set(Self::FAILED);
+    }
+
+    fn set(&self, state: u8) {
+        self.peer.store(state, Ordering::Release);
+        let _looking = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        self.changed.notify_all();
+    }
+
+    /// Sleeps until the peer is done or failed (true) or `deadline` passes (false; `None`:
+    /// no deadline). A passive side waits here rather than polling: a thread that wakes to
+    /// look takes CPU time from the machine's spinning threads (the client's, in loopback or
+    /// a one-machine run, and the soft-RoCE kernel work they drive).
+    pub fn wait_over(&self, deadline: Option<Instant>) -> bool {
+        let mut looking = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            if self.is_done() || self.is_failed() {
+                return true;
+            }
+            let left = match deadline {
+                Some(d) => match d.checked_duration_since(Instant::now()) {
+                    Some(left) if !left.is_zero() => left,
+                    _ => return false,
+                },
+                None => Duration::from_secs(3600),
+            };
+            looking = self
+                .changed
+                .wait_timeout(looking, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
     }
 
     /// True once the peer's sends are over.
