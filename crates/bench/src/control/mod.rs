@@ -586,10 +586,7 @@ mod tests {
         let start = Instant::now();
         let err = server
             .measuring(&ps, Listen::SizeDone, Duration::from_millis(300), || {
-                let until = Instant::now() + Duration::from_secs(10);
-                while !ps.is_done() && !ps.is_failed() && Instant::now() < until {
-                    std::thread::sleep(Duration::from_millis(10));
-                }
+                ps.wait_over(Some(Instant::now() + Duration::from_secs(10)));
                 anyhow::ensure!(!ps.is_failed(), "the peer failed");
                 Ok(())
             })
@@ -765,10 +762,7 @@ mod tests {
             let ps = PeerState::default();
             let (_, heard) = server
                 .measuring(&ps, Listen::SendsOver, Duration::from_secs(2), || {
-                    let until = Instant::now() + Duration::from_secs(5);
-                    while !ps.is_done() && !ps.is_failed() && Instant::now() < until {
-                        std::thread::sleep(Duration::from_millis(10));
-                    }
+                    ps.wait_over(Some(Instant::now() + Duration::from_secs(5)));
                     Ok(())
                 })
                 .unwrap();

@@ -242,18 +242,21 @@ impl PeerState {
             if self.is_done() || self.is_failed() {
                 return true;
             }
-            let left = match deadline {
+            looking = match deadline {
+                None => self
+                    .changed
+                    .wait(looking)
+                    .unwrap_or_else(PoisonError::into_inner),
                 Some(d) => match d.checked_duration_since(Instant::now()) {
-                    Some(left) if !left.is_zero() => left,
+                    Some(left) if !left.is_zero() => {
+                        self.changed
+                            .wait_timeout(looking, left)
+                            .unwrap_or_else(PoisonError::into_inner)
+                            .0
+                    }
                     _ => return false,
                 },
-                None => Duration::from_secs(3600),
             };
-            looking = self
-                .changed
-                .wait_timeout(looking, left)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
         }
     }
 
