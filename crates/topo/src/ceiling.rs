@@ -26,6 +26,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Result, TopoError};
+use crate::rate::RateUnit;
 
 /// InfiniBand per-packet bytes besides payload: LRH 8 + BTH 12 + ICRC 4 + VCRC 2.
 pub const IB_HEADER_BYTES: u32 = 8 + 12 + 4 + 2;
@@ -157,24 +158,15 @@ impl PortRate {
             what: "port rate",
             value: text.to_string(),
             reason: reason.to_string(),
-            valid: "a rate in Gb/s such as 400, 400G, 400Gb/s or \"400 Gb/sec (4X NDR)\"",
+            valid: "a rate such as 400 (Gb/s), 400G, 400Gb/s, 50GB/s or \"400 Gb/sec (4X NDR)\"",
         };
         let (head, paren) = match text.split_once('(') {
             Some((head, rest)) => (head, Some(rest.trim_end().trim_end_matches(')'))),
             None => (text, None),
         };
-        let head = head.trim();
-        let end = head
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(head.len());
-        let gbps: f64 = head[..end].parse().map_err(|_| bad("no number"))?;
-        if !(gbps > 0.0 && gbps.is_finite()) {
-            return Err(bad("the rate must be above zero"));
-        }
-        let unit = head[end..].trim().to_ascii_lowercase();
-        if !["", "g", "gb/s", "gbps", "gb/sec", "gbit/s"].contains(&unit.as_str()) {
-            return Err(bad("unknown unit"));
-        }
+        let gbps = crate::rate::parse_rate(head, RateUnit::Gbits)
+            .map_err(|_| bad("not a number above zero with a known unit (b bits, B bytes)"))?
+            * 8.0;
         let (lanes, speed) = paren.map(parse_width_speed).unwrap_or((None, None));
         Ok(Self { gbps, lanes, speed })
     }
@@ -768,7 +760,11 @@ mod tests {
                 "{text}"
             );
         }
-        for text in ["", "fast", "0", "400 MB/s", "-5"] {
+        assert_eq!(
+            PortRate::parse("50GB/s").unwrap(),
+            PortRate::from_gbps(400.0)
+        );
+        for text in ["", "fast", "0", "400 MB/h", "-5"] {
             let err = PortRate::parse(text).unwrap_err().to_string();
             assert!(err.contains("400Gb/s"), "{text}: {err}");
         }
