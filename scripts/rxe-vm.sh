@@ -30,7 +30,7 @@
 #     K*L/N.  Leaf l >= 1 reaches leaf 0 through the veth pair upl (a port of brx0) <-> dnl
 #     (a port of brxl), its "uplink": tc on upl and dnl slows every path between leaf l and
 #     the others, and none inside a leaf.  (6 nodes, 2 leaves: nodes 0-2 and 3-5.)
-#   - the host name is rxe-vm; Open MPI's mpirun runs there (README says how).
+#   - the host name is rxe-vm; Open MPI's mpirun runs there (docs/validation.md says how).
 #   - CMD runs as root in the host's $PWD, which is shared read-write at the same path.
 #     /tmp, /var/tmp, /run and /dev/shm are empty tmpfs; the rest of / is read-only (so
 #     build on the host, e.g. cargo, and run the binaries in the guest).

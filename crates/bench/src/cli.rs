@@ -1,4 +1,4 @@
-//! The command line, perftest's letters where perftest has them (ARCHITECTURE.md, README.md).
+//! The command line, perftest's letters where perftest has them (ARCHITECTURE.md, docs/options.md).
 //! Flags are parsed first and validated together afterwards, never in argument order.
 
 use std::ffi::OsString;

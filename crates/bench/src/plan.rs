@@ -391,7 +391,7 @@ pub struct PlanRequest {
     pub rate_limit: Option<f64>,
 
     /// Service level, 0..15: on InfiniBand the virtual lane the subnet manager maps it to; on
-    /// RoCE a ConnectX's 802.1p priority of VLAN-tagged frames (see README) [default: 0]
+    /// RoCE a ConnectX's 802.1p priority of VLAN-tagged frames (docs/running.md) [default: 0]
     #[arg(short = 'S', long = "sl", value_name = "N")]
     pub sl: Option<u8>,
 

@@ -6,8 +6,8 @@
 //! sweep must name exactly those seven, and rank 0's peak threads, open descriptors and
 //! resident memory, its CPU time per round and the record's size must stay within bounds.
 //!
-//! 1,024 ranks by default (in CI); `RDMABENCH_SCALE_RANKS=4096` measures the README's second
-//! figure. The two child processes are this test binary again, running one of the ignored
+//! 1,024 ranks by default (in CI); `RDMABENCH_SCALE_RANKS=4096` measures docs/cluster.md's
+//! second figure. The two child processes are this test binary again, running one of the ignored
 //! tests below, told their part through the environment.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -495,7 +495,7 @@ fn plot_writes_svg_and_png_and_refuses_other_extensions() {
     std::fs::remove_dir_all(f.dir).ok();
 }
 
-/// The stored soft-RoCE records the README compares, at the README's five sizes.
+/// The stored soft-RoCE records docs/regression.md compares, at its five sizes.
 const STORED: [&str; 12] = [
     "compare",
     "results/baselines/soft-roce-emulated/write-bw.json",

@@ -10,7 +10,8 @@
 //!   refused naming a limit, or fits every limit, without panicking on its numbers.
 //!
 //! `cargo test` runs 64 cases per target (a few seconds). A long run:
-//! `PROPTEST_CASES=300000 cargo test -p rdmabench --test fuzz_control` (README: figures).
+//! `PROPTEST_CASES=300000 cargo test -p rdmabench --test fuzz_control` (its figures:
+//! docs/server-safety.md).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -30,7 +30,7 @@ fn every_size_of_an_all_sizes_duration_sweep_gets_a_rate() {
     // Not the default 128 in flight: on the guest's kernel of 2026-12-02 (Debian's
     // 6.1.0-57), 128 outstanding 8 MiB writes on rxe never complete or end in 'remote access
     // error', with this binary and the one before it alike; 64 (512 MiB in flight) run.
-    // README, "What the guest cannot show".
+    // docs/validation.md, "What the guest cannot show".
     args.extend([
         "-a",
         "-D",

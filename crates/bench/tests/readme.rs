@@ -1,8 +1,9 @@
-//! The README is checked, not trusted: every block of README.md fenced as ```` ```console ````
-//! is a terminal transcript, and this test runs each of its `$ rdmabench ...` commands with
-//! the binary built here, from the workspace root (the fixture trees and records the README
-//! names are paths relative to it), and fails with a diff when what the command prints
-//! differs from the README's text.
+//! The documentation is checked, not trusted: every block of README.md, CONTRIBUTING.md
+//! and every `docs/*.md` fenced as ```` ```console ```` is a terminal transcript, and this
+//! test runs each of its `$ rdmabench ...` commands with the binary built here, from the
+//! workspace root (the fixture trees and records the docs name are paths relative to it),
+//! and fails with a diff, naming the file and line, when what the command prints differs
+//! from the doc's text.
 //!
 //! The form of a checked block:
 //! - a line `$ rdmabench ARGS` is a command (a line ending in ` \` continues on the next);
@@ -29,21 +30,48 @@ use std::time::{Duration, Instant};
 use common::{bin, scratch, text, transcript, workspace_root};
 use rdmabench::control::{admit, anyone_may_connect, dropped_line, Channel, Token};
 
-/// One fenced block of the README: its opening fence's language, first line number and text.
+/// The documents whose console blocks are run, relative to the workspace root: README.md,
+/// CONTRIBUTING.md and every Markdown file of `docs/`, in name order.
+fn documents() -> Vec<String> {
+    let root = workspace_root();
+    let mut docs: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md"))
+        .map(|name| format!("docs/{name}"))
+        .collect();
+    docs.sort();
+    let mut all = vec!["README.md".to_string(), "CONTRIBUTING.md".to_string()];
+    all.extend(docs);
+    all
+}
+
+/// One fenced block of a document: its file, its opening fence's language, first line
+/// number and text.
 struct Block {
+    file: String,
     lang: String,
     line: usize,
     text: Vec<String>,
 }
 
-fn blocks(readme: &str) -> Vec<Block> {
+impl Block {
+    /// Where the block starts, as `FILE:LINE`.
+    fn at(&self) -> String {
+        format!("{}:{}", self.file, self.line)
+    }
+}
+
+fn blocks(file: &str, doc: &str) -> Vec<Block> {
     let mut out = Vec::new();
     let mut open: Option<Block> = None;
-    for (i, line) in readme.lines().enumerate() {
-        match (line.strip_prefix("```"), open.take()) {
+    for (i, line) in doc.lines().enumerate() {
+        // A fence may be indented (a block inside a list item).
+        match (line.trim_start().strip_prefix("```"), open.take()) {
             (Some(_), Some(block)) => out.push(block),
             (Some(lang), None) => {
                 open = Some(Block {
+                    file: file.to_string(),
                     lang: lang.trim().to_string(),
                     line: i + 1,
                     text: Vec::new(),
@@ -56,11 +84,18 @@ fn blocks(readme: &str) -> Vec<Block> {
             (None, None) => {}
         }
     }
-    assert!(open.is_none(), "README.md ends inside a fenced block");
+    assert!(open.is_none(), "{file} ends inside a fenced block");
     out
 }
 
-/// A command of a checked block: its arguments and the transcript the README shows for it.
+/// The fenced blocks of the document at `file` (relative to the workspace root).
+fn blocks_of(file: &str) -> Vec<Block> {
+    let doc = std::fs::read_to_string(workspace_root().join(file))
+        .unwrap_or_else(|e| panic!("{file}: {e}"));
+    blocks(file, &doc)
+}
+
+/// A command of a checked block: its arguments and the transcript the doc shows for it.
 struct Shown {
     args: Vec<String>,
     text: String,
@@ -75,7 +110,7 @@ fn commands(block: &Block) -> Vec<Shown> {
         let Some(command) = line.strip_prefix("$ ") else {
             let last = out
                 .last_mut()
-                .unwrap_or_else(|| panic!("README.md:{}: output before a command", block.line));
+                .unwrap_or_else(|| panic!("{}: output before a command", block.at()));
             last.text.push_str(line.trim_end());
             last.text.push('\n');
             continue;
@@ -83,7 +118,7 @@ fn commands(block: &Block) -> Vec<Shown> {
         if command == "echo $?" {
             let last = out
                 .last_mut()
-                .unwrap_or_else(|| panic!("README.md:{}: `echo $?` first", block.line));
+                .unwrap_or_else(|| panic!("{}: `echo $?` first", block.at()));
             last.text.push_str("$ echo $?\n");
             continue;
         }
@@ -96,13 +131,13 @@ fn commands(block: &Block) -> Vec<Shown> {
         assert_eq!(
             args.first().map(String::as_str),
             Some("rdmabench"),
-            "README.md:{}: a checked block runs rdmabench only: {command}",
-            block.line
+            "{}: a checked block runs rdmabench only: {command}",
+            block.at()
         );
         assert!(
             !command.contains(['"', '\'', '|', '>', '<', '*']),
-            "README.md:{}: no quoting or shell syntax in a checked command: {command}",
-            block.line
+            "{}: no quoting or shell syntax in a checked command: {command}",
+            block.at()
         );
         out.push(Shown {
             text: format!("$ {}\n", args.join(" ")),
@@ -112,8 +147,8 @@ fn commands(block: &Block) -> Vec<Shown> {
     out
 }
 
-/// What running `shown`'s command prints, in the README's form. A README transcript
-/// without `$ echo $?` stands for a command that exits 0; so is the run's, then.
+/// What running `shown`'s command prints, in the docs' form. A transcript without
+/// `$ echo $?` stands for a command that exits 0; so is the run's, then.
 fn ran(shown: &Shown) -> String {
     let args: Vec<&str> = shown.args.iter().map(String::as_str).collect();
     let full = transcript(&workspace_root(), &args);
@@ -130,17 +165,16 @@ fn ran(shown: &Shown) -> String {
     }
 }
 
-fn diff(want: &str, got: &str) -> String {
+fn diff(file: &str, want: &str, got: &str) -> String {
     similar::TextDiff::from_lines(want, got)
         .unified_diff()
-        .header("README.md", "what rdmabench prints")
+        .header(file, "what rdmabench prints")
         .to_string()
 }
 
-#[test]
-fn every_console_block_of_the_readme_is_what_rdmabench_prints() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
-    let blocks = blocks(&readme);
+/// Runs every console block of `blocks`: a failure (`FILE:LINE`, the command, the diff) for
+/// each transcript that differs from what rdmabench prints, and the commands run.
+fn check(blocks: &[Block]) -> (Vec<String>, Vec<String>) {
     let mut failures = Vec::new();
     let mut checked = Vec::new();
     for block in blocks.iter().filter(|b| b.lang == "console") {
@@ -148,60 +182,102 @@ fn every_console_block_of_the_readme_is_what_rdmabench_prints() {
             let got = ran(&shown);
             if got != shown.text {
                 failures.push(format!(
-                    "README.md:{}: `{}`\n{}",
-                    block.line,
+                    "{}: `{}`\n{}",
+                    block.at(),
                     shown.text.lines().next().unwrap_or_default(),
-                    diff(&shown.text, &got)
+                    diff(&block.file, &shown.text, &got)
                 ));
             }
             checked.push(shown.args[0].clone());
         }
     }
+    (failures, checked)
+}
+
+#[test]
+fn every_console_block_of_every_doc_is_what_rdmabench_prints() {
+    let mut failures = Vec::new();
+    let mut checked = Vec::new();
+    for file in documents() {
+        let (failed, ran) = check(&blocks_of(&file));
+        failures.extend(failed);
+        checked.extend(ran);
+    }
     assert!(failures.is_empty(), "\n{}", failures.join("\n"));
     for command in ["ceiling", "topo", "doctor", "compare"] {
         assert!(
             checked.iter().any(|c| c == command),
-            "README.md shows no checked `rdmabench {command}` (a ```console block)"
+            "no doc shows a checked `rdmabench {command}` (a ```console block)"
         );
     }
 }
 
 #[test]
-fn the_readmes_examples_of_the_offline_commands_all_stand_in_checked_blocks() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
-    for block in blocks(&readme).iter().filter(|b| b.lang != "console") {
-        for line in &block.text {
-            for command in ["ceiling", "topo", "doctor", "compare"] {
-                assert!(
-                    !line.starts_with(&format!("$ rdmabench {command}")),
-                    "README.md:{}: `{line}` is an example of {command}: fence its block as \
-                     ```console so that it is checked",
-                    block.line
-                );
+fn the_docs_are_the_front_page_contributing_and_every_file_of_docs() {
+    let docs = documents();
+    let root = workspace_root();
+    for file in [
+        "README.md",
+        "CONTRIBUTING.md",
+        "docs/figures.md",
+        "docs/ceilings.md",
+    ] {
+        assert!(
+            docs.iter().any(|d| d == file),
+            "{file} is not checked: {docs:?}"
+        );
+    }
+    let count = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .filter(|e| e.as_ref().unwrap().path().extension() == Some("md".as_ref()))
+        .count();
+    assert_eq!(docs.len(), count + 2, "{docs:?}");
+}
+
+#[test]
+fn the_docs_examples_of_the_offline_commands_all_stand_in_checked_blocks() {
+    for file in documents() {
+        for block in blocks_of(&file).iter().filter(|b| b.lang != "console") {
+            for line in &block.text {
+                for command in ["ceiling", "topo", "doctor", "compare"] {
+                    assert!(
+                        !line
+                            .trim_start()
+                            .starts_with(&format!("$ rdmabench {command}")),
+                        "{}: `{line}` is an example of {command}: fence its block as \
+                         ```console so that it is checked",
+                        block.at()
+                    );
+                }
             }
         }
     }
 }
 
+/// A doc whose console block shows another output than rdmabench's.
+const WRONG_DOC: &str = "Some text.
+
+```console
+$ rdmabench ceiling --nic-rate 400 --pcie gen9x16
+error: something else
+$ echo $?
+2
+```
+";
+
 #[test]
 fn a_changed_output_is_a_failure_with_a_diff() {
-    let block = Block {
-        lang: "console".to_string(),
-        line: 1,
-        text: vec![
-            "$ rdmabench ceiling --nic-rate 400 --pcie gen9x16".to_string(),
-            "error: something else".to_string(),
-            "$ echo $?".to_string(),
-            "2".to_string(),
-        ],
-    };
-    let shown = commands(&block);
-    assert_eq!(shown.len(), 1);
-    let got = ran(&shown[0]);
-    assert_ne!(got, shown[0].text);
-    let d = diff(&shown[0].text, &got);
-    assert!(d.contains("-error: something else"), "{d}");
-    assert!(d.contains("+error: invalid value 'gen9x16'"), "{d}");
+    let blocks = blocks("docs/wrong.md", WRONG_DOC);
+    let (failures, checked) = check(&blocks);
+    assert_eq!(checked, ["ceiling"]);
+    assert_eq!(failures.len(), 1, "{failures:?}");
+    let failure = &failures[0];
+    assert!(failure.starts_with("docs/wrong.md:3: "), "{failure}");
+    assert!(failure.contains("-error: something else"), "{failure}");
+    assert!(
+        failure.contains("+error: invalid value 'gen9x16'"),
+        "{failure}"
+    );
 }
 
 /// The example folder's page whose record-reading commands are run.
@@ -269,7 +345,7 @@ fn the_example_folders_commands_run_on_its_records() {
     let page = std::fs::read_to_string(root.join(EXAMPLES)).unwrap();
     let charts: PathBuf = scratch("example-charts");
     let mut ran = Vec::new();
-    for block in blocks(&page).iter().filter(|b| b.lang == "sh") {
+    for block in blocks(EXAMPLES, &page).iter().filter(|b| b.lang == "sh") {
         for line in shell_lines(block) {
             let Some(command) = line.strip_prefix("rdmabench ") else {
                 continue;
@@ -324,7 +400,7 @@ fn a_glob_that_matches_a_sweep_beside_result_records_fails_the_example() {
 }
 
 /// The client's and the server's lines of one handshake between a server holding `server`'s
-/// token and a client holding `client`'s, in the README's form (addresses as ADDR).
+/// token and a client holding `client`'s, in the docs' form (addresses as ADDR).
 fn token_lines(server: Option<&Token>, client: Option<&Token>) -> [String; 2] {
     let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = tcp.local_addr().unwrap();
@@ -341,10 +417,13 @@ fn token_lines(server: Option<&Token>, client: Option<&Token>) -> [String; 2] {
     [client, format!("  server: {}", greeter.join().unwrap())]
 }
 
+/// The page that quotes the token handshake's messages.
+const SERVER_SAFETY: &str = "docs/server-safety.md";
+
 #[test]
-fn the_readmes_token_messages_are_what_the_handshake_says() {
-    let readme = std::fs::read_to_string(workspace_root().join("README.md")).unwrap();
-    let shown: Vec<&str> = readme.lines().collect();
+fn the_docs_token_messages_are_what_the_handshake_says() {
+    let page = std::fs::read_to_string(workspace_root().join(SERVER_SAFETY)).unwrap();
+    let shown: Vec<&str> = page.lines().collect();
     let ours = Token::new(b"the server's secret, long enough", "test").unwrap();
     let theirs = Token::new(b"another secret, long enough too", "test").unwrap();
     let mut lines: Vec<String> = [
@@ -362,9 +441,26 @@ fn the_readmes_token_messages_are_what_the_handshake_says() {
     for line in lines {
         assert!(
             shown.contains(&line.as_str()),
-            "README.md (\"Running a server safely\") should quote, as a line of its own:\n{line}"
+            "{SERVER_SAFETY} should quote, as a line of its own:\n{line}"
         );
     }
+}
+
+/// The section of `text` under the heading line `heading`, up to the next heading of its
+/// level or above.
+fn section<'a>(text: &'a str, heading: &str) -> &'a str {
+    let start = text
+        .find(&format!("\n{heading}\n"))
+        .unwrap_or_else(|| panic!("no heading {heading}"))
+        + heading.len()
+        + 2;
+    let level = heading.split(' ').next().unwrap_or_default();
+    let rest = &text[start..];
+    let end = (1..=level.len())
+        .filter_map(|n| rest.find(&format!("\n{} ", "#".repeat(n))))
+        .min()
+        .unwrap_or(rest.len());
+    &rest[..end]
 }
 
 /// The lines of the table under `heading` in `text`: from the heading to the first blank line
@@ -383,22 +479,30 @@ fn table_under<'a>(text: &'a str, heading: &str) -> Vec<&'a str> {
     rows
 }
 
+/// The page that explains the options at length (the one-sentence reference, docs/options.md,
+/// is generated from the catalogue and checked by its own test).
+const RUNNING: &str = "docs/running.md";
+
 #[test]
 fn every_parameter_of_the_catalogue_is_documented() {
     let root = workspace_root();
-    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let running = std::fs::read_to_string(root.join(RUNNING)).unwrap();
     let schema = std::fs::read_to_string(root.join("results/schema.md")).unwrap();
-    let options = readme
-        .lines()
-        .filter(|l| l.starts_with("| `-") || l.starts_with("| `--"))
+    // Markdown joins a paragraph's lines: a flag may be broken across two.
+    let options = section(&running, "## Options explained")
+        .split_whitespace()
         .collect::<Vec<_>>()
-        .join("\n");
+        .join(" ");
     let fields = table_under(&schema, "### `params`").join("\n");
     for p in rdmabench::catalogue::PARAMS {
         if let Some(flag) = p.flag {
-            let named =
-                options.contains(&format!("{flag} ")) || options.contains(&format!("{flag}`"));
-            assert!(named, "README's options table does not explain {flag}");
+            let named = [' ', '`', ',']
+                .iter()
+                .any(|end| options.contains(&format!("{flag}{end}")));
+            assert!(
+                named,
+                "{RUNNING}'s \"Options explained\" does not explain {flag}"
+            );
         }
         assert!(
             fields.contains(&format!("| `{}` |", p.key)),

@@ -2,7 +2,7 @@
 //! trees of crates/topo/tests/fixtures (see their README.md for the machines they model),
 //! and in the soft-RoCE guest against the live /sys. What they print on each fixture is
 //! snapshot-tested (`tests/snapshots/topo_cli__*.snap`), run from the workspace root with
-//! relative paths as the README runs them.
+//! relative paths as the docs run them.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 

@@ -2,7 +2,7 @@
 //! in a child process of this same binary (so that a run that hangs in the driver is killed
 //! at the budget's end instead of holding the node's health check past Slurm's limit). The
 //! loopback runs on the device itself: the NIC's own engine and PCIe link are measured, the
-//! cable and the switch are not (README says how to test those: a two-node run or a sweep).
+//! cable and the switch are not (docs/health-and-metrics.md says how to test those: a two-node run or a sweep).
 
 use std::io::Read;
 use std::process::{Child, Command, Stdio};

@@ -691,7 +691,7 @@ mod tests {
 
         /// Whatever figures a client reports, the server takes none that is not finite,
         /// or a bandwidth beyond its bound, or a window longer than it saw the size last
-        /// (a fuzz target of the README's long run).
+        /// (a fuzz target of the long run in docs/server-safety.md).
         #[test]
         fn a_clients_figures_are_refused_or_finite_and_within_bounds(
             iterations in proptest::prelude::any::<u64>(),

@@ -252,12 +252,12 @@ pub fn header_value<'a>(out: &'a str, label: &str) -> Option<&'a str> {
     })
 }
 
-/// The workspace's root: the README's commands run here, with paths relative to it.
+/// The workspace's root: the docs' commands run here, with paths relative to it.
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// `rdmabench ARGS` run in `dir`, written as a terminal shows it (the README's form): the
+/// `rdmabench ARGS` run in `dir`, written as a terminal shows it (the docs' form): the
 /// command, what it printed on stdout and then on stderr, and `$ echo $?` with its exit
 /// code.
 pub fn transcript(dir: &Path, args: &[&str]) -> String {
