@@ -75,7 +75,7 @@ impl Severity {
 pub struct Finding {
     /// How bad.
     pub severity: Severity,
-    /// The stable code (README, "rdmabench health").
+    /// The stable code (docs/health-and-metrics.md).
     pub code: String,
     /// What it is about: a NIC's name, a GPU's bus id, "node".
     pub subject: String,
