@@ -7,10 +7,11 @@ use crate::health::HealthStatus;
 use crate::plan::PlanError;
 use crate::thresholds::BelowLimit;
 
-/// A comparison found a candidate slower than its baseline (after printing its report).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("a candidate regressed against its baseline")]
-pub struct Regressed;
+/// A comparison found a candidate slower than its baseline (after printing its report on
+/// stdout): what regressed, in a few words ("2 sizes slower than the baseline").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("compare: {0}")]
+pub struct Regressed(pub String);
 
 /// A cluster sweep found something: a NIC named slow, failing or for its counters, or a
 /// test that failed twice (after printing its summary).
@@ -18,9 +19,9 @@ pub struct Regressed;
 #[error("{0}")]
 pub struct SweepFindings(pub String);
 
-/// `nccl-log` found GPUs off their path (after printing them): how many lines.
+/// `nccl-log` found GPUs off their path (after printing them on stdout): how many lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
-#[error("{0} GPU path finding(s)")]
+#[error("nccl-log: {0} GPU path finding(s)")]
 pub struct LogFindings(pub usize);
 
 /// The kinds of ending and their codes.
@@ -76,6 +77,17 @@ impl Exit {
     pub fn already_reported(e: &anyhow::Error) -> bool {
         e.is::<Regressed>() || e.is::<HealthStatus>() || e.is::<LogFindings>()
     }
+
+    /// The one line stderr gets for findings whose report went to stdout (`compare`'s
+    /// regression, `nccl-log`'s paths), so that a non-zero exit always says why on stderr
+    /// ("compare: 2 sizes slower than the baseline (exit 3)"); `None` for any other error.
+    pub fn findings_line(e: &anyhow::Error) -> Option<String> {
+        if e.is::<Regressed>() || e.is::<LogFindings>() {
+            Some(format!("{e} (exit {})", Exit::of(e).code()))
+        } else {
+            None
+        }
+    }
 }
 
 impl From<Exit> for ExitCode {
@@ -92,9 +104,25 @@ mod tests {
     fn each_error_maps_to_its_documented_code() {
         assert_eq!(Exit::of(&PlanError("bad".into()).into()).code(), 2);
         assert_eq!(Exit::of(&BelowLimit(vec!["x".into()]).into()).code(), 3);
-        assert_eq!(Exit::of(&Regressed.into()).code(), 3);
+        assert_eq!(Exit::of(&Regressed("1 size".into()).into()).code(), 3);
         assert_eq!(Exit::of(&SweepFindings("rxe2".into()).into()).code(), 3);
         assert_eq!(Exit::of(&anyhow::anyhow!("peer gone")).code(), 1);
         assert_eq!(Exit::Success.code(), 0);
+    }
+
+    #[test]
+    fn findings_printed_on_stdout_still_get_a_line_on_stderr() {
+        let e = Regressed("2 sizes slower than the baseline".into()).into();
+        assert_eq!(
+            Exit::findings_line(&e).as_deref(),
+            Some("compare: 2 sizes slower than the baseline (exit 3)")
+        );
+        let e = LogFindings(2).into();
+        assert_eq!(
+            Exit::findings_line(&e).as_deref(),
+            Some("nccl-log: 2 GPU path finding(s) (exit 3)")
+        );
+        assert_eq!(Exit::findings_line(&HealthStatus(3).into()), None);
+        assert_eq!(Exit::findings_line(&anyhow::anyhow!("peer gone")), None);
     }
 }

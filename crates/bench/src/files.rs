@@ -1,5 +1,6 @@
-//! The files rdmabench writes (`--json`, `--csv`, `plot -o`): each path is checked before any
-//! work starts, so a typo costs nothing, and written atomically (a temporary file beside it,
+//! The files rdmabench writes (`--json`, `--csv`, `plot -o`), and those it reads that the
+//! user names (records, logs, `--topo`): each path is checked before any work starts, so a
+//! typo costs nothing; an output is written atomically (a temporary file beside it,
 //! synced, then a rename), so a reader never sees half a file. The temporary file has a random
 //! name and is created only where nothing is (`O_EXCL`), so a link planted beside the output
 //! is never followed. Every message names the path as the
@@ -119,6 +120,68 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
              folder you can write to",
             folder.display()
         ))),
+    }
+}
+
+/// Checks that `path`, the input `what` names ("--topo", "the baseline record"), is a file
+/// that exists, before anything is read or run: a path that is not there or is a folder is a
+/// usage error naming the path, `expected` (what would do: "a JSON file written by a test's
+/// --json") and what is there: the folder's files, or those of the nearest folder above a
+/// missing path that exists.
+pub fn check_input(what: &str, path: &Path, expected: &str) -> Result<(), PlanError> {
+    let shown = path.display();
+    if path.is_dir() {
+        return Err(PlanError(format!(
+            "{what} '{shown}' is a folder; give {expected} (the folder holds {})",
+            listing(path)
+        )));
+    }
+    if path.exists() {
+        return Ok(());
+    }
+    let nearest = path
+        .ancestors()
+        .skip(1)
+        .map(|a| {
+            if a.as_os_str().is_empty() {
+                Path::new(".")
+            } else {
+                a
+            }
+        })
+        .find(|a| a.is_dir())
+        .unwrap_or(Path::new("."));
+    Err(PlanError(format!(
+        "{what} '{shown}' does not exist; give {expected} ('{}' holds {})",
+        nearest.display(),
+        listing(nearest)
+    )))
+}
+
+/// What a folder holds, for a message: its entries in order (folders with a trailing /,
+/// hidden ones left out), the first dozen named and the rest counted.
+fn listing(folder: &Path) -> String {
+    const SHOWN: usize = 12;
+    let mut names: Vec<String> = match std::fs::read_dir(folder) {
+        Ok(entries) => entries
+            .filter_map(|e| e.ok())
+            .filter(|e| !e.file_name().to_string_lossy().starts_with('.'))
+            .map(|e| {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if e.path().is_dir() {
+                    format!("{name}/")
+                } else {
+                    name
+                }
+            })
+            .collect(),
+        Err(e) => return format!("nothing readable: {e}"),
+    };
+    names.sort();
+    match names.len() {
+        0 => "nothing".to_string(),
+        n if n <= SHOWN => names.join(", "),
+        n => format!("{} and {} more", names[..SHOWN].join(", "), n - SHOWN),
     }
 }
 
@@ -253,6 +316,40 @@ mod tests {
         assert!(err.0.contains("is not a folder"), "{err}");
         let err = check_writable("--json", Path::new("..")).unwrap_err();
         assert!(err.0.contains("'..'"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_missing_input_names_what_the_nearest_folder_holds_and_a_folder_its_files() {
+        let dir = scratch("input");
+        std::fs::create_dir_all(dir.join("baselines/fw-old")).unwrap();
+        std::fs::write(dir.join("baselines/fw-old/write-bw.json"), b"{}").unwrap();
+        std::fs::write(dir.join("baselines/.hidden"), b"").unwrap();
+        check_input("x", &dir.join("baselines/fw-old/write-bw.json"), "a record").unwrap();
+        let missing = dir.join("baselines/fw_old/write-bw.json");
+        let err = check_input("the baseline", &missing, "a record").unwrap_err();
+        assert_eq!(
+            err.0,
+            format!(
+                "the baseline '{}' does not exist; give a record ('{}' holds fw-old/)",
+                missing.display(),
+                dir.join("baselines").display()
+            )
+        );
+        let err = check_input("--topo", &dir.join("baselines/fw-old"), "a file").unwrap_err();
+        assert!(
+            err.0
+                .ends_with("is a folder; give a file (the folder holds write-bw.json)"),
+            "{err}"
+        );
+        for i in 0..14 {
+            std::fs::write(dir.join(format!("f{i:02}")), b"").unwrap();
+        }
+        assert!(
+            listing(&dir).ends_with("f10 and 3 more"),
+            "{}",
+            listing(&dir)
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 

@@ -28,7 +28,9 @@ fn main() -> ExitCode {
     match dispatch(&cli.command) {
         Ok(()) => Exit::Success.into(),
         Err(e) => {
-            if !Exit::already_reported(&e) {
+            if let Some(line) = Exit::findings_line(&e) {
+                eprintln!("rdmabench: {line}");
+            } else if !Exit::already_reported(&e) {
                 eprintln!("rdmabench: error: {e:#}");
             }
             Exit::of(&e).into()

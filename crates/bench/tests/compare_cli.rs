@@ -1,6 +1,6 @@
 //! `rdmabench compare` and `rdmabench plot` from the command line, on records built here:
-//! exit codes (0 same, 3 regression, 1 unreadable record, 2 usage or records that cannot be
-//! used together), the Markdown and JSON outputs, the incomparability warnings, and the plot
+//! exit codes (0 same, 3 regression, said on stderr, 1 unreadable record, 2 usage, a record
+//! that is not there, or records that cannot be used together), the Markdown and JSON outputs, the incomparability warnings, and the plot
 //! formats; and both commands on sweep records (`rdmabench.cluster/1`, built here): the
 //! heat map, the pair-by-pair comparison, and the refusal to mix sweeps with result records.
 //! No RDMA device needed. What `compare` prints is snapshot-tested
@@ -274,16 +274,70 @@ fn incomparable_records_are_warned_about_by_name() {
 }
 
 #[test]
-fn unreadable_records_exit_1_naming_the_file_and_the_error() {
-    let f = files("cmp-bad");
+fn a_missing_baseline_is_refused_listing_the_baselines_there_never_passed() {
+    let f = files("cmp-missing");
+    let saved = f.dir.join("baselines/fw-old");
+    std::fs::create_dir_all(&saved).unwrap();
+    std::fs::copy(&f.base, saved.join("write-bw.json")).unwrap();
+    // fw_old for fw-old: exit 2, nothing on stdout, the saved baselines named.
+    let typo = f.dir.join("baselines/fw_old/write-bw.json");
+    let out = compare(&[&typo, &f.drop], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(out.stdout.is_empty(), "{t}");
+    assert!(
+        t.contains(&format!("the baseline '{}' does not exist", typo.display()))
+            && t.contains(&format!(
+                "'{}' holds fw-old/",
+                f.dir.join("baselines").display()
+            )),
+        "{t}"
+    );
+    // A missing candidate and a folder for a record: exit 2 as well, naming the path.
     let missing = f.dir.join("missing.json");
     let out = compare(&[&f.base, &missing], &[]);
     let t = text(&out);
-    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert_eq!(out.status.code(), Some(2), "{t}");
     assert!(
-        t.contains("missing.json") && t.contains("No such file"),
+        t.contains("the candidate") && t.contains("missing.json"),
         "{t}"
     );
+    let out = compare(&[&saved, &f.drop], &[]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains("is a folder") && t.contains("holds write-bw.json"),
+        "{t}"
+    );
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn a_regression_says_so_in_one_line_on_stderr_the_report_on_stdout() {
+    let f = files("cmp-stderr");
+    let out = compare(&[&f.base, &f.drop], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "rdmabench: compare: 2 sizes slower than the baseline (exit 3)\n"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("REGRESSION"));
+    let out = compare(&[&f.base, &f.same, &f.drop], &["--json"]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "rdmabench: compare: 2 sizes slower than the baseline, in 1 of 2 candidates (exit 3)\n"
+    );
+    // Nothing regressed: nothing on stderr.
+    let out = compare(&[&f.base, &f.same], &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(out.stderr.is_empty(), "{}", text(&out));
+    std::fs::remove_dir_all(f.dir).ok();
+}
+
+#[test]
+fn unreadable_records_exit_1_naming_the_file_and_the_error() {
+    let f = files("cmp-bad");
 
     let broken = f.dir.join("broken.json");
     std::fs::write(&broken, "{\"schema\": \"rdmabench.result/1\",").unwrap();

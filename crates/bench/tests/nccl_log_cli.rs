@@ -3,7 +3,8 @@
 //! everywhere (exit 0); a node whose GPU went through host memory, with NCCL's own reason
 //! (exit 3); TCP sockets instead of RDMA; a GPU that sent through the far NIC of the
 //! dgx-h100 topology fixture, found with `--topo` (a saved `topo --json`); a log without
-//! NCCL's lines refused.
+//! NCCL's lines refused; a folder or a missing file refused naming it (exit 2); findings
+//! said on stderr in one line, the report on stdout.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -98,4 +99,40 @@ fn a_log_without_nccl_lines_or_a_bad_topology_is_refused() {
         text(&out)
     );
     std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn a_folder_or_a_missing_file_is_refused_naming_the_path_and_what_would_do() {
+    let dir = scratch("nccl-folder");
+    std::fs::write(dir.join("dgx.json"), "{}").unwrap();
+    let out = nccl_log(&["far-nic.log"], &["--topo", dir.to_str().unwrap()]);
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("--topo '{}' is a folder", dir.display()))
+            && t.contains("`rdmabench topo --json > topo.json`")
+            && t.contains("holds dgx.json")
+            && !t.contains("Is a directory"),
+        "{t}"
+    );
+    let missing = dir.join("rank0.log");
+    let out = bin().arg("nccl-log").arg(&missing).output().unwrap();
+    let t = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{t}");
+    assert!(
+        t.contains(&format!("the log '{}' does not exist", missing.display())),
+        "{t}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
+fn findings_say_why_on_stderr_in_one_line_the_report_on_stdout() {
+    let out = nccl_log(&["host-memory.log"], &[]);
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "rdmabench: nccl-log: 1 GPU path finding(s) (exit 3)\n"
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("sends through host memory"));
 }

@@ -287,6 +287,25 @@ pub fn compare_sweeps(
     }
 }
 
+impl SweepComparison {
+    /// What regressed, in a few words for stderr; `None` when nothing did.
+    pub fn regression(&self) -> Option<String> {
+        if !self.regressed {
+            return None;
+        }
+        let pairs = |n: usize| if n == 1 { "pair" } else { "pairs" };
+        Some(match self.failed_after {
+            0 => format!("{} {} slower", self.slower, pairs(self.slower)),
+            f => format!(
+                "{} {} slower, {f} {} failing only after",
+                self.slower,
+                pairs(self.slower),
+                pairs(f)
+            ),
+        })
+    }
+}
+
 /// The NICs in at least [`NAMED_AT`] worse pairs of one test, most worse pairs first.
 fn tally(pairs: &[PairChange]) -> Vec<NicTally> {
     let mut count: BTreeMap<(String, String), (usize, usize)> = BTreeMap::new();

@@ -13,8 +13,10 @@
 //! Two sweep records (`rdmabench.cluster/1`) are compared pair by pair ([`fleet`]); a sweep
 //! with a result record is refused (exit 2).
 //!
-//! Exit codes: 0 nothing regressed; 3 something did; 1 a record could not be read; 2 what
-//! was asked cannot be compared (records of different tests, no shared size) or bad usage.
+//! Exit codes: 0 nothing regressed; 3 something did (stderr says what in a line, the report
+//! is on stdout); 1 a record could not be read; 2 what was asked cannot be compared (a
+//! record that is not there or is a folder, records of different tests, no shared size: a
+//! comparison of nothing is refused, never a pass) or bad usage.
 //!
 //! Long because of its tests (about 300 lines of fixtures and end-to-end comparisons); the code
 //! above them is the comparison's one flow.
@@ -522,6 +524,19 @@ pub fn run(args: &CompareArgs) -> Result<()> {
                 .to_string()
         ));
     }
+    // A missing baseline is refused, never compared as nothing (exit 2, naming what is there).
+    crate::files::check_input(
+        "the baseline",
+        &args.baseline,
+        "a record written by a test's --json, or a sweep record",
+    )?;
+    for path in &args.candidates {
+        crate::files::check_input(
+            "the candidate",
+            path,
+            "a record written by a test's --json, or a sweep record",
+        )?;
+    }
     if crate::report::sweep::all_sweeps(&paths)? {
         return run_sweeps(args);
     }
@@ -531,18 +546,32 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         &report,
         output::markdown,
         output::table,
-        report.regressed,
+        regression(&report),
     )
 }
 
+/// What regressed, in a few words for stderr; `None` when nothing did.
+fn regression(report: &Report) -> Option<String> {
+    if !report.regressed {
+        return None;
+    }
+    let slower: usize = report.comparisons.iter().map(|c| c.slower).sum();
+    let worse = report.comparisons.iter().filter(|c| c.slower > 0).count();
+    let sizes = if slower == 1 { "size" } else { "sizes" };
+    Some(match report.comparisons.len() {
+        1 => format!("{slower} {sizes} slower than the baseline"),
+        n => format!("{slower} {sizes} slower than the baseline, in {worse} of {n} candidates"),
+    })
+}
+
 /// Prints `report` as `args` asks (JSON, Markdown or the terminal table); a regression
-/// makes the run exit 3.
+/// (`regressed` says what) makes the run exit 3.
 fn emit<T: Serialize>(
     args: &CompareArgs,
     report: &T,
     markdown: fn(&T) -> String,
     table: fn(&T) -> String,
-    regressed: bool,
+    regressed: Option<String>,
 ) -> Result<()> {
     let text = if args.json {
         let mut s = serde_json::to_string_pretty(report)?;
@@ -554,8 +583,8 @@ fn emit<T: Serialize>(
         table(report)
     };
     print(&text)?;
-    if regressed {
-        return Err(crate::exit::Regressed.into());
+    if let Some(what) = regressed {
+        return Err(crate::exit::Regressed(what).into());
     }
     Ok(())
 }
@@ -576,7 +605,7 @@ fn run_sweeps(args: &CompareArgs) -> Result<()> {
         &comp,
         fleet_output::markdown,
         fleet_output::table,
-        comp.regressed,
+        comp.regression(),
     )
 }
 

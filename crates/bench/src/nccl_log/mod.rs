@@ -16,6 +16,7 @@ use clap::Args;
 use topo::{Sysfs, Topology};
 
 use crate::exit::LogFindings;
+use crate::files::check_input;
 
 /// The options of `rdmabench nccl-log`.
 #[derive(Debug, Args)]
@@ -33,6 +34,16 @@ pub struct NcclLogArgs {
 
 /// Runs `rdmabench nccl-log`: the table, then the findings (exit 3 when there are any).
 pub fn run(args: &NcclLogArgs) -> Result<()> {
+    for f in &args.files {
+        check_input("the log", f, "a file of NCCL_DEBUG=INFO output")?;
+    }
+    if let Some(path) = &args.topo {
+        check_input(
+            "--topo",
+            path,
+            "the JSON file that `rdmabench topo --json > topo.json` writes",
+        )?;
+    }
     let mut text = String::new();
     for f in &args.files {
         let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
