@@ -9,9 +9,11 @@
 #   SERVER, CLIENT       as for scripts/two-node.sh: ssh destinations, or local:DEV
 #
 # Options:
-#   --baseline NAME      compare against results/baselines/NAME/<test>.json (missing tests
-#                        are reported, not compared)
-#   --save-baseline NAME store this run's records as baseline NAME (for the next firmware)
+#   --baseline NAME      compare against results/baselines/NAME/<test>.json; a baseline
+#                        that is not there, or lacks a test of the suite, is refused before
+#                        anything runs (exit 2, naming the baselines that are there)
+#   --save-baseline NAME store this run's records as baseline NAME (for the next firmware);
+#                        one of --baseline and --save-baseline is needed
 #   --repeat N           repetitions of every test (default 5); compare needs several to
 #                        tell a change from noise
 #   --label LABEL        results/LABEL/ for the records (default: fw-regression)
@@ -25,14 +27,15 @@
 # The report (markdown, one compare table per test) is printed and saved as
 # RESULTS/LABEL/<date>-fw-regression.md.
 #
-# Exit status: 0 nothing regressed; 3 something regressed (the report says what); 1 a run
-# or a comparison failed; 2 bad usage.
+# Exit status: 0 every test compared and nothing regressed (or, with --save-baseline
+# alone, the baseline saved); 3 something regressed (the report says what); 1 a run or a
+# comparison failed; 2 bad usage, or a baseline that is not there or is not complete.
 set -uo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 cd "$here/.." || exit 1
 
 usage() { sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "${BASH_SOURCE[0]}"; }
-die() { echo "fw-regression.sh: $*" >&2; exit "${2:-1}"; }
+die() { echo "fw-regression.sh: $1" >&2; exit "${2:-1}"; }
 
 baseline="" save="" repeat=5 label=fw-regression results=results quick=0 two_node_opts=()
 while [ $# -gt 0 ]; do
@@ -55,6 +58,35 @@ server=$1 client=$2; shift 2
 for name in "$baseline" "$save" "$label"; do
     [[ -z $name || $name =~ ^[A-Za-z0-9._-]+$ ]] || die "'$name' is not a plain name (letters, digits, . _ -)" 2
 done
+suite=(write-bw read-bw send-bw write-lat send-lat)
+
+# The baselines saved under $results/baselines, for a message: "fw-old, lab-2025" or "none".
+saved_baselines() {
+    local names=() dir
+    for dir in "$results"/baselines/*/; do
+        [ -d "$dir" ] && names+=("$(basename "$dir")")
+    done
+    [ ${#names[@]} -gt 0 ] || { echo "none"; return; }
+    local list
+    list=$(printf '%s, ' "${names[@]}")
+    echo "${list%, }"
+}
+
+# Nothing runs unless something will be compared or kept: a baseline that is not there, or
+# lacks a test, is refused now, not reported as "not compared" after the whole suite.
+[ -n "$baseline" ] || [ -n "$save" ] \
+    || die "give --baseline NAME (compare with a saved baseline) or --save-baseline NAME (save one); baselines in $results/baselines: $(saved_baselines)" 2
+if [ -n "$baseline" ]; then
+    [ "$baseline" != "$save" ] || die "--baseline and --save-baseline both name '$baseline': the run would be compared with itself; save under another name" 2
+    [ -d "$results/baselines/$baseline" ] \
+        || die "no baseline '$baseline' in $results/baselines (baselines there: $(saved_baselines)); save one with --save-baseline NAME before the change" 2
+    missing=()
+    for test in "${suite[@]}"; do
+        [ -f "$results/baselines/$baseline/$test.json" ] || missing+=("$test")
+    done
+    [ ${#missing[@]} -eq 0 ] \
+        || die "baseline '$baseline' has no record of ${missing[*]} ($results/baselines/$baseline/<test>.json); every test of the suite needs one: save the baseline again with --save-baseline" 2
+fi
 
 bin=${RDMABENCH_BIN:-$PWD/target/release/rdmabench}
 if [ ! -x "$bin" ] && [ -z "${RDMABENCH_BIN:-}" ]; then
@@ -62,12 +94,20 @@ if [ ! -x "$bin" ] && [ -z "${RDMABENCH_BIN:-}" ]; then
 fi
 export RDMABENCH_BIN=$bin
 
+# Each baseline record must be one compare reads (against itself), before the suite runs.
+if [ -n "$baseline" ]; then
+    for test in "${suite[@]}"; do
+        base=$results/baselines/$baseline/$test.json
+        "$bin" compare "$base" "$base" > /dev/null \
+            || die "baseline '$baseline': $base is not a record compare can read (see above)" 2
+    done
+fi
+
 if [ "$quick" = 1 ]; then
     bw_args=(-s 64K -n 200 -t 16) lat_args=(-n 200)
 else
     bw_args=(-a) lat_args=()
 fi
-suite=(write-bw read-bw send-bw write-lat send-lat)
 
 stamp=$(date -u +%Y-%m-%dT%H%M%SZ)
 out_dir=$results/$label
@@ -79,7 +119,7 @@ report=$out_dir/$stamp-fw-regression.md
     echo "Server \`$server\`, client \`$client\`, $repeat repetitions each, baseline \`${baseline:-none}\`."
 } > "$report"
 
-status=0
+status=0 compared=0
 for test in "${suite[@]}"; do
     case $test in *-lat) args=("${lat_args[@]}") ;; *) args=("${bw_args[@]}") ;; esac
     echo "fw-regression: $test" >&2
@@ -104,22 +144,23 @@ for test in "${suite[@]}"; do
     [ -n "$baseline" ] || continue
     base=$results/baselines/$baseline/$test.json
     printf '\n## %s\n\n' "$test" >> "$report"
-    if [ ! -f "$base" ]; then
-        echo "No baseline record ($base): not compared." >> "$report"
-        continue
-    fi
     "$bin" compare "$base" "$record" --markdown >> "$report"
     rc=$?
     case $rc in
-        0) ;;
-        3) [ "$status" = 1 ] || status=3 ;;
+        0) compared=$((compared + 1)) ;;
+        3) compared=$((compared + 1)); [ "$status" = 1 ] || status=3 ;;
         *) echo "fw-regression: comparing $test failed (exit $rc)" >&2; status=1 ;;
     esac
 done
 
 cat "$report"
+if [ "$status" = 0 ] && [ -z "$baseline" ]; then
+    echo "fw-regression: baseline '$save' saved, nothing compared (report: $report)" >&2
+elif [ "$status" = 0 ]; then
+    echo "fw-regression: $compared of ${#suite[@]} tests compared, nothing regressed (report: $report)" >&2
+fi
 case $status in
-    0) echo "fw-regression: nothing regressed (report: $report)" >&2 ;;
+    0) ;;
     3) echo "fw-regression: REGRESSION (report: $report)" >&2 ;;
     *) echo "fw-regression: a step failed (report: $report)" >&2 ;;
 esac

@@ -130,6 +130,57 @@ fn check_records_names_a_record_that_breaks_its_schema() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// `fw-regression.sh` with a baseline that is not there (`fw_old` for the saved `fw-old`), or
+/// lacks a test of the suite, or with no baseline at all, refuses before anything runs: exit
+/// 2 naming the baselines there, no test started, no report written. (The devices named do
+/// not exist: a run would fail with exit 1.)
+#[test]
+fn fw_regression_refuses_a_missing_baseline_before_running_anything() {
+    let dir = scratch("fw-regression-missing");
+    let results = dir.join("results");
+    let record = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../results/baselines/soft-roce-emulated/write-bw.json");
+    for (name, tests) in [
+        (
+            "fw-old",
+            &["write-bw", "read-bw", "send-bw", "write-lat", "send-lat"][..],
+        ),
+        ("partial", &["write-bw", "write-lat"][..]),
+    ] {
+        let folder = results.join("baselines").join(name);
+        std::fs::create_dir_all(&folder).unwrap();
+        for test in tests {
+            std::fs::copy(&record, folder.join(format!("{test}.json"))).unwrap();
+        }
+    }
+    let run = |args: &[&str]| {
+        let mut all = vec!["--results", results.to_str().unwrap()];
+        all.extend_from_slice(args);
+        all.extend_from_slice(&["local:nosuch0", "local:nosuch1"]);
+        script("fw-regression.sh", &all)
+    };
+    for (args, said) in [
+        (&["--baseline", "fw_old"][..], "no baseline 'fw_old' in"),
+        (
+            &["--baseline", "partial"][..],
+            "baseline 'partial' has no record of read-bw send-bw send-lat",
+        ),
+        (&[][..], "give --baseline NAME"),
+    ] {
+        let out = run(args);
+        let t = text(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {t}");
+        assert!(t.contains(said), "{args:?}: {t}");
+        assert!(
+            said.contains("partial") || t.contains("fw-old, partial"),
+            "{args:?}: {t}"
+        );
+        assert!(!t.contains("fw-regression: write-bw"), "{args:?}: {t}");
+        assert!(!results.join("fw-regression").exists(), "{args:?}: {t}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[test]
 fn gpu_check_on_a_machine_without_driver_or_nic_skips_each_check_saying_why_and_exits_3() {
     let test =
