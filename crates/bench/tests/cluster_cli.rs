@@ -172,7 +172,9 @@ fn a_dry_run_plans_an_incast_into_every_rank_in_fan_in_plus_one_rounds() {
     ] {
         assert!(shown.contains(line), "missing {line:?} in:\n{shown}");
     }
+    // A plan that cannot be built is shown, then refused: exit 2, never a dry run that passed.
     let out = cluster(&ranks, &["--dry-run", "--pattern", "all-to-all"]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(
         text(&out).contains(
             "pattern      all-to-all: cannot be built: all-to-all takes at most 16 ranks"
@@ -180,6 +182,59 @@ fn a_dry_run_plans_an_incast_into_every_rank_in_fan_in_plus_one_rounds() {
         "{}",
         text(&out)
     );
+    let four = [
+        ("RANK", "0"),
+        ("WORLD_SIZE", "4"),
+        ("MASTER_ADDR", "n1"),
+        ("MASTER_PORT", "2000"),
+    ];
+    let out = cluster(
+        &four,
+        &["--dry-run", "--pattern", "incast", "--fan-in", "7"],
+    );
+    let shown = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{shown}");
+    assert!(
+        shown.contains("pattern      incast: cannot be built")
+            && String::from_utf8_lossy(&out.stderr).contains(
+                "rdmabench: error: --pattern incast cannot be built for 4 ranks: --fan-in 7 \
+                 needs 8 ranks"
+            ),
+        "{shown}"
+    );
+}
+
+/// 64 nodes of 8 rails: `--per-rail` plans what the sweep runs, each rail's 64 ranks among
+/// themselves side by side (63 rounds of `pairs`, 3 of `quick`), not all 512 ranks together
+/// (511 rounds).
+#[test]
+fn a_per_rail_dry_run_plans_each_rails_rounds_side_by_side() {
+    let slurm = [
+        ("SLURM_PROCID", "9"),
+        ("SLURM_NTASKS", "512"),
+        ("SLURM_LOCALID", "1"),
+        ("SLURM_JOB_NODELIST", "node[001-064]"),
+    ];
+    let rails = "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7";
+    for (pattern, rounds) in [("pairs", 63), ("quick", 3), ("ring", 2)] {
+        let out = cluster(
+            &slurm,
+            &["--dry-run", "--per-rail", "-d", rails, "--pattern", pattern],
+        );
+        let shown = text(&out);
+        assert!(out.status.success(), "{shown}");
+        let line = format!(
+            "pattern      {pattern}: {rounds} rounds, the 8 rail(s) side by side (8 rank(s) a \
+             node, one on each device of -d; ranks meet their own rail's)\n"
+        );
+        assert!(shown.contains(&line), "missing {line:?} in:\n{shown}");
+        assert!(
+            shown.contains(&format!("cost         {rounds} rounds x")),
+            "{shown}"
+        );
+    }
+    let out = cluster(&slurm, &["--dry-run", "--pattern", "pairs"]);
+    assert!(text(&out).contains("pairs: 511 rounds\n"), "{}", text(&out));
 }
 
 #[test]

@@ -394,16 +394,12 @@ fn planned_rounds(
     members: &[Member],
     rec: &SweepRecord,
 ) -> Result<Vec<Vec<Pair>>> {
-    let rounds = if spec.per_rail {
-        let rails: Vec<usize> = members
-            .iter()
-            .map(|m| m.joining.local_rank as usize)
-            .collect();
-        schedule::rail_aligned(&rails, |n| spec.rounds(n))
-    } else {
-        spec.rounds(members.len())
-    };
-    let mut rounds = rounds.map_err(|e| PlanError(e.to_string()))?;
+    let local_ranks: Vec<usize> = members
+        .iter()
+        .map(|m| m.joining.local_rank as usize)
+        .collect();
+    let mut rounds =
+        schedule::for_sweep(spec, &local_ranks).map_err(|e| PlanError(e.to_string()))?;
     if spec.pattern == Pattern::Quick && !spec.per_rail {
         let leaf_of = leaf_numbers(rec);
         let more = schedule::across_leaves(&leaf_of, &rounds, schedule::QUICK_CROSSINGS);
@@ -1668,6 +1664,31 @@ mod tests {
         assert!(crossed.values().all(|&c| c >= 3), "{crossed:?}");
         let pairs = spec(&["--pattern", "pairs"]);
         assert_eq!(planned_rounds(&pairs, &members, &rec).unwrap().len(), 7);
+    }
+
+    /// `--dry-run` plans with the schedule rank 0 runs: 64 nodes of 8 rails, ranks joined
+    /// with their local ranks, against the dry run's rails (one rank a node per device).
+    #[test]
+    fn the_dry_runs_rounds_are_the_sweeps() {
+        let rails = "mlx5_0,mlx5_1,mlx5_2,mlx5_3,mlx5_4,mlx5_5,mlx5_6,mlx5_7";
+        for pattern in ["pairs", "quick", "ring", "one-to-all"] {
+            let spec = spec(&["--per-rail", "-d", rails, "--pattern", pattern]);
+            let members: Vec<Member> = (0..512).map(|r| never_joined(r, 8)).collect();
+            let run = planned_rounds(&spec, &members, &sweep(512, Vec::new())).unwrap();
+            let local_ranks = super::super::dry_run_local_ranks(512, Some(8));
+            let planned = schedule::for_sweep(&spec, &local_ranks).unwrap();
+            assert_eq!(planned, run, "{pattern}");
+            assert!(
+                run.iter().flatten().all(|p| p.a % 8 == p.b % 8),
+                "{pattern}"
+            );
+        }
+        let pairs = spec(&["--per-rail", "-d", rails, "--pattern", "pairs"]);
+        assert_eq!(
+            schedule::for_sweep(&pairs, &vec![0; 512]).unwrap().len(),
+            511,
+            "one rail of 512 ranks"
+        );
     }
 
     /// A rank's error is a peer's text: it reaches the record and the screen printable.

@@ -37,6 +37,7 @@ use anyhow::{anyhow, Result};
 
 use self::args::{ClusterArgs, SweepSpec, COORDINATOR_PORT};
 use self::launcher::{Coordinator, Place};
+use self::schedule::{Rounds, ScheduleError};
 use self::worker::Worker;
 use crate::control::{anyone_may_join, Greeting, Listener};
 use crate::exit::SweepFindings;
@@ -55,11 +56,28 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         t.opts.side.device = device.clone();
     }
     if args.dry_run {
+        let rails = dry_run_rails(args);
+        let rounds = schedule::for_sweep(&spec, &dry_run_local_ranks(place.size, rails));
         print!(
             "{}",
-            dry_run(&spec, &place, &coordinator, device.as_deref())
+            dry_run(
+                &spec,
+                &place,
+                &coordinator,
+                device.as_deref(),
+                (&rounds, rails)
+            )
         );
-        return Ok(());
+        // A plan that cannot be built is refused as the sweep would refuse it.
+        return match rounds {
+            Ok(_) => Ok(()),
+            Err(e) => Err(PlanError(format!(
+                "--pattern {} cannot be built for {} ranks: {e}",
+                spec.pattern.name(),
+                place.size
+            ))
+            .into()),
+        };
     }
     if place.rank == 0 {
         for (flag, path) in [("--json", &spec.json), ("--prom", &spec.prom)] {
@@ -166,18 +184,45 @@ fn rank_device(args: &ClusterArgs, place: &Place) -> Result<Option<String>, Plan
     }
 }
 
-/// `--dry-run`: this rank's view, contacting nobody.
-fn dry_run(spec: &SweepSpec, place: &Place, c: &Coordinator, device: Option<&str>) -> String {
-    let nodes = place.size;
-    let rounds = spec.rounds(nodes).map(|r| r.len());
+/// With `--per-rail`, the rails a dry run plans over: one per device of -d, each node
+/// running one rank on each (the rank's local rank picks its device); `None` without.
+fn dry_run_rails(args: &ClusterArgs) -> Option<usize> {
+    let devices = args.test.ib_dev.as_deref().unwrap_or("");
+    let count = devices.split(',').filter(|d| !d.is_empty()).count();
+    args.per_rail.then_some(count.max(1))
+}
+
+/// The local ranks a dry run plans with: on `rails` rails, ranks fill node after node, one
+/// on each rail (rank r on rail r mod rails); without `--per-rail` they do not matter.
+fn dry_run_local_ranks(size: usize, rails: Option<usize>) -> Vec<usize> {
+    (0..size).map(|r| r % rails.unwrap_or(1)).collect()
+}
+
+/// `--dry-run`: this rank's view, contacting nobody: the schedule's `rounds`, planned over
+/// `rails` rails with `--per-rail`.
+fn dry_run(
+    spec: &SweepSpec,
+    place: &Place,
+    c: &Coordinator,
+    device: Option<&str>,
+    (rounds, rails): (&Result<Rounds, ScheduleError>, Option<usize>),
+) -> String {
+    let rounds = rounds.as_ref().map(Vec::len);
     let across = spec.fabric.is_some() && spec.pattern == args::Pattern::Quick && !spec.per_rail;
+    let within = match rails {
+        Some(r) => format!(
+            ", the {r} rail(s) side by side ({r} rank(s) a node, one on each device of -d; \
+             ranks meet their own rail's)"
+        ),
+        None => String::new(),
+    };
     let rounds_text = match &rounds {
         Ok(n) if across => format!(
             "{n} rounds, and those that cross every pair of leaves {} times (the ranks' hosts \
              place them when they join)",
             schedule::QUICK_CROSSINGS
         ),
-        Ok(n) => format!("{n} rounds"),
+        Ok(n) => format!("{n} rounds{within}"),
         Err(e) => format!("cannot be built: {e}"),
     };
     let cost = match &rounds {
