@@ -19,7 +19,7 @@ use crate::report::{Format, FORMATS};
 use crate::run::admission::Admission;
 use crate::run::rails::gpus::RailGpus;
 use crate::run::{RecordFiles, RunOptions};
-use crate::units::parse_size;
+use crate::units::{parse_secs, parse_size, RateArg};
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
 #[derive(Debug, Parser)]
@@ -182,15 +182,16 @@ pub struct TestArgs {
     #[command(flatten)]
     pub files: RecordFiles,
 
-    /// Exit with code 3 when any size's bandwidth is below GBPS (GB/s)
-    #[arg(long, value_name = "GBPS", value_parser = parse_positive)]
-    pub limit_bw: Option<f64>,
+    /// Exit with code 3 when any size's bandwidth is below RATE: a bare number in the table's
+    /// unit (GB/s, Gb/s with --report-gbits), as perftest's -w; or 400Gb, 50GB
+    #[arg(long, value_name = "RATE", value_parser = RateArg::parse)]
+    pub limit_bw: Option<RateArg>,
 
     /// Exit with code 3 when any size's p99 latency is above USEC microseconds
     #[arg(long, value_name = "USEC", value_parser = parse_positive)]
     pub limit_lat_p99: Option<f64>,
 
-    /// Seconds any connect, read or stalled loop may take before the run fails
+    /// Seconds (or 500ms, 2m) any connect, read or stalled loop may take before the run fails
     #[arg(long, default_value_t = 30.0, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: f64,
 
@@ -273,10 +274,10 @@ fn parse_positive(text: &str) -> Result<f64, String> {
 }
 
 fn parse_timeout(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 && v <= 86_400.0 => Ok(v),
+    match parse_secs(text)? {
+        v if v > 0.0 && v <= 86_400.0 => Ok(v),
         _ => Err(format!(
-            "'{text}' is not a timeout: give seconds, more than 0 and at most 86400"
+            "'{text}' is not a timeout: give more than 0 s and at most 86400 s (24h)"
         )),
     }
 }
@@ -542,7 +543,7 @@ impl Cli {
     /// Parses the process's arguments; a usage error is printed by clap (exit 2), with the
     /// command's own usage line ([`plain_usage`]).
     pub fn parse_args() -> Cli {
-        let args: Vec<OsString> = std::env::args_os().collect();
+        let args = crate::perftest_names::apply(std::env::args_os().collect());
         Cli::try_parse_from(&args).unwrap_or_else(|e| {
             let e = plain_usage(e, &args);
             // `health` is a Nagios plugin: a command line it cannot read is UNKNOWN (3), as

@@ -36,6 +36,8 @@ pub mod memory;
 pub mod nccl_log;
 #[forbid(unsafe_code)]
 pub mod output;
+#[forbid(unsafe_code)]
+pub mod perftest_names;
 pub mod placement;
 #[forbid(unsafe_code)]
 pub mod plan;

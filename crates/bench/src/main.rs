@@ -160,7 +160,13 @@ fn serve_forever(
 
 /// The limits' verdict on a finished run (its record's files were written as it ran).
 fn check_limits(args: &TestArgs, outcome: &Outcome) -> Result<()> {
-    thresholds::check(&outcome.record.results, args.limit_bw, args.limit_lat_p99)?;
+    let gbits = outcome.record.params.report_gbits;
+    thresholds::check(
+        &outcome.record.results,
+        args.limit_bw,
+        args.limit_lat_p99,
+        gbits,
+    )?;
     Ok(())
 }
 

@@ -8,7 +8,9 @@ use serde::{Deserialize, Serialize};
 use std::fmt;
 
 use crate::catalogue::{Agree, PARAMS};
-use crate::units::{format_size, parse_size};
+use crate::units::{
+    format_size, parse_class, parse_rate, parse_secs, parse_size, parse_size_u32, RateUnit,
+};
 
 /// The RDMA operation a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -333,14 +335,15 @@ pub struct PlanRequest {
     )]
     pub iters: Option<u64>,
 
-    /// Run each size for SECS seconds instead of -n iterations (a tenth, at most 2 s, is left
-    /// out of the measured window at each end)
-    #[arg(short = 'D', long = "duration", value_name = "SECS")]
+    /// Run each size for SECS (seconds, or 10s, 500ms, 2m) instead of -n iterations (a tenth,
+    /// at most 2 s, is left out of the measured window at each end)
+    #[arg(short = 'D', long = "duration", value_name = "SECS", value_parser = parse_secs)]
     pub duration: Option<f64>,
 
-    /// With -D, also report the bandwidth of every SECS seconds of the measured window, its
-    /// worst interval and their coefficient of variation (bandwidth tests; 0.1 s or more)
-    #[arg(long = "interval", value_name = "SECS", requires = "duration")]
+    /// With -D, also report the bandwidth of every SECS (seconds, or 500ms) of the measured
+    /// window, its worst interval and their coefficient of variation (bandwidth tests; 0.1 s
+    /// or more)
+    #[arg(long = "interval", value_name = "SECS", requires = "duration", value_parser = parse_secs)]
     pub interval: Option<f64>,
 
     /// Transport: RC, UC (WRITE and SEND) or UD (SEND, one packet per message)
@@ -369,10 +372,10 @@ pub struct PlanRequest {
     #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
     pub qp_timeout: Option<u8>,
 
-    /// Traffic class of the GRH, 0..255: on RoCE v2 the IP TOS byte (DSCP = N >> 2, ECN = N & 3),
-    /// so that a run lands in the fabric's lossless (PFC) class, e.g. 106 for DSCP 26; on
-    /// InfiniBand it needs -x [default: 0]
-    #[arg(long = "tclass", value_name = "N")]
+    /// Traffic class of the GRH, 0..255 or hex (0x68): on RoCE v2 the IP TOS byte (DSCP = N >> 2,
+    /// ECN = N & 3), so that a run lands in the fabric's lossless (PFC) class, e.g. 106 for
+    /// DSCP 26; on InfiniBand it needs -x [default: 0]
+    #[arg(long = "tclass", value_name = "N", value_parser = parse_class)]
     pub tclass: Option<u8>,
 
     /// Connect the QPs through the RDMA connection manager (librdmacm), as perftest's -R; the
@@ -385,9 +388,9 @@ pub struct PlanRequest {
     #[arg(long = "srq", alias = "use-srq")]
     pub srq: bool,
 
-    /// Pace the posts in software to at most GBPS GB/s (bandwidth tests; each sending side, all
-    /// QPs together; perftest's SW rate limiter, whose --rate_limit is in Gb/s: divide by 8)
-    #[arg(long = "rate-limit", value_name = "GBPS")]
+    /// Pace the posts in software to at most RATE (bandwidth tests; each sending side, all QPs
+    /// together): a bare number is Gb/s, as perftest's --rate_limit; or 10Gb, 5Gbps, 3GB, 25GB/s
+    #[arg(long = "rate-limit", value_name = "RATE", value_parser = parse_gbits_rate)]
     pub rate_limit: Option<f64>,
 
     /// Service level, 0..15: on InfiniBand the virtual lane the subnet manager maps it to; on
@@ -410,7 +413,7 @@ pub struct PlanRequest {
     /// Send messages up to this many bytes inline [default: latency tests with host memory:
     /// perftest's (WRITE 220, SEND 236, UD SEND 188) capped by what the client's device allows;
     /// otherwise 0, off]
-    #[arg(short = 'I', long = "inline-size", value_name = "BYTES")]
+    #[arg(short = 'I', long = "inline-size", value_name = "BYTES", value_parser = parse_size_u32)]
     pub inline: Option<u32>,
 
     /// Work requests per doorbell [default: 1]
@@ -433,6 +436,11 @@ pub struct PlanRequest {
     /// Report bandwidth in Gb/s instead of GB/s (the client's choice holds on both sides)
     #[arg(long, alias = "report_gbits")]
     pub report_gbits: bool,
+}
+
+/// `--rate-limit`'s value in GB/s, a bare number in Gb/s (perftest's `--rate_limit`).
+fn parse_gbits_rate(text: &str) -> Result<f64, String> {
+    parse_rate(text, RateUnit::Gbits)
 }
 
 /// The sizes a server's `-s` or `-a` asks for, as [`TestPlan::sizes_text`] says them.

@@ -55,7 +55,15 @@ impl RateArg {
     pub fn parse(text: &str) -> Result<RateArg, String> {
         match text.trim().parse::<f64>() {
             Ok(v) if v > 0.0 && v.is_finite() => Ok(RateArg::Bare(v)),
-            _ => parse_rate(text, RateUnit::Gbytes).map(RateArg::Gbytes),
+            _ => parse_rate(text, RateUnit::Gbytes)
+                .map(RateArg::Gbytes)
+                .map_err(|_| {
+                    format!(
+                        "'{text}' is not a rate: give {}; a bare number is in the table's \
+                         unit (GB/s, Gb/s with --report-gbits)",
+                        topo::RATE_FORMS
+                    )
+                }),
         }
     }
 

@@ -167,7 +167,7 @@ fn rate_limit_holds_the_run_to_its_pace_and_says_so() {
         "write-bw",
         19530,
         &[],
-        &["-n", "300", "--rate-limit", "0.01"],
+        &["-n", "300", "--rate-limit", "0.01GB/s"],
     );
     run.assert_ok();
     both_record(&run, "rate_limit", 0.01);

@@ -59,8 +59,8 @@ pub struct DoctorArgs {
 }
 
 fn parse_sample_secs(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && (0.0..=600.0).contains(&v) => Ok(v),
+    match crate::units::parse_secs(text) {
+        Ok(v) if (0.0..=600.0).contains(&v) => Ok(v),
         _ => Err(format!(
             "'{text}' is not a sampling time: give seconds from 0 to 600, e.g. 3 or 0.5"
         )),

@@ -82,8 +82,8 @@ pub struct HealthArgs {
 
 /// Seconds from `lo` to `hi`, else an error saying what they are for.
 fn secs_within(text: &str, (lo, hi): (f64, f64), what: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && (lo..=hi).contains(&v) => Ok(v),
+    match crate::units::parse_secs(text) {
+        Ok(v) if (lo..=hi).contains(&v) => Ok(v),
         _ => Err(format!(
             "'{text}' is not {what}: give seconds from {lo} to {hi}"
         )),

@@ -49,8 +49,8 @@ impl Default for Admission {
 }
 
 fn parse_seconds(text: &str) -> Result<f64, String> {
-    match text.parse::<f64>() {
-        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+    match crate::units::parse_secs(text) {
+        Ok(v) if v > 0.0 => Ok(v),
         _ => Err(format!(
             "'{text}' is not a duration: give seconds, more than 0"
         )),
