@@ -73,6 +73,33 @@ pub enum TopoError {
         path: PathBuf,
     },
 
+    /// A file that is not there (links followed inside the sysfs root).
+    #[error("cannot read {path}: no such file inside the root")]
+    NotFound {
+        /// The path on this machine (the injected root included).
+        path: PathBuf,
+    },
+
+    /// Something other than a regular file where a file is read under the sysfs root.
+    #[error("{path} is {kind}, not a regular file: refused (only files, directories and links inside the sysfs root are read)")]
+    NotAFile {
+        /// The path on this machine (the injected root included).
+        path: PathBuf,
+        /// What it is: "a FIFO", "a device", ...
+        kind: &'static str,
+    },
+
+    /// A file or directory beyond what one read takes.
+    #[error("{path} holds more than {limit} {what}, the most read from one file or directory under the sysfs root: refused")]
+    TooLarge {
+        /// The path on this machine (the injected root included).
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+        /// "bytes" or "entries".
+        what: &'static str,
+    },
+
     /// Symbolic links that loop or chain too deeply.
     #[error("too many levels of symbolic links resolving {path} (a loop?)")]
     SymlinkLoop {
