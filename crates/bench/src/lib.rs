@@ -52,6 +52,8 @@ pub mod show;
 #[forbid(unsafe_code)]
 pub mod sysroot;
 #[forbid(unsafe_code)]
+pub mod text;
+#[forbid(unsafe_code)]
 pub mod thresholds;
 #[forbid(unsafe_code)]
 pub mod units;
