@@ -453,3 +453,80 @@ fn within_bounds(ranks: u32, peaks: &Peaks, cpu_per_round: f64, record: usize, f
     assert!(cpu_per_round <= 0.5 + n as f64 * 2e-3, "{figures}");
     assert!(record <= (n as usize) * 8 * 1024, "{figures}");
 }
+
+/// A child's exit status, wall time and peak resident memory (KiB).
+fn measured(cmd: &mut Command) -> (Option<i32>, Duration, u64, String) {
+    let start = Instant::now();
+    let child = cmd
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let wall = start.elapsed();
+    // The child was reaped: RUSAGE_CHILDREN's peak is the largest of this process's reaped
+    // children, so a check of it holds each of them to the bound.
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage with a valid pointer to a local struct.
+    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code(), wall, u.ru_maxrss as u64, text)
+}
+
+/// `cluster --dry-run` of rank 0 of `size` under Slurm, with `more` options.
+fn dry_run(size: &str, nodelist: &str, more: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdmabench"));
+    for v in ["OMPI_COMM_WORLD_RANK", "PMI_RANK", "RANK", "MASTER_ADDR"] {
+        cmd.env_remove(v);
+    }
+    cmd.envs([
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", size),
+        ("SLURM_JOB_NODELIST", nodelist),
+    ])
+    .args(["cluster", "--dry-run"])
+    .args(more);
+    cmd
+}
+
+/// docs/cluster.md's scale figures: a dry run of 100,000 ranks plans `quick` and `ring` in
+/// under 3 s and 256 MiB, its coordinator the first host of a node list of a trillion hosts
+/// (taken without expanding the list); a world beyond the limit is refused naming it.
+#[test]
+fn a_dry_run_of_100000_ranks_plans_in_seconds_and_megabytes() {
+    for (pattern, rounds) in [("quick", 3), ("ring", 2)] {
+        let mut cmd = dry_run("100000", "h[0-999999]x[0-999999]", &["--pattern", pattern]);
+        let (code, wall, rss_kib, text) = measured(&mut cmd);
+        eprintln!(
+            "dry run, {pattern}, 100,000 ranks: {:.2} s, peak {} MiB",
+            wall.as_secs_f64(),
+            rss_kib / 1024
+        );
+        assert_eq!(code, Some(0), "{text}");
+        assert!(
+            text.contains(&format!("pattern      {pattern}: {rounds} rounds")),
+            "{text}"
+        );
+        assert!(text.contains("coordinator  h0x0:"), "{text}");
+        assert!(wall < Duration::from_secs(3), "{pattern}: {wall:?}");
+        assert!(rss_kib < 256 * 1024, "{pattern}: {rss_kib} KiB");
+    }
+    for size in ["131073", "1000000000", "18446744073709551615"] {
+        let (code, _, _, text) = measured(&mut dry_run(size, "h1", &[]));
+        assert_eq!(code, Some(2), "{text}");
+        assert!(
+            text.contains(&format!(
+                "SLURM_NTASKS={size} is not valid: a sweep takes at most 131072 ranks"
+            )),
+            "{text}"
+        );
+    }
+    let (code, _, _, text) = measured(&mut dry_run("100000", "h1", &["--pattern", "pairs"]));
+    assert_eq!(code, Some(2), "{text}");
+    assert!(text.contains("pairs takes at most 2048 ranks"), "{text}");
+}

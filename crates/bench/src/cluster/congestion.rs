@@ -92,6 +92,7 @@ pub fn all_to_all(n: usize) -> Result<Rounds, ScheduleError> {
             pattern: "all-to-all",
             size: n,
             most: ALL_TO_ALL_UP_TO,
+            why: "each runs 2(n-1) runs at once",
         });
     }
     let flows = (0..n)

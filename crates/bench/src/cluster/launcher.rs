@@ -47,6 +47,11 @@ impl Launcher {
     }
 }
 
+/// The most ranks a sweep takes: above the 100,000 ranks its plan and rank 0 were measured
+/// at (docs/cluster.md's scale table), within one host's open files (rank 0 holds a
+/// connection per rank). A larger world is refused before anything is sized by it.
+pub const MAX_WORLD_SIZE: usize = 131_072;
+
 /// This process's place in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Place {
@@ -113,6 +118,13 @@ pub fn place(env: &dyn Fn(&str) -> Option<String>) -> Result<Place, LaunchError>
         };
         let rank = number(rank_var, &rank)?;
         let size = number(size_var, &size)?;
+        if size > MAX_WORLD_SIZE {
+            return Err(LaunchError::Bad {
+                var: size_var,
+                value: size.to_string(),
+                why: format!("a sweep takes at most {MAX_WORLD_SIZE} ranks"),
+            });
+        }
         if size == 0 || rank >= size {
             return Err(LaunchError::Bad {
                 var: rank_var,
@@ -182,12 +194,12 @@ pub fn coordinator(
     }
     for var in ["SLURM_JOB_NODELIST", "SLURM_NODELIST"] {
         if let Some(list) = env(var) {
-            let hosts = hostlist::expand(&list).map_err(|e| LaunchError::Bad {
+            let first = hostlist::first(&list).map_err(|e| LaunchError::Bad {
                 var,
                 value: list.clone(),
                 why: e.to_string(),
             })?;
-            if let Some(first) = hosts.into_iter().next() {
+            if let Some(first) = first {
                 return Ok(Coordinator {
                     host: first,
                     port: default_port,
@@ -285,6 +297,25 @@ mod tests {
         assert!(e.to_string().contains("PMI_RANK=x"), "{e}");
         let e = place(&env(&[("RANK", "4"), ("WORLD_SIZE", "4")])).unwrap_err();
         assert!(e.to_string().contains("below WORLD_SIZE=4"), "{e}");
+    }
+
+    #[test]
+    fn a_world_beyond_the_limit_is_refused_naming_it() {
+        let most = MAX_WORLD_SIZE.to_string();
+        assert_eq!(
+            place(&env(&[("RANK", "0"), ("WORLD_SIZE", &most)]))
+                .unwrap()
+                .size,
+            MAX_WORLD_SIZE
+        );
+        for huge in ["131073", "1000000000", "18446744073709551615"] {
+            let e = place(&env(&[("SLURM_PROCID", "0"), ("SLURM_NTASKS", huge)])).unwrap_err();
+            let e = e.to_string();
+            assert!(
+                e.contains(&format!("SLURM_NTASKS={huge}")) && e.contains("at most 131072 ranks"),
+                "{e}"
+            );
+        }
     }
 
     #[test]

@@ -54,8 +54,8 @@ pub enum ScheduleError {
         /// The world's size.
         size: usize,
     },
-    /// A pattern for a small group given a large one.
-    #[error("{pattern} takes at most {most} ranks (each runs 2(n-1) runs at once), not {size}")]
+    /// A pattern for a smaller world given a larger one.
+    #[error("{pattern} takes at most {most} ranks ({why}), not {size}")]
     TooMany {
         /// The pattern.
         pattern: &'static str,
@@ -63,6 +63,8 @@ pub enum ScheduleError {
         size: usize,
         /// The most it takes.
         most: usize,
+        /// What grows with the ranks.
+        why: &'static str,
     },
 }
 
@@ -73,39 +75,59 @@ fn check_size(n: usize) -> Result<(), ScheduleError> {
     Ok(())
 }
 
-/// Every pair once: the circle method (rank 0 fixed, the others rotate).
+/// The most ranks one `pairs` schedule takes (over all ranks, or one rail's with
+/// `--per-rail`): its n - 1 rounds of n/2 pairs grow with the square of the ranks (at the
+/// limit 2,047 rounds, hours of sweep, and 2 million pairs); `quick` screens any size in 3.
+pub const PAIRS_UP_TO: usize = 2048;
+
+/// Every pair once: the circle method (rank 0 fixed, the others rotate), for at most
+/// [`PAIRS_UP_TO`] ranks.
 pub fn round_robin(n: usize) -> Result<Rounds, ScheduleError> {
     check_size(n)?;
+    if n > PAIRS_UP_TO {
+        return Err(ScheduleError::TooMany {
+            pattern: "pairs",
+            size: n,
+            most: PAIRS_UP_TO,
+            why: "n - 1 rounds of n/2 pairs; --pattern quick screens any size in 3 rounds, \
+                  --per-rail schedules each rail on its own",
+        });
+    }
+    Ok(tournament_rounds(n, n + n % 2 - 1))
+}
+
+/// The first `count` rounds of the circle method over `n` ranks (n >= 2, count at most its
+/// n - 1 rounds, n for odd n): each round built on its own, in time linear in n.
+fn tournament_rounds(n: usize, count: usize) -> Rounds {
     // With an odd count a phantom rank m - 1 = n joins; whoever meets it rests that round.
     let m = n + n % 2;
-    let mut rounds = Vec::with_capacity(m - 1);
-    for r in 0..m - 1 {
-        // Position 0 holds rank 0; position p > 0 holds rank 1 + (p - 1 + r) mod (m - 1).
-        let at = |p: usize| if p == 0 { 0 } else { 1 + (p - 1 + r) % (m - 1) };
-        let round = (0..m / 2)
-            .map(|i| (at(i), at(m - 1 - i)))
-            .filter(|&(x, y)| x < n && y < n)
-            .map(|(x, y)| Pair {
-                a: x.min(y),
-                b: x.max(y),
-            })
-            .collect();
-        rounds.push(round);
-    }
-    Ok(rounds)
+    (0..count.min(m - 1))
+        .map(|r| {
+            // Position 0 holds rank 0; position p > 0 holds rank 1 + (p - 1 + r) mod (m - 1).
+            let at = |p: usize| if p == 0 { 0 } else { 1 + (p - 1 + r) % (m - 1) };
+            (0..m / 2)
+                .map(|i| (at(i), at(m - 1 - i)))
+                .filter(|&(x, y)| x < n && y < n)
+                .map(|(x, y)| Pair {
+                    a: x.min(y),
+                    b: x.max(y),
+                })
+                .collect()
+        })
+        .collect()
 }
 
 /// How many distinct partners `quick` gives every rank: enough for the verdict to name a slow
 /// NIC by its majority alone (three of three partners suspect), and no more.
 pub const QUICK_PARTNERS: usize = 3;
 
-/// The first rounds of [`round_robin`] that give every rank [`QUICK_PARTNERS`] partners: 3
-/// for an even n; 4 for an odd n, where each round rests one rank (a different one each
-/// round). A small n whose whole tournament is no longer gets the whole tournament.
+/// The first rounds of the tournament ([`round_robin`]'s) that give every rank
+/// [`QUICK_PARTNERS`] partners: 3 for an even n; 4 for an odd n, where each round rests one
+/// rank (a different one each round). A small n whose whole tournament is no longer gets the
+/// whole tournament. Only those rounds are built: time and memory linear in n, at any size.
 pub fn quick(n: usize) -> Result<Rounds, ScheduleError> {
-    let mut rounds = round_robin(n)?;
-    rounds.truncate(QUICK_PARTNERS + n % 2);
-    Ok(rounds)
+    check_size(n)?;
+    Ok(tournament_rounds(n, QUICK_PARTNERS + n % 2))
 }
 
 /// How often `quick` with `--topology` has every pair of leaves meet: three pairs of NICs
@@ -152,7 +174,10 @@ pub fn across_leaves(leaf_of: &[Option<usize>], planned: &[Vec<Pair>], times: us
     let mut busy: Vec<Vec<bool>> = Vec::new();
     // The leaves meet in tournament order, each pass once more, so that every pass spreads
     // over all leaves before the next.
-    let order = round_robin(leaves.len()).unwrap_or_default();
+    let order = match leaves.len() {
+        0 | 1 => Vec::new(),
+        l => tournament_rounds(l, l + l % 2 - 1),
+    };
     for pass in 0..times {
         for leaf_round in &order {
             for p in leaf_round {
@@ -455,6 +480,39 @@ mod tests {
                 assert!(partners >= (n - 1).min(QUICK_PARTNERS), "n={n}: rank {r}");
             }
         }
+    }
+
+    #[test]
+    fn quick_is_the_tournaments_first_rounds_built_alone_at_any_size() {
+        for n in sizes() {
+            let full = round_robin(n).unwrap();
+            let first = quick(n).unwrap();
+            assert_eq!(first[..], full[..first.len()], "n={n}");
+        }
+        // A million ranks: four rounds, each of half a million pairs, built without the
+        // tournament's million rounds.
+        let rounds = quick(1_000_001).unwrap();
+        assert_eq!(rounds.len(), 4);
+        assert!(rounds.iter().all(|r| r.len() == 500_000));
+    }
+
+    #[test]
+    fn pairs_beyond_its_limit_is_refused_naming_quick_and_per_rail() {
+        assert_eq!(round_robin(PAIRS_UP_TO).unwrap().len(), PAIRS_UP_TO - 1);
+        let e = round_robin(PAIRS_UP_TO + 1).unwrap_err().to_string();
+        assert!(
+            e.contains("pairs takes at most 2048 ranks")
+                && e.contains("quick")
+                && e.contains("--per-rail")
+                && e.contains("not 2049"),
+            "{e}"
+        );
+        // With --per-rail the limit is each rail's.
+        let rails: Vec<usize> = (0..2 * PAIRS_UP_TO).map(|r| r % 2).collect();
+        assert_eq!(
+            rail_aligned(&rails, round_robin).unwrap().len(),
+            PAIRS_UP_TO - 1
+        );
     }
 
     #[test]
