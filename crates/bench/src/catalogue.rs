@@ -58,6 +58,12 @@ const EVERY_TEST: Applies = Applies {
     why: "",
 };
 
+/// The bandwidth tests: a latency test measures one QP ping-pong.
+const BANDWIDTH_ONLY: Applies = Applies {
+    to: |t, _| t.mode == Mode::Bw,
+    why: "a latency test measures one QP ping-pong",
+};
+
 /// One parameter.
 #[derive(Debug, Clone, Copy)]
 pub struct Param {
@@ -153,6 +159,7 @@ pub const PARAMS: &[Param] = &[
         key: "qps",
         flag: Some("--qps"),
         perftest: Some("-q"),
+        applies: BANDWIDTH_ONLY,
         range: Some((1, crate::plan::MAX_QPS as u64)),
         label: "QPs",
         value: |p| text(p.qps),
@@ -212,6 +219,10 @@ pub const PARAMS: &[Param] = &[
         key: "post_list",
         flag: Some("--post-list"),
         perftest: Some("-l"),
+        applies: Applies {
+            to: |t, _| t.mode == Mode::Bw,
+            why: "a latency test posts one request at a time",
+        },
         label: "Post list",
         value: |p| opt(p.post_list),
         ..PLANNED
@@ -343,6 +354,10 @@ pub const PARAMS: &[Param] = &[
         key: "threads",
         flag: Some("--threads"),
         agree: Agree::Side,
+        applies: Applies {
+            to: |t, _| t.mode == Mode::Bw,
+            why: "a latency test measures one QP ping-pong in one thread",
+        },
         label: "Threads",
         value: |p| text(p.threads),
         ..PLANNED
@@ -351,6 +366,11 @@ pub const PARAMS: &[Param] = &[
         key: "clock",
         flag: Some("--clock"),
         agree: Agree::Side,
+        applies: Applies {
+            to: |t, _| t.mode == Mode::Lat,
+            why: "it times a latency test's round trips; a bandwidth test's window is timed \
+                  by the monotonic clock",
+        },
         label: "Clock",
         in_header: false,
         value: |p| opt(p.clock.as_ref()),
@@ -575,6 +595,10 @@ mod tests {
                     assert_eq!(p.agree, Agree::Found, "{} has no flag", p.key);
                     continue;
                 };
+                if crate::cli::help::applies(test, flag).is_err() {
+                    // Its refusal, and its absence from the help: cli/help.rs's tests.
+                    continue;
+                }
                 assert!(help.contains(flag), "{test} --help lacks {flag}");
                 let long = flag.trim_start_matches("--");
                 let arg = cmd.get_arguments().find(|a| a.get_long() == Some(long));

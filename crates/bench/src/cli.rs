@@ -21,9 +21,14 @@ use crate::run::rails::gpus::RailGpus;
 use crate::run::{RecordFiles, RunOptions};
 use crate::units::{parse_secs, parse_size, RateArg};
 
+pub mod help;
+pub mod reference;
+
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
 #[derive(Debug, Parser)]
-#[command(name = "rdmabench", version, about, long_about = None)]
+#[command(name = "rdmabench", version, long_about = None)]
+#[command(about = "RDMA bandwidth and latency benchmarks, judged against the hardware's ceilings")]
+#[command(max_term_width = help::WIDTH, mut_subcommands = help::shape_subcommand)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -62,26 +67,38 @@ pub enum Command {
     Devices,
     /// Show the PCIe tree from root ports down to NICs and GPUs, links and NIC-GPU classes
     Topo(crate::show::TopoArgs),
-    /// Work out the wire and PCIe ceilings for a NIC rate and a PCIe link, no hardware needed
+    /// Work out the wire and PCIe ceilings for a NIC rate and a PCIe link (no hardware)
     Ceiling(crate::show::CeilingArgs),
     /// Check port, links, MTU, GIDs, counters, GPU path, IOMMU, NUMA and CPU governor
     Doctor(crate::doctor::DoctorArgs),
+    /// May a job land on this node? A Nagios check of its NICs, GPUs and bandwidth
+    ///
     /// May a job land on this node? NICs, links, GPUs, GPUDirect RDMA, error counters and a
     /// loopback bandwidth run against what the node's SKU should have, within a budget;
     /// Nagios exit codes (0 ok, 1 warning, 2 critical, 3 unknown)
     Health(crate::health::HealthArgs),
+    /// Read NCCL_DEBUG=INFO logs: each GPU's NIC, GPUDirect RDMA or not, what went wrong
+    ///
     /// Read NCCL_DEBUG=INFO logs: per host and GPU, the NIC each used and whether with
     /// GPUDirect RDMA, and each GPU that went through host memory, TCP or a far NIC
     #[command(name = "nccl-log")]
     NcclLog(crate::nccl_log::NcclLogArgs),
+    /// Compare result records (or two sweeps) against a baseline: a noise-aware verdict
+    ///
     /// Compare result records against a baseline: medians, change and a noise-aware verdict
     /// (or two cluster sweeps, pair by pair)
     Compare(crate::compare::CompareArgs),
+    /// Plot result records to SVG or PNG: by size, a trend, a timeline or a sweep's heat map
+    ///
     /// Plot result records to SVG or PNG: bandwidth or latency vs size, or a trend across runs
     /// (or a cluster sweep as a heat map)
     Plot(crate::plot::PlotArgs),
     /// Measure every pair of ranks of an srun/mpirun/torchrun launch and name the slow NICs
     Cluster(crate::cluster::args::ClusterArgs),
+    /// Print a shell's completion script: bash, zsh or fish
+    Completions(help::CompletionsArgs),
+    /// Write a man page per command into a folder: rdmabench.1, rdmabench-write-bw.1, ...
+    Man(help::ManArgs),
 }
 
 /// The options of every test.
@@ -91,11 +108,15 @@ pub struct TestArgs {
     #[arg(value_name = "SERVER_HOST")]
     pub server: Option<String>,
 
+    /// RDMA device, or a comma list of them: one rail each
+    ///
     /// RDMA device (default: the first with an ACTIVE port); a comma list (mlx5_0,mlx5_1)
     /// runs one rail per device, paired by position with the server's
     #[arg(short = 'd', long = "ib-dev", value_name = "DEV[,DEV...]")]
     pub ib_dev: Option<String>,
 
+    /// `all`: one rail per device with an ACTIVE port
+    ///
     /// `all`: one rail per device with an ACTIVE port, in name order (as -d with every one)
     #[arg(long, value_name = "all", value_parser = ["all"], conflicts_with = "ib_dev")]
     pub rails: Option<String>,
@@ -105,6 +126,8 @@ pub struct TestArgs {
           value_parser = clap::value_parser!(u8).range(1..))]
     pub ib_port: u8,
 
+    /// GID index [default: perftest's choice: RoCE v2, IPv4]
+    ///
     /// GID index (default: RoCEv2 over v1, IPv4-mapped over IPv6, global scope, as perftest)
     #[arg(short = 'x', long = "gid-index", value_name = "N")]
     pub gid_index: Option<u32>,
@@ -117,25 +140,35 @@ pub struct TestArgs {
     #[command(flatten)]
     pub plan: PlanRequest,
 
+    /// Where the buffer lives: host, cuda[:GPU], cuda-staged, rocm...
+    ///
     /// Where this side's buffer lives: host, cuda[:GPU] (GPUDirect RDMA via dma-buf),
     /// cuda-peermem[:GPU] (via nvidia-peermem), cuda-staged[:GPU] (GDR off), and the same three
     /// of AMD GPUs: rocm[:GPU], rocm-peermem[:GPU], rocm-staged[:GPU]; GPU an index or bus id
     #[arg(long, value_name = "MODE", value_parser = parse_mem, conflicts_with_all = ["use_cuda", "use_rocm"])]
     pub mem: Option<MemArg>,
 
+    /// Several rails on GPU memory: each rail's GPU, in rail order
+    ///
     /// Several rails with GPU memory: each rail's GPU, in rail order (indexes or bus ids)
     /// [default: each rail's nearest GPU on the PCIe tree, unless --mem names one]
     #[arg(long, value_name = "LIST", value_parser = crate::run::rails::gpus::parse_gpu_map)]
     pub gpu_map: Option<crate::run::rails::gpus::GpuMap>,
 
+    /// perftest's alias: GPU N's memory, as --mem cuda-peermem:N
+    ///
     /// perftest's alias: GPU memory on GPU N, registered like --mem cuda-peermem:N
     #[arg(long = "use_cuda", value_name = "N", allow_hyphen_values = true)]
     pub use_cuda: Option<String>,
 
+    /// perftest's alias: with --use_cuda, as --mem cuda:N
+    ///
     /// perftest's alias: with --use_cuda, register through dma-buf (--mem cuda:N)
     #[arg(long = "use_cuda_dmabuf")]
     pub use_cuda_dmabuf: bool,
 
+    /// perftest's alias: AMD GPU N's memory, as --mem rocm-peermem:N
+    ///
     /// perftest's alias: AMD GPU memory on GPU N, registered like --mem rocm-peermem:N
     #[arg(
         long = "use_rocm",
@@ -145,29 +178,41 @@ pub struct TestArgs {
     )]
     pub use_rocm: Option<String>,
 
+    /// perftest's alias: with --use_rocm, as --mem rocm:N
+    ///
     /// perftest's alias: with --use_rocm, register through dma-buf (--mem rocm:N)
     #[arg(long = "use_rocm_dmabuf")]
     pub use_rocm_dmabuf: bool,
 
+    /// Staged memory: bytes per bounce buffer [default: 1M]
+    ///
     /// --mem cuda-staged, rocm-staged: bytes per pinned bounce buffer, a multiple of 4K
     /// [default: 1M]
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     pub staging_chunk: Option<u64>,
 
+    /// Staged memory: bounce buffers per QP, 1..64 [default: 4]
+    ///
     /// --mem cuda-staged, rocm-staged: number of bounce buffers per QP, 1 to 64 [default: 4]
     #[arg(long, value_name = "N")]
     pub staging_depth: Option<usize>,
 
+    /// Accepted for perftest compatibility, ignored
+    ///
     /// Accepted for perftest compatibility, ignored (rdmabench does not read cpufreq: it
     /// calibrates the TSC against the monotonic clock)
     #[arg(short = 'F')]
     pub cpu_freq_ignored: bool,
 
+    /// Latency clock: tsc, monotonic or auto [default: auto]
+    ///
     /// Latency tests' clock: tsc (calibrated; needs an invariant TSC or a pinned thread),
     /// monotonic, or auto (tsc where it can be trusted) [default: auto]
     #[arg(long, value_name = "CLOCK", value_parser = ClockChoice::parse)]
     pub clock: Option<ClockChoice>,
 
+    /// Pin the measuring thread to one of these CPUs
+    ///
     /// Pin the measuring thread to one of these CPUs (client: the first, server: the last)
     /// [default: the NIC's NUMA node's CPUs]
     #[arg(long, value_name = "LIST", value_parser = parse_cpus_arg, conflicts_with = "no_pin")]
@@ -182,31 +227,45 @@ pub struct TestArgs {
     #[command(flatten)]
     pub files: RecordFiles,
 
+    /// Exit 3 when a size's bandwidth is below RATE
+    ///
     /// Exit with code 3 when any size's bandwidth is below RATE: a bare number in the table's
     /// unit (GB/s, Gb/s with --report-gbits), as perftest's -w; or 400Gb, 50GB
     #[arg(long, value_name = "RATE", value_parser = RateArg::parse)]
     pub limit_bw: Option<RateArg>,
 
+    /// Exit 3 when a size's p99 latency is above USEC
+    ///
     /// Exit with code 3 when any size's p99 latency is above USEC microseconds
     #[arg(long, value_name = "USEC", value_parser = parse_positive)]
     pub limit_lat_p99: Option<f64>,
 
+    /// How long a connect, read or stall may take (s, or 2m)
+    ///
     /// Seconds (or 500ms, 2m) any connect, read or stalled loop may take before the run fails
     #[arg(long, default_value_t = 30.0, value_name = "SECS", value_parser = parse_timeout)]
     pub timeout: f64,
 
+    /// Run server and client in this one invocation
+    ///
     /// Run server and client in this one invocation (two threads, one machine)
     #[arg(long, conflicts_with = "server")]
     pub loopback: bool,
 
+    /// With --loopback: the client side's device
+    ///
     /// With --loopback: the client side's device [default: the -d device]
     #[arg(long, value_name = "DEV")]
     pub peer_dev: Option<String>,
 
+    /// With --loopback: the client side's --mem
+    ///
     /// With --loopback: the client side's --mem [default: the --mem given]
     #[arg(long, value_name = "MODE", value_parser = MemMode::parse)]
     pub peer_mem: Option<MemMode>,
 
+    /// Server: serve run after run instead of exiting after one
+    ///
     /// Server: keep serving run after run instead of exiting after one (each run's --json
     /// overwrites the last)
     #[arg(long, conflicts_with_all = ["server", "loopback"])]
@@ -216,6 +275,8 @@ pub struct TestArgs {
     #[arg(long, default_value = "0.0.0.0", value_name = "ADDR")]
     pub bind: String,
 
+    /// File of the shared secret both sides must hold
+    ///
     /// Both sides: the file holding the shared secret; the server takes only clients that
     /// prove they hold it (it never crosses the network). RDMABENCH_TOKEN=SECRET gives the
     /// secret itself; --token wins when both are set
@@ -226,22 +287,30 @@ pub struct TestArgs {
     #[command(flatten)]
     pub admission: Admission,
 
+    /// Register memory without PCIe relaxed ordering
+    ///
     /// Register memory without PCIe relaxed ordering (on by default, as in perftest, where the
     /// device allows it); perftest's --disable_pcie_relaxed is accepted too
     #[arg(long, alias = "disable_pcie_relaxed")]
     pub disable_pcie_relaxed: bool,
 
+    /// Put this side's host buffer on huge pages
+    ///
     /// Put this side's host buffer on huge pages (from the pool `vm.nr_hugepages` reserves;
     /// --mem host only), as perftest's --use-hugepages
     #[arg(long)]
     pub use_hugepages: bool,
 
+    /// Register this side's host buffer for on-demand paging (ODP)
+    ///
     /// Register this side's host buffer for on-demand paging (IBV_ACCESS_ON_DEMAND: not
     /// pinned, faulted in by the NIC; --mem host only), where the device offers it, as
     /// perftest's --odp
     #[arg(long)]
     pub odp: bool,
 
+    /// Measuring threads on this side, each with its own QPs [default: 1]
+    ///
     /// Bandwidth tests: N measuring threads on this side, each with its own QPs, CQ, buffer
     /// and control connection, pinned to CPUs of the NIC's node; their message rates add up
     /// (the server must be given the same N) [default: 1]
@@ -428,8 +497,8 @@ impl TestArgs {
         if n == 1 {
             return Ok(1);
         }
-        let other = if kind.mode == Mode::Lat {
-            Some(format!("{kind} measures one QP ping-pong in one thread"))
+        let other = if let Err(why) = help::applies(kind, "--threads") {
+            Some(why.to_string())
         } else if self.loopback {
             Some(
                 "--loopback runs one client and one server: start the two sides as two commands"
@@ -444,6 +513,36 @@ impl TestArgs {
             Some(why) => Err(PlanError(format!("--threads {n} is not possible: {why}"))),
             None => Ok(n),
         }
+    }
+
+    /// The options of this side that apply to some tests only (the catalogue's side rows and
+    /// [`help::SIDE_ONLY`]; `--threads` says its own), refused for another test, as its help
+    /// leaves them out. A sweep runs several tests with one command line: it does not ask.
+    pub fn check_test(&self, kind: TestKind) -> Result<(), PlanError> {
+        let given = [
+            ("--clock", self.clock.is_some()),
+            ("--limit-lat-p99", self.limit_lat_p99.is_some()),
+        ];
+        for (flag, _) in given.into_iter().filter(|(_, given)| *given) {
+            if let Err(why) = help::applies(kind, flag) {
+                return Err(PlanError(format!("{flag} does not apply to {kind}: {why}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every check of this side's command line for test `kind` that needs no device nor
+    /// peer, all before anything opens (a typo must not cost a whole run): its plan and its
+    /// options for the run.
+    pub fn check(&self, kind: TestKind) -> Result<(TestPlan, RunOptions), PlanError> {
+        self.check_pairs()?;
+        self.check_test(kind)?;
+        let plan = self.plan.resolve(kind)?;
+        // `--json`, `--csv` and any other format's: one of them may be `-`, stdout.
+        self.files.check()?;
+        let opts = self.run_options(kind)?;
+        self.check_memory(&plan)?;
+        Ok((plan, opts))
     }
 
     /// What these arguments mean for one side of test `kind`: its options for the run.
@@ -514,7 +613,8 @@ fn output_arg(format: &Format) -> Arg {
     Arg::new(format.flag)
         .long(format.flag)
         .value_name("FILE")
-        .help(format.help)
+        .help(format.short)
+        .long_help(format.help)
         .value_parser(clap::value_parser!(PathBuf))
         .action(ArgAction::Set)
 }
@@ -595,7 +695,9 @@ impl Command {
             | Command::NcclLog(_)
             | Command::Compare(_)
             | Command::Plot(_)
-            | Command::Cluster(_) => return None,
+            | Command::Cluster(_)
+            | Command::Completions(_)
+            | Command::Man(_) => return None,
         };
         Some((TestKind::new(verb, mode), args))
     }
@@ -696,10 +798,11 @@ mod tests {
     fn help_shows_perftests_f_as_accepted_and_ignored() {
         let mut cli = Cli::command();
         let test = cli.find_subcommand_mut("write-bw").unwrap();
-        let help = test.render_help().to_string();
+        let help = test.render_long_help().to_string();
         let line = help
             .lines()
-            .find(|l| l.trim_start().starts_with("-F"))
+            .skip_while(|l| !l.trim_start().starts_with("-F"))
+            .nth(1)
             .unwrap_or_default();
         assert!(
             line.contains("Accepted for perftest compatibility, ignored"),
@@ -727,7 +830,10 @@ mod tests {
     #[test]
     fn every_output_format_has_its_flag_in_a_tests_help() {
         let mut cli = Cli::command();
-        let help = cli.find_subcommand_mut("write-bw").unwrap().render_help();
+        let help = cli
+            .find_subcommand_mut("write-bw")
+            .unwrap()
+            .render_long_help();
         let help = help
             .to_string()
             .split_whitespace()
@@ -916,7 +1022,7 @@ mod tests {
         assert_eq!(threads(&["read-bw", "h", "--threads", "4"]), Ok(4));
         let lat = threads(&["write-lat", "h", "--threads", "2"]).unwrap_err();
         assert!(
-            lat.contains("--threads 2 is not possible: write-lat measures one QP"),
+            lat.contains("--threads 2 is not possible: a latency test measures one QP"),
             "{lat}"
         );
         let rails = threads(&["write-bw", "h", "-d", "a,b", "--threads", "2"]).unwrap_err();

@@ -52,19 +52,16 @@ fn dispatch(command: &Command) -> Result<()> {
         Command::Compare(args) => rdmabench::compare::run(args),
         Command::Plot(args) => rdmabench::plot::run(args),
         Command::Cluster(args) => rdmabench::cluster::run(args),
+        Command::Completions(args) => rdmabench::cli::help::run_completions(args),
+        Command::Man(args) => rdmabench::cli::help::run_man(args),
         _ => anyhow::bail!("internal error: a test command was not dispatched as a test"),
     }
 }
 
 fn run_test(kind: TestKind, args: &TestArgs) -> Result<()> {
-    args.check_pairs()?;
     // Every flag is checked together before anything opens, on the server too, and so are
-    // the output files: a typo must not cost a whole run.
-    let plan = args.plan.resolve(kind)?;
-    // `--json`, `--csv` and any other format's: one of them may be `-`, stdout.
-    args.files.check()?;
-    let mut opts = args.run_options(kind)?;
-    args.check_memory(&plan)?;
+    // the output files.
+    let (plan, mut opts) = args.check(kind)?;
     let sysfs = topo::Sysfs::system();
     let rails = match opts.threads {
         1 => rail_devices(&sysfs, args.ib_dev.as_deref(), args.rails.is_some())?,

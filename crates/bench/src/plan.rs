@@ -318,6 +318,8 @@ pub const MAX_QPS: u32 = 1024;
 /// when a server adopts it, so a field here has the name of its [`TestPlan`] field.
 #[derive(Debug, Clone, Default, PartialEq, clap::Args, Serialize)]
 pub struct PlanRequest {
+    /// Message size: bytes, or 64K, 1M [default: 64K, latency tests 2]
+    ///
     /// Message size in bytes; accepts K, M and G suffixes (64K, 1M) [default: 64K, latency 2]
     #[arg(short = 's', long = "size", value_parser = parse_size, conflicts_with = "all", value_name = "SIZE")]
     pub size: Option<u64>,
@@ -335,17 +337,23 @@ pub struct PlanRequest {
     )]
     pub iters: Option<u64>,
 
+    /// Run each size for SECS (or 10s, 2m) instead of -n iterations
+    ///
     /// Run each size for SECS (seconds, or 10s, 500ms, 2m) instead of -n iterations (a tenth,
     /// at most 2 s, is left out of the measured window at each end)
     #[arg(short = 'D', long = "duration", value_name = "SECS", value_parser = parse_secs)]
     pub duration: Option<f64>,
 
+    /// With -D: also the bandwidth of every SECS of the window
+    ///
     /// With -D, also report the bandwidth of every SECS (seconds, or 500ms) of the measured
     /// window, its worst interval and their coefficient of variation (bandwidth tests; 0.1 s
     /// or more)
     #[arg(long = "interval", value_name = "SECS", requires = "duration", value_parser = parse_secs)]
     pub interval: Option<f64>,
 
+    /// Transport: RC, UC (WRITE, SEND) or UD (SEND) [default: RC]
+    ///
     /// Transport: RC, UC (WRITE and SEND) or UD (SEND, one packet per message)
     #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", value_parser = Connection::parse)]
     pub connection: Option<Connection>,
@@ -354,50 +362,70 @@ pub struct PlanRequest {
     #[arg(short = 'r', long = "rx-depth", value_name = "N")]
     pub rx_depth: Option<u32>,
 
+    /// Both sides send at once; each measures what it sends
+    ///
     /// Both sides send at once; each measures what it sends (bandwidth tests)
     #[arg(short = 'b', long = "bidirectional")]
     pub bidirectional: bool,
 
+    /// Path MTU: 256 .. 4096 [default: the ports' active MTU]
+    ///
     /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: the ports' active MTU]
     #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
     pub path_mtu: Option<u32>,
 
+    /// Outstanding READs/atomics per QP [default: what both allow]
+    ///
     /// READs/atomics a QP keeps outstanding at the responder (read and atomic tests; a
     /// ConnectX allows 16) [default: what both devices allow]
     #[arg(short = 'o', long = "outs", value_name = "N")]
     pub outs: Option<u32>,
 
+    /// RC ack timeout, 4.096 us * 2^N a try [default: 14, rxe 18]
+    ///
     /// RC acknowledgement timeout: 4.096 us * 2^N a try (1..31) [default: 14, on a software
     /// device such as rxe 18]
     #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
     pub qp_timeout: Option<u8>,
 
+    /// Traffic class (RoCE v2: the TOS byte), 0..255 or 0x68
+    ///
     /// Traffic class of the GRH, 0..255 or hex (0x68): on RoCE v2 the IP TOS byte (DSCP = N >> 2,
     /// ECN = N & 3), so that a run lands in the fabric's lossless (PFC) class, e.g. 106 for
     /// DSCP 26; on InfiniBand it needs -x [default: 0]
     #[arg(long = "tclass", value_name = "N", value_parser = parse_class)]
     pub tclass: Option<u8>,
 
+    /// Connect the QPs through the RDMA CM, as perftest's -R
+    ///
     /// Connect the QPs through the RDMA connection manager (librdmacm), as perftest's -R; the
     /// control channel still carries the plan (RC only)
     #[arg(short = 'R', long = "rdma-cm")]
     pub rdma_cm: bool,
 
+    /// SEND tests: receive from one shared receive queue
+    ///
     /// SEND tests: a receiving side's QPs take their receives from one shared receive queue of
     /// -r receives in all (perftest's --use-srq)
     #[arg(long = "srq", alias = "use-srq")]
     pub srq: bool,
 
+    /// Pace the posts to at most RATE: Gb/s, or 10Gb, 3GB
+    ///
     /// Pace the posts in software to at most RATE (bandwidth tests; each sending side, all QPs
     /// together): a bare number is Gb/s, as perftest's --rate_limit; or 10Gb, 5Gbps, 3GB, 25GB/s
     #[arg(long = "rate-limit", value_name = "RATE", value_parser = parse_gbits_rate)]
     pub rate_limit: Option<f64>,
 
+    /// Service level, 0..15 [default: 0]
+    ///
     /// Service level, 0..15: on InfiniBand the virtual lane the subnet manager maps it to; on
     /// RoCE a ConnectX's 802.1p priority of VLAN-tagged frames (docs/running.md) [default: 0]
     #[arg(short = 'S', long = "sl", value_name = "N")]
     pub sl: Option<u8>,
 
+    /// Atomic op: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
+    ///
     /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
     #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
     pub atomic: Option<AtomicOp>,
@@ -410,6 +438,8 @@ pub struct PlanRequest {
     #[arg(short = 't', long = "tx-depth", value_name = "N")]
     pub tx_depth: Option<u32>,
 
+    /// Send messages up to BYTES inline [default: see --help]
+    ///
     /// Send messages up to this many bytes inline [default: latency tests with host memory:
     /// perftest's (WRITE 220, SEND 236, UD SEND 188) capped by what the client's device allows;
     /// otherwise 0, off]
@@ -420,19 +450,27 @@ pub struct PlanRequest {
     #[arg(short = 'l', long = "post-list", value_name = "N")]
     pub post_list: Option<u32>,
 
+    /// A completion every N operations [default: 100, at most -t/2]
+    ///
     /// Request a completion every N operations [default: 100, at most half of -t (and less
     /// when -l is large)]
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<u32>,
 
+    /// Check the payload that arrived after each size
+    ///
     /// Check the payload that arrived after each size (the run fails on a wrong byte)
     #[arg(long)]
     pub validate: bool,
 
+    /// Run the whole plan N times; the table shows medians
+    ///
     /// Run the whole plan N times; the record keeps every repetition, the table their medians
     #[arg(long, value_name = "N")]
     pub repeat: Option<u32>,
 
+    /// Report bandwidth in Gb/s instead of GB/s
+    ///
     /// Report bandwidth in Gb/s instead of GB/s (the client's choice holds on both sides)
     #[arg(long, alias = "report_gbits")]
     pub report_gbits: bool,
@@ -628,8 +666,7 @@ impl TestPlan {
                 self.tx_depth
             ));
         }
-        self.check_verb_and_transport()?;
-        self.check_mode()
+        self.check_verb_and_transport()
     }
 
     /// `--interval`: within a `-D` window, at least [`MIN_INTERVAL`] seconds, and at most
@@ -734,26 +771,6 @@ impl TestPlan {
                         .to_string(),
                 );
             }
-        }
-        Ok(())
-    }
-
-    fn check_mode(&self) -> Result<(), PlanError> {
-        if self.test.mode == Mode::Bw {
-            return Ok(());
-        }
-        let test = self.test;
-        if self.qps != 1 {
-            return refuse(format!(
-                "{test} measures one QP ping-pong: --qps {} is not possible",
-                self.qps
-            ));
-        }
-        if self.post_list != 1 {
-            return refuse(format!(
-                "{test} posts one request at a time: --post-list {} is not possible",
-                self.post_list
-            ));
         }
         Ok(())
     }

@@ -33,50 +33,70 @@ pub const SETUP_SECS: f64 = 2.0;
 /// torchrun; rank 0 coordinates, every rank measures.
 #[derive(Debug, Args)]
 pub struct ClusterArgs {
+    /// The tests each pair runs, in order [default: write-bw,write-lat]
+    ///
     /// The tests each pair runs, in order [default: write-bw,write-lat; write-bw for the
     /// congestion patterns, which run bandwidth tests only]
     #[arg(long, value_delimiter = ',', value_name = "LIST")]
     pub tests: Option<Vec<String>>,
 
+    /// Which ranks meet: quick, pairs, ring, incast, ...
+    ///
     /// Which ranks meet: quick (every rank with 3 partners in 3 rounds, 4 for an odd count;
     /// suspects then against known-good partners), pairs (every pair once, n-1 rounds), ring,
     /// one-to-all (from --root), file (--pairs-file); congestion, every run of a group at
     /// once: incast (--fan-in senders into each receiver), bisection (the first half of the
     /// ranks into the second), all-to-all (every rank into every other, up to 16 ranks)
-    #[arg(long, value_enum, default_value_t = Pattern::Quick)]
+    #[arg(long, value_enum, default_value_t = Pattern::Quick, hide_possible_values = true)]
     pub pattern: Pattern,
 
+    /// --pattern one-to-all's rank that meets all, incast's receiver
+    ///
     /// --pattern one-to-all: the rank every other rank meets [default: 0]; --pattern incast:
     /// the one receiver [default: every rank in turn]
     #[arg(long, value_name = "RANK")]
     pub root: Option<usize>,
 
+    /// --pattern incast: senders into each receiver at once
+    ///
     /// --pattern incast: how many senders write into each receiver at once
     #[arg(long, value_name = "K")]
     pub fan_in: Option<usize>,
 
+    /// --pattern file: the pairs, one a line
+    ///
     /// --pattern file: one pair per line, "SERVER_RANK CLIENT_RANK" ('#' starts a comment)
     #[arg(long, value_name = "FILE")]
     pub pairs_file: Option<PathBuf>,
 
+    /// Where rank 0 listens [default: MASTER_ADDR:MASTER_PORT]
+    ///
     /// Where rank 0 listens [default: MASTER_ADDR:MASTER_PORT, else the first host of
     /// SLURM_JOB_NODELIST on port 18516]
     #[arg(long, value_name = "HOST:PORT")]
     pub coordinator: Option<String>,
 
+    /// One process per rail: rail k meets rail k of the other nodes
+    ///
     /// One process per rail: -d lists the node's rails and each rank takes the one at its
     /// local rank; rail k meets rail k of the other nodes
     #[arg(long)]
     pub per_rail: bool,
 
+    /// Suspect below this % of the median bandwidth
+    ///
     /// A pair below this percentage of the fleet's median bandwidth is a suspect
     #[arg(long, default_value_t = 90.0, value_name = "PCT", value_parser = parse_pct)]
     pub min_pct: f64,
 
+    /// Suspect above this multiple of the median latency
+    ///
     /// A pair above this multiple of the fleet's median latency is a suspect
     #[arg(long, default_value_t = 2.0, value_name = "FACTOR", value_parser = parse_factor)]
     pub max_lat_factor: f64,
 
+    /// Where each host's NICs attach (leaf, rail): tells a path from a NIC
+    ///
     /// Where each host's NICs attach, for the verdict to tell a slow path between leaves from
     /// a slow NIC: lines "HOST LEAF [RAIL]" (HOST/DEVICE for one NIC), a saved ibnetdiscover
     /// or iblinkinfo output, or 'lldpcli show neighbors -f json' output (a file named after
@@ -84,6 +104,8 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
 
+    /// Print this rank's view and plan, and contact nobody
+    ///
     /// Print this rank's view (launcher, rank, coordinator, rounds, estimated time) and
     /// contact nobody
     #[arg(long)]
@@ -93,6 +115,39 @@ pub struct ClusterArgs {
     /// is where rank 0 writes the sweep record
     #[command(flatten)]
     pub test: TestArgs,
+}
+
+/// Whether a sweep's test options give one.
+pub type Given = Box<dyn Fn(&TestArgs) -> bool>;
+
+/// The test options of a run between two nodes that a sweep refuses, each as a message
+/// names it, with whether it was given; `cluster --help` leaves them out.
+pub fn two_node_options() -> Vec<(String, Given)> {
+    let named =
+        |flag: &str, given: fn(&TestArgs) -> bool| (flag.to_string(), Box::new(given) as Given);
+    let mut list = vec![
+        named("SERVER_HOST", |t| t.server.is_some()),
+        named("--loopback", |t| t.loopback),
+        named("--persistent", |t| t.persistent),
+        named("--peer-dev", |t| t.peer_dev.is_some()),
+        named("--peer-mem", |t| t.peer_mem.is_some()),
+    ];
+    // Every record format but the JSON and the metrics: the sweep's --json FILE is its
+    // own record, its --prom FILE its own metrics.
+    for f in FORMATS
+        .iter()
+        .filter(|f| f.flag != JSON.flag && f.flag != PROM.flag)
+    {
+        let given: Given = Box::new(move |t: &TestArgs| t.files.get(f).is_some());
+        list.push((format!("--{}", f.flag), given));
+    }
+    list.extend([
+        named("--limit-bw", |t| t.limit_bw.is_some()),
+        named("--limit-lat-p99", |t| t.limit_lat_p99.is_some()),
+        named("-a", |t| t.plan.all),
+        named("--rails", |t| t.rails.is_some()),
+    ]);
+    list
 }
 
 /// The schedule's pattern.
@@ -329,30 +384,10 @@ impl ClusterArgs {
     }
 
     fn refuse_two_node_options(&self) -> Result<(), PlanError> {
-        let t = &self.test;
-        let named = |list: &[(&str, bool)]| -> Vec<(String, bool)> {
-            list.iter().map(|(f, g)| (f.to_string(), *g)).collect()
-        };
-        let mut given = named(&[
-            ("SERVER_HOST", t.server.is_some()),
-            ("--loopback", t.loopback),
-            ("--persistent", t.persistent),
-        ]);
-        // Every record format but the JSON and the metrics: the sweep's --json FILE is its
-        // own record, its --prom FILE its own metrics.
-        given.extend(
-            FORMATS
-                .iter()
-                .filter(|f| f.flag != JSON.flag && f.flag != PROM.flag)
-                .map(|f| (format!("--{}", f.flag), t.files.get(f).is_some())),
-        );
-        given.extend(named(&[
-            ("--limit-bw", t.limit_bw.is_some()),
-            ("--limit-lat-p99", t.limit_lat_p99.is_some()),
-            ("-a", t.plan.all),
-            ("--rails", t.rails.is_some()),
-        ]));
-        match given.iter().find(|(_, g)| *g) {
+        match two_node_options()
+            .into_iter()
+            .find(|(_, given)| given(&self.test))
+        {
             Some((flag, _)) => Err(PlanError(format!(
                 "{flag} has no meaning in a cluster sweep (rank 0 pairs the ranks, one rank per \
                  node or with --per-rail per rail; --json FILE holds every pair's record; the \

@@ -48,35 +48,49 @@ pub const COMPARE_SCHEMA: &str = "rdmabench.compare/1";
 /// `rdmabench compare`'s options.
 #[derive(Debug, Args)]
 pub struct CompareArgs {
+    /// The baseline record, or the sweep record before
+    ///
     /// The baseline record (a JSON file written by a test's --json), or the sweep record
     /// before (written by `rdmabench cluster`)
     #[arg(value_name = "BASELINE")]
     pub baseline: PathBuf,
 
+    /// Records compared to it, or the sweep record after
+    ///
     /// One or more candidate records, each compared to the baseline; or the one sweep record
     /// after, compared to the one before pair by pair
     #[arg(value_name = "CANDIDATE", required = true, num_args = 1..)]
     pub candidates: Vec<PathBuf>,
 
+    /// Smallest bandwidth change that counts, in percent
+    ///
     /// Smallest bandwidth change that counts, in percent (the noise must be exceeded too,
     /// where records have repetitions; a sweep's pairs have none)
     #[arg(long, default_value_t = 3.0, value_name = "PCT", value_parser = parse_pct)]
     pub threshold: f64,
 
+    /// Smallest p99 latency change that counts, in percent
+    ///
     /// Smallest p99 latency change that counts, in percent (a sweep's pairs: their median
     /// latency)
     #[arg(long = "threshold-lat", default_value_t = 10.0, value_name = "PCT", value_parser = parse_pct)]
     pub threshold_lat: f64,
 
+    /// Significance level of the test on the repetitions
+    ///
     /// Significance level of the test on the repetitions (Mann-Whitney U, two-sided)
     #[arg(long, default_value_t = 0.05, value_name = "P", value_parser = parse_alpha)]
     pub alpha: f64,
 
+    /// Judge each size on its own p-value (no adjustment)
+    ///
     /// Judge each size on its own p-value, without the adjustment across sizes
     /// (Benjamini-Hochberg) that keeps a sweep of many sizes from raising false alarms
     #[arg(long)]
     pub per_size: bool,
 
+    /// Compare only this size (repeat it) [default: every size]
+    ///
     /// Compare only this message size (repeat it for several; accepts 64K, 1M) [default: every size both have]
     #[arg(short = 's', long = "size", value_name = "SIZE", value_parser = crate::units::parse_size)]
     pub sizes: Vec<u64>,
@@ -85,11 +99,15 @@ pub struct CompareArgs {
     #[arg(long, conflicts_with = "json")]
     pub markdown: bool,
 
+    /// Print the comparison as JSON
+    ///
     /// Print the comparison as JSON (schema rdmabench.compare/1; of two sweeps,
     /// rdmabench.compare.cluster/1)
     #[arg(long)]
     pub json: bool,
 
+    /// Compare records of different tests instead of refusing
+    ///
     /// Compare records of different tests (write-bw against read-bw or write-lat) instead of
     /// refusing them; the difference is still warned about
     #[arg(long)]

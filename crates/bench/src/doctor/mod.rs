@@ -36,11 +36,15 @@ pub struct DoctorArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub ib_port: u32,
 
+    /// GPU: an index or a PCI bus id [default: the nearest]
+    ///
     /// GPU: an index in PCI address order (as nvidia-smi numbers them) or a PCI bus id
     /// [default: the GPU nearest the NIC]
     #[arg(long, value_name = "N|BUS_ID")]
     pub gpu: Option<String>,
 
+    /// Read this copy of another machine's sysfs instead of /
+    ///
     /// Read this copy of another machine's sysfs instead of / (the directory holding sys/)
     #[arg(long, value_name = "DIR", value_parser = parse_sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
@@ -49,10 +53,14 @@ pub struct DoctorArgs {
     #[arg(long, value_name = "S", default_value_t = 3.0, value_parser = parse_sample_secs)]
     pub sample_secs: f64,
 
+    /// CPUs the benchmark will run on, e.g. 0-15
+    ///
     /// CPUs the benchmark will run on, e.g. 0-15 [default: those this process may use]
     #[arg(long, value_name = "LIST", value_parser = host::parse_cpus_arg)]
     pub cpus: Option<CpuList>,
 
+    /// The port rate the link should run at (Gb/s): slower FAILs
+    ///
     /// The port rate the link should run at, in Gb/s (e.g. 400): slower is a FAIL
     #[arg(long, value_name = "GBPS", value_parser = parse_expect_rate)]
     pub expect_rate: Option<f64>,

@@ -43,17 +43,23 @@ use outcome::{CheckTime, HealthReport, HEALTH_SCHEMA};
 /// The options of `rdmabench health`.
 #[derive(Debug, Clone, Args)]
 pub struct HealthArgs {
+    /// What the node should have: a file --learn wrote
+    ///
     /// What the node should have: a file `--learn` wrote on a known-good node of its SKU
     /// [default: the node as found: every NIC's port ACTIVE, every PCIe link at its
     /// capability]
     #[arg(long, value_name = "FILE", conflicts_with = "learn")]
     pub expect: Option<PathBuf>,
 
+    /// Write what this node has to FILE, for --expect
+    ///
     /// Write what this node has to FILE, to give other nodes of its SKU as --expect (each
     /// NIC's least loopback bandwidth set to 90% of the least of three runs here)
     #[arg(long, value_name = "FILE")]
     pub learn: Option<PathBuf>,
 
+    /// Seconds the whole check may take
+    ///
     /// Seconds the whole check may take; the bandwidth runs are stopped at its end
     #[arg(long, value_name = "SECS", default_value_t = 30.0, value_parser = parse_budget)]
     pub budget: f64,
@@ -62,6 +68,8 @@ pub struct HealthArgs {
     #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = parse_secs)]
     pub sample_secs: f64,
 
+    /// Seconds of each NIC's loopback write-bw (0: none)
+    ///
     /// Seconds of each NIC's loopback write-bw (0: no bandwidth check)
     #[arg(long, value_name = "SECS", default_value_t = 2.0, value_parser = parse_secs)]
     pub bw_secs: f64,
@@ -70,10 +78,14 @@ pub struct HealthArgs {
     #[arg(long, value_name = "FILE")]
     pub json: Option<PathBuf>,
 
+    /// Write the report as Prometheus metrics to FILE
+    ///
     /// Write the report as Prometheus metrics to FILE, for node_exporter's textfile collector
     #[arg(long, value_name = "FILE")]
     pub prom: Option<PathBuf>,
 
+    /// Read this copy of another machine's sysfs instead of /
+    ///
     /// Read this copy of another machine's sysfs instead of / (no counters are watched and
     /// no bandwidth is run on a copy)
     #[arg(long, value_name = "DIR", value_parser = parse_sysfs_root)]

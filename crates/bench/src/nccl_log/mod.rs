@@ -25,6 +25,8 @@ pub struct NcclLogArgs {
     #[arg(value_name = "FILE", required = true, num_args = 1..)]
     pub files: Vec<PathBuf>,
 
+    /// The nodes' PCIe tree, as `rdmabench topo --json` wrote it
+    ///
     /// The nodes' PCIe tree, as `rdmabench topo --json` wrote it on one of them (one SKU:
     /// it stands for every host in the logs) [default: this host's, for the log's lines
     /// from this host]

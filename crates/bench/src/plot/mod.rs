@@ -84,6 +84,8 @@ fn draw_titles<DB: plotters::prelude::DrawingBackend>(
 /// `rdmabench plot`'s options.
 #[derive(Debug, Args)]
 pub struct PlotArgs {
+    /// Result records (JSON), or one sweep record (a heat map)
+    ///
     /// Result records (JSON files written by a test's --json), or one sweep record (written
     /// by `rdmabench cluster`), drawn as a rank x rank heat map
     #[arg(value_name = "RECORD", required = true, num_args = 1..)]
@@ -93,17 +95,23 @@ pub struct PlotArgs {
     #[arg(short = 'o', long = "output", value_name = "FILE", required = true, value_parser = parse_output)]
     pub output: PathBuf,
 
+    /// What to draw: bw, lat, trend, timeline [default: by records]
+    ///
     /// What to draw [default: lat when every record has latency figures, timeline when every
     /// record has intervals (-D --interval), else bw]
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, hide_possible_values = true)]
     pub kind: Option<Kind>,
 
+    /// With --kind trend or timeline: the message size
+    ///
     /// With --kind trend or timeline: the message size [default: 64K when every record has it, else the largest size they share (timeline: that has intervals)]
     #[arg(short = 's', long, value_parser = parse_size, value_name = "SIZE")]
     pub size: Option<u64>,
 
+    /// With --kind trend: order by date or fw [default: date]
+    ///
     /// With --kind trend: order the records by date or by firmware version [default: date]
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, hide_possible_values = true)]
     pub order: Option<Order>,
 
     /// Legend label of the records, in order (repeat it; trend: the x labels)
@@ -118,6 +126,8 @@ pub struct PlotArgs {
     #[arg(long)]
     pub gbits: bool,
 
+    /// With --kind bw: a logarithmic bandwidth axis
+    ///
     /// With --kind bw: a logarithmic bandwidth axis (small messages become visible)
     #[arg(long)]
     pub log_y: bool,
@@ -127,6 +137,8 @@ pub struct PlotArgs {
           value_parser = clap::value_parser!(u32).range(320..=8000))]
     pub width: u32,
 
+    /// Draw bandwidth and latency records together
+    ///
     /// Draw bandwidth and latency records together instead of refusing them (a latency
     /// record then shows as the bandwidth its round trips moved)
     #[arg(long)]

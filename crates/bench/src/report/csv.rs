@@ -13,6 +13,7 @@ use crate::catalogue::PARAMS;
 /// `--csv FILE`: one row per size.
 pub const CSV: Format = Format {
     flag: "csv",
+    short: "Write one CSV row per size to FILE (- for stdout)",
     help: "Write one CSV row per size to FILE; `-`: to stdout at the end (the table goes to \
            stderr then)",
     what: "the CSV",

@@ -7,6 +7,7 @@ use super::{Exporter, Format, RunRecord};
 /// `--json FILE`: the whole record.
 pub const JSON: Format = Format {
     flag: "json",
+    short: "Write the result record to FILE as JSON (- for stdout)",
     help: "Write the result record (every size) to FILE as JSON; `-`: to stdout at the end \
            (the table goes to stderr then)",
     what: "the JSON record",

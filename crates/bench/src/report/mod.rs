@@ -209,7 +209,9 @@ pub trait Exporter: Sync {
 pub struct Format {
     /// The long flag without its dashes (`json` for `--json FILE`); unique in [`FORMATS`].
     pub flag: &'static str,
-    /// The flag's line in `--help`.
+    /// The flag's line in `-h`.
+    pub short: &'static str,
+    /// The flag's text in `--help`.
     pub help: &'static str,
     /// What the file holds, for messages ("writing the CSV to ...").
     pub what: &'static str,

@@ -22,6 +22,7 @@ use super::{
 /// `--prom FILE`: the figures as Prometheus metrics.
 pub const PROM: Format = Format {
     flag: "prom",
+    short: "Write the figures as Prometheus metrics to FILE",
     help: "Write the figures as Prometheus metrics (node_exporter's textfile format) to FILE, \
            e.g. /var/lib/node_exporter/textfile/rdmabench.prom; `-`: to stdout at the end",
     what: "the Prometheus metrics",

@@ -20,6 +20,8 @@ pub const DEFAULT_MAX_DURATION: f64 = 3600.0;
 /// The server's limits on one run.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
 pub struct Admission {
+    /// Server: refuse a plan whose buffers need more than SIZE
+    ///
     /// Server: refuse a plan whose buffers need more than SIZE of host memory, or of GPU
     /// memory [default: half of this machine's memory; for GPU memory, half of the GPU's]
     #[arg(long, value_name = "SIZE", value_parser = parse_size, conflicts_with = "server")]
@@ -30,6 +32,8 @@ pub struct Admission {
           value_parser = clap::value_parser!(u32).range(1..=i64::from(MAX_QPS)))]
     pub max_qps: u32,
 
+    /// Server: refuse a plan timed to run longer than SECS
+    ///
     /// Server: refuse a plan timed (-D) to run longer than SECS in all (-D x sizes x
     /// --repeat), and end any run that has gone on longer (between sizes, and within a size
     /// once its time is up)

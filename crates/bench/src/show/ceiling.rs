@@ -13,6 +13,8 @@ use topo::{
 /// The options of `rdmabench ceiling`.
 #[derive(Debug, Args)]
 pub struct CeilingArgs {
+    /// The NIC's port rate: 400 (Gb/s), 400G, 400Gb/s
+    ///
     /// The NIC's port rate in Gb/s: 400, 400G, 400Gb/s or sysfs's "400 Gb/sec (4X NDR)"
     #[arg(long, value_name = "GBPS", value_parser = rate_arg)]
     pub nic_rate: PortRate,
@@ -21,18 +23,26 @@ pub struct CeilingArgs {
     #[arg(long, value_name = "LINK", value_parser = pcie_arg)]
     pub pcie: Pcie,
 
+    /// PCIe Max Payload Size in bytes, 128 .. 4096
+    ///
     /// PCIe Max Payload Size in bytes: 128, 256, 512, 1024, 2048 or 4096
     #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MPS, value_parser = mps_arg)]
     pub mps: u32,
 
+    /// Active (path) MTU in bytes, 256 .. 4096
+    ///
     /// Active (path) MTU in bytes: 256, 512, 1024, 2048 or 4096
     #[arg(long, value_name = "BYTES", default_value_t = 4096, value_parser = mtu_arg)]
     pub mtu: u32,
 
+    /// Link layer: ib (InfiniBand) or roce (RoCE v2)
+    ///
     /// Link layer: ib (InfiniBand) or roce (RoCEv2 over Ethernet)
     #[arg(long, value_name = "ib|roce", default_value = "ib", value_parser = layer_arg)]
     pub link_layer: LinkLayer,
 
+    /// The GPU's PCIe link (gen5x16): adds the staged ceiling
+    ///
     /// The GPU's PCIe link, to add the staged (GPUDirect off) ceiling, e.g. gen5x16
     #[arg(long, value_name = "LINK", value_parser = pcie_arg)]
     pub gpu_pcie: Option<Pcie>,

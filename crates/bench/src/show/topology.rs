@@ -12,6 +12,8 @@ use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
 /// The options of `rdmabench topo`.
 #[derive(Debug, Args)]
 pub struct TopoArgs {
+    /// Read this copy of another machine's sysfs instead of /
+    ///
     /// Read this copy of another machine's sysfs instead of / (the directory holding sys/)
     #[arg(long, value_name = "DIR", value_parser = parse_sysfs_root)]
     pub sysfs_root: Option<PathBuf>,
