@@ -144,7 +144,8 @@ fn a_file_that_is_no_expectations_is_unknown_naming_it() {
     assert_eq!(out.status.code(), Some(3), "{}", text(&out));
     let said = text(&out);
     assert!(
-        said.starts_with("HEALTH UNKNOWN - --expect ") && said.contains("not an expectations file"),
+        said.starts_with("HEALTH UNKNOWN - node CHECK_FAILED: --expect ")
+            && said.contains("not an expectations file"),
         "{said}"
     );
     std::fs::write(&bad, "{\"schema\": \"x\", \"nics\": []}").unwrap();

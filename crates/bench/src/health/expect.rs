@@ -8,9 +8,14 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use std::io::Read;
 
 /// The `schema` of an expectations file.
 pub const EXPECT_SCHEMA: &str = "rdmabench.health-expect/1";
+
+/// The largest expectations file read, in bytes (a node of 8 NICs and 8 GPUs writes about
+/// 3 KB).
+pub const MAX_EXPECT_BYTES: u64 = 1 << 20;
 
 /// What a node should have.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -88,28 +93,29 @@ pub struct NearestNic {
 impl Expectations {
     /// Reads `path`, naming the file and what is wrong with it.
     pub fn read(path: &Path) -> Result<Expectations> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("--expect {}: cannot read it", path.display()))?;
-        let e: Expectations = serde_json::from_str(&text).with_context(|| {
+        let at = format!("--expect {}", path.display());
+        let text = read_bounded(path).with_context(|| format!("{at}: cannot read it"))?;
+        let e: Expectations = serde_json::from_slice(&text).with_context(|| {
             format!(
-                "--expect {}: not an expectations file ({EXPECT_SCHEMA}; `rdmabench health \
-                 --learn FILE` writes one)",
-                path.display()
+                "{at}: not an expectations file ({EXPECT_SCHEMA}; `rdmabench health --learn \
+                 FILE` writes one)"
             )
         })?;
         if e.schema != EXPECT_SCHEMA {
             bail!(
-                "--expect {}: its schema is '{}'; this rdmabench reads {EXPECT_SCHEMA}",
-                path.display(),
+                "{at}: its schema is '{}'; this rdmabench reads {EXPECT_SCHEMA}",
                 e.schema
+            );
+        }
+        if e.nics.is_empty() {
+            bail!(
+                "{at}: it expects no NIC, which any node would pass; name the node's RDMA \
+                 devices (`rdmabench health --learn FILE` on a healthy node of the SKU)"
             );
         }
         for (what, v) in e.numbers() {
             if !(v.is_finite() && v > 0.0) {
-                bail!(
-                    "--expect {}: {what} is {v}; give a number above 0",
-                    path.display()
-                );
+                bail!("{at}: {what} is {v}; give a number above 0");
             }
         }
         Ok(e)
@@ -147,4 +153,16 @@ impl Expectations {
     pub fn to_text(&self) -> Result<String> {
         Ok(serde_json::to_string_pretty(self)? + "\n")
     }
+}
+
+/// The bytes of `path`, at most [`MAX_EXPECT_BYTES`] (`/dev/zero` is refused at the limit; a
+/// pipe that never ends is stopped by `--budget`).
+fn read_bounded(path: &Path) -> Result<Vec<u8>> {
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_EXPECT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_EXPECT_BYTES {
+        bail!("more than {MAX_EXPECT_BYTES} bytes, the most an expectations file may hold");
+    }
+    Ok(bytes)
 }

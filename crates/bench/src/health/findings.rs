@@ -4,10 +4,13 @@
 //! meaning; new ones may be added.
 
 use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use topo::{PciLink, Topology};
+use topo::pci::PCI_DEVICES;
+use topo::rdma::INFINIBAND_CLASS;
+use topo::{NicInfo, PciLink, RdmaPort, Topology};
 
 use super::expect::{Expectations, ExpectedGpu, ExpectedLink, ExpectedNic};
 use crate::doctor::congestion::{Kind, Sample};
@@ -99,11 +102,46 @@ fn link_text(speed: Option<f64>, width: Option<u32>) -> String {
     format!("{speed} {width}")
 }
 
-/// A link slower or narrower than expected, as a finding about `subject`.
-fn link_finding(subject: &str, link: &PciLink, want: ExpectedLink) -> Option<Finding> {
-    let slow = link.speed_gts.is_some_and(|s| s < want.speed_gts);
-    let narrow = link.width.is_some_and(|w| w < want.width);
-    if !(slow || narrow) {
+/// Why a file under the sysfs root cannot be read, `None` when it can
+/// ([`topo::Sysfs::why_unreadable`]): what an UNKNOWN finding names.
+pub type Unread<'a> = &'a dyn Fn(&Path) -> Option<String>;
+
+/// An UNKNOWN finding: `what` of `subject` is not known, for `path` could not be read (or
+/// reads a value this check does not understand).
+fn unreadable(subject: &str, what: &str, path: &Path, unread: Unread) -> Finding {
+    let why = unread(path)
+        .unwrap_or_else(|| format!("{} gives no value this check understands", path.display()));
+    finding(
+        Severity::Unknown,
+        "UNREADABLE",
+        subject,
+        format!("{what} not known: {why}"),
+    )
+}
+
+/// The sysfs directory of NIC `name`'s PCI function.
+fn nic_device(name: &str) -> PathBuf {
+    Path::new(INFINIBAND_CLASS).join(name).join("device")
+}
+
+/// The sysfs directory of the PCI function `bdf`.
+fn pci_device(bdf: &str) -> PathBuf {
+    Path::new(PCI_DEVICES).join(bdf)
+}
+
+/// A link slower or narrower than expected, down, or unreadable, as a finding about
+/// `subject`, whose PCI function's directory is `dir`.
+fn link_finding(
+    (subject, dir): (&str, &Path),
+    link: &PciLink,
+    want: ExpectedLink,
+    unread: Unread,
+) -> Option<Finding> {
+    let expected = link_text(Some(want.speed_gts), Some(want.width));
+    let (Some(speed), Some(width)) = (link.speed_gts, link.width) else {
+        return Some(unknown_link((subject, dir), &expected, unread));
+    };
+    if speed >= want.speed_gts && width >= want.width {
         return None;
     }
     let capable = link
@@ -114,11 +152,31 @@ fn link_finding(subject: &str, link: &PciLink, want: ExpectedLink) -> Option<Fin
         "PCIE_DEGRADED",
         subject,
         format!(
-            "PCIe link runs {}, expected at least {}{capable}",
-            link_text(link.speed_gts, link.width),
-            link_text(Some(want.speed_gts), Some(want.width))
+            "PCIe link runs {}, expected at least {expected}{capable}",
+            link_text(link.speed_gts, link.width)
         ),
     ))
+}
+
+/// A link whose speed or width is not known: UNKNOWN when a file cannot be read, else (the
+/// files read `Unknown` or a width of 0, the kernel's words for a link that is not up) down.
+fn unknown_link((subject, dir): (&str, &Path), expected: &str, unread: Unread) -> Finding {
+    for name in ["current_link_speed", "current_link_width"] {
+        let path = dir.join(name);
+        if unread(&path).is_some() {
+            let what = format!("its PCIe link (expected at least {expected})");
+            return unreadable(subject, &what, &path, unread);
+        }
+    }
+    finding(
+        Severity::Critical,
+        "PCIE_DEGRADED",
+        subject,
+        format!(
+            "PCIe link is down (current_link_speed Unknown or current_link_width 0), \
+             expected at least {expected}"
+        ),
+    )
 }
 
 /// The link a healthy node has: the function's capability where sysfs gives it, else what
@@ -132,15 +190,15 @@ pub fn capable_link(link: &PciLink) -> Option<ExpectedLink> {
 
 /// Each expected NIC present, its port ACTIVE at the rate expected, its PCIe link as fast
 /// and wide as expected.
-pub fn nics(topology: &Topology, expect: &Expectations) -> Vec<Finding> {
+pub fn nics(topology: &Topology, expect: &Expectations, unread: Unread) -> Vec<Finding> {
     expect
         .nics
         .iter()
-        .flat_map(|want| nic(topology, want))
+        .flat_map(|want| nic(topology, want, unread))
         .collect()
 }
 
-fn nic(topology: &Topology, want: &ExpectedNic) -> Vec<Finding> {
+fn nic(topology: &Topology, want: &ExpectedNic, unread: Unread) -> Vec<Finding> {
     let name = want.name.as_str();
     let Some(nic) = topology.nic(name) else {
         return vec![finding(
@@ -153,12 +211,22 @@ fn nic(topology: &Topology, want: &ExpectedNic) -> Vec<Finding> {
         )];
     };
     let mut out = Vec::new();
+    let port_dir = Path::new(INFINIBAND_CLASS)
+        .join(name)
+        .join("ports")
+        .join(want.port.to_string());
     match nic.ports.iter().find(|p| p.port == want.port) {
         None => out.push(finding(
             Severity::Critical,
             "PORT_DOWN",
             name,
             format!("has no port {}", want.port),
+        )),
+        Some(p) if p.state.is_none() => out.push(unreadable(
+            name,
+            &format!("port {}'s state", want.port),
+            &port_dir.join("state"),
+            unread,
         )),
         Some(p) if !p.is_active() => out.push(finding(
             Severity::Critical,
@@ -167,45 +235,66 @@ fn nic(topology: &Topology, want: &ExpectedNic) -> Vec<Finding> {
             format!(
                 "port {} is {} ({}), not ACTIVE",
                 want.port,
-                p.state.as_deref().unwrap_or("in an unknown state"),
+                p.state.as_deref().unwrap_or_default(),
                 p.phys_state.as_deref().unwrap_or("physical state unknown")
             ),
         )),
-        Some(p) => {
-            let rate = p.port_rate().map(|r| r.gbps);
-            if let (Some(have), Some(min)) = (rate, want.rate_gbps) {
-                if have < min {
-                    out.push(finding(
-                        Severity::Critical,
-                        "PORT_RATE_LOW",
-                        name,
-                        format!(
-                            "port {} runs at {} ({have} Gb/s), expected at least {min} Gb/s",
-                            want.port,
-                            p.rate.as_deref().unwrap_or("?")
-                        ),
-                    ));
-                }
-            }
-        }
+        Some(p) => out.extend(
+            want.rate_gbps
+                .and_then(|min| rate_finding(name, p, min, unread)),
+        ),
     }
-    if let (Some(link), Some(want_link)) = (&nic.link, want.pcie) {
-        out.extend(link_finding(name, link, want_link));
+    if let Some(want_link) = want.pcie {
+        let dir = nic_device(name);
+        out.extend(match &nic.link {
+            Some(link) => link_finding((name, &dir), link, want_link, unread),
+            None => Some(unreadable(
+                name,
+                "its PCIe link",
+                &dir.join("current_link_speed"),
+                unread,
+            )),
+        });
     }
     out
 }
 
+/// An active port `p` of NIC `name` below `min` Gb/s, or whose rate cannot be read.
+fn rate_finding(name: &str, p: &RdmaPort, min: f64, unread: Unread) -> Option<Finding> {
+    let Some(have) = p.port_rate().map(|r| r.gbps) else {
+        let path = Path::new(INFINIBAND_CLASS)
+            .join(name)
+            .join("ports")
+            .join(p.port.to_string())
+            .join("rate");
+        let what = format!("port {}'s rate (expected at least {min} Gb/s)", p.port);
+        return Some(unreadable(name, &what, &path, unread));
+    };
+    (have < min).then(|| {
+        finding(
+            Severity::Critical,
+            "PORT_RATE_LOW",
+            name,
+            format!(
+                "port {} runs at {} ({have} Gb/s), expected at least {min} Gb/s",
+                p.port,
+                p.rate.as_deref().unwrap_or("?")
+            ),
+        )
+    })
+}
+
 /// Each expected GPU present, its PCIe link as expected, its nearest NIC the expected one
 /// over the expected class of path.
-pub fn gpus(topology: &Topology, expect: &Expectations) -> Vec<Finding> {
+pub fn gpus(topology: &Topology, expect: &Expectations, unread: Unread) -> Vec<Finding> {
     expect
         .gpus
         .iter()
-        .flat_map(|want| gpu(topology, want))
+        .flat_map(|want| gpu(topology, want, unread))
         .collect()
 }
 
-fn gpu(topology: &Topology, want: &ExpectedGpu) -> Vec<Finding> {
+fn gpu(topology: &Topology, want: &ExpectedGpu, unread: Unread) -> Vec<Finding> {
     let bdf = want.bdf.as_str();
     let Some(gpu) = topology.gpu(bdf) else {
         return vec![finding(
@@ -217,7 +306,8 @@ fn gpu(topology: &Topology, want: &ExpectedGpu) -> Vec<Finding> {
     };
     let mut out = Vec::new();
     if let Some(want_link) = want.pcie {
-        out.extend(link_finding(bdf, &gpu.link, want_link));
+        let dir = pci_device(&gpu.bdf);
+        out.extend(link_finding((bdf, &dir), &gpu.link, want_link, unread));
     }
     if let Some(near) = &want.nearest_nic {
         let class = topology
@@ -304,6 +394,25 @@ pub fn counters(nic: &str, before: &Sample, after: &Sample, secs: f64) -> Vec<Fi
     out
 }
 
+/// The UNKNOWN finding of NIC `nic` none of whose port `port`'s counters could be read:
+/// nothing says its link is steady.
+pub fn no_counters(nic: &str, port: u32) -> Finding {
+    let dir = Path::new(INFINIBAND_CLASS)
+        .join(nic)
+        .join("ports")
+        .join(port.to_string());
+    finding(
+        Severity::Unknown,
+        "UNREADABLE",
+        nic,
+        format!(
+            "its link error counters not known: none could be read in {} or {}",
+            dir.join("counters").display(),
+            dir.join("hw_counters").display()
+        ),
+    )
+}
+
 /// The names of the NICs the findings call missing or down: no counters or bandwidth for
 /// them.
 pub fn gone(findings: &[Finding]) -> BTreeSet<String> {
@@ -314,6 +423,76 @@ pub fn gone(findings: &[Finding]) -> BTreeSet<String> {
         .collect()
 }
 
+/// The port a NIC as found is judged by: its first ACTIVE one, else its first.
+fn learned_port(nic: &NicInfo) -> Option<&RdmaPort> {
+    nic.ports
+        .iter()
+        .find(|p| p.is_active())
+        .or(nic.ports.first())
+}
+
+/// What the node as found cannot be judged by (no `--expect`, or `--learn`): no RDMA device
+/// at all (a node whose NIC driver failed to load), a NIC without ports, an active port's
+/// rate or a PCIe link's capability that cannot be read.
+pub fn as_found(topology: &Topology, unread: Unread) -> Vec<Finding> {
+    if topology.nics.is_empty() {
+        return vec![finding(
+            Severity::Critical,
+            "NIC_MISSING",
+            "node",
+            format!(
+                "no RDMA device under {INFINIBAND_CLASS} (the NIC driver not loaded, or the \
+                 devices gone from the bus)"
+            ),
+        )];
+    }
+    let mut out = Vec::new();
+    for n in &topology.nics {
+        let ports = Path::new(INFINIBAND_CLASS).join(&n.name).join("ports");
+        match learned_port(n) {
+            None => out.push(finding(
+                Severity::Unknown,
+                "UNREADABLE",
+                &n.name,
+                format!("its ports not known: no port under {}", ports.display()),
+            )),
+            Some(p) if p.is_active() && p.port_rate().is_none() => {
+                let path = ports.join(p.port.to_string()).join("rate");
+                let what = format!("port {}'s rate", p.port);
+                out.push(unreadable(&n.name, &what, &path, unread));
+            }
+            Some(_) => {}
+        }
+        if n.link.as_ref().is_some_and(|l| capable_link(l).is_none()) {
+            out.push(unknown_capability(&n.name, &nic_device(&n.name), unread));
+        }
+    }
+    for g in topology
+        .gpus
+        .iter()
+        .filter(|g| capable_link(&g.link).is_none())
+    {
+        out.push(unknown_capability(&g.bdf, &pci_device(&g.bdf), unread));
+    }
+    out
+}
+
+/// The UNKNOWN finding of a PCI function in `dir` whose link's capability cannot be read.
+fn unknown_capability(subject: &str, dir: &Path, unread: Unread) -> Finding {
+    let names = [
+        "max_link_speed",
+        "max_link_width",
+        "current_link_speed",
+        "current_link_width",
+    ];
+    let path = names
+        .iter()
+        .map(|name| dir.join(name))
+        .find(|path| unread(path).is_some())
+        .unwrap_or_else(|| dir.join(names[0]));
+    unreadable(subject, "its PCIe link's capability", &path, unread)
+}
+
 /// Expectations of a node as it is: its NICs with their ports' rates and their links'
 /// capabilities (a link that trained down is not learned down), its GPUs with theirs and
 /// their nearest NIC; GPUDirect RDMA expected where there are GPUs.
@@ -322,7 +501,7 @@ pub fn of_node(topology: &Topology) -> Expectations {
         .nics
         .iter()
         .filter_map(|n| {
-            let port = n.ports.iter().find(|p| p.is_active()).or(n.ports.first())?;
+            let port = learned_port(n)?;
             Some(ExpectedNic {
                 name: n.name.clone(),
                 port: port.port,

@@ -15,12 +15,17 @@
 //! on a known-good node; without one, the node as found (every NIC's port ACTIVE, every link
 //! at its capability). Each finding has a stable code and a severity (`findings.rs`); the
 //! exit status is Nagios' (0 ok, 1 warning, 2 critical, 3 unknown) and the first line of the
-//! output its status line (`outcome.rs`).
+//! output its status line (`outcome.rs`). A check that cannot read its input is UNKNOWN, never
+//! fine; `runner.rs` holds the whole check to `--budget` and writes the outputs without ever
+//! changing the verdict.
 
 pub mod bandwidth;
 pub mod expect;
 pub mod findings;
 pub mod outcome;
+pub mod runner;
+
+pub use runner::run;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -120,45 +125,6 @@ fn parse_budget(text: &str) -> Result<f64, String> {
 #[error("health: {0}")]
 pub struct HealthStatus(pub u8);
 
-/// Runs `rdmabench health`; the report's status is the exit status.
-pub fn run(args: &HealthArgs) -> Result<()> {
-    let report = match check(args, &|d| std::thread::sleep(d)) {
-        Ok(r) => r,
-        Err(e) => {
-            // A check that cannot run is UNKNOWN to a monitor, never a crash.
-            println!("HEALTH UNKNOWN - {e:#}");
-            return Err(HealthStatus(Severity::Unknown.code()).into());
-        }
-    };
-    let text = report.render();
-    let json_to_stdout = args.json.as_deref() == Some(Path::new("-"));
-    if json_to_stdout {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
-    }
-    write_outputs(args, &report)?;
-    match report.exit_code {
-        0 => Ok(()),
-        code => Err(HealthStatus(code).into()),
-    }
-}
-
-fn write_outputs(args: &HealthArgs, report: &HealthReport) -> Result<()> {
-    if let Some(path) = &args.json {
-        let text = serde_json::to_string_pretty(report)? + "\n";
-        if path == Path::new("-") {
-            print!("{text}");
-        } else {
-            write_atomically(path, text.as_bytes())?;
-        }
-    }
-    if let Some(path) = &args.prom {
-        write_atomically(path, report.prom().as_bytes())?;
-    }
-    Ok(())
-}
-
 /// Times `f` as check `name`.
 fn timed<T>(times: &mut Vec<CheckTime>, name: &str, note: String, f: impl FnOnce() -> T) -> T {
     let t = Instant::now();
@@ -186,23 +152,30 @@ fn skipped(times: &mut Vec<CheckTime>, name: &str, why: &str) {
 pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport> {
     let start = Instant::now();
     let started_at = crate::report::now_rfc3339();
-    let deadline = start + Duration::from_secs_f64(args.budget);
+    // The check's own deadline falls a little before the budget's end, where `run` stops
+    // waiting for it: what is killed at the deadline is still reported.
+    let margin = (args.budget / 10.0).min(0.5);
+    let deadline = start + Duration::from_secs_f64(args.budget - margin);
     let sysfs = sysfs_for(args.sysfs_root.as_deref());
+    let unread = |path: &Path| sysfs.why_unreadable(path);
     let given = args.expect.as_deref().map(Expectations::read).transpose()?;
     let mut times = Vec::new();
     let topology = timed(&mut times, "inventory", String::new(), || {
         Topology::scan(&sysfs)
     })
     .context("cannot read the PCIe and RDMA devices")?;
-    let want = given.unwrap_or_else(|| findings::of_node(&topology));
     let mut found: Vec<Finding> = Vec::new();
+    if given.is_none() {
+        found.extend(findings::as_found(&topology, &unread));
+    }
+    let want = given.unwrap_or_else(|| findings::of_node(&topology));
     let note = format!("{} NIC(s)", want.nics.len());
     found.extend(timed(&mut times, "nics", note, || {
-        findings::nics(&topology, &want)
+        findings::nics(&topology, &want, &unread)
     }));
     let note = format!("{} GPU(s)", want.gpus.len());
     found.extend(timed(&mut times, "gpus", note, || {
-        findings::gpus(&topology, &want)
+        findings::gpus(&topology, &want, &unread)
     }));
     found.extend(timed(&mut times, "gdr", String::new(), || {
         findings::gdr(want.gdr, gdr_ready(&sysfs, &topology))
@@ -247,7 +220,8 @@ pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport>
     };
     found.extend(findings::bandwidth(&runs));
     found.sort_by_key(|f| std::cmp::Reverse(f.severity.rank()));
-    if let Some(path) = &args.learn {
+    // A node teaches only what it has: one with a finding writes nothing (`run` says why).
+    if let (Some(path), true) = (&args.learn, found.is_empty()) {
         learn(path, findings::of_node(&topology), &runs)?;
     }
     Ok(report(
@@ -293,7 +267,10 @@ fn watch_counters(
         let after = read();
         nics.iter()
             .zip(before.iter().zip(&after))
-            .flat_map(|((nic, _, _), (b, a))| findings::counters(nic, b, a, secs))
+            .flat_map(|((nic, port, _), (b, a))| match b.is_empty() {
+                true => vec![findings::no_counters(nic, *port)],
+                false => findings::counters(nic, b, a, secs),
+            })
             .collect()
     })
 }
@@ -351,12 +328,7 @@ fn report(
         exit_code: status.code(),
         summary: outcome::summary(&found, &subjects),
         // A file given was read (else the check ended UNKNOWN before): it is what was expected.
-        expected: args
-            .expect
-            .as_ref()
-            .map_or("this node as found".to_string(), |p| {
-                p.display().to_string()
-            }),
+        expected: runner::expected(args),
         findings: found,
         bandwidth,
         checks,

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::bandwidth::BandwidthRun;
 use super::findings::{Finding, Severity};
 use crate::report::prom::{escape, number};
+use crate::text::printable;
 
 /// The `schema` of a health report.
 pub const HEALTH_SCHEMA: &str = "rdmabench.health/1";
@@ -60,11 +61,12 @@ pub struct HealthReport {
 }
 
 /// The status line: "HEALTH CRITICAL - mlx5_3 NIC_MISSING: expected, ...; 2 more" (at most
-/// 200 characters: Slurm keeps a drain reason short).
+/// 200 characters: Slurm keeps a drain reason short), always one printable line: names read
+/// from sysfs or `--expect` have their control characters escaped.
 pub fn summary(findings: &[Finding], subjects: &str) -> String {
     let status = Severity::of(findings);
     let Some(first) = findings.first() else {
-        return format!("HEALTH OK - {subjects}");
+        return format!("HEALTH OK - {}", printable(subjects));
     };
     let more = match findings.len() {
         1 => String::new(),
@@ -73,9 +75,9 @@ pub fn summary(findings: &[Finding], subjects: &str) -> String {
     let mut line = format!(
         "HEALTH {} - {} {}: {}",
         status.word(),
-        first.subject,
-        first.code,
-        first.message
+        printable(&first.subject),
+        printable(&first.code),
+        printable(&first.message)
     );
     let room = 200usize.saturating_sub(more.len());
     if line.chars().count() > room {
@@ -89,17 +91,18 @@ pub fn summary(findings: &[Finding], subjects: &str) -> String {
 }
 
 impl HealthReport {
-    /// The text: the status line, a line per finding, each bandwidth run, the checks' times.
+    /// The text: the status line, a line per finding, each bandwidth run, the checks' times
+    /// (what came from sysfs or `--expect` made printable, a line each).
     pub fn render(&self) -> String {
-        let mut out = format!("{}\n", self.summary);
+        let mut out = format!("{}\n", printable(&self.summary));
         for f in &self.findings {
             let _ = writeln!(
                 out,
                 "{:<8} {:<20} {:<14} {}",
                 f.severity.word(),
-                f.code,
-                f.subject,
-                f.message
+                printable(&f.code),
+                printable(&f.subject),
+                printable(&f.message)
             );
         }
         for b in &self.bandwidth {
@@ -111,7 +114,8 @@ impl HealthReport {
                 .map_or(" (not judged: no min_gbits)".to_string(), |m| {
                     format!(" (at least {m:.2} expected)")
                 });
-            let _ = writeln!(out, "bandwidth {} port {}: {figure}{min}", b.nic, b.port);
+            let nic = printable(&b.nic);
+            let _ = writeln!(out, "bandwidth {nic} port {}: {figure}{min}", b.port);
         }
         let times: Vec<String> = self
             .checks
@@ -121,13 +125,16 @@ impl HealthReport {
                 format!("{} {:.2} s{how}", c.check, c.seconds)
             })
             .collect();
+        let times = match times.is_empty() {
+            true => "none ran".to_string(),
+            false => times.join(", "),
+        };
         let _ = writeln!(
             out,
-            "checks: {}; {:.2} s of the {:.0} s budget (expected: {})",
-            times.join(", "),
+            "checks: {times}; {:.2} s of the {:.0} s budget (expected: {})",
             self.seconds,
             self.budget_s,
-            self.expected
+            printable(&self.expected)
         );
         for c in self.checks.iter().filter(|c| !c.ran) {
             let _ = writeln!(out, "  {} skipped: {}", c.check, c.note);
