@@ -388,6 +388,19 @@ mod tests {
     }
 
     #[test]
+    fn a_device_is_refused_before_it_is_read() {
+        // /dev/zero never ends: read, it would fill memory.
+        let why = Sysfs::system()
+            .why_unreadable(Path::new("/dev/zero"))
+            .unwrap();
+        assert_eq!(
+            why,
+            "/dev/zero is a device, not a regular file: refused (only files, directories and \
+             links inside the sysfs root are read)"
+        );
+    }
+
+    #[test]
     fn a_file_over_the_limit_is_refused_naming_it() {
         let root = scratch("large");
         let port = port_dir(&root);
