@@ -874,7 +874,7 @@ mod tests {
         // -t 128 gives -Q 64: the default is a rule, not "100".
         let cq_mod = help_of("write-bw", "-Q,");
         assert!(
-            cq_mod.contains("so 64 at the default -t of 128 (and less when -l is large)]"),
+            cq_mod.contains("(so 64 at the default -t of 128), and less when -l is large]"),
             "{cq_mod}"
         );
         let plan = PlanRequest::default()

@@ -452,8 +452,8 @@ pub struct PlanRequest {
 
     /// A completion every N operations [default: 64 at the default -t; at most 100 and -t/2]
     ///
-    /// Request a completion every N operations [default: the lesser of 100 and half of -t,
-    /// so 64 at the default -t of 128 (and less when -l is large)]
+    /// Request a completion every N operations [default: the lesser of 100 and half of -t
+    /// (so 64 at the default -t of 128), and less when -l is large]
     #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
     pub cq_mod: Option<u32>,
 
