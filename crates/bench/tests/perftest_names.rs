@@ -126,7 +126,10 @@ fn perftest_spellings_and_values_with_units_reach_the_run() {
         assert_eq!(out.status.code(), Some(1), "{args:?}: {}", text(&out));
         let stderr = String::from_utf8_lossy(&out.stderr);
         let device = ["nosuch0", "no RDMA device", "libibverbs"];
-        assert!(device.iter().any(|d| stderr.contains(d)), "{args:?}: {stderr}");
+        assert!(
+            device.iter().any(|d| stderr.contains(d)),
+            "{args:?}: {stderr}"
+        );
     }
 }
 
