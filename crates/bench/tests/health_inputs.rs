@@ -169,6 +169,27 @@ fn a_node_without_rdma_devices_or_an_expectation_of_none_is_refused() {
 }
 
 #[test]
+fn an_expectations_file_is_read_to_a_limit_named_in_its_error() {
+    let dir = scratch("health-expect-limit");
+    let out = health_in(
+        &dir,
+        &fixture("dgx-h100"),
+        &["--expect", "/dev/zero"],
+        Duration::from_secs(20),
+    );
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    assert!(
+        first_line(&out).starts_with(
+            "HEALTH UNKNOWN - node CHECK_FAILED: --expect /dev/zero: cannot read it: more than \
+             1048576 bytes, the most an expectations file may hold"
+        ),
+        "{}",
+        text(&out)
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
 fn a_node_that_fails_its_own_check_teaches_nothing() {
     // No peer-memory module and no kernel configuration: GPUDirect RDMA cannot be confirmed.
     let dir = scratch("health-bad-teacher");
