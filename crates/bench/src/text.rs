@@ -9,15 +9,21 @@ pub const SHOWN_CHARS: usize = 1000;
 /// escape sequence's ESC, a carriage return) escaped as Rust writes it (`\n`, `\u{1b}`), at
 /// most [`SHOWN_CHARS`] characters, `…` where more were cut.
 pub fn printable(text: &str) -> String {
+    printable_within(text, SHOWN_CHARS)
+}
+
+/// [`printable`] cut at `most` characters of `text` (a label that sizes a picture or a
+/// column), `…` where more were cut.
+pub fn printable_within(text: &str, most: usize) -> String {
     let mut out = String::new();
-    for c in text.chars().take(SHOWN_CHARS) {
+    for c in text.chars().take(most) {
         if c.is_control() {
             out.extend(c.escape_default());
         } else {
             out.push(c);
         }
     }
-    if text.chars().nth(SHOWN_CHARS).is_some() {
+    if text.chars().nth(most).is_some() {
         out.push('…');
     }
     out
@@ -33,5 +39,6 @@ mod tests {
         assert_eq!(printable("a\rb\x07\u{9b}c"), "a\\rb\\u{7}\\u{9b}c");
         assert_eq!(printable("mlx5_0 ✓"), "mlx5_0 ✓");
         assert_eq!(printable(&"x".repeat(5000)).chars().count(), 1001);
+        assert_eq!(printable_within("mlx5_10 of node7", 7), "mlx5_10…");
     }
 }

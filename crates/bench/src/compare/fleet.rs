@@ -9,7 +9,7 @@
 //! that now fails counts as a regression. The NICs common to several worse pairs are named:
 //! a NIC slower with every partner is the NIC, not its partners.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -17,7 +17,8 @@ use serde::Serialize;
 use super::CompareArgs;
 use crate::plan::PlanError;
 use crate::report::sweep::{load_sweep, lower_is_better};
-use crate::report::{PairRecord, RunStatus, SweepRecord};
+use crate::report::{PairRecord, RankRecord, RunStatus, SweepRecord};
+use crate::text::printable;
 
 /// The schema of `compare --json` on two sweeps.
 pub const SWEEP_COMPARE_SCHEMA: &str = "rdmabench.compare.cluster/1";
@@ -166,8 +167,14 @@ type PairKey = (String, String, String);
 
 /// Every pair of `sweep` that stands for a measurement, by test and NIC keys.
 fn pairs_by_nic(sweep: &SweepRecord) -> BTreeMap<PairKey, Side<'_>> {
-    let nic = |rank: u32| match sweep.rank(rank) {
-        Some(r) => (r.nic_key(), r.shown()),
+    // Each rank's key and label, made once: a sweep has several pairs per rank.
+    let known: HashMap<u32, (String, String)> = sweep
+        .ranks
+        .iter()
+        .map(|r| (r.rank, (r.nic_key(), printable(&r.shown()))))
+        .collect();
+    let nic = |rank: u32| match known.get(&rank) {
+        Some(r) => r.clone(),
         None => (format!("rank {rank}"), format!("rank {rank}")),
     };
     let mut tests: Vec<&str> = sweep.tests.iter().map(String::as_str).collect();
@@ -261,9 +268,10 @@ pub fn compare_sweeps(
         })
         .collect();
     let count = |v: PairVerdict| pairs.iter().filter(|p| p.verdict == v).count();
-    let shown_units = pairs
-        .iter()
-        .map(|p| (p.test.clone(), before.1.shown_unit(&p.test)))
+    let tests: BTreeSet<&str> = pairs.iter().map(|p| p.test.as_str()).collect();
+    let shown_units = tests
+        .into_iter()
+        .map(|t| (t.to_string(), before.1.shown_unit(t)))
         .collect();
     SweepComparison {
         schema: SWEEP_COMPARE_SCHEMA,
@@ -340,23 +348,28 @@ fn tally(pairs: &[PairChange]) -> Vec<NicTally> {
 
 /// The NICs in both sweeps whose firmware differs.
 fn firmware(before: &SweepRecord, after: &SweepRecord) -> Vec<FirmwareChange> {
-    let mut out: Vec<FirmwareChange> = Vec::new();
+    // The first rank of each NIC before, as a linear search would find it.
+    let mut before_by_key: HashMap<String, &RankRecord> = HashMap::new();
+    for b in &before.ranks {
+        before_by_key.entry(b.nic_key()).or_insert(b);
+    }
+    let mut out: BTreeMap<String, FirmwareChange> = BTreeMap::new();
     for a in &after.ranks {
-        let Some(b) = before.ranks.iter().find(|b| b.nic_key() == a.nic_key()) else {
+        let Some(b) = before_by_key.get(&a.nic_key()) else {
             continue;
         };
         if let (Some(fb), Some(fa)) = (&b.fw_ver, &a.fw_ver) {
-            if fb != fa && !out.iter().any(|c| c.nic == a.shown()) {
-                out.push(FirmwareChange {
-                    nic: a.shown(),
-                    before: fb.clone(),
-                    after: fa.clone(),
+            if fb != fa {
+                let nic = printable(&a.shown());
+                out.entry(nic.clone()).or_insert_with(|| FirmwareChange {
+                    nic,
+                    before: printable(fb),
+                    after: printable(fa),
                 });
             }
         }
     }
-    out.sort_by(|x, y| x.nic.cmp(&y.nic));
-    out
+    out.into_values().collect()
 }
 
 /// A sweep in a line: "4 ranks, pairs pattern (Slurm), 2026-12-01T08:00:00Z: write-bw".
@@ -369,14 +382,14 @@ pub fn describe(s: &SweepRecord) -> String {
             s.error.as_deref().unwrap_or("no error recorded")
         ),
     };
-    format!(
+    printable(&format!(
         "{} ranks, {} pattern ({}), {}: {}{status}",
         s.ranks.len(),
         s.pattern,
         s.launcher,
         s.started_at,
         s.tests.join(", ")
-    )
+    ))
 }
 
 /// The options of result records' comparisons that two sweeps have no use for.

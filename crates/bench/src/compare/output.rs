@@ -256,7 +256,10 @@ fn only_in(out: &mut String, c: &Comparison, wrap: impl Fn(&str) -> String) {
 
 /// Escapes what would break a Markdown table cell or inline code.
 pub(super) fn md(text: &str) -> String {
-    text.replace('|', "\\|").replace('`', "'")
+    // One line: a newline from a record would start a line of its own (a heading, a list).
+    crate::text::printable(text)
+        .replace('|', "\\|")
+        .replace('`', "'")
 }
 
 /// Markdown for a pull request or a ticket.

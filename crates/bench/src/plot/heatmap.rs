@@ -26,6 +26,7 @@ use crate::cluster::locate::headline;
 use crate::cluster::verdict::{badness, vs_median};
 use crate::report::sweep::lower_is_better;
 use crate::report::{RunStatus, SweepRecord};
+use crate::text::printable_within;
 
 /// Values are printed in the cells of maps of at most this many ranks.
 pub const MAX_RANKS_WITH_VALUES: usize = 16;
@@ -35,6 +36,12 @@ pub const MAX_RANKS_DRAWN: usize = 128;
 
 /// The most blocks a map of blocks draws along each axis: each label keeps a row of its own.
 pub const MAX_BLOCKS: usize = 32;
+
+/// The most characters of a rank's or a leaf's label drawn (the labels size the picture).
+pub const MAX_LABEL_CHARS: usize = 40;
+
+/// The most characters of a title, subtitle or caption line drawn.
+pub const MAX_LINE_CHARS: usize = 200;
 
 /// The worst pairs a map of blocks calls out in its caption.
 const WORST_CALLED_OUT: usize = 5;
@@ -137,7 +144,7 @@ struct Rows {
 /// where there are few enough leaves, else runs of consecutive ranks in the map's order.
 fn rows(sweep: &SweepRecord) -> Rows {
     let (order, leaves) = rank_order(sweep);
-    let named = |rank: u32| sweep.named.iter().any(|nic| nic.rank == rank);
+    let named: std::collections::HashSet<u32> = sweep.named.iter().map(|nic| nic.rank).collect();
     let n = order.len();
     let groups: Vec<(String, Vec<usize>)> = if n <= MAX_RANKS_DRAWN {
         order
@@ -166,16 +173,13 @@ fn rows(sweep: &SweepRecord) -> Rows {
     let mut row_of = std::collections::BTreeMap::new();
     let mut labels = Vec::with_capacity(groups.len());
     for (row, (label, members)) in groups.iter().enumerate() {
-        let star = members.iter().any(|&i| named(sweep.ranks[i].rank));
+        let star = members
+            .iter()
+            .any(|&i| named.contains(&sweep.ranks[i].rank));
         row_of.extend(members.iter().map(|&i| (sweep.ranks[i].rank, row)));
-        labels.push((
-            if star {
-                format!("{label} *")
-            } else {
-                label.clone()
-            },
-            star,
-        ));
+        // Escaped and cut before the star, which stays.
+        let label = printable_within(label, MAX_LABEL_CHARS);
+        labels.push((if star { format!("{label} *") } else { label }, star));
     }
     let block = groups.iter().map(|(_, m)| m.len()).max().unwrap_or(1);
     let leaves = match (block, groups.len() == leaves.len()) {
@@ -257,14 +261,21 @@ pub fn heat_map(sweep: &SweepRecord, test: &str, title: Option<&str>) -> HeatMap
         (None, Some(m)) => format!("{test}: fleet median {} {shown_unit}", short(m * factor)),
         (None, None) => format!("{test}: no figures ({unit})"),
     };
+    // Text from the record is escaped and cut: a label sizes the picture, and a control
+    // character would make the SVG invalid XML.
+    let line = |text: &str| printable_within(text, MAX_LINE_CHARS);
     HeatMap {
-        title,
-        subtitle: subtitle(sweep, lower, !rows.leaves.is_empty()),
+        title: line(&title),
+        subtitle: line(&subtitle(sweep, lower, !rows.leaves.is_empty())),
         lower_is_better: lower,
         named: rows.labels.iter().map(|(_, star)| *star).collect(),
         labels: rows.labels.into_iter().map(|(label, _)| label).collect(),
-        leaves: rows.leaves,
-        caption,
+        leaves: rows
+            .leaves
+            .iter()
+            .map(|(l, n)| (printable_within(l, MAX_LABEL_CHARS), *n))
+            .collect(),
+        caption: caption.iter().map(|c| line(c)).collect(),
         cells,
         show_values: n <= MAX_RANKS_WITH_VALUES && rows.block == 1,
     }

@@ -10,8 +10,10 @@ use std::collections::BTreeSet;
 use anyhow::{bail, Result};
 
 use super::axis::{category_axis, linear_axis, log_axis, size_axis, Axis};
+use super::heatmap::{MAX_LABEL_CHARS, MAX_LINE_CHARS};
 use crate::plan::PlanError;
 use crate::report::{LatencyStats, RunRecord, SizeResult};
+use crate::text::printable_within;
 use crate::units::format_size;
 
 /// A record and the name of its file.
@@ -201,7 +203,12 @@ pub fn legend_labels(inputs: &[Input], explicit: &[String]) -> Vec<String> {
             slot.clone_from(l);
         }
     }
+    // Names from the records, escaped and cut: a control character would make the SVG
+    // invalid XML, and a label sizes the legend.
     labels
+        .iter()
+        .map(|l| printable_within(l, MAX_LABEL_CHARS))
+        .collect()
 }
 
 fn same<T: PartialEq>(inputs: &[Input], f: impl Fn(&RunRecord) -> T) -> Option<T> {
@@ -250,7 +257,7 @@ pub fn subtitle(inputs: &[Input]) -> String {
     {
         parts.push("soft-RoCE: EMULATED figures".to_string());
     }
-    parts.join(", ")
+    printable_within(&parts.join(", "), MAX_LINE_CHARS)
 }
 
 fn reps_range(r: &SizeResult, f: impl Fn(f64) -> f64) -> Option<(f64, f64)> {
