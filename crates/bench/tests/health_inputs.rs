@@ -70,7 +70,7 @@ fn first_line(out: &Output) -> String {
 }
 
 #[test]
-fn a_link_that_is_down_or_unreadable_is_a_finding_not_ok() {
+fn a_link_that_is_down_or_an_input_that_cannot_be_read_is_a_finding_not_ok() {
     let dir = scratch("health-links");
     let expect = learned(&dir);
     let down = |dev: &str| {
@@ -110,6 +110,15 @@ fn a_link_that_is_down_or_unreadable_is_a_finding_not_ok() {
             "HEALTH UNKNOWN - mlx5_0 UNREADABLE",
             "port 1's state not known: cannot read \
              DIR/sys/class/infiniband/mlx5_0/ports/1/state: no such file inside the root",
+        ),
+        (
+            "no_counters",
+            format!("rm -r {PORT_0}/counters {PORT_0}/hw_counters"),
+            3,
+            "HEALTH UNKNOWN - mlx5_0 UNREADABLE",
+            "its link error counters not known: none could be read in \
+             /sys/class/infiniband/mlx5_0/ports/1/counters or \
+             /sys/class/infiniband/mlx5_0/ports/1/hw_counters",
         ),
     ] {
         let case = dir.join(name);

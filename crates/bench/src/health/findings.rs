@@ -119,6 +119,14 @@ fn unreadable(subject: &str, what: &str, path: &Path, unread: Unread) -> Finding
     )
 }
 
+/// The sysfs directory of NIC `name`'s port `port`.
+fn port_dir(name: &str, port: u32) -> PathBuf {
+    Path::new(INFINIBAND_CLASS)
+        .join(name)
+        .join("ports")
+        .join(port.to_string())
+}
+
 /// The sysfs directory of NIC `name`'s PCI function.
 fn nic_device(name: &str) -> PathBuf {
     Path::new(INFINIBAND_CLASS).join(name).join("device")
@@ -211,10 +219,6 @@ fn nic(topology: &Topology, want: &ExpectedNic, unread: Unread) -> Vec<Finding> 
         )];
     };
     let mut out = Vec::new();
-    let port_dir = Path::new(INFINIBAND_CLASS)
-        .join(name)
-        .join("ports")
-        .join(want.port.to_string());
     match nic.ports.iter().find(|p| p.port == want.port) {
         None => out.push(finding(
             Severity::Critical,
@@ -225,7 +229,7 @@ fn nic(topology: &Topology, want: &ExpectedNic, unread: Unread) -> Vec<Finding> 
         Some(p) if p.state.is_none() => out.push(unreadable(
             name,
             &format!("port {}'s state", want.port),
-            &port_dir.join("state"),
+            &port_dir(name, want.port).join("state"),
             unread,
         )),
         Some(p) if !p.is_active() => out.push(finding(
@@ -262,11 +266,7 @@ fn nic(topology: &Topology, want: &ExpectedNic, unread: Unread) -> Vec<Finding> 
 /// An active port `p` of NIC `name` below `min` Gb/s, or whose rate cannot be read.
 fn rate_finding(name: &str, p: &RdmaPort, min: f64, unread: Unread) -> Option<Finding> {
     let Some(have) = p.port_rate().map(|r| r.gbps) else {
-        let path = Path::new(INFINIBAND_CLASS)
-            .join(name)
-            .join("ports")
-            .join(p.port.to_string())
-            .join("rate");
+        let path = port_dir(name, p.port).join("rate");
         let what = format!("port {}'s rate (expected at least {min} Gb/s)", p.port);
         return Some(unreadable(name, &what, &path, unread));
     };
@@ -397,10 +397,7 @@ pub fn counters(nic: &str, before: &Sample, after: &Sample, secs: f64) -> Vec<Fi
 /// The UNKNOWN finding of NIC `nic` none of whose port `port`'s counters could be read:
 /// nothing says its link is steady.
 pub fn no_counters(nic: &str, port: u32) -> Finding {
-    let dir = Path::new(INFINIBAND_CLASS)
-        .join(nic)
-        .join("ports")
-        .join(port.to_string());
+    let dir = port_dir(nic, port);
     finding(
         Severity::Unknown,
         "UNREADABLE",
@@ -448,16 +445,18 @@ pub fn as_found(topology: &Topology, unread: Unread) -> Vec<Finding> {
     }
     let mut out = Vec::new();
     for n in &topology.nics {
-        let ports = Path::new(INFINIBAND_CLASS).join(&n.name).join("ports");
         match learned_port(n) {
             None => out.push(finding(
                 Severity::Unknown,
                 "UNREADABLE",
                 &n.name,
-                format!("its ports not known: no port under {}", ports.display()),
+                format!(
+                    "its ports not known: no port under {INFINIBAND_CLASS}/{}/ports",
+                    n.name
+                ),
             )),
             Some(p) if p.is_active() && p.port_rate().is_none() => {
-                let path = ports.join(p.port.to_string()).join("rate");
+                let path = port_dir(&n.name, p.port).join("rate");
                 let what = format!("port {}'s rate", p.port);
                 out.push(unreadable(&n.name, &what, &path, unread));
             }
