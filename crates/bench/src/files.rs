@@ -185,6 +185,28 @@ fn listing(folder: &Path) -> String {
     }
 }
 
+/// Reads the file at `path` (`what` names it: "the log"), at most `limit` bytes: a larger
+/// file, or a device that never ends (`/dev/zero`), is refused when the limit is passed,
+/// the error naming the path and the limit (exit 2).
+pub fn read_bounded(what: &str, path: &Path, limit: u64) -> Result<Vec<u8>> {
+    use std::io::Read as _;
+    let shown = path.display();
+    let file = File::open(path).with_context(|| format!("cannot read {what} '{shown}'"))?;
+    let mut bytes = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut bytes)
+        .with_context(|| format!("cannot read {what} '{shown}'"))?;
+    if bytes.len() as u64 > limit {
+        return Err(PlanError(format!(
+            "{what} '{shown}' is larger than the {} this reads (its limit); give a smaller \
+             file, e.g. the lines that matter (grep)",
+            crate::units::format_size(limit)
+        ))
+        .into());
+    }
+    Ok(bytes)
+}
+
 /// Writes `bytes` to `path` atomically: a new temporary file beside it, synced to the disk,
 /// then a rename.
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
@@ -208,10 +230,17 @@ fn write_through_temp(path: &Path, bytes: &[u8]) -> Result<()> {
     Ok(())
 }
 
-/// Renames the finished temporary file `tmp` over `path`; on failure the temporary file is
-/// removed and the error names `path` (the caller adds what was being written).
+/// Renames the finished temporary file `tmp` over `path`, which keeps the mode of the file
+/// it replaces (a `--prom` file made 0600 stays 0600; a new file takes the usual 0666 less
+/// the umask); on failure the temporary file is removed and the error names `path` (the
+/// caller adds what was being written).
 pub fn replace_with(tmp: &Path, path: &Path) -> Result<()> {
-    std::fs::rename(tmp, path).map_err(|e| {
+    // Only a regular file's: a link at `path` is replaced by the rename, not followed.
+    let kept = match std::fs::symlink_metadata(path) {
+        Ok(old) if old.is_file() => std::fs::set_permissions(tmp, old.permissions()),
+        _ => Ok(()),
+    };
+    kept.and_then(|()| std::fs::rename(tmp, path)).map_err(|e| {
         let _ = std::fs::remove_file(tmp);
         anyhow::anyhow!(
             "cannot move the finished file into place as '{}': {e}",
@@ -375,6 +404,41 @@ mod tests {
         );
         assert!(names(&dir).is_empty(), "{:?}", names(&dir));
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_replaced_file_keeps_its_mode_and_a_new_one_takes_the_usual() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let dir = scratch("mode");
+        let (kept, new) = (dir.join("node.prom"), dir.join("new.prom"));
+        std::fs::write(&kept, "old\n").unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o600)).unwrap();
+        write_atomically(&kept, b"new\n").unwrap();
+        write_atomically(&new, b"new\n").unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode(&kept), 0o600, "the replaced file's mode");
+        assert_eq!(std::fs::read_to_string(&kept).unwrap(), "new\n");
+        let usual = std::fs::File::create(dir.join("plain")).map(|_| mode(&dir.join("plain")));
+        assert_eq!(mode(&new), usual.unwrap());
+        std::fs::remove_dir_all(dir).ok();
+    }
+
+    #[test]
+    fn a_read_stops_at_its_limit_naming_it() {
+        let dir = scratch("bounded");
+        let file = dir.join("big.log");
+        std::fs::write(&file, vec![b'x'; 2048]).unwrap();
+        assert_eq!(read_bounded("the log", &file, 2048).unwrap().len(), 2048);
+        let e = read_bounded("the log", &file, 1024).unwrap_err();
+        assert!(e.downcast_ref::<PlanError>().is_some(), "exit 2");
+        let e = e.to_string();
+        assert!(
+            e.contains("the log '") && e.contains("big.log") && e.contains("1 KiB"),
+            "{e}"
+        );
+        let e = read_bounded("the log", Path::new("/dev/zero"), 1 << 20).unwrap_err();
+        assert!(e.to_string().contains("larger than the 1 MiB"), "{e}");
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]

@@ -454,30 +454,6 @@ fn within_bounds(ranks: u32, peaks: &Peaks, cpu_per_round: f64, record: usize, f
     assert!(record <= (n as usize) * 8 * 1024, "{figures}");
 }
 
-/// A child's exit status, wall time and peak resident memory (KiB).
-fn measured(cmd: &mut Command) -> (Option<i32>, Duration, u64, String) {
-    let start = Instant::now();
-    let child = cmd
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    let wall = start.elapsed();
-    // The child was reaped: RUSAGE_CHILDREN's peak is the largest of this process's reaped
-    // children, so a check of it holds each of them to the bound.
-    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: getrusage with a valid pointer to a local struct.
-    unsafe { libc::getrusage(libc::RUSAGE_CHILDREN, &mut u) };
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.code(), wall, u.ru_maxrss as u64, text)
-}
-
 /// `cluster --dry-run` of rank 0 of `size` under Slurm, with `more` options.
 fn dry_run(size: &str, nodelist: &str, more: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdmabench"));
@@ -501,7 +477,7 @@ fn dry_run(size: &str, nodelist: &str, more: &[&str]) -> Command {
 fn a_dry_run_of_100000_ranks_plans_in_seconds_and_megabytes() {
     for (pattern, rounds) in [("quick", 3), ("ring", 2)] {
         let mut cmd = dry_run("100000", "h[0-999999]x[0-999999]", &["--pattern", pattern]);
-        let (code, wall, rss_kib, text) = measured(&mut cmd);
+        let (code, wall, rss_kib, text) = common::measured(&mut cmd);
         eprintln!(
             "dry run, {pattern}, 100,000 ranks: {:.2} s, peak {} MiB",
             wall.as_secs_f64(),
@@ -517,7 +493,7 @@ fn a_dry_run_of_100000_ranks_plans_in_seconds_and_megabytes() {
         assert!(rss_kib < 256 * 1024, "{pattern}: {rss_kib} KiB");
     }
     for size in ["131073", "1000000000", "18446744073709551615"] {
-        let (code, _, _, text) = measured(&mut dry_run(size, "h1", &[]));
+        let (code, _, _, text) = common::measured(&mut dry_run(size, "h1", &[]));
         assert_eq!(code, Some(2), "{text}");
         assert!(
             text.contains(&format!(
@@ -526,7 +502,8 @@ fn a_dry_run_of_100000_ranks_plans_in_seconds_and_megabytes() {
             "{text}"
         );
     }
-    let (code, _, _, text) = measured(&mut dry_run("100000", "h1", &["--pattern", "pairs"]));
+    let (code, _, _, text) =
+        common::measured(&mut dry_run("100000", "h1", &["--pattern", "pairs"]));
     assert_eq!(code, Some(2), "{text}");
     assert!(text.contains("pairs takes at most 2048 ranks"), "{text}");
 }

@@ -4,14 +4,18 @@
 //! (exit 3); TCP sockets instead of RDMA; a GPU that sent through the far NIC of the
 //! dgx-h100 topology fixture, found with `--topo` (a saved `topo --json`); a log without
 //! NCCL's lines refused; a folder or a missing file refused naming it (exit 2); findings
-//! said on stderr in one line, the report on stdout.
+//! said on stderr in one line, the report on stdout; a log past the read limit refused naming
+//! it; escape sequences from a log never reach the terminal; and logs of 300,000 ranks and of
+//! 15,000 ranks by 15,000 NICs read in seconds and bounded memory (docs/gpu.md's figures).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod synthetic;
 
 use std::path::{Path, PathBuf};
 use std::process::Output;
+use std::time::Duration;
 
 use common::{bin, scratch, text};
 
@@ -135,4 +139,91 @@ fn findings_say_why_on_stderr_in_one_line_the_report_on_stdout() {
         "rdmabench: nccl-log: 1 GPU path finding(s) (exit 3)\n"
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("sends through host memory"));
+}
+
+#[test]
+fn a_log_past_the_read_limit_is_refused_naming_it() {
+    let out = bin().args(["nccl-log", "/dev/zero"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("the log '/dev/zero' is larger than the 512 MiB this reads"),
+        "{}",
+        text(&out)
+    );
+}
+
+#[test]
+fn escape_sequences_in_a_log_never_reach_the_terminal() {
+    let dir = scratch("nccl-escapes");
+    let log = dir.join("hostile.log");
+    // A host that retitles the window, a bus id and NCCL's text that overwrite lines.
+    let host = "node\x1b]0;owned\x07";
+    let lines = [
+        format!("{host}:1:2 [0] NCCL INFO comm 0x1 rank 0 nranks 2 cudaDev 0 busId 1b\x1b[1A\x1b[2K000"),
+        format!("{host}:1:2 [0] NCCL INFO NET/IB : GPU Direct RDMA Disabled for HCA 0 'mlx5_0' (\x1b[2Kgone)"),
+        format!("{host}:1:2 [0] NCCL INFO Channel 00/0 : 0[1b000] -> 1[1c000] [send] via NET/IB/0"),
+    ];
+    std::fs::write(&log, lines.join("\n")).unwrap();
+    let out = bin().arg("nccl-log").arg(&log).output().unwrap();
+    assert_eq!(out.status.code(), Some(3), "{}", text(&out));
+    let shown = text(&out);
+    assert!(
+        !shown.contains('\x1b') && !shown.contains('\x07'),
+        "{shown:?}"
+    );
+    assert!(
+        shown.contains("node\\u{1b}]0;owned\\u{7}: rank 0"),
+        "{shown}"
+    );
+    assert!(shown.contains("(\\u{1b}[2Kgone)"), "{shown}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// `nccl-log` of a generated log: exit 3 (every GPU went through host memory), the time and
+/// peak memory it took, and what it printed.
+fn read_generated(name: &str, gpus: usize, ranks: usize, nics: usize) -> (Duration, u64, String) {
+    let dir = scratch(name);
+    let log = dir.join(format!("{name}.log"));
+    std::fs::write(&log, synthetic::nccl_log(gpus, ranks, nics)).unwrap();
+    let mut cmd = bin();
+    cmd.arg("nccl-log").arg(&log);
+    let (code, wall, rss_kib, shown) = common::measured(&mut cmd);
+    eprintln!(
+        "nccl-log, {gpus} GPU(s), {ranks} ranks, {nics} NIC(s): {:.2} s, peak {} MiB, {} bytes out",
+        wall.as_secs_f64(),
+        rss_kib / 1024,
+        shown.len()
+    );
+    assert_eq!(code, Some(3), "{}", &shown[..shown.len().min(2000)]);
+    std::fs::remove_dir_all(dir).ok();
+    (wall, rss_kib, shown)
+}
+
+#[test]
+fn a_log_of_15000_ranks_by_15000_nics_reads_in_seconds_and_megabytes() {
+    let (wall, rss_kib, shown) = read_generated("nccl-15k", 1, 15_000, 15_000);
+    assert!(wall < Duration::from_secs(5), "{wall:?}");
+    assert!(rss_kib < 512 * 1024, "{rss_kib} KiB");
+    // One finding per NIC, each naming the GPU's ranks in a few words, not 15,000 of them.
+    assert_eq!(shown.matches("sends through host memory").count(), 15_000);
+    assert!(
+        shown.contains("node0: ranks 0-14999 (GPU 0, 1b000) sends"),
+        "{}",
+        &shown[..2000]
+    );
+    assert!(shown.len() < 8 << 20, "{} bytes", shown.len());
+}
+
+#[test]
+fn a_log_of_300000_ranks_reads_in_time_linear_in_its_lines() {
+    // One GPU in 300,000 communicators: each new rank once looked through all before it.
+    let (wall, _, shown) = read_generated("nccl-300k", 1, 300_000, 1);
+    assert!(
+        shown.contains("ranks 0-299999 (GPU 0"),
+        "{}",
+        &shown[..2000]
+    );
+    // docs/gpu.md: about 0.6 s with a release build; the debug build of the tests is about
+    // ten times slower, where the search took minutes.
+    assert!(wall < Duration::from_secs(30), "{wall:?}");
 }

@@ -9,6 +9,7 @@
 pub mod parse;
 pub mod paths;
 
+use std::cell::OnceCell;
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
@@ -16,7 +17,10 @@ use clap::Args;
 use topo::{Sysfs, Topology};
 
 use crate::exit::LogFindings;
-use crate::files::check_input;
+use crate::files::{check_input, read_bounded};
+
+/// The most bytes of logs read, all files together (a log of 300,000 ranks is about 60 MB).
+pub const MAX_LOG_BYTES: u64 = 512 << 20;
 
 /// The options of `rdmabench nccl-log`.
 #[derive(Debug, Args)]
@@ -48,7 +52,8 @@ pub fn run(args: &NcclLogArgs) -> Result<()> {
     }
     let mut text = String::new();
     for f in &args.files {
-        let bytes = std::fs::read(f).with_context(|| format!("cannot read {}", f.display()))?;
+        let left = MAX_LOG_BYTES.saturating_sub(text.len() as u64);
+        let bytes = read_bounded("the log", f, left)?;
         text.push_str(&String::from_utf8_lossy(&bytes));
         text.push('\n');
     }
@@ -75,13 +80,9 @@ pub fn run(args: &NcclLogArgs) -> Result<()> {
         None => None,
     };
     let here = crate::report::HostRecord::current().hostname;
-    let topology = |host: &str| -> Option<Topology> {
-        match &saved {
-            Some(t) => Some(t.clone()),
-            None if here.as_deref() == Some(host) => Topology::scan(&Sysfs::system()).ok(),
-            None => None,
-        }
-    };
+    // This host's tree, scanned once for all its GPUs.
+    let scanned: OnceCell<Option<Topology>> = OnceCell::new();
+    let topology = |host: &str| topology_of(host, &saved, (here.as_deref(), &scanned));
     print!("{}", paths::table(&log));
     let found = paths::findings(&log, &topology);
     for f in &found {
@@ -96,6 +97,22 @@ pub fn run(args: &NcclLogArgs) -> Result<()> {
         return Ok(());
     }
     Err(LogFindings(found.len()).into())
+}
+
+/// The PCIe tree that stands for `host`: `--topo`'s, else this host's (scanned once, into
+/// `scanned`) when `host` is this one (`here`).
+fn topology_of<'a>(
+    host: &str,
+    saved: &'a Option<Topology>,
+    (here, scanned): (Option<&str>, &'a OnceCell<Option<Topology>>),
+) -> Option<&'a Topology> {
+    match saved {
+        Some(t) => Some(t),
+        None if here == Some(host) => scanned
+            .get_or_init(|| Topology::scan(&Sysfs::system()).ok())
+            .as_ref(),
+        None => None,
+    }
 }
 
 fn names(files: &[PathBuf]) -> String {

@@ -4,12 +4,13 @@
 //! through host memory (with NCCL's own reason when it gave one), a GPU on TCP sockets, and,
 //! with the host's topology, a GPU that used a farther NIC than its nearest.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use serde::Serialize;
 use topo::Topology;
 
 use super::parse::{split, Event, Source, Transport};
+use crate::text::printable;
 
 /// One GPU's paths, as its process's lines tell them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -22,6 +23,9 @@ pub struct GpuPaths {
     pub cuda_dev: u32,
     /// Its ranks (one per communicator), in order of appearance.
     pub ranks: Vec<u32>,
+    /// The same ranks, to look one up.
+    #[serde(skip)]
+    pub rank_set: HashSet<u32>,
     /// NCCL's bus id of the GPU, when a communicator's line gave it.
     pub bus_id: Option<String>,
     /// Network edges per (plugin, NIC name or index): how many with GDRDMA and without.
@@ -79,7 +83,7 @@ pub fn read(text: &str) -> LogPaths {
                 cuda_dev,
                 bus_id,
             } if cuda_dev == source.dev => {
-                if !gpu.ranks.contains(&rank) {
+                if gpu.rank_set.insert(rank) {
                     gpu.ranks.push(rank);
                 }
                 gpu.bus_id = gpu.bus_id.take().or(bus_id);
@@ -150,15 +154,42 @@ pub struct Finding {
     pub text: String,
 }
 
+/// The most runs of consecutive ranks a GPU's rank list shows; more are counted.
+pub const RANK_RUNS_SHOWN: usize = 4;
+
+/// A GPU's ranks in a few words: "3", "0,8,16", "0-7,16-23", or past [`RANK_RUNS_SHOWN`]
+/// runs of consecutive ranks the first of them and the count ("0-7,9,11,13,… (300000)").
+pub fn rank_list(ranks: &[u32]) -> String {
+    let mut sorted = ranks.to_vec();
+    sorted.sort_unstable();
+    let mut runs: Vec<(u32, u32)> = Vec::new();
+    for r in sorted {
+        match runs.last_mut() {
+            Some((_, hi)) if hi.checked_add(1) == Some(r) => *hi = r,
+            _ => runs.push((r, r)),
+        }
+    }
+    let mut out: Vec<String> = runs
+        .iter()
+        .take(RANK_RUNS_SHOWN)
+        .map(|&(lo, hi)| match hi - lo {
+            0 => lo.to_string(),
+            1 => format!("{lo},{hi}"),
+            _ => format!("{lo}-{hi}"),
+        })
+        .collect();
+    if runs.len() > RANK_RUNS_SHOWN {
+        out.push(format!("… ({})", ranks.len()));
+    }
+    out.join(",")
+}
+
 /// "rank 3 (GPU 0, 1b000)".
 fn who(g: &GpuPaths) -> String {
     let ranks = match g.ranks.as_slice() {
         [] => "a GPU".to_string(),
         [r] => format!("rank {r}"),
-        rs => format!(
-            "ranks {}",
-            rs.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-        ),
+        rs => format!("ranks {}", rank_list(rs)),
     };
     let bus = g
         .bus_id
@@ -170,9 +201,14 @@ fn who(g: &GpuPaths) -> String {
 /// What is wrong with the paths, one line each: network edges through host memory (with
 /// NCCL's reason, or the usual ones), TCP instead of RDMA, and where `topology` knows a
 /// host's PCIe tree, a NIC farther than the GPU's nearest.
-pub fn findings(log: &LogPaths, topology: &dyn Fn(&str) -> Option<Topology>) -> Vec<Finding> {
+pub fn findings<'t>(
+    log: &LogPaths,
+    topology: &dyn Fn(&str) -> Option<&'t Topology>,
+) -> Vec<Finding> {
     let mut out = BTreeSet::new();
     for g in &log.gpus {
+        // Who, once per GPU (not per NIC).
+        let who = who(g);
         for (nic, &(with, without)) in &g.net {
             if nic.starts_with("NET/Socket") {
                 out.insert(Finding {
@@ -182,7 +218,7 @@ pub fn findings(log: &LogPaths, topology: &dyn Fn(&str) -> Option<Topology>) -> 
                          NCCL_IB_DISABLE set, no usable IB/RoCE device, or the IB plugin failed \
                          to load",
                         g.host,
-                        who(g),
+                        who,
                         with + without
                     ),
                 });
@@ -209,16 +245,22 @@ pub fn findings(log: &LogPaths, topology: &dyn Fn(&str) -> Option<Topology>) -> 
                     "{}: {} sends through host memory on {nic} ({without} of {} network \
                      edge(s) without GDRDMA); {why}",
                     g.host,
-                    who(g),
+                    who,
                     with + without
                 ),
             });
         }
         if let Some(t) = topology(&g.host) {
-            out.extend(farther_nic(g, &g.host, &t));
+            out.extend(farther_nic(g, &g.host, t));
         }
     }
-    out.into_iter().collect()
+    // Text from the log (host names, bus ids, NCCL's words) cannot drive the terminal.
+    out.into_iter()
+        .map(|f| Finding {
+            text: printable(&f.text),
+            ..f
+        })
+        .collect()
 }
 
 /// A GPU whose network edges went through a NIC farther than its nearest one.
@@ -250,12 +292,7 @@ pub fn table(log: &LogPaths) -> String {
         "host", "rank(s)", "GPU", "bus id", "network: NIC (GDRDMA/all edges)", "inside the node"
     );
     for g in &log.gpus {
-        let ranks = g
-            .ranks
-            .iter()
-            .map(u32::to_string)
-            .collect::<Vec<_>>()
-            .join(",");
+        let ranks = rank_list(&g.ranks);
         let net = g
             .net
             .iter()
@@ -268,8 +305,7 @@ pub fn table(log: &LogPaths) -> String {
             .map(|(how, n)| format!("{how} x{n}"))
             .collect::<Vec<_>>()
             .join(", ");
-        let _ = writeln!(
-            out,
+        let row = format!(
             "{:<16} {:<10} {:<4} {:<14} {:<34} {}",
             g.host,
             if ranks.is_empty() {
@@ -286,6 +322,8 @@ pub fn table(log: &LogPaths) -> String {
                 local
             }
         );
+        // Escaped, and cut at printable's length (a GPU with thousands of NICs).
+        let _ = writeln!(out, "{}", printable(&row));
     }
     out
 }
@@ -293,6 +331,15 @@ pub fn table(log: &LogPaths) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_gpus_ranks_are_runs_and_a_count_past_a_few() {
+        assert_eq!(rank_list(&[3]), "3");
+        assert_eq!(rank_list(&[16, 0, 8]), "0,8,16");
+        assert_eq!(rank_list(&[7, 6, 5, 4, 3, 2, 1, 0, 9, 10]), "0-7,9,10");
+        let many: Vec<u32> = (0..300_000).map(|r| r * 2).collect();
+        assert_eq!(rank_list(&many), "0,2,4,6,… (300000)");
+    }
 
     #[test]
     fn nccl_bus_ids_become_pci_addresses() {

@@ -616,3 +616,50 @@ pub fn promtool(path: &Path) -> String {
         std::fs::read(path).unwrap_or_else(|e| panic!("no metrics at {}: {e}", path.display()));
     promtool::check(&text)
 }
+
+/// A child's exit status, wall time and peak resident memory (KiB, its own: `wait4`'s),
+/// and what it printed.
+pub fn measured(cmd: &mut Command) -> (Option<i32>, Duration, u64, String) {
+    let start = Instant::now();
+    #[allow(clippy::zombie_processes)] // reaped by wait4 below, for its own rusage
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut bytes = Vec::new();
+            if let Some(mut p) = pipe {
+                p.read_to_end(&mut bytes).unwrap();
+            }
+            bytes
+        })
+    };
+    let out = drain(
+        child
+            .stdout
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let err = drain(
+        child
+            .stderr
+            .take()
+            .map(|p| Box::new(p) as Box<dyn Read + Send>),
+    );
+    let mut status = 0;
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: wait4 on our own child's pid, with valid pointers to locals.
+    let reaped = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
+    assert!(reaped > 0, "wait4: {}", std::io::Error::last_os_error());
+    let wall = start.elapsed();
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.join().unwrap()),
+        String::from_utf8_lossy(&err.join().unwrap())
+    );
+    (code, wall, usage.ru_maxrss as u64, text)
+}
