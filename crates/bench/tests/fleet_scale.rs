@@ -135,3 +135,37 @@ fn names_from_a_record_reach_pictures_and_markdown_escaped_and_cut() {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// docs/cluster.md's figures: `compare` of two 100,000-rank sweeps and `plot` of one, each
+/// under 10 s and its peak memory printed, with the binary `RDMABENCH_BIN` names (the
+/// figures are a release build's: `cargo build --release`, then
+/// `RDMABENCH_BIN=target/release/rdmabench cargo test --test fleet_scale -- --ignored`).
+#[test]
+#[ignore = "a measurement for the docs, with a release build"]
+fn compare_and_plot_of_100000_ranks_take_seconds() {
+    let binary = std::env::var("RDMABENCH_BIN").unwrap_or(env!("CARGO_BIN_EXE_rdmabench").into());
+    let dir = scratch("fleet-100k");
+    let (before, after) = sweeps(&dir, 100_000);
+    let png = dir.join("map.png");
+    for args in [
+        vec!["compare", &before, &after],
+        vec!["plot", &after, "-o", png.to_str().unwrap()],
+    ] {
+        let mut cmd = std::process::Command::new(&binary);
+        let (code, wall, rss_kib, shown) = common::measured(cmd.args(&args));
+        eprintln!(
+            "{} of 100,000 ranks ({} MB a record): {:.2} s, peak {} MiB",
+            args[0],
+            std::fs::metadata(&after).unwrap().len() >> 20,
+            wall.as_secs_f64(),
+            rss_kib / 1024
+        );
+        assert!(
+            matches!(code, Some(0 | 3)),
+            "{}",
+            &shown[..shown.len().min(2000)]
+        );
+        assert!(wall < Duration::from_secs(10), "{args:?}: {wall:?}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

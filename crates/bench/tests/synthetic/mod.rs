@@ -21,7 +21,7 @@ pub fn sweep(ranks: usize, slow: Option<usize>, device: &dyn Fn(usize) -> String
         } else {
             "28.39.1002"
         };
-        let dev = serde_json::to_string(&device(r)).unwrap_or_default();
+        let dev = json_string(&device(r));
         let _ = write!(
             out,
             r#"{}{{"rank":{r},"host":"node{}","device":{dev},"fw_ver":"{fw}","label":""}}"#,
@@ -60,6 +60,23 @@ pub fn sweep(ranks: usize, slow: Option<usize>, device: &dyn Fn(usize) -> String
         out,
         r#"],"fleet":[{{"test":"write-bw","unit":"GB/s","pairs":{pairs},"median":46.0,"min":1.0,"max":50.0,"ceiling_gbps":50.0,"spread":null,"suspect_bar":36.8}},{{"test":"write-lat","unit":"us","pairs":{pairs},"median":3.0,"min":1.0,"max":9.0,"ceiling_gbps":null,"spread":null,"suspect_bar":6.0}}],"named":[],"status":"complete"}}"#
     );
+    out
+}
+
+/// `text` as a JSON string, quoted and escaped.
+fn json_string(text: &str) -> String {
+    let mut out = String::from("\"");
+    for c in text.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if c.is_control() => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
     out
 }
 
