@@ -10,6 +10,8 @@
 //! - `one-to-all`: the root with every other rank, one pair per round.
 //! - pairs from a file: packed greedily into rounds in the order given.
 
+use std::collections::{HashMap, HashSet};
+
 use thiserror::Error;
 
 use super::args::SweepSpec;
@@ -286,10 +288,13 @@ pub fn one_to_all(n: usize, root: usize) -> Result<Rounds, ScheduleError> {
 }
 
 /// Pairs as given (e.g. from a file), each in the first round where neither rank is busy.
+/// What is kept grows with the pairs, not with rounds x ranks: the busy (round, rank)s, and
+/// per rank the first round it may be free in (a rank in every pair skips its full rounds).
 pub fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleError> {
     check_size(n)?;
     let mut rounds: Rounds = Vec::new();
-    let mut busy: Vec<Vec<bool>> = Vec::new();
+    let mut busy: HashSet<(usize, usize)> = HashSet::new();
+    let mut first_free: HashMap<usize, usize> = HashMap::new();
     for &(a, b) in pairs {
         for rank in [a, b] {
             if rank >= n {
@@ -299,17 +304,23 @@ pub fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleErro
         if a == b {
             return Err(ScheduleError::SelfPair(a));
         }
-        let k = match busy.iter().position(|used| !used[a] && !used[b]) {
-            Some(k) => k,
-            None => {
-                rounds.push(Vec::new());
-                busy.push(vec![false; n]);
-                rounds.len() - 1
-            }
-        };
-        busy[k][a] = true;
-        busy[k][b] = true;
+        let from = |r: usize| first_free.get(&r).copied().unwrap_or(0);
+        let (from_a, from_b) = (from(a), from(b));
+        let mut k = from_a.max(from_b);
+        while busy.contains(&(k, a)) || busy.contains(&(k, b)) {
+            k += 1;
+        }
+        if k == rounds.len() {
+            rounds.push(Vec::new());
+        }
         rounds[k].push(Pair { a, b });
+        for (rank, mut f) in [(a, from_a), (b, from_b)] {
+            busy.insert((k, rank));
+            while busy.contains(&(f, rank)) {
+                f += 1;
+            }
+            first_free.insert(rank, f);
+        }
     }
     Ok(rounds)
 }
@@ -545,6 +556,27 @@ mod tests {
             ]
         );
         check_rounds(4, &r);
+    }
+
+    #[test]
+    fn a_pairs_file_of_a_star_over_100000_ranks_packs_in_time_linear_in_its_pairs() {
+        // Rank 0 with every other: one pair a round, each found without scanning the rounds.
+        let star: Vec<(usize, usize)> = (1..100_000).map(|r| (0, r)).collect();
+        let start = std::time::Instant::now();
+        let rounds = packed(100_000, &star).unwrap();
+        assert_eq!(rounds.len(), 99_999);
+        assert!(start.elapsed() < std::time::Duration::from_secs(10));
+        // First fit, in the order given.
+        let r = packed(6, &[(0, 1), (0, 2), (3, 4), (1, 2), (5, 3)]).unwrap();
+        let p = |a, b| Pair { a, b };
+        assert_eq!(
+            r,
+            vec![
+                vec![p(0, 1), p(3, 4)],
+                vec![p(0, 2), p(5, 3)],
+                vec![p(1, 2)]
+            ]
+        );
     }
 
     #[test]
