@@ -9,7 +9,7 @@
 //! that now fails counts as a regression. The NICs common to several worse pairs are named:
 //! a NIC slower with every partner is the NIC, not its partners.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 
 use anyhow::{bail, Result};
 use serde::Serialize;
@@ -160,26 +160,44 @@ pub struct SweepComparison {
 }
 
 /// One side of a matched pair: its two NICs' labels and its measurement.
-type Side<'a> = ([String; 2], &'a PairRecord);
+type Side<'a> = ([&'a str; 2], &'a PairRecord);
 
 /// (test, NIC key, NIC key), the keys in order.
-type PairKey = (String, String, String);
+type PairKey<'a> = (&'a str, &'a str, &'a str);
 
-/// Every pair of `sweep` that stands for a measurement, by test and NIC keys.
-fn pairs_by_nic(sweep: &SweepRecord) -> BTreeMap<PairKey, Side<'_>> {
-    // Each rank's key and label, made once: a sweep has several pairs per rank.
-    let known: HashMap<u32, (String, String)> = sweep
+/// Each rank's NIC key and label, made once (a sweep has several pairs per rank), and a
+/// stand-in for a rank a pair names that the ranks do not list.
+fn nic_names(sweep: &SweepRecord) -> HashMap<u32, (String, String)> {
+    let mut known: HashMap<u32, (String, String)> = sweep
         .ranks
         .iter()
         .map(|r| (r.rank, (r.nic_key(), printable(&r.shown()))))
         .collect();
-    let nic = |rank: u32| match known.get(&rank) {
-        Some(r) => r.clone(),
-        None => (format!("rank {rank}"), format!("rank {rank}")),
+    for p in &sweep.pairs {
+        for rank in [p.client, p.server] {
+            known
+                .entry(rank)
+                .or_insert_with(|| (format!("rank {rank}"), format!("rank {rank}")));
+        }
+    }
+    known
+}
+
+/// Every pair of `sweep` that stands for a measurement, by test and NIC keys (`names`: its
+/// [`nic_names`]); the keys and labels are borrowed, nothing is copied per pair.
+fn pairs_by_nic<'a>(
+    sweep: &'a SweepRecord,
+    names: &'a HashMap<u32, (String, String)>,
+) -> BTreeMap<PairKey<'a>, Side<'a>> {
+    let nic = |rank: u32| {
+        names
+            .get(&rank)
+            .map_or(("", ""), |(key, label)| (key.as_str(), label.as_str()))
     };
     let mut tests: Vec<&str> = sweep.tests.iter().map(String::as_str).collect();
+    let mut seen: HashSet<&str> = tests.iter().copied().collect();
     for p in &sweep.pairs {
-        if !tests.contains(&p.test.as_str()) {
+        if seen.insert(&p.test) {
             tests.push(&p.test);
         }
     }
@@ -190,7 +208,7 @@ fn pairs_by_nic(sweep: &SweepRecord) -> BTreeMap<PairKey, Side<'_>> {
             if y.0 < x.0 {
                 std::mem::swap(&mut x, &mut y);
             }
-            out.insert((test.to_string(), x.0, y.0), ([x.1, y.1], p));
+            out.insert((test, x.0, y.0), ([x.1, y.1], p));
         }
     }
     out
@@ -234,21 +252,26 @@ pub fn compare_sweeps(
     after: (&str, &SweepRecord),
     thresholds: Thresholds,
 ) -> SweepComparison {
-    let (b, a) = (pairs_by_nic(before.1), pairs_by_nic(after.1));
+    let (names_b, names_a) = (nic_names(before.1), nic_names(after.1));
+    let (b, a) = (
+        pairs_by_nic(before.1, &names_b),
+        pairs_by_nic(after.1, &names_a),
+    );
+    let owned = |nics: &[&str; 2]| [nics[0].to_string(), nics[1].to_string()];
     let mut pairs = Vec::new();
     let mut only_in_before = Vec::new();
     for (key, (nics, pb)) in &b {
         let Some((after_nics, pa)) = a.get(key) else {
             only_in_before.push(LonePair {
-                test: key.0.clone(),
-                nics: nics.clone(),
+                test: key.0.to_string(),
+                nics: owned(nics),
             });
             continue;
         };
         let unit = pa.unit.clone();
         pairs.push(PairChange {
-            test: key.0.clone(),
-            nics: after_nics.clone(),
+            test: key.0.to_string(),
+            nics: owned(after_nics),
             change_pct: match (pb.value, pa.value) {
                 (Some(x), Some(y)) if x != 0.0 => Some((y - x) / x * 100.0),
                 _ => None,
@@ -263,8 +286,8 @@ pub fn compare_sweeps(
         .iter()
         .filter(|(key, _)| !b.contains_key(*key))
         .map(|(key, (nics, _))| LonePair {
-            test: key.0.clone(),
-            nics: nics.clone(),
+            test: key.0.to_string(),
+            nics: owned(nics),
         })
         .collect();
     let count = |v: PairVerdict| pairs.iter().filter(|p| p.verdict == v).count();
