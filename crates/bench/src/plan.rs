@@ -450,7 +450,7 @@ pub struct PlanRequest {
     #[arg(short = 'l', long = "post-list", value_name = "N")]
     pub post_list: Option<u32>,
 
-    /// A completion every N operations [default: 64 at the default -t; at most 100 and -t/2]
+    /// A completion every N operations [default: -t/2 (64), at most 100]
     ///
     /// Request a completion every N operations [default: the lesser of 100 and half of -t
     /// (so 64 at the default -t of 128), and less when -l is large]
