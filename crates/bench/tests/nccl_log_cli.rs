@@ -179,30 +179,32 @@ fn escape_sequences_in_a_log_never_reach_the_terminal() {
     std::fs::remove_dir_all(dir).ok();
 }
 
-/// `nccl-log` of a generated log: exit 3 (every GPU went through host memory), the time and
-/// peak memory it took, and what it printed.
+/// `nccl-log` of a generated log: exit 3 (every GPU went through host memory), the CPU time
+/// and peak memory it took (printed with its wall time), and what it printed.
 fn read_generated(name: &str, gpus: usize, ranks: usize, nics: usize) -> (Duration, u64, String) {
     let dir = scratch(name);
     let log = dir.join(format!("{name}.log"));
     std::fs::write(&log, synthetic::nccl_log(gpus, ranks, nics)).unwrap();
     let mut cmd = bin();
     cmd.arg("nccl-log").arg(&log);
-    let (code, wall, rss_kib, shown) = common::measured(&mut cmd);
+    let m = common::measured(&mut cmd);
     eprintln!(
-        "nccl-log, {gpus} GPU(s), {ranks} ranks, {nics} NIC(s): {:.2} s, peak {} MiB, {} bytes out",
-        wall.as_secs_f64(),
-        rss_kib / 1024,
-        shown.len()
+        "nccl-log, {gpus} GPU(s), {ranks} ranks, {nics} NIC(s): {:.2} s ({:.2} s CPU), peak {} \
+         MiB, {} bytes out",
+        m.wall.as_secs_f64(),
+        m.cpu.as_secs_f64(),
+        m.rss_kib / 1024,
+        m.text.len()
     );
-    assert_eq!(code, Some(3), "{}", &shown[..shown.len().min(2000)]);
+    assert_eq!(m.code, Some(3), "{}", &m.text[..m.text.len().min(2000)]);
     std::fs::remove_dir_all(dir).ok();
-    (wall, rss_kib, shown)
+    (m.cpu, m.rss_kib, m.text)
 }
 
 #[test]
 fn a_log_of_15000_ranks_by_15000_nics_reads_in_seconds_and_megabytes() {
-    let (wall, rss_kib, shown) = read_generated("nccl-15k", 1, 15_000, 15_000);
-    assert!(wall < Duration::from_secs(5), "{wall:?}");
+    let (cpu, rss_kib, shown) = read_generated("nccl-15k", 1, 15_000, 15_000);
+    assert!(cpu < Duration::from_secs(5), "{cpu:?}");
     assert!(rss_kib < 512 * 1024, "{rss_kib} KiB");
     // One finding per NIC, each naming the GPU's ranks in a few words, not 15,000 of them.
     assert_eq!(shown.matches("sends through host memory").count(), 15_000);
@@ -217,13 +219,13 @@ fn a_log_of_15000_ranks_by_15000_nics_reads_in_seconds_and_megabytes() {
 #[test]
 fn a_log_of_300000_ranks_reads_in_time_linear_in_its_lines() {
     // One GPU in 300,000 communicators: each new rank once looked through all before it.
-    let (wall, _, shown) = read_generated("nccl-300k", 1, 300_000, 1);
+    let (cpu, _, shown) = read_generated("nccl-300k", 1, 300_000, 1);
     assert!(
         shown.contains("ranks 0-299999 (GPU 0"),
         "{}",
         &shown[..2000]
     );
-    // docs/gpu.md: about 0.6 s with a release build; the debug build of the tests is about
-    // ten times slower, where the search took minutes.
-    assert!(wall < Duration::from_secs(30), "{wall:?}");
+    // docs/gpu.md's figures; a bound a debug build meets on a busy machine, where looking
+    // for each new rank among all before it grew with the square of the ranks.
+    assert!(cpu < Duration::from_secs(10), "{cpu:?}");
 }

@@ -617,9 +617,19 @@ pub fn promtool(path: &Path) -> String {
     promtool::check(&text)
 }
 
-/// A child's exit status, wall time and peak resident memory (KiB, its own: `wait4`'s),
+/// What a child did: its exit code, wall time, CPU time (user and system: what a loaded
+/// machine's other work does not add to), peak resident memory (KiB, its own: `wait4`'s),
 /// and what it printed.
-pub fn measured(cmd: &mut Command) -> (Option<i32>, Duration, u64, String) {
+pub struct Measured {
+    pub code: Option<i32>,
+    pub wall: Duration,
+    pub cpu: Duration,
+    pub rss_kib: u64,
+    pub text: String,
+}
+
+/// Runs `cmd` to its end and measures it.
+pub fn measured(cmd: &mut Command) -> Measured {
     let start = Instant::now();
     #[allow(clippy::zombie_processes)] // reaped by wait4 below, for its own rusage
     let mut child = cmd
@@ -655,11 +665,16 @@ pub fn measured(cmd: &mut Command) -> (Option<i32>, Duration, u64, String) {
     let reaped = unsafe { libc::wait4(child.id() as libc::pid_t, &mut status, 0, &mut usage) };
     assert!(reaped > 0, "wait4: {}", std::io::Error::last_os_error());
     let wall = start.elapsed();
-    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.join().unwrap()),
-        String::from_utf8_lossy(&err.join().unwrap())
-    );
-    (code, wall, usage.ru_maxrss as u64, text)
+    let secs = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    Measured {
+        code: libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status)),
+        wall,
+        cpu: secs(usage.ru_utime) + secs(usage.ru_stime),
+        rss_kib: usage.ru_maxrss as u64,
+        text: format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.join().unwrap()),
+            String::from_utf8_lossy(&err.join().unwrap())
+        ),
+    }
 }
