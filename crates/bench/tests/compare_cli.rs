@@ -829,3 +829,27 @@ fn a_congestion_sweep_is_refused_naming_its_pattern() {
         "{text}"
     );
 }
+
+#[test]
+fn names_from_the_records_reach_the_terminal_and_markdown_escaped() {
+    let dir = scratch("cmp-hostile");
+    let sizes: Vec<(u64, &[f64])> = vec![(4096, &BASE[..])];
+    let mut base = record("28.39.1002", "2026-11-01T10:00:00Z", &sizes);
+    let mut cand = record("28.39.1002", "2026-11-02T10:00:00Z", &sizes);
+    base["device"]["name"] = json!("mlx5_0\u{1b}]0;owned\u{7}");
+    cand["device"]["name"] = json!("mlx5_0\n## injected\u{1b}[2K");
+    let (b, c) = (write(&dir, "b.json", &base), write(&dir, "c.json", &cand));
+    for extra in [&[][..], &["--markdown"][..]] {
+        let shown = text(&compare(&[&b, &c], extra));
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "{shown:?}"
+        );
+        assert!(
+            !shown.lines().any(|l| l.starts_with("## injected")),
+            "{shown}"
+        );
+        assert!(shown.contains("mlx5_0\\n## injected\\u{1b}[2K"), "{shown}");
+    }
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -174,12 +174,20 @@ pub fn table(report: &Report) -> String {
         if i > 0 {
             out.push('\n');
         }
-        let _ = writeln!(out, "Baseline : {}: {}", c.baseline, c.baseline_desc);
-        let _ = writeln!(out, "Candidate: {}: {}", c.candidate, c.candidate_desc);
+        // Text from the records (device and host names, firmware) cannot drive the terminal.
+        let p = crate::text::printable;
+        let _ = writeln!(out, "Baseline : {}: {}", c.baseline, p(&c.baseline_desc));
+        let _ = writeln!(out, "Candidate: {}: {}", c.candidate, p(&c.candidate_desc));
         if !c.differences.info.is_empty() {
             let _ = writeln!(out, "Changed between the runs (information):");
             for d in &c.differences.info {
-                let _ = writeln!(out, "  {}: {} -> {}", d.what, d.baseline, d.candidate);
+                let _ = writeln!(
+                    out,
+                    "  {}: {} -> {}",
+                    d.what,
+                    p(&d.baseline),
+                    p(&d.candidate)
+                );
             }
         }
         if !c.differences.warnings.is_empty() {
@@ -188,7 +196,13 @@ pub fn table(report: &Report) -> String {
                 "WARNING: the records differ in what makes runs comparable; read the verdicts with care:"
             );
             for d in &c.differences.warnings {
-                let _ = writeln!(out, "  {}: {} -> {}", d.what, d.baseline, d.candidate);
+                let _ = writeln!(
+                    out,
+                    "  {}: {} -> {}",
+                    d.what,
+                    p(&d.baseline),
+                    p(&d.candidate)
+                );
             }
         }
         out.push('\n');

@@ -10,9 +10,11 @@ use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 use super::draw_titles;
+use super::heatmap::MAX_LINE_CHARS;
 use super::render::PALETTE;
 use super::text_style as style;
 use crate::report::SweepRecord;
+use crate::text::printable_within;
 
 /// What the picture shows.
 #[derive(Debug, Clone, PartialEq)]
@@ -97,7 +99,10 @@ pub fn shares_chart(sweep: &SweepRecord, test: &str, title: Option<&str>) -> Sha
         })
         .collect();
     SharesChart {
-        title: title.map_or_else(|| format!("{}: {test}", sweep.pattern), str::to_string),
+        title: title.map_or_else(
+            || printable_within(&format!("{}: {test}", sweep.pattern), MAX_LINE_CHARS),
+            str::to_string,
+        ),
         subtitle: "each segment a sender's GB/s, stacked; red: the receivers' ceiling".into(),
         bars,
         caption,
