@@ -26,7 +26,7 @@ for arg in "$@"; do
     case "$arg" in
         --no-guest) guest=0 ;;
         --no-package) package=0 ;;
-        -h|--help) sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+        -h|--help) sed -n '2,/^set -e/{/^set -e/d; s/^# \{0,1\}//; p}' "$0"; exit 0 ;;
         *) echo "scripts/test.sh: unknown option '$arg' (valid: --no-guest, --no-package, --help)" >&2; exit 2 ;;
     esac
 done
