@@ -114,7 +114,7 @@ check "aarch64 under qemu = x86_64: ceiling --nic-rate 400G --pcie gen5x16" same
 check "aarch64 under qemu = x86_64: topo --sysfs-root $FIXTURE" same_output topo --sysfs-root "$FIXTURE"
 
 # ---------------------------------------------------------------- what the packages hold
-mapfile -t commands < <("$x86" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && $1 != "help" && NF {print $1}')
+mapfile -t commands < <("$x86" --help | sed -n '/^Commands:/,/^$/p' | awk 'NR > 1 && /^  [^ ]/ && $1 != "help" {print $1}')
 [ "${#commands[@]}" -gt 0 ] || { echo "package-test: no commands in 'rdmabench --help'" >&2; exit 1; }
 # PREFIX ZSH-DIR: the files a package must hold, sorted (docs left out)
 expected() {
