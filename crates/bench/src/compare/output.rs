@@ -167,6 +167,24 @@ fn header(latency: bool) -> Vec<&'static str> {
     h
 }
 
+/// A list of differences under its heading, each value printable; nothing when the list is empty.
+fn differences(out: &mut String, heading: &str, list: &[super::diff::Difference]) {
+    if list.is_empty() {
+        return;
+    }
+    let p = crate::text::printable;
+    let _ = writeln!(out, "{heading}");
+    for d in list {
+        let _ = writeln!(
+            out,
+            "  {}: {} -> {}",
+            d.what,
+            p(&d.baseline),
+            p(&d.candidate)
+        );
+    }
+}
+
 /// The terminal table.
 pub fn table(report: &Report) -> String {
     let mut out = String::new();
@@ -178,33 +196,16 @@ pub fn table(report: &Report) -> String {
         let p = crate::text::printable;
         let _ = writeln!(out, "Baseline : {}: {}", c.baseline, p(&c.baseline_desc));
         let _ = writeln!(out, "Candidate: {}: {}", c.candidate, p(&c.candidate_desc));
-        if !c.differences.info.is_empty() {
-            let _ = writeln!(out, "Changed between the runs (information):");
-            for d in &c.differences.info {
-                let _ = writeln!(
-                    out,
-                    "  {}: {} -> {}",
-                    d.what,
-                    p(&d.baseline),
-                    p(&d.candidate)
-                );
-            }
-        }
-        if !c.differences.warnings.is_empty() {
-            let _ = writeln!(
-                out,
-                "WARNING: the records differ in what makes runs comparable; read the verdicts with care:"
-            );
-            for d in &c.differences.warnings {
-                let _ = writeln!(
-                    out,
-                    "  {}: {} -> {}",
-                    d.what,
-                    p(&d.baseline),
-                    p(&d.candidate)
-                );
-            }
-        }
+        differences(
+            &mut out,
+            "Changed between the runs (information):",
+            &c.differences.info,
+        );
+        differences(
+            &mut out,
+            "WARNING: the records differ in what makes runs comparable; read the verdicts with care:",
+            &c.differences.warnings,
+        );
         out.push('\n');
         let latency = has_latency(c);
         let rows: Vec<Vec<String>> = c.rows.iter().map(|r| cells(r, latency)).collect();
