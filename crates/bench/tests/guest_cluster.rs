@@ -170,6 +170,32 @@ fn rank(rank: usize, args: &[String]) -> Child {
         .unwrap()
 }
 
+/// Waits until `n` connections to `port` on this machine are established (read from
+/// /proc/net/tcp and tcp6, where a client's row has the port as its remote one).
+fn wait_for_connections(port: u16, n: usize, limit: Duration) {
+    let start = Instant::now();
+    let remote = format!(":{port:04X}");
+    loop {
+        let established = ["/proc/net/tcp", "/proc/net/tcp6"]
+            .iter()
+            .filter_map(|p| std::fs::read_to_string(p).ok())
+            .flat_map(|t| t.lines().skip(1).map(str::to_string).collect::<Vec<_>>())
+            .filter(|row| {
+                let cols: Vec<&str> = row.split_whitespace().collect();
+                cols.len() > 3 && cols[2].ends_with(&remote) && cols[3] == "01"
+            })
+            .count();
+        if established >= n {
+            return;
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{established} of {n} connections to port {port} after {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 fn recorded_pairs(path: &std::path::Path) -> usize {
     std::fs::read_to_string(path)
         .ok()
@@ -281,7 +307,10 @@ fn strangers_do_not_disturb_a_sweep_and_the_mtu_outlier_is_named_before_it() {
     let json = dir.join("sweep.json");
     let args = sweep_args(json.to_str().unwrap(), 19420, &[]);
     let mut ranks: Vec<Child> = (0..3).map(|r| rank(r, &args)).collect();
-    std::thread::sleep(Duration::from_secs(3));
+    // Ranks 1 and 2 have connected (rank 0 takes joins in the order they connected, so the
+    // strangers below come after them however slow the machine is; a fixed sleep was not
+    // enough under load).
+    wait_for_connections(19420, 2, Duration::from_secs(120));
     // While rank 0 waits for rank 3: garbage on its port, and a second rank 1.
     let mut garbage = std::net::TcpStream::connect(("127.0.0.1", 19420)).unwrap();
     garbage.write_all(b"GET / HTTP/1.0\r\n\r\n").unwrap();
