@@ -31,7 +31,9 @@ for arg in "$@"; do
     esac
 done
 
-step() { printf '\n==> %s\n' "$*"; }
+# Each step says when it starts, counted from the start of this script (CI's budget is
+# spent where the counts jump).
+step() { printf '\n==> [%d s] %s\n' "$SECONDS" "$*"; }
 
 # A snapshot that differs fails the test and writes nothing (insta's review files are for a
 # person accepting a change: INSTA_UPDATE=always cargo test -p rdmabench, then git diff).
@@ -119,7 +121,9 @@ run_lane() {
         rc=0
         for t in "$@"; do
             echo "--- $(basename "$t")"
+            s=$SECONDS
             "$t" --test-threads=1 || rc=1
+            echo "--- $(basename "$t") took $((SECONDS - s)) s"
         done
         exit $rc' rdmabench-guest-tests "$@" 2>&1 | sed -u "s/^/[lane $lane] /"
     return "${PIPESTATUS[0]}"
@@ -136,6 +140,7 @@ for p in "${pids[@]}"; do wait "$p" || rc=1; done
 for b in "${many_node[@]}"; do
     run_lane "$(basename "${b%-*}")" "$(node_of "$b")" "$(leaves_of "$b")" "$b" || rc=1
 done
+step "guest tests done"
 [ "$rc" = 0 ] || echo "scripts/test.sh: guest tests failed (see the lines marked FAILED or panicked above)" >&2
 check_records || rc=1
 exit "$rc"
