@@ -45,9 +45,16 @@ fn health_measures_every_nic_within_its_budget_and_learns_what_it_expects() {
         .map(|c| c["note"].as_str().unwrap().to_string())
         .unwrap();
     assert!(note.contains("the least of "), "{note}");
-    // Within the default budget of 30 s, and the report says so per check.
-    assert!(took < 30.0, "took {took:.1} s:\n{said}");
-    assert!(report["seconds"].as_f64().unwrap() < 30.0);
+    // Within the default budget of 30 s, counted by the check from its own start, and the
+    // report says so per check. The wall clock here also holds the process's start and exit
+    // (loading, reading the topology, writing the files), which under TCG on a loaded
+    // 2-core host once took the whole to 30.1 s: allowed 3 s on top, no more.
+    let seconds = report["seconds"].as_f64().unwrap();
+    assert!(seconds < 30.0, "the check took {seconds:.1} s:\n{said}");
+    assert!(
+        took < 33.0,
+        "took {took:.1} s with the process's start:\n{said}"
+    );
     assert!(said.contains("of the 30 s budget"), "{said}");
 
     let file = std::fs::read_to_string(&learned).unwrap();
