@@ -96,17 +96,30 @@ pub enum VerbsError {
         reason: io::Error,
     },
 
-    /// `ibv_reg_dmabuf_mr` refused the buffer: the NIC's driver (or the kernel) has no dma-buf
-    /// support, or the fd is not a dma-buf.
+    /// `ibv_reg_dmabuf_mr` said the NIC's driver (or the kernel) has no dma-buf support at
+    /// all: EOPNOTSUPP or EPROTONOSUPPORT.
     #[error(
         "the RDMA driver cannot register this memory as a dma-buf ({reason}): the NIC's driver \
-         may not support dma-buf memory regions (rxe and older mlx5 kernels do not); use \
+         does not support dma-buf memory regions (rxe and older mlx5 kernels do not); use \
          the GPU's peer memory (--mem cuda-peermem with nvidia-peermem, rocm-peermem with \
          amdgpu) or its staged mode (--mem cuda-staged, rocm-staged)"
     )]
     DmaBufUnsupported {
-        /// What ibv_reg_dmabuf_mr said.
+        /// What ibv_reg_dmabuf_mr said, with its errno.
         reason: String,
+    },
+
+    /// `ibv_reg_dmabuf_mr` failed for another reason than a driver without dma-buf support: a
+    /// bad fd or range (EINVAL, EBADF), pinned-memory limits (ENOMEM, EFAULT), permissions.
+    #[error(
+        "ibv_reg_dmabuf_mr failed: {reason}: not a driver without dma-buf support (that says \
+         EOPNOTSUPP); check the exported fd and range, and the locked-memory limit (ulimit -l)"
+    )]
+    DmaBufRefused {
+        /// What ibv_reg_dmabuf_mr said, with its errno.
+        reason: String,
+        /// The errno.
+        errno: i32,
     },
 
     /// A request does not fit what was set up: a bad length, an offset beyond a buffer.
@@ -149,6 +162,26 @@ impl VerbsError {
         }
     }
 
+    /// What a failed `ibv_reg_dmabuf_mr` means, by its errno: "unsupported" only for
+    /// EOPNOTSUPP and EPROTONOSUPPORT; any other errno (or none) is kept as it is.
+    pub(crate) fn from_dmabuf_registration(err: &io::Error) -> Self {
+        let errno = err.raw_os_error();
+        let reason = match errno {
+            Some(code) => format!("{err} (errno {code})"),
+            None => err.to_string(),
+        };
+        match errno {
+            Some(libc::EOPNOTSUPP | libc::EPROTONOSUPPORT) => {
+                VerbsError::DmaBufUnsupported { reason }
+            }
+            Some(errno) => VerbsError::DmaBufRefused { reason, errno },
+            None => VerbsError::Call {
+                call: "ibv_reg_dmabuf_mr",
+                reason: io::Error::other(reason),
+            },
+        }
+    }
+
     /// A failed call whose error came from sideway.
     pub(crate) fn from_sideway(call: &'static str, err: impl std::error::Error) -> Self {
         let mut text = err.to_string();
@@ -183,5 +216,27 @@ mod tests {
             e.to_string(),
             "port 3 does not exist on mlx5_0: valid ports are 1 to 2"
         );
+    }
+
+    #[test]
+    fn a_dmabuf_registration_is_called_unsupported_only_for_eopnotsupp_and_keeps_its_errno() {
+        for code in [libc::EOPNOTSUPP, libc::EPROTONOSUPPORT] {
+            let e = VerbsError::from_dmabuf_registration(&io::Error::from_raw_os_error(code));
+            assert!(matches!(e, VerbsError::DmaBufUnsupported { .. }), "{e}");
+            let text = e.to_string();
+            assert!(text.contains(&format!("(errno {code})")), "{text}");
+            assert!(text.contains("does not support dma-buf"), "{text}");
+        }
+        for code in [libc::EINVAL, libc::ENOMEM, libc::EFAULT, libc::EBADF, libc::EPERM] {
+            let e = VerbsError::from_dmabuf_registration(&io::Error::from_raw_os_error(code));
+            assert!(
+                matches!(e, VerbsError::DmaBufRefused { errno, .. } if errno == code),
+                "{e}"
+            );
+            let text = e.to_string();
+            assert!(text.contains(&format!("(errno {code})")), "{text}");
+            assert!(!text.contains("does not support"), "{text}");
+            assert!(text.contains("ulimit -l"), "{text}");
+        }
     }
 }

@@ -21,7 +21,7 @@ use std::fmt;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
-use sideway::ibverbs::memory_region::MemoryRegion as SwMr;
+use sideway::ibverbs::memory_region::{MemoryRegion as SwMr, RegisterMemoryRegionErrorKind};
 use sideway::ibverbs::AccessFlags;
 
 use crate::error::{Result, VerbsError};
@@ -355,9 +355,11 @@ impl MemoryRegion {
         let (mr, relaxed_ordering) = register_with(access, |flags| {
             // SAFETY: the caller guarantees the dma-buf while `backing` lives; the region
             // keeps it.
-            unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags) }.map_err(|e| {
-                let reason = VerbsError::from_sideway("ibv_reg_dmabuf_mr", e).to_string();
-                VerbsError::DmaBufUnsupported { reason }
+            unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags) }.map_err(|e| match e.0 {
+                RegisterMemoryRegionErrorKind::Ibverbs(os) => {
+                    VerbsError::from_dmabuf_registration(&os)
+                }
+                other => VerbsError::from_sideway("ibv_reg_dmabuf_mr", other),
             })
         })?;
         Ok(MemoryRegion {
