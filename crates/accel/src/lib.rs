@@ -78,10 +78,27 @@ pub trait Runtime: Sync {
 pub struct PeerMemory {
     /// Its name in messages: "nvidia-peermem".
     pub name: &'static str,
-    /// A path that exists while it is loaded: "/sys/module/nvidia_peermem".
-    pub loaded_when: &'static str,
+    /// Paths of which one exists while it is loaded: "/sys/module/nvidia_peermem", and the
+    /// legacy module's "/sys/module/nv_peer_mem".
+    pub loaded_when: &'static [&'static str],
     /// How to get it: "`modprobe nvidia-peermem` (it ships with the NVIDIA driver)".
     pub how: &'static str,
+}
+
+impl PeerMemory {
+    /// The first of [`loaded_when`](Self::loaded_when) that `exists` finds: it is loaded (a
+    /// sysfs snapshot's reader, or the live file system's); `None` where none is.
+    pub fn loaded_by(&self, exists: impl Fn(&std::path::Path) -> bool) -> Option<&'static str> {
+        self.loaded_when
+            .iter()
+            .copied()
+            .find(|path| exists(std::path::Path::new(path)))
+    }
+
+    /// [`loaded_by`](Self::loaded_by) on this machine.
+    pub fn loaded(&self) -> Option<&'static str> {
+        self.loaded_by(std::path::Path::exists)
+    }
 }
 
 /// An open GPU.

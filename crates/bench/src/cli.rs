@@ -12,6 +12,7 @@ use crate::clock::ClockChoice;
 use crate::control::{Token, DEFAULT_PORT};
 use crate::doctor::host::{parse_cpus_arg, CpuList};
 use crate::engine::{self, SideConfig};
+use crate::kconfig::is_rocm_dmabuf;
 use crate::memory::{GpuRuntime, MemMode};
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, Role, TestKind, TestPlan, Verb};
@@ -183,6 +184,14 @@ pub struct TestArgs {
     /// perftest's alias: with --use_rocm, register through dma-buf (--mem rocm:N)
     #[arg(long = "use_rocm_dmabuf")]
     pub use_rocm_dmabuf: bool,
+
+    /// --mem rocm: run though the kernel may move the buffer to host memory
+    ///
+    /// --mem rocm (dma-buf): run although this kernel lacks CONFIG_DMABUF_MOVE_NOTIFY or
+    /// CONFIG_PCI_P2PDMA, or its configuration cannot be read (amdgpu may then move the exported
+    /// buffer to system memory); the header and the record carry a warning that says so
+    #[arg(long)]
+    pub force_rocm_dmabuf: bool,
 
     /// Staged memory: bytes per bounce buffer [default: 1M]
     ///
@@ -429,6 +438,13 @@ impl TestArgs {
                 )));
             }
         }
+        let rocm_dmabuf = [Some(&mem), self.peer_mem.as_ref()];
+        if self.force_rocm_dmabuf && !rocm_dmabuf.into_iter().flatten().any(is_rocm_dmabuf) {
+            return Err(PlanError(format!(
+                "--force-rocm-dmabuf applies to --mem rocm (dma-buf): this side's buffer is {}",
+                mem.name()
+            )));
+        }
         let nearest_gpu = mem != MemMode::Host && self.rail_gpus() == RailGpus::Nearest;
         Ok(SideConfig {
             device: self.ib_dev.clone(),
@@ -440,6 +456,7 @@ impl TestArgs {
             hugepages: self.use_hugepages,
             odp: self.odp,
             nearest_gpu,
+            force_rocm_dmabuf: self.force_rocm_dmabuf,
         })
     }
 

@@ -31,6 +31,8 @@ pub mod health;
 #[forbid(unsafe_code)]
 pub mod histogram;
 #[forbid(unsafe_code)]
+pub mod kconfig;
+#[forbid(unsafe_code)]
 pub mod memory;
 #[forbid(unsafe_code)]
 pub mod nccl_log;

@@ -266,3 +266,72 @@ fn gpu_modes_the_rules_allow_reach_the_driver() {
         );
     }
 }
+
+/// `--mem rocm` on a kernel without CONFIG_DMABUF_MOVE_NOTIFY or CONFIG_PCI_P2PDMA (amdgpu would
+/// move the exported buffer to host memory and the figure would be host memory's): refused
+/// before any device opens, on a client and a server, naming what is missing and the remedy;
+/// `--force-rocm-dmabuf` gets past the check (here, to the peer that is not there), and is a
+/// usage error with another mode. Run against the rocm crate's fake ROCm.
+#[test]
+fn rocm_dmabuf_is_refused_where_the_kernel_would_move_the_buffer_to_host_memory() {
+    let kernel = rdmabench::kconfig::RocmDmabufKernel::read(&topo::Sysfs::system());
+    if kernel.ready() {
+        eprintln!("skipped: this kernel has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA");
+        return;
+    }
+    let Some(lib) = common::fake_rocm() else {
+        eprintln!("skipped: no C compiler for the fake ROCm");
+        return;
+    };
+    let gaps = [kernel.missing(), kernel.unknown()].concat();
+    let run = |args: &[&str]| {
+        let out = bin()
+            .args(args)
+            .args(["--timeout", "5"])
+            .env("LD_LIBRARY_PATH", &lib)
+            .output()
+            .unwrap();
+        (out.status.code(), text(&out))
+    };
+    for side in [["write-bw", "127.0.0.1"], ["read-bw", "-p"]] {
+        let mut args = side.to_vec();
+        if side[1] == "-p" {
+            args.push("19253");
+        }
+        args.extend(["--mem", "rocm:1"]);
+        let (code, said) = run(&args);
+        assert_eq!(code, Some(1), "{args:?}: {said}");
+        assert_eq!(said.trim().lines().count(), 1, "{said}");
+        for needle in [
+            "--mem rocm:1: ROCm dma-buf refused",
+            "system memory (GTT)",
+            "--mem rocm-peermem",
+            "--force-rocm-dmabuf",
+        ]
+        .into_iter()
+        .chain(gaps.iter().map(String::as_str))
+        {
+            assert!(said.contains(needle), "{needle}: {said}");
+        }
+    }
+    let (_, said) = run(&[
+        "write-bw",
+        "127.0.0.1",
+        "--mem",
+        "rocm",
+        "--force-rocm-dmabuf",
+    ]);
+    assert!(!said.contains("refused"), "{said}");
+    let (code, said) = run(&[
+        "write-bw",
+        "127.0.0.1",
+        "--mem",
+        "rocm-staged",
+        "--force-rocm-dmabuf",
+    ]);
+    assert_eq!(code, Some(2), "{said}");
+    assert!(
+        said.contains("--force-rocm-dmabuf applies to --mem rocm (dma-buf)"),
+        "{said}"
+    );
+}

@@ -42,7 +42,8 @@ impl accel::Runtime for Cuda {
     fn peer_memory(&self) -> accel::PeerMemory {
         accel::PeerMemory {
             name: "nvidia-peermem",
-            loaded_when: "/sys/module/nvidia_peermem",
+            // nv_peer_mem: the module Mellanox shipped before the driver's own (R465).
+            loaded_when: &["/sys/module/nvidia_peermem", "/sys/module/nv_peer_mem"],
             how: "`modprobe nvidia-peermem` (it ships with the NVIDIA driver)",
         }
     }
@@ -178,5 +179,24 @@ impl accel::CopyQueue for CopyQueue {
 
     fn synchronize(&self) -> Result<(), AccelError> {
         Ok(self.stream.synchronize()?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use accel::Runtime as _;
+
+    #[test]
+    fn peer_memory_is_the_driver_s_nvidia_peermem_or_the_legacy_nv_peer_mem() {
+        let peer = crate::CUDA.peer_memory();
+        for module in ["nvidia_peermem", "nv_peer_mem"] {
+            let path = format!("/sys/module/{module}");
+            assert_eq!(
+                peer.loaded_by(|p| p == std::path::Path::new(&path)),
+                Some(path.as_str()),
+                "{module}"
+            );
+        }
+        assert_eq!(peer.loaded_by(|_| false), None);
     }
 }

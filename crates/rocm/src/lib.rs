@@ -66,7 +66,7 @@ impl accel::Runtime for Rocm {
     fn peer_memory(&self) -> accel::PeerMemory {
         accel::PeerMemory {
             name: "amdgpu PeerDirect",
-            loaded_when: "/sys/kernel/mm/memory_peers/amdkfd/version",
+            loaded_when: &["/sys/kernel/mm/memory_peers/amdkfd/version"],
             how: "install amdgpu-dkms (ROCm's kernel driver) with an ib_core that has the \
                   peer-memory API (MLNX_OFED, DOCA-OFED)",
         }

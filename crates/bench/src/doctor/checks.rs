@@ -726,7 +726,7 @@ pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
     if facts.amd.peer_direct {
         return Check::pass(
             GPUDIRECT,
-            format!("{} loaded ({})", peer.name, peer.loaded_when),
+            format!("{} loaded ({})", peer.name, peer.loaded_when.join(" or ")),
         );
     }
     let release = facts.release.as_deref().unwrap_or("unknown");
@@ -735,31 +735,26 @@ pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
         blockers.push("the amdgpu module is not loaded".to_string());
     }
     let fix = format!(
-        "{}; or use dma-buf: a kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER and \
-         CONFIG_PCI_P2PDMA, amdgpu loaded",
+        "{}; or use dma-buf: a kernel >= 5.12 with CONFIG_DMA_SHARED_BUFFER, \
+         CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA, amdgpu loaded",
         peer.how
     );
-    match &facts.amd.p2pdma {
-        Some(p2p) if p2p.set == Some(false) && blockers.is_empty() => {
-            let text = format!(
-                "dma-buf export works, but CONFIG_PCI_P2PDMA is not set ({}): amdgpu moves an \
-                 exported buffer to system memory (GTT) and the NIC reads that copy, not the \
-                 GPU's memory; {} not loaded",
-                p2p.source, peer.name
-            );
+    let kernel = &facts.amd.kernel;
+    if let (true, Some(gap)) = (blockers.is_empty(), kernel.gap()) {
+        if !kernel.missing().is_empty() {
+            let text = format!("dma-buf export works, but {gap}; {} not loaded", peer.name);
             return Check::warn(GPUDIRECT, text).fix(fix);
         }
-        Some(_) => {}
-        None => unknowns.push("CONFIG_PCI_P2PDMA (no /boot/config-<release>)".to_string()),
     }
+    unknowns.extend(kernel.unknown());
     if let Some(c) = dma_buf_not_ready(peer.name, (&blockers, &unknowns), release, &fix) {
         return c;
     }
     Check::pass(
         GPUDIRECT,
         format!(
-            "dma-buf possible: kernel {release} >= 5.12, CONFIG_DMA_SHARED_BUFFER and \
-             CONFIG_PCI_P2PDMA set ({}), amdgpu loaded; {} not loaded",
+            "dma-buf possible: kernel {release} >= 5.12, CONFIG_DMA_SHARED_BUFFER, \
+             CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA set ({}), amdgpu loaded; {} not loaded",
             facts.config.source, peer.name
         ),
     )
@@ -1014,6 +1009,7 @@ mod tests {
     #[test]
     fn an_amd_gpu_is_judged_by_amdgpu_peer_direct_or_its_dma_buf_pieces() {
         use super::super::host::{AmdGdrFacts, ConfigFact};
+        use crate::kconfig::RocmDmabufKernel;
         let config = |set: Option<bool>, source: &str| ConfigFact {
             set,
             source: source.to_string(),
@@ -1027,10 +1023,14 @@ mod tests {
             open_modules: None,
             amd,
         };
+        let kernel = |m, p| RocmDmabufKernel {
+            move_notify: config(m, boot),
+            p2pdma: config(p, boot),
+        };
         let ready = AmdGdrFacts {
             peer_direct: false,
             amdgpu: true,
-            p2pdma: Some(config(Some(true), boot)),
+            kernel: kernel(Some(true), Some(true)),
         };
         // The verdict on `amd`, and that its evidence holds `needle`.
         let judged = |amd: AmdGdrFacts, verdict: Verdict, needle: &str| {
@@ -1039,7 +1039,11 @@ mod tests {
             assert!(c.evidence.contains(needle), "{needle}: {}", c.evidence);
             c
         };
-        judged(ready.clone(), Verdict::Pass, "CONFIG_PCI_P2PDMA set");
+        judged(
+            ready.clone(),
+            Verdict::Pass,
+            "MOVE_NOTIFY and CONFIG_PCI_P2PDMA set",
+        );
         // PeerDirect is enough, whatever the kernel.
         let mut old = facts(AmdGdrFacts {
             peer_direct: true,
@@ -1060,18 +1064,22 @@ mod tests {
             fix.contains("amdgpu-dkms") && fix.contains("P2PDMA"),
             "{fix}"
         );
-        // Without P2PDMA the export works but moves the buffer to system memory: a warning.
-        let no_p2p = AmdGdrFacts {
-            p2pdma: Some(config(Some(false), boot)),
-            ..ready.clone()
-        };
-        judged(no_p2p, Verdict::Warn, "to system memory (GTT)");
+        // Without P2PDMA or move notification (a stock kernel's) the export moves the buffer
+        // to system memory: a warning naming the option.
+        for (move_notify, p2p, needle) in [(true, false, "P2PDMA is"), (false, true, "NOTIFY is")] {
+            let amd = AmdGdrFacts {
+                kernel: kernel(Some(move_notify), Some(p2p)),
+                ..ready.clone()
+            };
+            let c = judged(amd, Verdict::Warn, &format!("{needle} not set"));
+            assert!(c.evidence.contains("to system memory (GTT)"), "{c:?}");
+        }
         // No kernel configuration to read: not confirmed.
         let unknown = AmdGdrFacts {
-            p2pdma: None,
+            kernel: kernel(None, None),
             ..ready
         };
-        judged(unknown, Verdict::Warn, "unknown CONFIG_PCI_P2PDMA");
+        judged(unknown, Verdict::Warn, "unknown CONFIG_DMABUF_MOVE_NOTIFY");
         // NVIDIA's pieces are not asked of an AMD GPU, nor anything of a Gaudi.
         assert!(!gpudirect_for(topo::Accelerator::Amd, &old)
             .evidence

@@ -4,9 +4,12 @@
 
 use std::collections::BTreeMap;
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use topo::Sysfs;
+
+pub use crate::kconfig::ConfigFact;
+use crate::kconfig::{KernelConfig, RocmDmabufKernel};
 
 /// Where the kernel lists NUMA nodes and CPUs.
 const NODE_DIR: &str = "/sys/devices/system/node";
@@ -141,51 +144,16 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
     Some((major, minor))
 }
 
-/// Whether the kernel has an option (`CONFIG_DMA_SHARED_BUFFER`), and the file that says so.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigFact {
-    /// `Some(true)` built in or a module, `Some(false)` not set, `None` unknown.
-    pub set: Option<bool>,
-    /// Where that came from, or why it is unknown.
-    pub source: String,
-}
-
-/// Whether kernel option `option` ("CONFIG_PCI_P2PDMA") is set, built in or a module, by
-/// `/boot/config-<release>`, and that file; `None` where the file is not there.
-pub fn kernel_config(sysfs: &Sysfs, release: &str, option: &str) -> Option<ConfigFact> {
-    let path = PathBuf::from(format!("/boot/config-{release}"));
-    let text = sysfs.read_text(&path)?;
-    let set = text.lines().any(|line| {
-        line.trim()
-            .strip_prefix(option)
-            .is_some_and(|v| matches!(v, "=y" | "=m"))
-    });
-    Some(ConfigFact {
-        set: Some(set),
-        source: path.display().to_string(),
-    })
-}
-
-/// Look for `CONFIG_DMA_SHARED_BUFFER` in `/boot/config-<release>`, else infer it from
+/// `CONFIG_DMA_SHARED_BUFFER` by the kernel's configuration, else inferred from
 /// `/sys/kernel/dmabuf` (present only when it is set).
-pub fn dma_buf_config(sysfs: &Sysfs, release: Option<&str>) -> ConfigFact {
-    if let Some(fact) = release.and_then(|r| kernel_config(sysfs, r, "CONFIG_DMA_SHARED_BUFFER")) {
+pub fn dma_buf_config(sysfs: &Sysfs, config: &KernelConfig) -> ConfigFact {
+    let fact = config.option("CONFIG_DMA_SHARED_BUFFER");
+    if fact.set.is_some() || !sysfs.exists(Path::new("/sys/kernel/dmabuf")) {
         return fact;
     }
-    if sysfs.exists(Path::new("/sys/kernel/dmabuf")) {
-        return ConfigFact {
-            set: Some(true),
-            source: "/sys/kernel/dmabuf".to_string(),
-        };
-    }
-    let source = if sysfs.exists(Path::new("/proc/config.gz")) {
-        "only /proc/config.gz, compressed: `zgrep CONFIG_DMA_SHARED_BUFFER /proc/config.gz`"
-    } else {
-        "no /boot/config-<release>"
-    };
     ConfigFact {
-        set: None,
-        source: source.to_string(),
+        set: Some(true),
+        source: "/sys/kernel/dmabuf".to_string(),
     }
 }
 
@@ -214,19 +182,23 @@ pub struct AmdGdrFacts {
     pub peer_direct: bool,
     /// The amdgpu module is loaded.
     pub amdgpu: bool,
-    /// `CONFIG_PCI_P2PDMA`, by `/boot/config-<release>`: without it amdgpu hands an importer
-    /// the buffer moved to system memory (GTT), not the GPU's own memory.
-    pub p2pdma: Option<ConfigFact>,
+    /// `CONFIG_DMABUF_MOVE_NOTIFY` and `CONFIG_PCI_P2PDMA`: without both amdgpu hands an
+    /// importer the buffer moved to system memory (GTT), not the GPU's own memory (the run's
+    /// `--mem rocm` is refused on the same facts).
+    pub kernel: RocmDmabufKernel,
 }
 
 impl AmdGdrFacts {
-    /// Read them below `sysfs`'s root, for the kernel `release`.
-    pub fn read(sysfs: &Sysfs, release: Option<&str>) -> Self {
+    /// Read them below `sysfs`'s root, with the kernel's `config`.
+    pub fn read(sysfs: &Sysfs, config: &KernelConfig) -> Self {
         use accel::Runtime as _;
         AmdGdrFacts {
-            peer_direct: sysfs.exists(Path::new(rocm::ROCM.peer_memory().loaded_when)),
+            peer_direct: rocm::ROCM
+                .peer_memory()
+                .loaded_by(|p| sysfs.exists(p))
+                .is_some(),
             amdgpu: sysfs.exists(Path::new("/sys/module/amdgpu")),
-            p2pdma: release.and_then(|r| kernel_config(sysfs, r, "CONFIG_PCI_P2PDMA")),
+            kernel: RocmDmabufKernel::from_config(config),
         }
     }
 }
@@ -234,19 +206,22 @@ impl AmdGdrFacts {
 impl GdrFacts {
     /// Read them below `sysfs`'s root.
     pub fn read(sysfs: &Sysfs) -> Self {
-        let peermem = ["nvidia_peermem", "nv_peer_mem"]
-            .into_iter()
-            .find(|name| sysfs.exists(&Path::new("/sys/module").join(name)))
+        use accel::Runtime as _;
+        let peermem = cuda::CUDA
+            .peer_memory()
+            .loaded_by(|p| sysfs.exists(p))
+            .and_then(|path| path.rsplit('/').next())
             .map(str::to_string);
         let release = kernel_release(sysfs);
-        let config = dma_buf_config(sysfs, release.as_deref());
+        let kernel = KernelConfig::read(sysfs, release.as_deref());
+        let config = dma_buf_config(sysfs, &kernel);
         let open_modules = sysfs
             .read_text(Path::new("/proc/driver/nvidia/version"))
             .map(|text| text.contains("Open Kernel Module"));
         Self {
             peermem,
             config,
-            amd: AmdGdrFacts::read(sysfs, release.as_deref()),
+            amd: AmdGdrFacts::read(sysfs, &kernel),
             release,
             driver: sysfs.read_text(Path::new("/sys/module/nvidia/version")),
             open_modules,

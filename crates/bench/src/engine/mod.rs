@@ -54,6 +54,8 @@ pub struct SideConfig {
     /// `--mem cuda*` named no GPU, on one device: take the GPU nearest the NIC on the PCIe
     /// tree (GPU 0 where the tree has none), as rails do.
     pub nearest_gpu: bool,
+    /// `--force-rocm-dmabuf`: `--mem rocm` on a kernel that may move the buffer to host memory.
+    pub force_rocm_dmabuf: bool,
 }
 
 /// GPU memory behind the registered buffer. The registration holds its own guard of the memory
@@ -334,6 +336,8 @@ impl Local {
                 .probe()
                 .with_context(|| format!("--mem {}", cfg.mem.name()))?;
         }
+        crate::kconfig::admit(&cfg.mem, cfg.force_rocm_dmabuf)
+            .with_context(|| format!("--mem {}", cfg.mem.name()))?;
         let device = Device::open(cfg.device.as_deref())?;
         let port = device.active_port(cfg.port)?;
         let gid = device.resolve_gid(&port, cfg.gid_index)?;
@@ -704,7 +708,7 @@ fn peer_memory_refused(what: &str, e: &verbs::VerbsError, mem: &MemMode) -> anyh
     let Some(peer) = mem.runtime().map(|r| r.peer_memory()) else {
         return anyhow::anyhow!("{what}: {e}");
     };
-    let state = if std::path::Path::new(peer.loaded_when).exists() {
+    let state = if peer.loaded().is_some() {
         "loaded (so the NIC driver refused anyway)"
     } else {
         "not loaded"

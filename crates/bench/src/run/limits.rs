@@ -104,6 +104,9 @@ pub fn run_limits(side: &Connected) -> RunLimits {
         side.port.port,
         side.port.active_mtu,
     );
+    limits
+        .warnings
+        .extend(crate::kconfig::forced_mark(&side.mem, &sysfs));
     if let Some(gpu) = &side.gpu_device {
         add_gpu(
             &sysfs,
