@@ -585,7 +585,7 @@ mod tests {
 
     #[test]
     fn every_typed_row_is_a_flag_in_help_with_perftests_spelling() {
-        let mut cli = crate::cli::Cli::command();
+        let mut cli = crate::cli::Cli::shaped();
         cli.build();
         for test in crate::plan::TestKind::ALL {
             let cmd = cli.find_subcommand(test.to_string()).unwrap();

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use clap::{Arg, Args, Command, CommandFactory};
+use clap::{Arg, Args, Command};
 
 use crate::catalogue::{Applies, PARAMS};
 use crate::cli::TestArgs;
@@ -248,13 +248,13 @@ pub fn completions(cmd: &mut Command, shell: Shell, out: &mut dyn Write) {
 /// `rdmabench completions SHELL`: the script, to stdout.
 pub fn run_completions(args: &CompletionsArgs) -> Result<()> {
     let mut out = std::io::stdout().lock();
-    completions(&mut crate::cli::Cli::command(), args.shell, &mut out);
+    completions(&mut crate::cli::Cli::shaped(), args.shell, &mut out);
     Ok(out.flush()?)
 }
 
 /// `rdmabench man DIR`: the pages, and a line naming how many went where.
 pub fn run_man(args: &ManArgs) -> Result<()> {
-    let written = man_pages(crate::cli::Cli::command(), &args.dir)?;
+    let written = man_pages(crate::cli::Cli::shaped(), &args.dir)?;
     println!("{} man pages in {}", written.len(), args.dir.display());
     Ok(())
 }
@@ -329,7 +329,7 @@ mod tests {
         for f in ["--outs", "--qps", "--threads", "--clock", "--limit-lat-p99"] {
             assert!(flags.iter().any(|x| x == f), "{f} applies to every test");
         }
-        let mut cli = Cli::command();
+        let mut cli = Cli::shaped();
         cli.build();
         for kind in TestKind::ALL {
             let test = kind.to_string();
@@ -357,7 +357,7 @@ mod tests {
 
     #[test]
     fn write_lat_help_leaves_out_what_write_lat_refuses() {
-        let mut cli = Cli::command();
+        let mut cli = Cli::shaped();
         let help = cli
             .find_subcommand_mut("write-lat")
             .unwrap()
@@ -377,7 +377,7 @@ mod tests {
 
     #[test]
     fn cluster_help_leaves_out_the_two_node_options_it_refuses() {
-        let mut cli = Cli::command();
+        let mut cli = Cli::shaped();
         cli.build();
         let cluster = cli.find_subcommand("cluster").unwrap();
         let help = cluster.clone().render_long_help().to_string();
@@ -394,7 +394,7 @@ mod tests {
 
     #[test]
     fn every_test_shows_the_perftest_letters_first() {
-        let mut cli = Cli::command();
+        let mut cli = Cli::shaped();
         let help = cli
             .find_subcommand_mut("write-bw")
             .unwrap()

@@ -3,7 +3,7 @@
 //! range, the tests it applies to). `tests/options_doc.rs` fails when the checked-in file
 //! differs from this.
 
-use clap::{Arg, Args, Command, CommandFactory};
+use clap::{Arg, Args, Command};
 
 use crate::catalogue::PARAMS;
 use crate::cli::{help, Cli, TestArgs};
@@ -14,7 +14,7 @@ pub const REGENERATE: &str = "RDMABENCH_UPDATE_DOCS=1 cargo test -p rdmabench --
 
 /// The whole of `docs/options.md`.
 pub fn options_markdown() -> String {
-    let mut cli = Cli::command();
+    let mut cli = Cli::shaped();
     cli.build();
     let mut out = format!(
         "# Options\n\n\

@@ -26,8 +26,9 @@ struct Known {
 
 impl Known {
     fn of(command: &str) -> Option<Known> {
-        let mut cli = Cli::command();
-        cli.build();
+        // Its declared arguments alone: building the whole command line (every subcommand)
+        // would cost more than the parse it serves.
+        let cli = Cli::command();
         let sub = cli.find_subcommand(command)?;
         let mut known = Known {
             longs: vec![("help".into(), false)],
