@@ -125,6 +125,28 @@ setup_rust() {
 }
 
 # ------------------------------------------------------------------------ packaging
+rpm_tool_pid='' rpm_tool_log=''
+rpm_tool_missing() {
+    [ "$("$("$here/package.sh" --tools-dir)/bin/${PACKAGING_CARGO[0]}" --version 2> /dev/null)" != "${PACKAGING_CARGO[*]}" ]
+}
+compile_rpm_tool() {
+    cargo install --locked --quiet --force --root "$("$here/package.sh" --tools-dir)" \
+        "${PACKAGING_CARGO[0]}@${PACKAGING_CARGO[1]}"
+}
+# Compiling cargo-generate-rpm needs only cargo and a C compiler: where cargo is there
+# already, it compiles while apt-get downloads and installs (setup_packaging waits for it).
+start_rpm_tool() {
+    if ! command -v cargo > /dev/null && [ -x "${CARGO_HOME:-$HOME/.cargo}/bin/cargo" ]; then
+        export PATH="${CARGO_HOME:-$HOME/.cargo}/bin:$PATH"
+    fi
+    if [ "$packaging" = 1 ] && command -v cargo > /dev/null && command -v cc > /dev/null && rpm_tool_missing; then
+        say "compiling ${PACKAGING_CARGO[0]} ${PACKAGING_CARGO[1]} (cargo install: minutes, while the rest is set up)"
+        rpm_tool_log=$(mktemp)
+        compile_rpm_tool > "$rpm_tool_log" 2>&1 &
+        rpm_tool_pid=$!
+    fi
+}
+
 setup_packaging() {
     local dir want t missing=() log
     dir=$("$here/package.sh" --tools-dir)
@@ -140,10 +162,12 @@ setup_packaging() {
         fi
         echo "$want" > "$dir/rdmabench-requirements.txt"
     fi
-    if [ "$("$dir/bin/${PACKAGING_CARGO[0]}" --version 2> /dev/null)" != "${PACKAGING_CARGO[*]}" ]; then
-        say "compiling ${PACKAGING_CARGO[0]} ${PACKAGING_CARGO[1]} into $dir (cargo install: minutes)"
-        cargo install --locked --quiet --force --root "$dir" "${PACKAGING_CARGO[0]}@${PACKAGING_CARGO[1]}" > "$log" 2>&1 \
-            || { cat "$log" >&2; rm -f "$log"; die "cargo install ${PACKAGING_CARGO[0]} failed"; }
+    if [ -n "$rpm_tool_pid" ]; then
+        wait "$rpm_tool_pid" || { cat "$rpm_tool_log" >&2; rm -f "$rpm_tool_log"; die "cargo install ${PACKAGING_CARGO[0]} failed"; }
+        rm -f "$rpm_tool_log"
+    elif rpm_tool_missing; then
+        say "compiling ${PACKAGING_CARGO[0]} ${PACKAGING_CARGO[1]} (cargo install: minutes)"
+        compile_rpm_tool > "$log" 2>&1 || { cat "$log" >&2; rm -f "$log"; die "cargo install ${PACKAGING_CARGO[0]} failed"; }
     fi
     command -v rustup > /dev/null || die "no rustup: cannot add the Rust targets ${PACKAGING_TARGETS[*]}"
     for t in "${PACKAGING_TARGETS[@]}"; do
@@ -156,6 +180,7 @@ setup_packaging() {
     rm -f "$log"
 }
 
+start_rpm_tool
 install_packages
 setup_rust
 [ "$packaging" = 0 ] || setup_packaging
