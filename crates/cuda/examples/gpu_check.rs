@@ -35,7 +35,9 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use cuda::staging::{RecvPipeline, SendPipeline, StagingConfig, StagingPlan};
-use cuda::{CudaError, Device, DeviceBuffer, DeviceSelector, Event, PinnedBuffer, Stream};
+use cuda::{
+    CudaError, Device, DeviceBuffer, DeviceSelector, Event, NicWritesFlush, PinnedBuffer, Stream,
+};
 use topo::{PciFunction, PciLink, Pcie, Sysfs};
 
 const KIB: usize = 1 << 10;
@@ -197,11 +199,18 @@ fn run(args: Args) -> Result<Report, CudaError> {
         "NIC writes flushed before a read-back where the GPU asks",
         flushed.is_ok(),
         &match flushed {
-            Ok(true) => {
+            Ok(NicWritesFlush::Flushed) => {
                 "cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER) called (writes ordering NONE)"
                     .into()
             }
-            Ok(false) => "not needed: the GPU orders them (or the driver does not say)".into(),
+            Ok(NicWritesFlush::NotNeeded) => {
+                "not needed: the GPU orders them (or the driver does not say)".into()
+            }
+            Ok(NicWritesFlush::Unavailable(options)) => format!(
+                "not called: writes ordering NONE, but the flush-writes options ({}) lack HOST, so \
+                 cuFlushGPUDirectRDMAWrites is not supported; read-backs go unflushed",
+                flush_options_text(options)
+            ),
             Err(e) => e.to_string(),
         },
     );

@@ -15,6 +15,22 @@ use crate::probe::probe;
 
 /// `CU_GPU_DIRECT_RDMA_WRITES_ORDERING_NONE`: a NIC's writes need a flush before the GPU's work sees them.
 const WRITES_ORDERING_NONE: i32 = 0;
+/// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_OPTION_HOST`: the bit of FLUSH_WRITES_OPTIONS that says the GPU takes
+/// `cuFlushGPUDirectRDMAWrites`.
+const FLUSH_OPTION_HOST: i32 = 1;
+
+/// What [`Device::flush_nic_writes`] did before a read-back of a NIC's writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NicWritesFlush {
+    /// The GPU orders a NIC's writes for its own work (or the driver does not say): nothing to do.
+    NotNeeded,
+    /// `cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER)` was called (writes ordering NONE).
+    Flushed,
+    /// Writes ordering NONE, but the GPU's FLUSH_WRITES_OPTIONS (this value; `None`: the driver does not
+    /// know the attribute) lack the host bit, so `cuFlushGPUDirectRDMAWrites` is not supported there and
+    /// was not called: the read-back goes ahead unflushed (a stale byte fails `--validate`, it never passes).
+    Unavailable(Option<i32>),
+}
 /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TARGET_CURRENT_CTX`.
 const FLUSH_TARGET_CURRENT_CTX: c_int = 0;
 /// `CU_FLUSH_GPU_DIRECT_RDMA_WRITES_TO_OWNER`: visible to the owning GPU's work (its copies).
@@ -330,11 +346,16 @@ impl Device {
 
     /// Makes what a NIC wrote into this GPU's memory (GPUDirect RDMA) visible to the copies that read it next,
     /// where the GPU does not order such writes itself: its writes-ordering attribute is NONE (0; GPUs before
-    /// Hopper), so this calls `cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER)`. A GPU that orders them (or a
-    /// driver that does not say) needs nothing. Returns whether it flushed.
-    pub fn flush_nic_writes(&self) -> Result<bool, CudaError> {
+    /// Hopper) and its flush-writes options have the host bit, so this calls
+    /// `cuFlushGPUDirectRDMAWrites(CURRENT_CTX, TO_OWNER)`. A GPU that orders them (or a driver that does not
+    /// say) needs nothing; one without the host bit cannot take the call. Says which.
+    pub fn flush_nic_writes(&self) -> Result<NicWritesFlush, CudaError> {
         if self.gpu_direct_rdma_writes_ordering()? != Some(WRITES_ORDERING_NONE) {
-            return Ok(false);
+            return Ok(NicWritesFlush::NotNeeded);
+        }
+        let options = self.gpu_direct_rdma_flush_writes_options()?;
+        if options.is_none_or(|o| o & FLUSH_OPTION_HOST == 0) {
+            return Ok(NicWritesFlush::Unavailable(options));
         }
         self.bind_to_thread()?;
         // SAFETY: plain enum arguments; the device's context is current on this thread.
@@ -344,7 +365,7 @@ impl Device {
                 FLUSH_TO_OWNER
             ))
         }?;
-        Ok(true)
+        Ok(NicWritesFlush::Flushed)
     }
 
     fn optional_attribute(&self, attr: sys::CUdevice_attribute) -> Result<Option<i32>, CudaError> {

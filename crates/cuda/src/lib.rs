@@ -75,7 +75,7 @@ pub use accel::{
     Chunk, DeviceSelector, DmaBuf, PciBusId, RecvPipeline, SendPipeline, StagingConfig,
     StagingError, StagingPlan, HOST_PAGE_SIZE,
 };
-pub use device::{device_count, list_devices, Device, DeviceInfo};
+pub use device::{device_count, list_devices, Device, DeviceInfo, NicWritesFlush};
 pub use error::CudaError;
 pub use memory::{gpu_alloc_len, DeviceBuffer, GPU_PAGE_SIZE};
 pub use pinned::PinnedBuffer;

@@ -603,3 +603,33 @@ fn nic_writes_are_flushed_before_a_read_back_only_where_the_gpu_asks() {
         r.stdout
     );
 }
+
+/// A GPU whose NIC writes are unordered but whose flush-writes options lack HOST cannot take
+/// cuFlushGPUDirectRDMAWrites (the driver answers CUDA_ERROR_NOT_SUPPORTED, as the fake does): it
+/// is not called, the read-back goes on unflushed, and the check says which options the GPU has.
+#[test]
+fn a_gpu_without_the_host_flush_option_is_not_asked_to_flush() {
+    let test = "a_gpu_without_the_host_flush_option_is_not_asked_to_flush";
+    let log = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("no-host-flush-{}.log", std::process::id()));
+    for (options, named) in [
+        ("0", "none (0)"),
+        ("2", "MEMOPS (stream memory operations) (2)"),
+    ] {
+        std::fs::write(&log, "").unwrap();
+        let env = [
+            ("FAKE_CUDA_WRITES_ORDERING", "0"),
+            ("FAKE_CUDA_FLUSH_OPTIONS", options),
+            ("FAKE_CUDA_FLUSH_LOG", log.to_str().unwrap()),
+        ];
+        let Some(r) = run_with_env(test, full, "hostmem", &[], &env) else {
+            return;
+        };
+        let want = format!(
+            "[PASS] NIC writes flushed before a read-back where the GPU asks: not called: writes \
+             ordering NONE, but the flush-writes options ({named}) lack HOST"
+        );
+        assert!(r.stdout.contains(&want), "{want}\n{}", r.stdout);
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "", "never called");
+    }
+}

@@ -22,6 +22,8 @@
  *                             return, so the crate's padded-allocation path runs;
  *   FAKE_CUDA_WRITES_ORDERING=N  GPU_DIRECT_RDMA_WRITES_ORDERING reads N (default 100, OWNER; 0 is NONE, a GPU
  *                             whose NIC writes need cuFlushGPUDirectRDMAWrites before they are read back);
+ *   FAKE_CUDA_FLUSH_OPTIONS=N GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS reads N (default 1, HOST; without that bit
+ *                             cuFlushGPUDirectRDMAWrites returns CUDA_ERROR_NOT_SUPPORTED);
  *   FAKE_CUDA_FLUSH_LOG=FILE  every cuFlushGPUDirectRDMAWrites appends "FLUSH TARGET SCOPE" to FILE;
  *   FAKE_CUDA_COPY_GBPS=R     hostmem async copies take n / R ns longer on the events' clock, as if a link of
  *                             R GB/s carried them: the copy bandwidth the events time stays below R;
@@ -78,10 +80,15 @@ int cuDeviceGetAttribute(int *v, int attr, int dev) {
     switch (attr) {
     case 50: *v = 0; return 0;                  /* PCI_DOMAIN_ID */
     case 33: *v = dev == 0 ? 0x17 : 0x9a; return 0; /* PCI_BUS_ID */
+/* FAKE_CUDA_FLUSH_OPTIONS, else HOST (1). */
+static int flush_options(void) {
+    const char *o = getenv("FAKE_CUDA_FLUSH_OPTIONS");
+    return o ? atoi(o) : 1;
+}
     case 34: *v = 0; return 0;                  /* PCI_DEVICE_ID */
     case 124: *v = dev == 0; return 0;          /* DMA_BUF_SUPPORTED */
     case 116: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_SUPPORTED */
-    case 117: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: HOST */
+    case 117: *v = flush_options(); return 0;   /* GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS */
     case 118: *v = writes_ordering(); return 0; /* GPU_DIRECT_RDMA_WRITES_ORDERING: OWNER */
     default: return 1;                          /* CUDA_ERROR_INVALID_VALUE */
     }
@@ -141,13 +148,15 @@ int cuPointerGetAttribute(void *v, int attr, unsigned long long p) {
     *(unsigned *)v = found;
     return 0;
 }
-/* Appends "FLUSH target scope" to FAKE_CUDA_FLUSH_LOG. */
+/* Appends "FLUSH target scope" to FAKE_CUDA_FLUSH_LOG; CUDA_ERROR_NOT_SUPPORTED where the flush-writes options
+ * lack HOST, as the driver answers there. */
 int cuFlushGPUDirectRDMAWrites(int target, int scope) {
     const char *path = getenv("FAKE_CUDA_FLUSH_LOG");
     FILE *f = path ? fopen(path, "a") : NULL;
     if (f) {
         fprintf(f, "FLUSH %d %d\n", target, scope);
         fclose(f);
+    if (!(flush_options() & 1)) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
     }
     return 0;
 }
