@@ -43,7 +43,8 @@ const TIMEOUT: [&str; 2] = ["--timeout", "20"];
 
 /// `mpirun` with one application context per node, each on its own device.
 fn mpirun(args: &[String]) -> Output {
-    let exe = env!("CARGO_BIN_EXE_rdmabench");
+    let exe = common::exe();
+    let exe = exe.to_str().unwrap();
     let mut cmd = Command::new("mpirun");
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")

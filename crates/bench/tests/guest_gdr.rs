@@ -29,7 +29,7 @@ fn gdr_compare_tabulates_what_ran_and_names_what_could_not() {
             "local:rxe0",
         ])
         .args(["-d", "rxe1", "-x", "1", "-s", "4K", "-n", "100", "-t", "16"])
-        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .env("RDMABENCH_BIN", common::exe())
         .output()
         .unwrap();
     let t = text(&out);
@@ -105,7 +105,7 @@ fn staged_beside_host(runtime: &str, lib: &Path, env: &[(&str, &str)]) {
             "-n",
             "100",
         ])
-        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .env("RDMABENCH_BIN", common::exe())
         .env("LD_LIBRARY_PATH", lib)
         .envs(env.iter().copied())
         .output()

@@ -123,7 +123,7 @@ fn two_node(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (Output, Duratio
         .arg(script())
         .args(["--results", path(dir)])
         .args(args)
-        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .env("RDMABENCH_BIN", common::exe())
         .envs(env.iter().copied())
         .output()
         .unwrap();
@@ -269,7 +269,7 @@ fn fw_regression(dir: &Path, args: &[&str]) -> Output {
         .args(["--quick", "--repeat", "2", "--results", path(dir)])
         .args(args)
         .args(["local:rxe0", "local:rxe1"])
-        .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+        .env("RDMABENCH_BIN", common::exe())
         .output()
         .expect("run fw-regression.sh")
 }

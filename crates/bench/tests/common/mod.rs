@@ -130,9 +130,17 @@ impl Drop for NetChange {
     }
 }
 
-/// The binary under test.
+/// The binary under test: `RDMABENCH_BIN` when set (a release build, a copy), else the one
+/// cargo built.
+pub fn exe() -> std::path::PathBuf {
+    std::env::var_os("RDMABENCH_BIN")
+        .map(Into::into)
+        .unwrap_or_else(|| env!("CARGO_BIN_EXE_rdmabench").into())
+}
+
+/// A command of the binary under test ([`exe`]).
 pub fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_rdmabench"))
+    Command::new(exe())
 }
 
 /// True when both soft-RoCE devices exist. Without them: panics if the environment requires
@@ -573,7 +581,8 @@ pub fn has_nodes(n: usize, test: &str) -> bool {
 /// A sweep of `nodes` ranks under `mpirun`, one per device (rank K on rxeK, GID index 1), at
 /// the default options and `more`, rank 0 listening on `port`, its record at `json`.
 pub fn mpirun_sweep(nodes: usize, json: &Path, port: u16, more: &[&str]) -> Output {
-    let exe = env!("CARGO_BIN_EXE_rdmabench");
+    let exe = exe();
+    let exe = exe.to_str().unwrap();
     let mut cmd = Command::new("mpirun");
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
