@@ -10,21 +10,35 @@ use libloading::Library;
 
 use crate::error::RocmError;
 
-/// The HIP runtime's sonames, newest first, then where ROCm installs it when it is not on the
-/// loader's path.
+/// The HIP runtime's sonames, newest first (the unversioned name is a development symlink, which
+/// a runtime-only install lacks).
 const HIP_LIBRARIES: &[&str] = &[
     "libamdhip64.so.7",
     "libamdhip64.so.6",
     "libamdhip64.so.5",
     "libamdhip64.so",
-    "/opt/rocm/lib/libamdhip64.so",
 ];
 /// The HSA runtime's.
-const HSA_LIBRARIES: &[&str] = &[
-    "libhsa-runtime64.so.1",
-    "libhsa-runtime64.so",
-    "/opt/rocm/lib/libhsa-runtime64.so",
-];
+const HSA_LIBRARIES: &[&str] = &["libhsa-runtime64.so.1", "libhsa-runtime64.so"];
+/// Where ROCm installs itself when it is not on the loader's path: `$ROCM_PATH` (ROCm's own
+/// variable for its prefix, where absolute), then `/opt/rocm`; the libraries are in its `lib/`.
+const ROCM_PREFIX: &str = "/opt/rocm";
+
+/// Every name to try for a library of `sonames`: each on the loader's path, then each in the
+/// `lib/` of `rocm_path` (where absolute) and of [`ROCM_PREFIX`].
+fn candidates(sonames: &[&str], rocm_path: Option<&std::ffi::OsStr>) -> Vec<std::ffi::OsString> {
+    let prefixes = rocm_path
+        .map(std::path::Path::new)
+        .filter(|p| p.is_absolute())
+        .into_iter()
+        .chain([std::path::Path::new(ROCM_PREFIX)]);
+    let installed = prefixes.flat_map(|prefix| {
+        sonames
+            .iter()
+            .map(move |name| prefix.join("lib").join(name).into_os_string())
+    });
+    sonames.iter().map(Into::into).chain(installed).collect()
+}
 
 /// `hipMemcpyHostToDevice`.
 pub const HOST_TO_DEVICE: c_int = 1;
@@ -78,7 +92,6 @@ macro_rules! entry_points {
 
 entry_points!("libamdhip64", Hip {
     hipGetDeviceCount: fn(*mut c_int);
-    hipDriverGetVersion: fn(*mut c_int);
     hipSetDevice: fn(c_int);
     hipDeviceGetName: fn(*mut c_char, c_int, c_int);
     hipDeviceGetPCIBusId: fn(*mut c_char, c_int, c_int);
@@ -112,12 +125,16 @@ pub struct Api {
     pub hsa: Result<Hsa, &'static str>,
 }
 
-fn open_first(names: &[&str]) -> Option<Library> {
-    names.iter().find_map(|name| {
-        // SAFETY: loading ROCm's own libraries runs their initialisers, which is what linking
-        // against them would do.
-        unsafe { Library::new(*name) }.ok()
-    })
+/// The first of `sonames` that loads, from the loader's path or a ROCm install ([`candidates`]).
+fn open_first(sonames: &[&str]) -> Option<Library> {
+    let rocm_path = std::env::var_os("ROCM_PATH");
+    candidates(sonames, rocm_path.as_deref())
+        .into_iter()
+        .find_map(|name| {
+            // SAFETY: loading ROCm's own libraries runs their initialisers, which is what
+            // linking against them would do.
+            unsafe { Library::new(name) }.ok()
+        })
 }
 
 fn load() -> Result<Api, RocmError> {
@@ -157,5 +174,31 @@ pub fn hip_ok(call: &'static str, code: c_int, hint: &'static str) -> Result<(),
         Ok(())
     } else {
         Err(RocmError::Hip { call, code, hint })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_runtime_only_install_is_found_by_its_versioned_names_under_rocm_path_and_opt_rocm() {
+        let names = candidates(HIP_LIBRARIES, Some("/srv/rocm-6.4".as_ref()));
+        let names: Vec<_> = names.iter().map(|n| n.to_str().unwrap()).collect();
+        assert_eq!(names[..4], HIP_LIBRARIES[..]);
+        for want in [
+            "/srv/rocm-6.4/lib/libamdhip64.so.6",
+            "/opt/rocm/lib/libamdhip64.so.6",
+            "/opt/rocm/lib/libamdhip64.so.7",
+        ] {
+            assert!(names.contains(&want), "{want}: {names:?}");
+        }
+        let hsa = candidates(HSA_LIBRARIES, Some("relative/rocm".as_ref()));
+        let hsa: Vec<_> = hsa.iter().map(|n| n.to_str().unwrap()).collect();
+        assert!(
+            hsa.contains(&"/opt/rocm/lib/libhsa-runtime64.so.1"),
+            "{hsa:?}"
+        );
+        assert!(!hsa.iter().any(|n| n.starts_with("relative")), "{hsa:?}");
     }
 }

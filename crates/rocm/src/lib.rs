@@ -7,8 +7,9 @@
 //! # From `--mem rocm` to a registered GPU buffer
 //! [`ROCM`] is the `accel::Runtime`: `probe()` loads the runtime and counts the GPUs; `open()`
 //! takes an index or a PCI bus id (`--mem rocm:0000:17:00.0`); the GPU's `alloc()` gives
-//! 64 KiB-aligned memory whose `export_dmabuf()` is `hsa_amd_portable_export_dmabuf` of the
-//! range, the argument list of `ibv_reg_dmabuf_mr` (`--mem rocm`, perftest's
+//! `hipMalloc` memory sized in whole 64 KiB (aligned as hipMalloc aligns it, at least 256 bytes:
+//! nothing here assumes more) whose `export_dmabuf()` is `hsa_amd_portable_export_dmabuf` of the
+//! range widened to host pages, the argument list of `ibv_reg_dmabuf_mr` (`--mem rocm`, perftest's
 //! `--use_rocm_dmabuf`). Without dma-buf, `ibv_reg_mr` takes the device pointer through amdgpu's
 //! peer memory (`--mem rocm-peermem`, perftest's `--use_rocm`); `--mem rocm-staged` moves the
 //! payload through pinned host memory (`hipHostMalloc`) on a stream, as `cuda-staged` does.

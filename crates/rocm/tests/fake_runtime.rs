@@ -25,6 +25,9 @@ struct Fakes {
     old: PathBuf,
     /// Nothing at all.
     empty: PathBuf,
+    /// A runtime-only install's prefix: only the versioned names in its `lib/`, and no
+    /// hipDriverGetVersion (which rdmabench never calls).
+    installed: PathBuf,
 }
 
 fn compile(dir: &Path, src: &Path, extra: &[&str]) -> Result<(), String> {
@@ -59,6 +62,7 @@ fn fakes() -> Result<&'static Fakes, String> {
                 no_dmabuf: base.join("no-dmabuf"),
                 old: base.join("old"),
                 empty: base.join("empty"),
+                installed: base.join("installed"),
             };
             compile(&fakes.full, &src, &[])?;
             compile(&fakes.no_dmabuf, &src, &["-DNO_DMABUF"])?;
@@ -70,6 +74,7 @@ fn fakes() -> Result<&'static Fakes, String> {
             .map_err(|e| e.to_string())?;
             compile(&fakes.old, &one, &[])?;
             std::fs::create_dir_all(&fakes.empty).map_err(|e| e.to_string())?;
+            compile(&fakes.installed.join("lib"), &src, &["-DNO_DRIVER_VERSION"])?;
             Ok(fakes)
         })
         .as_ref()
@@ -101,6 +106,24 @@ fn ready(test: &str) -> Option<&'static Fakes> {
             eprintln!("{test}: skipped: cannot build the fake ROCm: {e}");
             None
         }
+    }
+}
+
+/// Off the loader's path, ROCm is found where it installs itself ($ROCM_PATH/lib, /opt/rocm/lib)
+/// by its versioned names alone (no unversioned development symlink), and a runtime without
+/// hipDriverGetVersion, which nothing calls, loads.
+#[test]
+fn a_runtime_only_install_under_rocm_path_loads_without_unused_symbols() {
+    let Some(f) = ready("a_runtime_only_install_under_rocm_path_loads") else {
+        return;
+    };
+    let rocm_path = f.installed.to_str().unwrap();
+    for name in ["devices", "dmabuf"] {
+        let (ok, text) = child(name, &f.empty, &[("ROCM_PATH", rocm_path)]);
+        assert!(
+            ok && text.contains(&format!("SCENARIO {name} OK")),
+            "{name}:\n{text}"
+        );
     }
 }
 
@@ -138,7 +161,7 @@ fn a_missing_or_failing_runtime_is_one_line_naming_what_to_do() {
             "probe",
             &f.old,
             &[],
-            "lacks hipDriverGetVersion: rdmabench needs ROCm 5.6",
+            "lacks hipSetDevice: rdmabench needs ROCm 5.6",
         ),
         (
             "probe",

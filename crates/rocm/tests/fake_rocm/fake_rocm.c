@@ -8,7 +8,8 @@
  * Two GPUs: 0 at 0000:17:00.0, 1 at 0000:9a:00.0, "Fake AMD GPU N".
  * Async copies are deferred until their event is seen complete (fake_queue.h, shared with the
  * fake libcuda), so the staged path's ordering is exercised for real.
- * Built with -DNO_DMABUF the HSA export is missing (a ROCm older than 5.6). Knobs:
+ * Built with -DNO_DMABUF the HSA export is missing (a ROCm older than 5.6); with -DNO_DRIVER_VERSION
+ * hipDriverGetVersion is missing (rdmabench never calls it, so must not require it). Knobs:
  *   FAKE_ROCM_MODE=nodevice   hipGetDeviceCount returns hipErrorNoDevice (100); =zero: 0 devices;
  *   FAKE_ROCM_FAIL=NAME:CODE  entry point NAME returns CODE;
  *   FAKE_ROCM_FREE_LOG=FILE   every hipFree / hipHostFree appends "CALL 0xADDR pinned_kb=K
@@ -35,7 +36,9 @@ int hipGetDeviceCount(int *n) {
     *n = strcmp(mode(), "zero") ? 2 : 0;
     return 0;
 }
+#ifndef NO_DRIVER_VERSION
 int hipDriverGetVersion(int *v) { *v = 60241; return 0; }
+#endif
 int hipSetDevice(int dev) {
     if (dev < 0 || dev > 1) return 101; /* hipErrorInvalidDevice */
     current = dev;
