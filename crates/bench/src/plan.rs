@@ -302,7 +302,7 @@ pub const MAX_INTERVALS: u64 = 10_000;
 /// Default RC acknowledgement timeout exponent on a NIC (perftest's): 4.096 us * 2^14 = 67 ms a
 /// try, retried up to 7 times, so a dead peer fails a request in about half a second.
 pub const DEFAULT_QP_TIMEOUT: u8 = 14;
-/// Default on a software device (rxe, siw): 2^18 * 4.096 us = 1.07 s a try.
+/// Default on a software device (rxe, siw), but for READs: 2^18 * 4.096 us = 1.07 s a try.
 pub const SOFTWARE_QP_TIMEOUT: u8 = 18;
 /// Largest `-u`: the verbs attribute is 5 bits (0, "wait forever", is not offered: a lost
 /// packet would stall the run until `--timeout`).
@@ -381,10 +381,10 @@ pub struct PlanRequest {
     #[arg(short = 'o', long = "outs", value_name = "N")]
     pub outs: Option<u32>,
 
-    /// RC ack timeout, 4.096 us * 2^N a try [default: 14, rxe 18]
+    /// RC ack timeout, 4.096 us * 2^N a try [default: 14, rxe 18 but READ]
     ///
     /// RC acknowledgement timeout: 4.096 us * 2^N a try (1..31) [default: 14, on a software
-    /// device such as rxe 18]
+    /// device such as rxe 18 but for READs]
     #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
     pub qp_timeout: Option<u8>,
 

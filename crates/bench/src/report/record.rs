@@ -281,7 +281,7 @@ pub struct ParamsRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub path_mtu: Option<u32>,
     /// RC: the acknowledgement timeout exponent, 4.096 us * 2^N a try (`-u`, or 14 on a NIC
-    /// and 18 on a software device). Absent for UC/UD and in older records.
+    /// and 18 on a software device but for READs). Absent for UC/UD and in older records.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qp_timeout: Option<u8>,
     /// The GRH's traffic class the QPs sent (`--tclass`, else 0); absent without a GRH
