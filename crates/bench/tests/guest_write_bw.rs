@@ -1,5 +1,6 @@
 //! write-bw end to end: a server on rxe0 and a client on rxe1 across the guest's veth pair,
-//! checking the payload, the plan negotiation and the failure paths a user would hit.
+//! checking the payload, the plan negotiation and the failure paths a user would hit; and
+//! read-bw of 4 MiB at default options, whose READs rxe serves slowly.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -7,7 +8,10 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{bin, client, pair_once_more_on_rxe_bug, rdma_ready, text, Server, SERVER_ADDR};
+use common::{
+    bin, client, load_record, pair_once_more_on_rxe_bug, rdma_ready, scratch, text, Server,
+    LOOPBACK, SERVER_ADDR,
+};
 
 /// Runs one validated write-bw between rxe0 and rxe1 and checks both records; `-u` is given
 /// to the client only, as `qp_timeout` says.
@@ -288,4 +292,44 @@ fn a_persistent_server_serves_run_after_run() {
     );
     server.child.kill().unwrap();
     server.child.wait().unwrap();
+}
+
+/// rxe sends a READ's whole response at once: a 4 MiB READ (4,096 packets) loses its tail
+/// in the requester's host queue (1,000 packets) and waits for the QP's retransmission timer,
+/// four times or so. At default options `-n` asked for one completion per 64 READs and saw
+/// none within --timeout (exit 1, "no completion for 30.0 s"), and `-D 1`, at the 1.07 s QP
+/// timeout it then had, outlasted the server's wait. Now both start slow and find how many
+/// READs to keep in flight and how often to ask for a completion, at perftest's QP timeout.
+#[test]
+fn read_bw_of_4_mib_completes_at_default_options() {
+    if !rdma_ready("read_bw_of_4_mib_completes_at_default_options") {
+        return;
+    }
+    let dir = scratch("read-4m");
+    for (name, run) in [("n", ["-n", "10"]), ("d", ["-D", "1"])] {
+        let json = dir.join(format!("{name}.json"));
+        let mut args = vec!["read-bw", "-s", "4M"];
+        args.extend(LOOPBACK);
+        args.extend(run);
+        args.extend(["--json", json.to_str().unwrap()]);
+        let out = bin().args(&args).output().unwrap();
+        let printed = text(&out);
+        assert!(out.status.success(), "{args:?}:\n{printed}");
+        let record = load_record(&json);
+        let r = &record["results"][0];
+        eprintln!("read-bw -s 4M {}: {r}", run.join(" "));
+        let ops = r["iterations"].as_u64().unwrap();
+        let (gbps, secs) = (
+            r["bw_gbps"].as_f64().unwrap(),
+            r["seconds"].as_f64().unwrap(),
+        );
+        assert!(ops >= 10, "{r:#}");
+        // The figure is the operations' bytes over the window, nothing more.
+        let bytes = (ops * (4 << 20)) as f64;
+        assert!((gbps * 1e9 * secs / bytes - 1.0).abs() < 0.01, "{r:#}");
+        // What it held in flight: what it found, far below the 128 of -t.
+        assert!(r["in_flight_max"].as_u64().unwrap() <= 32, "{r:#}");
+        assert_eq!(record["params"]["qp_timeout"], 14, "perftest's, for READs");
+    }
+    std::fs::remove_dir_all(dir).ok();
 }

@@ -9,6 +9,7 @@ use super::rails::rail_message;
 use super::{measure_run, started_at, stop_of, Measuring, Outcome, RunOptions, LAT_WARMUP};
 use crate::clock::Clock;
 use crate::control::{printable, Channel, Listen, Message};
+use crate::engine::bw::pace::LARGE_READ;
 use crate::engine::bw::{measure_bw, LoopShape, PeerState, Stop};
 use crate::engine::cm::CmSide;
 use crate::engine::effective::Effective;
@@ -108,6 +109,12 @@ fn drive(
 /// RDMA link's, so that an honest run, soft-RoCE's included, ends well within it.
 const FLOOR_GBPS: f64 = 0.1;
 
+/// [`FLOOR_GBPS`] for READs of [`LARGE_READ`] or more: soft-RoCE sends a READ's whole
+/// response at once, and one of more packets than the requester's host queues loses its
+/// tail and waits for the QP's retransmission timer; 4 MiB READs in the two-node guest ran
+/// at 4.8 MB/s (38 Mb/s, at the QP timeout of 14), a fifth of this floor.
+const LARGE_READ_FLOOR_GBPS: f64 = 0.01;
+
 /// The time [`planned_length`] allows each operation of a `-n` loop on top of its bytes.
 const PER_OP: Duration = Duration::from_millis(1);
 
@@ -117,7 +124,8 @@ const MAX_LENGTH: Duration = Duration::from_secs(7 * 86_400);
 /// How long one size's loop may honestly take, which bounds the peer's waits while it
 /// measures (heartbeats do not extend them): with `-D`, the whole run of the loop (window
 /// and margins) plus the `--timeout` a loop may wait for its last completions; with `-n`, a
-/// generous estimate (every operation's bytes at [`FLOOR_GBPS`], plus [`PER_OP`] each, both
+/// generous estimate (every operation's bytes at [`FLOOR_GBPS`], or large READs' at
+/// [`LARGE_READ_FLOOR_GBPS`], plus [`PER_OP`] each, both
 /// directions with `-b`), so that only a peer that holds the seat without measuring meets
 /// it.
 pub fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration {
@@ -126,7 +134,12 @@ pub fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration
         Stop::Iters(n) => {
             let ways = if plan.bidirectional { 2.0 } else { 1.0 };
             let ops = (n as f64 + LAT_WARMUP as f64) * f64::from(plan.qps.max(1)) * ways;
-            ops * (size as f64 * 8.0 / (FLOOR_GBPS * 1e9) + PER_OP.as_secs_f64())
+            let floor = if plan.test.verb == Verb::Read && size >= u64::from(LARGE_READ) {
+                LARGE_READ_FLOOR_GBPS
+            } else {
+                FLOOR_GBPS
+            };
+            ops * (size as f64 * 8.0 / (floor * 1e9) + PER_OP.as_secs_f64())
         }
     };
     Duration::try_from_secs_f64(secs)
@@ -362,6 +375,16 @@ mod tests {
         let counted = plan(Verb::Write, Mode::Bw, None);
         let n = planned_length(&counted, 65536, timeout).as_secs_f64();
         assert!((30.0..32.0).contains(&n), "{n}");
+        // 50 READs of 4 MiB (and the warm-up it counts) at 10 Mb/s: 221 s, where the guest's
+        // took 36 s at its default options.
+        let reads = PlanRequest {
+            iters: Some(50),
+            ..Default::default()
+        }
+        .resolve(TestKind::new(Verb::Read, Mode::Bw))
+        .unwrap();
+        let r = planned_length(&reads, 4 << 20, timeout).as_secs_f64();
+        assert!((200.0..240.0).contains(&r), "{r}");
         // Latency: a millisecond a round trip.
         let lat = planned_length(&plan(Verb::Send, Mode::Lat, None), 2, timeout);
         assert!(lat >= Duration::from_secs(1), "{lat:?}");

@@ -438,12 +438,10 @@ pub fn measure_bw(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> 
     let mut body = HostLoop {
         shape,
         sending: shape.send.then(|| {
-            let every = shape.stop.first_signal_every(shape.cq_mod);
-            let progress = SendProgress::new(qps, shape.stop.limit(), every);
-            if iterations {
-                progress
+            if super::pace::starts_slow(shape) {
+                SendProgress::new(qps, shape.stop.limit(), 1).starting_slow(shape.post_list)
             } else {
-                progress.starting_slow(shape.post_list)
+                SendProgress::new(qps, shape.stop.limit(), shape.cq_mod)
             }
         }),
         batch: vec![SendRequest::default(); shape.post_list as usize],

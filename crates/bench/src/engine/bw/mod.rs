@@ -11,10 +11,15 @@
 
 pub mod host;
 pub mod marks;
+pub mod pace;
 pub mod startup;
 
 pub use host::measure_bw;
 pub use marks::{Interval, Intervals};
+pub use pace::{
+    fewest_in_flight, pace_for, signal_every, signal_every_for, Pace, INTERVAL_EVENTS,
+    WINDOW_EVENTS,
+};
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
@@ -110,90 +115,10 @@ pub fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
     n.is_multiple_of(u64::from(cq_mod)) || n == last
 }
 
-/// Completion events a duration window aims to hold: a `-D` run signals often enough for
-/// the rate seen in its warm-up that a completion comes at least every 1/50 of the window.
-pub const WINDOW_EVENTS: f64 = 50.0;
-
 /// The fewest completion events a duration window closes with. A window that reaches its
 /// planned end with fewer (a slow link, a large message) is extended until it holds this
 /// many, for at most the stall timeout (`--timeout`), instead of yielding no rate.
 pub const MIN_WINDOW_EVENTS: u64 = 10;
-
-/// Completion events an interval aims to hold (`--interval`): a `-D` run with intervals
-/// signals often enough for this many per interval at its warm-up's rate, so that each
-/// interval's boundaries fall within a twentieth of it.
-pub const INTERVAL_EVENTS: f64 = 20.0;
-
-/// How many operations a QP posts per requested completion once a duration run's warm-up
-/// is over: `cq_mod`, or fewer so that `ops_per_sec` (all `qps` together) gives a window of
-/// `window` [`WINDOW_EVENTS`] completions; at least 1.
-pub fn signal_every(cq_mod: u32, ops_per_sec: f64, qps: usize, window: Duration) -> u32 {
-    let per_qp = ops_per_sec / qps.max(1) as f64;
-    ops_within(per_qp * window.as_secs_f64() / WINDOW_EVENTS, cq_mod)
-}
-
-/// How a duration run goes on once its warm-up is over (how often it signals) and once its
-/// [`startup`] found the link's rate (how much it keeps in flight).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pace {
-    /// A completion every this many operations per QP ([`signal_every`]).
-    pub signal_every: u32,
-    /// At most this many operations in flight per QP: what drains within the end margin at
-    /// the link's rate, or twice what completes in one round trip if more (so that a
-    /// slow link with a long round trip stays busy), at most `tx-depth`, and never so few
-    /// that posting waits on a completion that was not requested. A deep queue on a slow
-    /// link adds no bandwidth, only a drain of many seconds after the time is up.
-    pub in_flight: u32,
-}
-
-/// How often a duration run that did `ops_per_sec`, all `qps` together, requests a
-/// completion ([`Pace::signal_every`]); `None` in iteration mode.
-pub fn signal_every_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<u32> {
-    let window = shape.stop.window()?;
-    // With intervals, the events that cut them count too: WINDOW_EVENTS per window of
-    // that many intervals' worth of INTERVAL_EVENTS.
-    let aim = shape.interval.map_or(window, |i| {
-        window.min(i.mul_f64(WINDOW_EVENTS / INTERVAL_EVENTS))
-    });
-    Some(signal_every(shape.cq_mod, ops_per_sec, qps, aim))
-}
-
-/// The pace of a duration run that did `ops_per_sec`, all `qps` together, its round trip
-/// `round_trip` (`None` in iteration mode).
-pub fn pace_for(
-    shape: &LoopShape,
-    qps: usize,
-    ops_per_sec: f64,
-    round_trip: Duration,
-) -> Option<Pace> {
-    let Stop::Duration { margin, .. } = shape.stop else {
-        return None;
-    };
-    let every = signal_every_for(shape, qps, ops_per_sec)?;
-    let per_qp = ops_per_sec / qps.max(1) as f64;
-    let fewest = fewest_in_flight(every, shape.post_list);
-    let drains = ops_within(per_qp * margin.as_secs_f64(), shape.depth);
-    let busy = ops_within(per_qp * 2.0 * round_trip.as_secs_f64(), shape.depth);
-    Some(Pace {
-        signal_every: every,
-        in_flight: drains.max(busy).max(fewest).min(shape.depth.max(1)),
-    })
-}
-
-/// The fewest operations a QP that requests a completion every `every` operations may keep
-/// in flight: its unsignaled ones and a whole post list besides, at least two; fewer, and
-/// posting would wait on a completion that was not requested.
-pub fn fewest_in_flight(every: u32, post_list: u32) -> u32 {
-    (every.max(1) + post_list.max(1) - 1).max(2)
-}
-
-/// `ops` rounded down, within 1..=`most` (1 when not finite).
-fn ops_within(ops: f64, most: u32) -> u32 {
-    if !ops.is_finite() || ops < 1.0 {
-        return 1;
-    }
-    (ops.floor() as u64).clamp(1, u64::from(most.max(1))) as u32
-}
 
 /// What the control channel and the loop tell each other while a loop runs (shared with
 /// the channel's companion thread). The peer's state: 0 running, [`DONE`](Self) its sends
@@ -325,16 +250,6 @@ impl Stop {
         match self {
             Stop::Iters(n) => n,
             Stop::Duration { .. } => u64::MAX,
-        }
-    }
-
-    /// The operations per requested completion a loop starts with: `cq_mod`, or 1 in
-    /// duration mode, where the warm-up (the first margin) finds the rate that sets it (see
-    /// [`signal_every`]) and a slow link or a large message has no completion to wait for.
-    pub fn first_signal_every(self, cq_mod: u32) -> u32 {
-        match self {
-            Stop::Iters(_) => cq_mod,
-            Stop::Duration { .. } => 1,
         }
     }
 
@@ -666,7 +581,8 @@ pub fn drive<B: LoopBody>(
         Stop::Iters(_) => None,
     };
     let (mut idle, mut last_progress, mut stopped) = (0u32, start, false);
-    let mut startup = deadline.map(|_| startup::Startup::new(start));
+    // Fed only while the body starts slow (it reports what it posted).
+    let mut startup = startup::Startup::new(start);
     loop {
         let moved = body.turn(side, &mut wcs)?;
         let now = if moved {
@@ -680,10 +596,7 @@ pub fn drive<B: LoopBody>(
             }
             if c.sent != seen.sent {
                 sent.tick(now, c.sent);
-                let found = match (startup.as_mut(), c.posted) {
-                    (Some(s), Some(posted)) => s.progress(now, c.sent, posted),
-                    _ => None,
-                };
+                let found = c.posted.and_then(|p| startup.progress(now, c.sent, p));
                 if let Some(f) = found {
                     hold_found(body, shape, side.qps.len(), f);
                 }
@@ -731,11 +644,15 @@ pub fn drive<B: LoopBody>(
     })
 }
 
-/// The startup found the link's rate: `body` holds what [`pace_for`] keeps in flight at it.
+/// The startup found the link's rate: `body` holds what [`pace_for`] keeps in flight at it
+/// (and a `-n` run signals at its pace from now on; a `-D` run's pace of completions is set
+/// when its window opens).
 fn hold_found<B: LoopBody>(body: &mut B, shape: &LoopShape, qps: usize, found: startup::Found) {
-    if let Some(p) = pace_for(shape, qps, found.ops_per_sec, found.round_trip) {
-        body.hold_in_flight(p.in_flight);
+    let p = pace_for(shape, qps, found.ops_per_sec, found.round_trip);
+    if let Stop::Iters(_) = shape.stop {
+        body.signal_every(p.signal_every);
     }
+    body.hold_in_flight(p.in_flight);
 }
 
 #[cfg(test)]
@@ -876,80 +793,5 @@ mod tests {
         let w = m.window().unwrap();
         assert_eq!(w.extended, Duration::ZERO);
         assert_eq!(w.events, 80, "0.1 s .. 0.9 s at one event every 10 ms");
-    }
-
-    #[test]
-    fn a_duration_run_signals_often_enough_for_its_warm_up_rate() {
-        let window = Duration::from_millis(800);
-        // 38 messages/s (64 KiB over 20 Mbit/s): every message.
-        assert_eq!(signal_every(64, 38.0, 1, window), 1);
-        // 1 M messages/s on 1 QP: capped at cq_mod.
-        assert_eq!(signal_every(64, 1e6, 1, window), 64);
-        // 10,000/s over 4 QPs: 2,500/s each, 2,000 in the window: a completion per 40.
-        assert_eq!(signal_every(64, 10_000.0, 4, window), 40);
-        assert_eq!(signal_every(64, 0.0, 1, window), 1);
-        assert_eq!(signal_every(64, f64::NAN, 1, window), 1);
-        assert_eq!(Stop::for_duration(1.0).first_signal_every(64), 1);
-        assert_eq!(Stop::Iters(5).first_signal_every(64), 64);
-    }
-
-    #[test]
-    fn a_slow_duration_run_keeps_in_flight_what_drains_in_its_end_margin() {
-        const MS: Duration = Duration::from_millis(1);
-        let shape = |secs: f64| LoopShape {
-            verb: Verb::Write,
-            atomic: AtomicOp::FetchAdd,
-            size: 65536,
-            stop: Stop::for_duration(secs),
-            depth: 128,
-            rx_depth: 512,
-            post_list: 1,
-            cq_mod: 64,
-            inline: false,
-            send: true,
-            recv: None,
-            stall_timeout: Duration::from_secs(30),
-            rate_limit: None,
-            interval: None,
-        };
-        // 64 KiB over 20 Mbit/s, -D 2 (margin 0.2 s): 38/s, 7 drain in the margin.
-        let slow = pace_for(&shape(2.0), 1, 38.0, MS).unwrap();
-        assert_eq!((slow.signal_every, slow.in_flight), (1, 7));
-        // 8 MiB at 20 MB/s, -D 0.5: never fewer than two.
-        assert_eq!(pace_for(&shape(0.5), 1, 2.5, MS).unwrap().in_flight, 2);
-        // A NIC's rate: the whole depth, a completion every cq_mod.
-        let fast = pace_for(&shape(1.0), 4, 4e6, MS).unwrap();
-        assert_eq!((fast.signal_every, fast.in_flight), (64, 128));
-        // -D 10 at 1,000/s: 8,000 in the window, a completion every 64 (cq_mod); cut every
-        // second, every 50 (20 events a second).
-        assert_eq!(pace_for(&shape(10.0), 1, 1e3, MS).unwrap().signal_every, 64);
-        let cut = LoopShape {
-            interval: Some(Duration::from_secs(1)),
-            ..shape(10.0)
-        };
-        assert_eq!(pace_for(&cut, 1, 1e3, MS).unwrap().signal_every, 50);
-        // Room for a whole post list beyond the unsignaled operations.
-        let mut listed = shape(2.0);
-        listed.post_list = 16;
-        let p = pace_for(&listed, 1, 38.0, MS).unwrap();
-        assert!(p.in_flight >= p.signal_every + 15, "{p:?}");
-        assert_eq!(
-            pace_for(
-                &LoopShape {
-                    stop: Stop::Iters(5),
-                    ..shape(1.0)
-                },
-                1,
-                38.0,
-                MS
-            ),
-            None
-        );
-        // -D 1 (margin 0.1 s) across 20 Mbit/s whose first WRITE took 150 ms to complete
-        // (the emulated guest): the margin alone keeps 3 in flight, which ran the link at
-        // half its rate; a round trip's worth twice over keeps it busy.
-        assert_eq!(pace_for(&shape(1.0), 1, 38.0, MS).unwrap().in_flight, 3);
-        let long = pace_for(&shape(1.0), 1, 38.0, Duration::from_millis(150)).unwrap();
-        assert_eq!(long.in_flight, 11);
     }
 }
