@@ -144,6 +144,16 @@ impl Clock {
         }
     }
 
+    /// A TSC clock read at `ghz` ticks per nanosecond, as a calibration may have found it.
+    #[cfg(test)]
+    pub fn tsc_at(ghz: f64) -> Self {
+        Clock {
+            kind: ClockKind::Tsc,
+            ns_per_tick: 1.0 / ghz,
+            origin: Instant::now(),
+        }
+    }
+
     /// Which clock this is.
     pub fn kind(&self) -> ClockKind {
         self.kind

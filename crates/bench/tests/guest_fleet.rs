@@ -3,7 +3,8 @@
 //! veth pair up1 <-> dn1, the "uplink"). With the uplink held to 5 Mbit/s each way, a sweep
 //! under `mpirun` names the path between the two leaves: at its defaults (`quick`) with
 //! `--topology` (the leaves by name), and with `--pattern pairs` without it, as a cut
-//! inferred from the matrix; both name no NIC.
+//! inferred from the matrix; both name no NIC. A write-lat across the slow uplink, at its
+//! defaults, is a measurement the server takes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -11,7 +12,9 @@ mod common;
 
 use std::process::Output;
 
-use common::{bin, load_record, mpirun_sweep, scratch, text, NetChange};
+use common::{
+    bin, client, load_record, mpirun_sweep, scratch, text, NetChange, Server, SERVER_ADDR,
+};
 
 const NODES: usize = 6;
 
@@ -129,4 +132,35 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
     let out = sweep(&json, 19431, &["--pattern", "pairs"]);
     let cut = ("cut", ["ranks 0-2", "ranks 3-5"]);
     names_the_path(&out, (&json, 30), cut);
+}
+
+#[test]
+fn a_write_lat_across_the_slow_uplink_is_taken_at_its_defaults() {
+    if !two_leaves("a_write_lat_across_the_slow_uplink_is_taken_at_its_defaults") {
+        return;
+    }
+    let dir = scratch("fleet-lat");
+    let _slow = NetChange::slower_link(&["up1", "dn1"]);
+    let json = |side: &str| dir.join(format!("{side}.json"));
+    let (sj, cj) = (json("server"), json("client"));
+    let side = |start: &[&str], record: &std::path::Path| -> Vec<String> {
+        let common = ["-x", "1", "-p", "19440", "--timeout", "30", "--json"];
+        let args = start.iter().chain(&common).copied().map(String::from);
+        args.chain([record.to_str().unwrap().to_string()]).collect()
+    };
+    // rxe0 on leaf 0 serves rxe3 on leaf 1: every message crosses the uplink.
+    let server = Server::start(&side(&["write-lat", "-d", "rxe0"], &sj));
+    let started = std::time::Instant::now();
+    let out = client(&side(&["write-lat", SERVER_ADDR, "-d", "rxe3"], &cj));
+    let lasted = started.elapsed().as_secs_f64();
+    let (server_ok, server_text, _) = server.finish(std::time::Duration::from_secs(120));
+    let both = format!("client:\n{}\nserver:\n{server_text}", text(&out));
+    assert!(out.status.success() && server_ok, "{both}");
+    // The window lies within the client's run, on the guest's one clock.
+    let window = load_record(&cj)["results"][0]["seconds"].as_f64().unwrap();
+    assert!(
+        window > 0.0 && window < lasted,
+        "{window} s of {lasted} s\n{both}"
+    );
+    assert_eq!(load_record(&sj)["results"][0]["seconds"], window, "{both}");
 }

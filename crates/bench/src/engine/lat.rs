@@ -439,13 +439,16 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     let clock = shape.clock;
     let recv_last = last_byte(side, shape)?;
     let mut ping = Ping::new(side, shape, shape.rx_depth)?;
+    // The monotonic clock, read just outside the loop's first and last stamps.
+    let opened = Instant::now();
     let schedule = Schedule::new(&clock, clock.now(), shape.stop, shape.warmup);
     let mut tally = Tally::new(shape)?;
     tally.last = schedule.start;
     // The stamp taken before posting the previous round trip.
     let mut started: Option<u64> = None;
     let mut i = 0u64;
-    loop {
+    // The loop's last stamp.
+    let ended = loop {
         // One clock read per round trip, as perftest: the stamp before posting round trip i
         // is round trip i - 1's end. Round trip i is posted before i - 1 is recorded, so the
         // bookkeeping overlaps the flight instead of lengthening the round trip.
@@ -454,7 +457,7 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
             if let Some(t0) = started {
                 tally.add(&clock, &schedule, i - 1, t0, now);
             }
-            break;
+            break now;
         }
         let signaled = send_ping(side, shape, &mut ping, i)?;
         if let Some(t0) = started {
@@ -463,13 +466,18 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
         await_pong(side, shape, &ping, i, signaled, recv_last)?;
         started = Some(now);
         i += 1;
-    }
+    };
+    let span = opened.elapsed();
     let Some(first) = tally.first else {
         bail!("no round trip fell inside the measured window; give more iterations or a longer -D");
     };
+    let ticks = LoopTicks {
+        window: tally.last.wrapping_sub(first),
+        whole: ended.wrapping_sub(schedule.start),
+    };
     let window = Window {
         ops: tally.measured,
-        seconds: clock.ns(tally.last.wrapping_sub(first)) as f64 / 1e9,
+        seconds: window_seconds(&clock, ticks, span),
         events: tally.measured,
         extended: std::time::Duration::ZERO,
         intervals: None,
@@ -479,6 +487,30 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
         hist: tally.into_histogram(&clock),
         total: i,
     })
+}
+
+/// A latency loop's length in its clock's ticks: its measured window's and its whole run's
+/// (warm-up and margins included), the window lying inside the run.
+#[derive(Debug, Clone, Copy)]
+struct LoopTicks {
+    window: u64,
+    whole: u64,
+}
+
+/// The measured window's length in seconds: its share of the loop's ticks times `span`, how
+/// long the loop lasted on the monotonic clock (read just before its first stamp and after
+/// its last). So the TSC only divides the loop and never sets the length, and the length is
+/// never more than `span`, itself within the time from the server's `Ready` to this side's
+/// `SizeDone`: the time the server checks the client's window against
+/// (`run/figures/peer.rs`). A TSC calibrated wrong at the process's start (the thread
+/// preempted between a TSC read and the monotonic clock's) would otherwise stretch it.
+fn window_seconds(clock: &Clock, ticks: LoopTicks, span: Duration) -> f64 {
+    let span = span.as_secs_f64();
+    if ticks.whole == 0 || ticks.window > ticks.whole {
+        // Only a clock that went back: the calibrated length, within the loop's.
+        return (clock.ns(ticks.window) as f64 / 1e9).min(span);
+    }
+    span * (ticks.window as f64 / ticks.whole as f64)
 }
 
 /// The initiator's message `i`: copied out of the GPU first when staged (GPUDirect RDMA off:
@@ -628,6 +660,34 @@ mod tests {
         // A duration run has no count to reserve for: each round trip goes straight in.
         let d = shape(Stop::for_duration(1.0), Verb::Read);
         assert_eq!(Tally::new(&d).unwrap().raw.capacity(), 0);
+    }
+
+    #[test]
+    fn a_tsc_calibrated_wrong_never_stretches_the_window_beyond_the_loop() {
+        // The six-node guest's write-lat over a slow uplink: the client reported 6.87 s for
+        // a size the server saw last 5.90 s, its TSC read as if 16% slower than it runs.
+        let ghz = 2.596;
+        let wrong = Clock::tsc_at(ghz * 5.90 / 6.87);
+        let span = Duration::from_secs_f64(5.90);
+        let whole = (5.90e9 * ghz) as u64;
+        let ticks = LoopTicks {
+            window: whole / 100 * 99,
+            whole,
+        };
+        let s = window_seconds(&wrong, ticks, span);
+        assert!(
+            s <= span.as_secs_f64() && (s - 5.90 * 0.99).abs() < 1e-6,
+            "{s} s"
+        );
+        // A clock calibrated right gives the window its ticks make.
+        let right = window_seconds(&Clock::tsc_at(ghz), ticks, span);
+        assert!((right - 5.90 * 0.99).abs() < 1e-6, "{right} s");
+        // A window ending after the loop (a clock gone back) stays within it.
+        let odd = LoopTicks {
+            window: whole * 2,
+            whole,
+        };
+        assert!(window_seconds(&wrong, odd, span) <= span.as_secs_f64());
     }
 
     #[test]

@@ -13,10 +13,16 @@ use crate::plan::{Mode, TestPlan};
 use crate::report::{IntervalFigure, IntervalFigures, LatencyStats, SizeResult};
 use crate::run::limits::{ReportBound, MAX_MPPS};
 
-/// A client's window may pass the time the server saw its size last by this factor (the two
-/// hosts' clocks, a latency loop's calibrated TSC)...
+/// An honest client's window never outlasts the size on the server, by construction: the
+/// server's time runs from just before it sends `Ready` to just after the client's `SizeDone`
+/// arrives, and the client's window from after `Ready` arrived to before it sent `SizeDone`,
+/// so the control messages' delays on any link, however slow, lengthen only the server's
+/// time. Both are read on a monotonic clock (a latency loop's TSC only divides the loop's
+/// monotonic length, `engine/lat.rs`), so what is left between them is the two hosts' clock
+/// rates, a few hundred parts per million apart at most. The window may pass the server's
+/// time by this factor...
 const SEEN_SLACK: f64 = 1.1;
-/// ... and by this much (the server's `Ready` on its way, scheduling).
+/// ... and by this much (scheduling around the two reads of each side's clock).
 const SEEN_MARGIN: Duration = Duration::from_millis(50);
 
 /// Checks the figures `r` a client reported for the size `size` it started under `plan`:
