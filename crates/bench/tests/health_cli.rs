@@ -100,6 +100,62 @@ fn a_nic_at_x8_a_gpu_at_gen4_and_a_missing_nic_are_critical() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// GPU_1's switch downstream port: the other end of its link.
+const GPU_1_PORT: &str = "sys/devices/pci0000:9a/0000:9a:01.0/0000:9b:00.0/0000:9c:01.0";
+
+#[test]
+fn a_gen5_gpu_in_a_gen4_slot_is_healthy_and_below_what_both_ends_can_do_is_critical() {
+    let dir = scratch("health-both-ends");
+    let gen4 = "echo '16.0 GT/s PCIe' >";
+    // The port above GPU_1 can do Gen4 only, and the link runs Gen4: what both ends can do.
+    let case = dir.join("slot");
+    std::fs::create_dir_all(&case).unwrap();
+    let root = changed_dgx(
+        &case,
+        &format!(
+            "{gen4} {GPU_1_PORT}/max_link_speed && {gen4} {GPU_1_PORT}/current_link_speed && \
+             {gen4} {GPU_1}/current_link_speed"
+        ),
+    );
+    let out = health(&root, &[]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("PCIE_DEGRADED"), "{}", text(&out));
+    // What it learns is what both ends can do: checked back, still OK.
+    let learned = case.join("learned.json");
+    let out = health(&root, &["--learn", learned.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let file: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&learned).unwrap()).unwrap();
+    let gpu = file["gpus"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|g| g["bdf"] == "0000:9e:00.0")
+        .unwrap();
+    assert_eq!(gpu["pcie"]["speed_gts"], 16.0, "{file}");
+    let out = health(&root, &["--expect", learned.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    // The same port unreadable: whether the link trained down is UNKNOWN, naming the port.
+    let case = dir.join("unread");
+    std::fs::create_dir_all(&case).unwrap();
+    let root = changed_dgx(
+        &case,
+        &format!("rm {GPU_1_PORT}/max_link_speed && {gen4} {GPU_1}/current_link_speed"),
+    );
+    let out = health(&root, &[]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    assert!(
+        said.contains(
+            "0000:9e:00.0 UNREADABLE: the capability of the port above it (the link runs \
+             Gen4 x16, below the function's Gen5 x16) not known"
+        ) && said.contains("0000:9e:00.0/../max_link_speed"),
+        "{said}"
+    );
+    assert!(!said.contains("PCIE_DEGRADED"), "{said}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
 #[test]
 fn an_amd_node_needs_amdgpu_peer_direct_or_dma_buf_not_nvidias_pieces() {
     // Both GPUs made MI300X (the copy keeps nvidia_peermem loaded, which an AMD GPU cannot

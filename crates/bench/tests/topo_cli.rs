@@ -370,6 +370,63 @@ fn doctor_dgx_passes_with_pix_and_exit_0() {
 }
 
 #[test]
+fn topo_and_doctor_judge_a_link_by_both_its_ends() {
+    // mlx5_0 (0000:18:00.0) below its switch port 0000:17:00.0: the port made Gen4-only and
+    // the link Gen4, then the port's capability unreadable.
+    let port = "sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0";
+    let nic = format!("{port}/0000:18:00.0");
+    let gen4 = "echo '16.0 GT/s PCIe' >";
+    let dir = common::scratch("topo-both-ends");
+    for case in ["slot", "unread"] {
+        std::fs::create_dir_all(dir.join(case)).unwrap();
+    }
+    let doctor_on = |root: &Path| {
+        let root = root.to_str().unwrap();
+        let out = run(&["doctor", "--sysfs-root", root, "--sample-secs", "0"]);
+        stdout(&out)
+    };
+    let slot = common::changed_dgx(
+        &dir.join("slot"),
+        &format!(
+            "{gen4} {port}/max_link_speed && {gen4} {port}/current_link_speed && \
+             {gen4} {nic}/current_link_speed"
+        ),
+    );
+    let tree = stdout(&run(&["topo", "--sysfs-root", slot.to_str().unwrap()]));
+    let line = tree.lines().find(|l| l.contains("NIC mlx5_0")).unwrap();
+    assert!(
+        line.ends_with(
+            "Gen4 x16 (max Gen5 x16) MPS 256  (limited by the other end: Gen4 x16 is the \
+             most both ends can do)"
+        ),
+        "{tree}"
+    );
+    assert!(!tree.contains("DOWNTRAINED"), "{tree}");
+    let report = doctor_on(&slot);
+    let (v, e) = check(&report, "NIC PCIe link");
+    assert_eq!(v, "WARN", "{report}");
+    assert!(
+        e.contains("its slot (port 0000:17:00.0) only Gen4 x16"),
+        "{e}"
+    );
+    let unread = common::changed_dgx(
+        &dir.join("unread"),
+        &format!("rm {port}/max_link_speed && {gen4} {nic}/current_link_speed"),
+    );
+    let tree = stdout(&run(&["topo", "--sysfs-root", unread.to_str().unwrap()]));
+    assert!(tree.contains("<-- UNKNOWN whether trained down"), "{tree}");
+    assert!(!tree.contains("DOWNTRAINED"), "{tree}");
+    let report = doctor_on(&unread);
+    let (v, e) = check(&report, "NIC PCIe link");
+    assert_eq!(v, "WARN", "{report}");
+    assert!(
+        e.starts_with("0000:18:00.0 UNKNOWN whether trained down: running Gen4 x16"),
+        "{e}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
 fn doctor_numa_against_the_given_cpus() {
     let (code, report, _) = doctor("dgx-h100", &["--cpus", "0-7"]);
     assert_eq!(code, Some(0), "{report}");

@@ -4,9 +4,10 @@
 //! ([`Sysfs::system`]) or at a fixture tree in tests ([`Sysfs::new`]). From it,
 //! [`RdmaDevice::read`] resolves an RDMA device's `device` link to its [`PciFunction`]
 //! (a software rxe/siw device comes back as [`Attachment::Virtual`], not as an error), whose
-//! [`PciLink`] holds the trained speed and width, the maximum ones and the Max Payload Size
-//! read from the binary `config` space. [`PciPath::read`] walks a function's sysfs directory
-//! up to its root port, and [`classify`] (or [`pair_path`]) compares a NIC's path with a
+//! [`PciLink`] holds the trained speed and width, the maximum ones of both its ends and the
+//! Max Payload Size read from the binary `config` space; [`PciLink::training`] judges it
+//! against what both ends can do ([`Training`]). [`PciPath::read`] walks a function's sysfs
+//! directory up to its root port, and [`classify`] (or [`pair_path`]) compares a NIC's path with a
 //! GPU's ([`find_gpu`], [`list_accelerators`]) to give the `nvidia-smi topo -m` class (PIX, PXB,
 //! PHB, NODE, SYS) and whether ACS redirects peer-to-peer traffic. The verdict comes from
 //! the pure [`ceiling`] module: a port's rate and active MTU make a [`Wire`], the NIC's link
@@ -45,6 +46,7 @@ pub mod rdma;
 pub mod render;
 pub mod sysfs;
 pub mod topology;
+pub mod training;
 
 pub use ceiling::{
     ceilings, explain, parse_mps, parse_mtu, parse_pcie, Ceilings, Limit, LinkLayer, Pcie,
@@ -61,3 +63,4 @@ pub use rdma::{list_rdma_devices, read_rdma_devices, Attachment, RdmaDevice, Rdm
 pub use render::render;
 pub use sysfs::Sysfs;
 pub use topology::{pair_path, GpuInfo, NicInfo, PairInfo, Topology};
+pub use training::Training;

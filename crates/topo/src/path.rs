@@ -47,7 +47,8 @@ pub struct Hop {
     /// Root port, switch port or the endpoint itself.
     pub role: PortRole,
     /// The link as this function reports it (for a root or downstream port: the link
-    /// below it; for an upstream port or an endpoint: the link above it).
+    /// below it, its other end the next hop; for an upstream port or an endpoint: the link
+    /// above it, its other end the hop before).
     pub link: PciLink,
     /// ACS control.
     pub acs: Acs,
@@ -92,6 +93,7 @@ impl PciPath {
                 acs: this.acs,
             });
         }
+        link_ports_to_what_is_below(&mut hops);
         Ok(Self { host_bridge, hops })
     }
 
@@ -103,6 +105,22 @@ impl PciPath {
     /// The bridges above the device, root port first.
     pub fn bridges(&self) -> &[Hop] {
         &self.hops[..self.hops.len().saturating_sub(1)]
+    }
+}
+
+/// A root or downstream port reports the link below it, whose other end is the next function
+/// on the path, not the one above it that [`PciFunction::read_dir`] took for its peer.
+fn link_ports_to_what_is_below(hops: &mut [Hop]) {
+    for i in 0..hops.len().saturating_sub(1) {
+        if matches!(
+            hops[i].role,
+            PortRole::RootPort | PortRole::SwitchDownstream
+        ) {
+            let below = hops[i + 1].link;
+            hops[i].link = hops[i]
+                .link
+                .with_peer((below.max_speed_gts, below.max_width));
+        }
     }
 }
 

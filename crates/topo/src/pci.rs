@@ -52,20 +52,31 @@ fn hex_field(text: &str, max_digits: usize) -> Option<u32> {
     u32::from_str_radix(text, 16).ok()
 }
 
-/// The state of one PCIe link, as the function at its downstream end reports it.
+/// The state of one PCIe link, as the function at one end reports it, with what the other
+/// end can do.
 ///
 /// Every field is `None` when sysfs does not say ("Unknown" speed, width 0, a `config` that
-/// could not be read in full).
+/// could not be read in full, no port above the function). sysfs's `max_link_*` is one
+/// function's capability; the link is judged against the lesser of both ends'
+/// ([`PciLink::training`], in `training.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct PciLink {
     /// Current speed per lane in GT/s.
     pub speed_gts: Option<f64>,
     /// Current width in lanes.
     pub width: Option<u32>,
-    /// The fastest speed both ends support, GT/s.
+    /// The fastest speed this function supports, GT/s (its `max_link_speed`).
     pub max_speed_gts: Option<f64>,
-    /// The widest width the function supports.
+    /// The widest width this function supports (its `max_link_width`).
     pub max_width: Option<u32>,
+    /// The fastest speed the function at the link's other end supports: for an endpoint or
+    /// a switch's upstream port, the port above it (its sysfs parent); for a root or
+    /// downstream port, the function below it on the path. `None` when it cannot be read.
+    #[serde(default)]
+    pub peer_max_speed_gts: Option<f64>,
+    /// The widest width the other end supports; `None` when it cannot be read.
+    #[serde(default)]
+    pub peer_max_width: Option<u32>,
     /// Max Payload Size in bytes, from `config`.
     pub mps: Option<u32>,
     /// Max Read Request Size in bytes, from `config`.
@@ -78,27 +89,9 @@ impl PciLink {
         gen_from_gts(self.speed_gts?)
     }
 
-    /// The maximum generation, from the maximum speed.
+    /// The function's own maximum generation, from its maximum speed.
     pub fn max_gen(&self) -> Option<u8> {
         gen_from_gts(self.max_speed_gts?)
-    }
-
-    /// Whether the link trained slower or narrower than its maximum.
-    pub fn is_downtrained(&self) -> bool {
-        let slower = matches!((self.speed_gts, self.max_speed_gts), (Some(s), Some(m)) if s < m);
-        let narrower = matches!((self.width, self.max_width), (Some(w), Some(m)) if w < m);
-        slower || narrower
-    }
-
-    /// "DOWNTRAINED: running Gen3 x8, capable of Gen4 x16", when it is.
-    pub fn downtrain_note(&self) -> Option<String> {
-        self.is_downtrained().then(|| {
-            format!(
-                "DOWNTRAINED: running {}, capable of {}",
-                gen_width(self.gen(), self.speed_gts, self.width),
-                gen_width(self.max_gen(), self.max_speed_gts, self.max_width)
-            )
-        })
     }
 
     /// The link for the ceilings model; `None` unless speed, width and MPS are all known.
@@ -114,8 +107,8 @@ impl PciLink {
 impl fmt::Display for PciLink {
     /// "Gen4 x16 (max Gen4 x16) MPS 256"; unknown parts are "?".
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let now = gen_width(self.gen(), self.speed_gts, self.width);
-        let max = gen_width(self.max_gen(), self.max_speed_gts, self.max_width);
+        let now = gen_width(self.speed_gts, self.width);
+        let max = gen_width(self.max_speed_gts, self.max_width);
         write!(f, "{now} (max {max}) MPS ")?;
         match self.mps {
             Some(mps) => write!(f, "{mps}"),
@@ -124,12 +117,12 @@ impl fmt::Display for PciLink {
     }
 }
 
-/// "Gen4 x16", with "?" for what is unknown and the raw GT/s for an odd speed.
-fn gen_width(gen: Option<u8>, gts: Option<f64>, width: Option<u32>) -> String {
-    let speed = match (gen, gts) {
-        (Some(gen), _) => format!("Gen{gen}"),
-        (None, Some(gts)) => format!("{gts} GT/s"),
-        (None, None) => "Gen?".to_string(),
+/// "Gen4 x16" from a speed in GT/s and a width, with "?" for what is unknown and the raw
+/// GT/s for an odd speed.
+pub fn gen_width(speed_gts: Option<f64>, width: Option<u32>) -> String {
+    let speed = match speed_gts {
+        Some(gts) => gen_from_gts(gts).map_or(format!("{gts} GT/s"), |gen| format!("Gen{gen}")),
+        None => "Gen?".to_string(),
     };
     match width {
         Some(width) => format!("{speed} x{width}"),
@@ -204,7 +197,7 @@ impl PciFunction {
             class: read_hex(sysfs, dir, "class")?,
             numa_node: read_numa_node(sysfs, dir)?,
             driver: sysfs.link_name(&dir.join("driver")),
-            link: read_link(sysfs, dir, cap.mps, cap.mrrs)?,
+            link: read_link(sysfs, dir, cap.mps, cap.mrrs)?.with_peer(read_peer(sysfs, dir)?),
             port_type: cap.port_type,
             acs: config::acs(&config),
             iommu_group: group,
@@ -218,16 +211,35 @@ impl PciFunction {
     }
 }
 
-/// Read the link attributes; `mps` and `mrrs` come from `config`.
+/// Read the link attributes; `mps` and `mrrs` come from `config`; the other end's
+/// capability is left unknown.
 fn read_link(sysfs: &Sysfs, dir: &Path, mps: Option<u32>, mrrs: Option<u32>) -> Result<PciLink> {
     Ok(PciLink {
         speed_gts: read_speed(sysfs, &dir.join("current_link_speed"))?,
         width: read_width(sysfs, &dir.join("current_link_width"))?,
         max_speed_gts: read_speed(sysfs, &dir.join("max_link_speed"))?,
         max_width: read_width(sysfs, &dir.join("max_link_width"))?,
+        peer_max_speed_gts: None,
+        peer_max_width: None,
         mps,
         mrrs,
     })
+}
+
+/// The capability (maximum speed and width) of the port above the function in `dir`: its
+/// sysfs parent, when that is a PCI function (not the host bridge, `pci0000:15`). Unknown
+/// parts are `None`.
+fn read_peer(sysfs: &Sysfs, dir: &Path) -> Result<(Option<f64>, Option<u32>)> {
+    let Some(parent) = dir.parent().filter(|p| {
+        p.file_name()
+            .is_some_and(|name| is_bdf(&name.to_string_lossy()))
+    }) else {
+        return Ok((None, None));
+    };
+    Ok((
+        read_speed(sysfs, &parent.join("max_link_speed"))?,
+        read_width(sysfs, &parent.join("max_link_width"))?,
+    ))
 }
 
 /// Parse a sysfs link speed: "16.0 GT/s PCIe", "16 GT/s", "8 GT/s", "2.5 GT/s" into GT/s;
@@ -353,6 +365,8 @@ mod tests {
             width: Some(8),
             max_speed_gts: Some(16.0),
             max_width: Some(16),
+            peer_max_speed_gts: Some(16.0),
+            peer_max_width: Some(16),
             mps: Some(256),
             mrrs: Some(512),
         };

@@ -9,6 +9,7 @@ use crate::path::{Hop, PathClass, PciPath, PortRole};
 use crate::pci::PciLink;
 use crate::rdma::RdmaPort;
 use crate::topology::{GpuInfo, NicInfo, PairInfo, Topology};
+use crate::training::Training;
 
 /// One line of the tree and what hangs below it, by address.
 #[derive(Debug, Default)]
@@ -202,11 +203,13 @@ fn gpu_label(gpu: &GpuInfo) -> String {
     format!("{} {kind}{id}  {}", gpu.bdf, link_text(&gpu.link))
 }
 
-/// "Gen4 x16 (max Gen4 x16) MPS 256", marked when downtrained.
+/// "Gen4 x16 (max Gen4 x16) MPS 256", marked when trained down or when that is unknown,
+/// and saying so when the other end limits it ([`PciLink::training_note`]).
 fn link_text(link: &PciLink) -> String {
-    match link.downtrain_note() {
-        Some(note) => format!("{link}  <-- {note}"),
-        None => link.to_string(),
+    match (link.training(), link.training_note()) {
+        (Training::Full, Some(note)) => format!("{link}  ({note})"),
+        (_, Some(note)) => format!("{link}  <-- {note}"),
+        (_, None) => link.to_string(),
     }
 }
 

@@ -1,6 +1,6 @@
-//! The checks on the NIC, its port, its PCIe link and its path to the GPU, and on the host.
-//! Each takes facts already read and returns one [`Check`]; reading is in `mod.rs`,
-//! `host.rs` and `counters.rs`.
+//! The checks on the NIC, its port and its path to the GPU, and on the host (the PCIe link
+//! checks are `pcie.rs`). Each takes facts already read and returns one [`Check`]; reading
+//! is in `mod.rs`, `host.rs` and `counters.rs`.
 //!
 //! Long because it is the checklist itself, one function per check, with about 180 lines of
 //! tests.
@@ -9,10 +9,9 @@ use std::collections::BTreeMap;
 use std::net::Ipv6Addr;
 use std::path::Path;
 
-use topo::ceiling::{gen_from_gts, roce_active_mtu, IB_MTUS};
+use topo::ceiling::{roce_active_mtu, IB_MTUS};
 use topo::{
-    Iommu, Limit, LinkLayer, PairInfo, PathClass, PciLink, PciPath, PortRole, RdmaDevice, RdmaPort,
-    Sysfs, Topology,
+    Iommu, Limit, LinkLayer, PairInfo, PathClass, PciLink, RdmaDevice, RdmaPort, Sysfs, Topology,
 };
 
 use super::host::{format_cpulist, GdrFacts};
@@ -136,154 +135,6 @@ pub fn port_rate(nic: &RdmaDevice, port: &RdmaPort, expect_gbps: Option<f64>) ->
         NAME,
         format!("{text} {layer} (sysfs has no maximum: --expect-rate GBPS checks it)"),
     )
-}
-
-/// "Gen4 x16" from a speed and a width, "?" for unknowns.
-fn gen_width(speed: Option<f64>, width: Option<u32>) -> String {
-    let speed = match speed {
-        Some(gts) => gen_from_gts(gts).map_or(format!("{gts} GT/s"), |g| format!("Gen{g}")),
-        None => "Gen?".to_string(),
-    };
-    let width = width.map_or("x?".to_string(), |w| format!("x{w}"));
-    format!("{speed} {width}")
-}
-
-fn min_known<T: PartialOrd + Copy>(a: Option<T>, b: Option<T>) -> Option<T> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(if b < a { b } else { a }),
-        (a, None) => a,
-        (None, b) => b,
-    }
-}
-
-/// A PCIe link against what both its ends can do: `upstream` is the port above the
-/// function (its address and link), when known.
-pub fn pcie_link(
-    name: &'static str,
-    bdf: &str,
-    link: &PciLink,
-    upstream: Option<(&str, &PciLink)>,
-    gpu: bool,
-) -> Check {
-    let lspci = format!("`lspci -vv -s {bdf} | grep -E 'LnkCap|LnkSta'` shows both");
-    let (Some(speed), Some(width)) = (link.speed_gts, link.width) else {
-        if link.max_speed_gts.is_none() && link.max_width.is_none() {
-            return Check::warn(
-                name,
-                format!("{bdf}: no PCIe link attributes (a conventional PCI function?)"),
-            );
-        }
-        return Check::fail(name, format!("{bdf}: link down or unknown: {link}"))
-            .fix(format!("check the card is seated and powered; {lspci}"));
-    };
-    let cap_speed = min_known(
-        link.max_speed_gts,
-        upstream.and_then(|(_, l)| l.max_speed_gts),
-    );
-    let cap_width = min_known(link.max_width, upstream.and_then(|(_, l)| l.max_width));
-    let slow = cap_speed.is_some_and(|cap| speed < cap - 0.01);
-    let narrow = cap_width.is_some_and(|cap| width < cap);
-    let now = gen_width(Some(speed), Some(width));
-    let mps = match link.mps {
-        Some(mps) => format!("MPS {mps}"),
-        None => "MPS unknown (reading config space needs root)".to_string(),
-    };
-    if slow || narrow {
-        let both = gen_width(cap_speed, cap_width);
-        let evidence =
-            format!("{bdf} DOWNTRAINED: running {now}, it and its port can do {both}; {mps}");
-        if gpu && !narrow {
-            return Check::warn(
-                name,
-                format!("{evidence}; GPUs lower their link speed when idle"),
-            )
-            .fix(format!(
-                "check under load: `nvidia-smi -q -d PCIE` (Link Gen, Current against \
-                     Max); if it stays low, reseat the GPU or check the slot's BIOS speed \
-                     setting; {lspci}"
-            ));
-        }
-        return Check::fail(name, evidence).fix(format!(
-            "reseat the card (or its riser) and check the slot's BIOS link speed and \
-             bifurcation settings; {lspci}"
-        ));
-    }
-    let own = gen_width(link.max_speed_gts, link.max_width);
-    let below_own = link.max_speed_gts.is_some_and(|max| speed < max - 0.01)
-        || link.max_width.is_some_and(|max| width < max);
-    if below_own {
-        let port = upstream.map_or("?", |(bdf, _)| bdf);
-        return Check::warn(
-            name,
-            format!("{bdf} running {now}: the card can do {own}, its slot (port {port}) only {now}; {mps}"),
-        )
-        .fix("move it to a slot that matches the card for its full bandwidth");
-    }
-    if link.mps == Some(128) {
-        return Check::warn(
-            name,
-            format!(
-                "{bdf} {now} (max {own}); MPS 128 costs about 8 % of PCIe bandwidth against 256"
-            ),
-        )
-        .fix("raise Max Payload Size in the BIOS, or boot with pci=pcie_bus_perf");
-    }
-    Check::pass(name, format!("{bdf} {now} (max {own}), {mps}"))
-}
-
-/// The links above a device's own on its path (root port to switch, switch to switch) that
-/// trained below what both their ends can do. Each link is read at its downstream end, the
-/// function below a root or downstream port; a switch's internal bus is not a link.
-pub fn downtrained_uplinks(path: &PciPath) -> Vec<String> {
-    let hops = &path.hops;
-    let mut notes = Vec::new();
-    for i in 0..hops.len().saturating_sub(2) {
-        let (above, below) = (&hops[i], &hops[i + 1]);
-        if !matches!(
-            above.role,
-            PortRole::RootPort | PortRole::SwitchDownstream | PortRole::Bridge
-        ) {
-            continue;
-        }
-        let link = &below.link;
-        let (Some(speed), Some(width)) = (link.speed_gts, link.width) else {
-            continue;
-        };
-        let cap_speed = min_known(link.max_speed_gts, above.link.max_speed_gts);
-        let cap_width = min_known(link.max_width, above.link.max_width);
-        if cap_speed.is_some_and(|cap| speed < cap - 0.01)
-            || cap_width.is_some_and(|cap| width < cap)
-        {
-            notes.push(format!(
-                "{} -> {} runs {}, both ends can do {}",
-                above.bdf,
-                below.bdf,
-                gen_width(Some(speed), Some(width)),
-                gen_width(cap_speed, cap_width)
-            ));
-        }
-    }
-    notes
-}
-
-/// A link check made a FAIL when links above the device are trained down.
-pub fn with_uplinks(check: Check, uplinks: &[String]) -> Check {
-    if uplinks.is_empty() {
-        return check;
-    }
-    Check {
-        verdict: super::verdict::Verdict::Fail,
-        evidence: format!(
-            "{}; DOWNTRAINED above it: {}",
-            check.evidence,
-            uplinks.join("; ")
-        ),
-        fix: Some(
-            "every byte to host memory crosses those links: reseat the switch or riser and              check the BIOS link settings of the ports named; `lspci -vv` shows LnkCap and              LnkSta of each"
-                .to_string(),
-        ),
-        ..check
-    }
 }
 
 /// The active MTU and where it came from.
@@ -1108,110 +959,6 @@ mod tests {
 
     use super::*;
     use crate::doctor::verdict::Verdict;
-
-    fn link(speed: f64, width: u32, max_speed: f64, max_width: u32, mps: Option<u32>) -> PciLink {
-        PciLink {
-            speed_gts: Some(speed),
-            width: Some(width),
-            max_speed_gts: Some(max_speed),
-            max_width: Some(max_width),
-            mps,
-            mrrs: None,
-        }
-    }
-
-    #[test]
-    fn links_at_max_pass_and_trained_down_ones_fail() {
-        let full = link(32.0, 16, 32.0, 16, Some(256));
-        let c = pcie_link(
-            "NIC PCIe link",
-            "0000:18:00.0",
-            &full,
-            Some(("0000:17:00.0", &full)),
-            false,
-        );
-        assert_eq!(c.verdict, Verdict::Pass, "{c:?}");
-        let down = link(8.0, 8, 16.0, 16, Some(512));
-        let port = link(8.0, 8, 16.0, 16, None);
-        let c = pcie_link(
-            "NIC PCIe link",
-            "0000:41:00.0",
-            &down,
-            Some(("0000:40:01.1", &port)),
-            false,
-        );
-        assert_eq!(c.verdict, Verdict::Fail);
-        assert!(
-            c.evidence.contains("DOWNTRAINED: running Gen3 x8"),
-            "{}",
-            c.evidence
-        );
-        assert!(c.evidence.contains("Gen4 x16"), "{}", c.evidence);
-    }
-
-    #[test]
-    fn a_slot_slower_than_the_card_warns_and_an_idle_gpu_warns() {
-        let card = link(16.0, 16, 32.0, 16, Some(256));
-        let slot = link(16.0, 16, 16.0, 16, Some(256));
-        let c = pcie_link("NIC PCIe link", "b", &card, Some(("p", &slot)), false);
-        assert_eq!(c.verdict, Verdict::Warn);
-        assert!(
-            c.evidence.contains("its slot (port p) only Gen4 x16"),
-            "{}",
-            c.evidence
-        );
-        let idle = link(2.5, 16, 32.0, 16, Some(256));
-        let c = pcie_link("GPU PCIe link", "g", &idle, None, true);
-        assert_eq!(c.verdict, Verdict::Warn);
-        assert!(c.evidence.contains("idle"), "{}", c.evidence);
-        let narrow = link(32.0, 8, 32.0, 16, Some(256));
-        assert_eq!(
-            pcie_link("GPU PCIe link", "g", &narrow, None, true).verdict,
-            Verdict::Fail
-        );
-        let small_mps = link(32.0, 16, 32.0, 16, Some(128));
-        assert_eq!(
-            pcie_link("NIC PCIe link", "b", &small_mps, None, false).verdict,
-            Verdict::Warn
-        );
-    }
-
-    #[test]
-    fn a_trained_down_switch_uplink_is_found() {
-        use topo::{Acs, Hop};
-        let hop = |bdf: &str, role, link| Hop {
-            bdf: bdf.to_string(),
-            role,
-            link,
-            acs: Acs::NotSupported,
-        };
-        let gen5 = link(32.0, 16, 32.0, 16, Some(256));
-        let slow = link(16.0, 16, 32.0, 16, Some(256));
-        let mut path = PciPath {
-            host_bridge: "pci0000:15".to_string(),
-            hops: vec![
-                hop("root", PortRole::RootPort, slow),
-                hop("up", PortRole::SwitchUpstream, slow),
-                hop("down", PortRole::SwitchDownstream, gen5),
-                hop("nic", PortRole::Endpoint, gen5),
-            ],
-        };
-        let notes = downtrained_uplinks(&path);
-        assert_eq!(
-            notes,
-            ["root -> up runs Gen4 x16, both ends can do Gen5 x16"]
-        );
-        let c = with_uplinks(Check::pass("NIC PCIe link", "nic Gen5 x16"), &notes);
-        assert_eq!(c.verdict, Verdict::Fail);
-        assert!(
-            c.evidence.contains("DOWNTRAINED above it: root -> up"),
-            "{}",
-            c.evidence
-        );
-        // A root port that can only do Gen4 limits the link: not trained down.
-        path.hops[0].link = link(16.0, 16, 16.0, 16, Some(256));
-        assert!(downtrained_uplinks(&path).is_empty());
-    }
 
     #[test]
     fn numa_verdicts() {

@@ -9,6 +9,7 @@
 pub mod checks;
 pub mod congestion;
 pub mod host;
+pub mod pcie;
 pub mod verdict;
 
 use std::path::PathBuf;
@@ -316,9 +317,9 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     }
     checks.push(match &gpu {
         Some((gpu, _)) => {
-            let upstream = gpu.path.bridges().last().map(|h| (h.bdf.as_str(), &h.link));
-            let check = checks::pcie_link("GPU PCIe link", &gpu.bdf, &gpu.link, upstream, true);
-            checks::with_uplinks(check, &checks::downtrained_uplinks(&gpu.path))
+            let port = gpu.path.bridges().last().map(|h| h.bdf.as_str());
+            let check = pcie::pcie_link("GPU PCIe link", &gpu.bdf, &gpu.link, port, true);
+            pcie::with_uplinks(check, &pcie::downtrained_uplinks(&gpu.path))
         }
         None => Check::skip("GPU PCIe link", "no GPU found"),
     });
@@ -435,9 +436,9 @@ fn nic_link(sysfs: &Sysfs, nic: &RdmaDevice) -> Check {
             )
         }
     };
-    let upstream = path.bridges().last().map(|h| (h.bdf.as_str(), &h.link));
-    let check = checks::pcie_link(NAME, &pci.bdf, &pci.link, upstream, false);
-    checks::with_uplinks(check, &checks::downtrained_uplinks(&path))
+    let port = path.bridges().last().map(|h| h.bdf.as_str());
+    let check = pcie::pcie_link(NAME, &pci.bdf, &pci.link, port, false);
+    pcie::with_uplinks(check, &pcie::downtrained_uplinks(&path))
 }
 
 /// The CPUs to compare with the NIC's node: `--cpus`, else this process's on the live

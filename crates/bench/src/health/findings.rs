@@ -187,12 +187,13 @@ fn unknown_link((subject, dir): (&str, &Path), expected: &str, unread: Unread) -
     )
 }
 
-/// The link a healthy node has: the function's capability where sysfs gives it, else what
-/// it runs at.
+/// The link a healthy node has: what both its ends can do (the lesser of the function's
+/// capability and the port's above it, [`PciLink::training`]); `None` where that cannot be
+/// told (a capability unreadable and the link below the other), which `as_found` reports.
 pub fn capable_link(link: &PciLink) -> Option<ExpectedLink> {
     Some(ExpectedLink {
-        speed_gts: link.max_speed_gts.or(link.speed_gts)?,
-        width: link.max_width.or(link.width)?,
+        speed_gts: link.capable_speed_gts()?,
+        width: link.capable_width()?,
     })
 }
 
@@ -462,8 +463,13 @@ pub fn as_found(topology: &Topology, unread: Unread) -> Vec<Finding> {
             }
             Some(_) => {}
         }
-        if n.link.as_ref().is_some_and(|l| capable_link(l).is_none()) {
-            out.push(unknown_capability(&n.name, &nic_device(&n.name), unread));
+        if let Some(link) = n.link.as_ref().filter(|l| capable_link(l).is_none()) {
+            out.push(unknown_capability(
+                &n.name,
+                &nic_device(&n.name),
+                link,
+                unread,
+            ));
         }
     }
     for g in topology
@@ -471,25 +477,48 @@ pub fn as_found(topology: &Topology, unread: Unread) -> Vec<Finding> {
         .iter()
         .filter(|g| capable_link(&g.link).is_none())
     {
-        out.push(unknown_capability(&g.bdf, &pci_device(&g.bdf), unread));
+        out.push(unknown_capability(
+            &g.bdf,
+            &pci_device(&g.bdf),
+            &g.link,
+            unread,
+        ));
     }
     out
 }
 
-/// The UNKNOWN finding of a PCI function in `dir` whose link's capability cannot be read.
-fn unknown_capability(subject: &str, dir: &Path, unread: Unread) -> Finding {
+/// The UNKNOWN finding of a PCI function in `dir` whose link's capability, as both ends
+/// make it, cannot be told: a file of its own that cannot be read, else the port above it
+/// (`dir/..`), whose capability cannot be read while the link runs below the function's.
+fn unknown_capability(subject: &str, dir: &Path, link: &PciLink, unread: Unread) -> Finding {
     let names = [
         "max_link_speed",
         "max_link_width",
         "current_link_speed",
         "current_link_width",
     ];
-    let path = names
+    let own = names
         .iter()
         .map(|name| dir.join(name))
-        .find(|path| unread(path).is_some())
-        .unwrap_or_else(|| dir.join(names[0]));
-    unreadable(subject, "its PCIe link's capability", &path, unread)
+        .find(|path| unread(path).is_some());
+    let peer = ["max_link_speed", "max_link_width"]
+        .iter()
+        .map(|name| dir.join("..").join(name))
+        .find(|path| unread(path).is_some());
+    match (own, peer) {
+        (None, Some(path)) => {
+            let what = format!(
+                "the capability of the port above it (the link runs {}, below the function's {})",
+                link.now_text(),
+                topo::pci::gen_width(link.max_speed_gts, link.max_width)
+            );
+            unreadable(subject, &what, &path, unread)
+        }
+        (own, _) => {
+            let path = own.unwrap_or_else(|| dir.join(names[0]));
+            unreadable(subject, "its PCIe link's capability", &path, unread)
+        }
+    }
 }
 
 /// Expectations of a node as it is: its NICs with their ports' rates and their links'

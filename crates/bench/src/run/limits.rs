@@ -1,7 +1,7 @@
 //! The physical ceilings of this run, from the port (wire) and the NIC's PCIe link, read
 //! through `topo` from sysfs; what the header, every row and the record compare against.
 
-use topo::{PciFunction, PciLink, RdmaDevice, Sysfs};
+use topo::{PciFunction, PciLink, RdmaDevice, Sysfs, Training};
 
 use crate::engine::Connected;
 use crate::report::{CeilingsRecord, PcieLinkRecord, PcieRecord};
@@ -94,6 +94,17 @@ fn link_record(bdf: &str, link: &PciLink) -> PcieLinkRecord {
     }
 }
 
+/// `link` of `what` ("NIC 0000:18:00.0") judged against what both its ends can do: a
+/// warning when it trained down; a note when that is unknown (the port above unreadable) or
+/// when the port above limits it below the function's capability.
+fn judge_link(what: &str, link: &PciLink, out: &mut RunLimits) {
+    match (link.training(), link.training_note()) {
+        (Training::Down, Some(note)) => out.warnings.push(format!("{what} PCIe link {note}")),
+        (_, Some(note)) => out.notes.push(format!("{what} PCIe link {note}")),
+        (_, None) => {}
+    }
+}
+
 /// Reads the ceilings of `side`'s port from sysfs (`/`), and for GPU memory the GPU's link
 /// and its path class to the NIC.
 pub fn run_limits(side: &Connected) -> RunLimits {
@@ -129,10 +140,7 @@ pub fn add_gpu(sysfs: &Sysfs, nic: &str, bdf: &str, out: &mut RunLimits) {
         }
     };
     out.pcie.gpu = Some(link_record(&gpu.bdf, &gpu.link));
-    if let Some(note) = gpu.link.downtrain_note() {
-        out.warnings
-            .push(format!("GPU {} PCIe link {note}", gpu.bdf));
-    }
+    judge_link(&format!("GPU {}", gpu.bdf), &gpu.link, out);
     let nic_fn = RdmaDevice::read(sysfs, nic).ok().and_then(|d| d.pci);
     match nic_fn.map(|n| topo::pair_path(sysfs, &n, &gpu)) {
         Some(Ok(path)) => out.pcie.path_class = Some(path.class.to_string()),
@@ -163,9 +171,7 @@ pub fn limits_from(sysfs: &Sysfs, device: &str, port: u8, mtu: u32) -> RunLimits
     let pcie = match &dev.pci {
         Some(f) => {
             out.pcie.nic = Some(link_record(&f.bdf, &f.link));
-            if let Some(note) = f.link.downtrain_note() {
-                out.warnings.push(format!("NIC {} PCIe link {note}", f.bdf));
-            }
+            judge_link(&format!("NIC {}", f.bdf), &f.link, &mut out);
             let pcie = f.link.pcie();
             if pcie.is_none() {
                 out.notes.push(format!(
@@ -237,6 +243,64 @@ mod tests {
             l.warnings
         );
         assert_eq!(l.ceilings.limit.as_deref(), Some("pcie"));
+    }
+
+    #[test]
+    fn a_gpu_link_is_judged_against_both_its_ends() {
+        // GPU 0000:19:00.0 below switch port 0000:17:01.0, in a copy of the dgx-h100 tree.
+        let dir = std::env::temp_dir().join(format!("rdmabench-limits-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let from = format!(
+            "{}/../topo/tests/fixtures/dgx-h100",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let status = std::process::Command::new("cp")
+            .args(["-a", &from])
+            .arg(dir.join("tree"))
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let root = dir.join("tree");
+        let port = root.join("sys/devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:01.0");
+        let gen4 = "16.0 GT/s PCIe\n";
+        std::fs::write(port.join("0000:19:00.0/current_link_speed"), gen4).unwrap();
+        let limits = || {
+            let mut l = limits_from(&Sysfs::new(&root), "mlx5_0", 1, 4096);
+            add_gpu(&Sysfs::new(&root), "mlx5_0", "0000:19:00.0", &mut l);
+            l
+        };
+        // Gen4 below a Gen5 port: trained down.
+        let l = limits();
+        assert!(
+            l.warnings.iter().any(|w| w
+                == "GPU 0000:19:00.0 PCIe link DOWNTRAINED: running Gen4 x16, capable of Gen5 x16"),
+            "{:?}",
+            l.warnings
+        );
+        // The port can do Gen4 only: no warning, a note that it limits the link.
+        std::fs::write(port.join("max_link_speed"), gen4).unwrap();
+        let l = limits();
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        assert!(
+            l.notes
+                .iter()
+                .any(|n| n.starts_with("GPU 0000:19:00.0 PCIe link limited by the other end")),
+            "{:?}",
+            l.notes
+        );
+        // The port unreadable: unknown, said as a note, not a warning.
+        std::fs::remove_file(port.join("max_link_speed")).unwrap();
+        let l = limits();
+        assert!(l.warnings.is_empty(), "{:?}", l.warnings);
+        assert!(
+            l.notes
+                .iter()
+                .any(|n| n.starts_with("GPU 0000:19:00.0 PCIe link UNKNOWN whether trained down")),
+            "{:?}",
+            l.notes
+        );
+        std::fs::remove_dir_all(dir).ok();
     }
 
     #[test]
