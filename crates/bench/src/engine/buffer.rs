@@ -127,6 +127,15 @@ pub fn remote_access(plan: &TestPlan, role: Role) -> Access {
     }
 }
 
+/// Whether this side registers with PCIe relaxed ordering: as asked (`--disable-pcie-relaxed`),
+/// but never the bounce buffers of a staged WRITE latency test. Its arrival is seen by polling
+/// the last byte of the message; under relaxed ordering that byte may land before the others,
+/// and the copy into the GPU (and `--validate`) would take stale ones.
+pub fn relaxed_ordering(asked: bool, plan: &TestPlan, mem: &MemMode) -> bool {
+    let polls_a_byte = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
+    asked && !(mem.is_staged() && polls_a_byte)
+}
+
 /// Why `--odp` cannot run `plan` on `device` (whose on-demand paging is `caps`): the device
 /// has none, or not for every operation the test needs over its transport.
 pub fn odp_refusal(device: &str, caps: OdpCaps, plan: &TestPlan) -> Option<String> {
@@ -245,6 +254,28 @@ mod tests {
             ),
             "{read}"
         );
+    }
+
+    #[test]
+    fn staged_write_latency_bounce_buffers_never_take_relaxed_ordering() {
+        let plan = |test: &str| {
+            crate::plan::PlanRequest::default()
+                .resolve(crate::plan::TestKind::parse(test).unwrap())
+                .unwrap()
+        };
+        let mem = |m: &str| MemMode::parse(m).unwrap();
+        let staged = mem("cuda-staged");
+        assert!(!relaxed_ordering(true, &plan("write-lat"), &staged));
+        assert!(!relaxed_ordering(
+            true,
+            &plan("write-lat"),
+            &mem("rocm-staged")
+        ));
+        // What polls no byte, or is no bounce buffer, keeps what was asked.
+        assert!(relaxed_ordering(true, &plan("send-lat"), &staged));
+        assert!(relaxed_ordering(true, &plan("write-bw"), &staged));
+        assert!(relaxed_ordering(true, &plan("write-lat"), &mem("cuda")));
+        assert!(!relaxed_ordering(false, &plan("write-bw"), &staged));
     }
 
     #[test]
