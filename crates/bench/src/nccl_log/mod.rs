@@ -79,12 +79,15 @@ pub fn run(args: &NcclLogArgs) -> Result<()> {
         }
         None => None,
     };
-    let here = crate::report::HostRecord::current().hostname;
-    // This host's tree, scanned once for all its GPUs.
-    let scanned: OnceCell<Option<Topology>> = OnceCell::new();
-    let topology = |host: &str| topology_of(host, &saved, (here.as_deref(), &scanned));
+    let scan = || Topology::scan(&Sysfs::system()).ok();
+    let trees = Trees {
+        saved,
+        here: crate::report::HostRecord::current().hostname,
+        scanned: OnceCell::new(),
+        scan: &scan,
+    };
     print!("{}", paths::table(&log));
-    let found = paths::findings(&log, &topology);
+    let found = paths::findings(&log, &|host| trees.of(host));
     for f in &found {
         println!("{}", f.text);
     }
@@ -99,19 +102,30 @@ pub fn run(args: &NcclLogArgs) -> Result<()> {
     Err(LogFindings(found.len()).into())
 }
 
-/// The PCIe tree that stands for `host`: `--topo`'s, else this host's (scanned once, into
-/// `scanned`) when `host` is this one (`here`).
-fn topology_of<'a>(
-    host: &str,
-    saved: &'a Option<Topology>,
-    (here, scanned): (Option<&str>, &'a OnceCell<Option<Topology>>),
-) -> Option<&'a Topology> {
-    match saved {
-        Some(t) => Some(t),
-        None if here == Some(host) => scanned
-            .get_or_init(|| Topology::scan(&Sysfs::system()).ok())
-            .as_ref(),
-        None => None,
+/// The PCIe trees the findings judge by: `--topo`'s for every host, else this host's for its
+/// own GPUs, scanned when the first of them asks and lent to the others (a node of 8 GPUs, or
+/// a log of 300,000 ranks, scans its sysfs once).
+struct Trees<'s> {
+    /// `--topo`'s.
+    saved: Option<Topology>,
+    /// This host's name.
+    here: Option<String>,
+    /// This host's tree, once scanned (`None` inside when it could not be read).
+    scanned: OnceCell<Option<Topology>>,
+    /// How this host's tree is read.
+    scan: &'s dyn Fn() -> Option<Topology>,
+}
+
+impl Trees<'_> {
+    /// The tree that stands for `host`, if one does.
+    fn of(&self, host: &str) -> Option<&Topology> {
+        match &self.saved {
+            Some(t) => Some(t),
+            None if self.here.as_deref() == Some(host) => {
+                self.scanned.get_or_init(|| (self.scan)()).as_ref()
+            }
+            None => None,
+        }
     }
 }
 
@@ -121,4 +135,68 @@ fn names(files: &[PathBuf]) -> String {
         .map(|f| f.display().to_string())
         .collect::<Vec<_>>()
         .join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::Cell;
+
+    use super::*;
+    use crate::sysroot::fixture;
+
+    /// A log of `gpus` GPUs on each of `hosts`, each sending through mlx5_1 (across the
+    /// sockets from the first GPU of the dgx-h100 tree).
+    fn log(hosts: &[&str], gpus: u32) -> String {
+        let mut text = String::new();
+        for (h, host) in hosts.iter().enumerate() {
+            for g in 0..gpus {
+                let rank = h as u32 * gpus + g;
+                text.push_str(&format!(
+                    "{host}:1:{g} [{g}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB\n\
+                     {host}:1:{g} [{g}] NCCL INFO comm 0x1 rank {rank} nranks 16 cudaDev {g} \
+                     busId 19000 commId 0x3 - Init START\n\
+                     {host}:1:{g} [{g}] NCCL INFO Channel 00/0 : {rank}[19000] -> 0[19000] \
+                     [send] via NET/IB/1/GDRDMA\n"
+                ));
+            }
+        }
+        text
+    }
+
+    #[test]
+    fn this_hosts_tree_is_scanned_once_for_all_its_gpus() {
+        let log = paths::read(&log(&["here", "there"], 8));
+        assert_eq!(log.gpus.len(), 16);
+        let scans = Cell::new(0);
+        let scan = || {
+            scans.set(scans.get() + 1);
+            Topology::scan(&fixture("dgx-h100")).ok()
+        };
+        let trees = Trees {
+            saved: None,
+            here: Some("here".into()),
+            scanned: OnceCell::new(),
+            scan: &scan,
+        };
+        let found = paths::findings(&log, &|host| trees.of(host));
+        assert_eq!(
+            scans.get(),
+            1,
+            "this host's 8 GPUs scanned its sysfs {} times",
+            scans.get()
+        );
+        // Each of this host's GPUs was judged by the tree: mlx5_1 is farther than mlx5_0.
+        let far = found
+            .iter()
+            .filter(|f| f.text.contains("while mlx5_0 (PIX)"))
+            .count();
+        assert_eq!(far, 8, "{found:?}");
+        // With --topo's tree, nothing is scanned.
+        let trees = Trees {
+            saved: Topology::scan(&fixture("dgx-h100")).ok(),
+            ..trees
+        };
+        paths::findings(&log, &|host| trees.of(host));
+        assert_eq!(scans.get(), 1);
+    }
 }
