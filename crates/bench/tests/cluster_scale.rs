@@ -13,6 +13,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod synthetic;
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -506,6 +507,38 @@ fn a_dry_run_of_100000_ranks_plans_in_seconds_and_megabytes() {
             "{text}"
         );
     }
+    // An incast into every rank at its largest fan-in: 64 x 100,000 flows in 95 rounds.
+    let m = common::measured(&mut dry_run(
+        "100000",
+        "h1",
+        &["--pattern", "incast", "--fan-in", "64"],
+    ));
+    eprintln!(
+        "dry run, incast --fan-in 64, 100,000 ranks: {:.2} s CPU, peak {} MiB",
+        m.cpu.as_secs_f64(),
+        m.rss_kib / 1024
+    );
+    assert_eq!(m.code, Some(0), "{}", m.text);
+    assert!(
+        m.text.contains("pattern      incast: 95 rounds"),
+        "{}",
+        m.text
+    );
+    assert!(m.cpu < Duration::from_secs(3), "incast: {:?}", m.cpu);
+    assert!(m.rss_kib < 256 * 1024, "incast: {} KiB", m.rss_kib);
+    // A fan-in that grows with the ranks would make the plan their square: refused, named.
+    for fan_in in ["65", "99999"] {
+        let args = ["--pattern", "incast", "--fan-in", fan_in];
+        let m = common::measured(&mut dry_run("100000", "h1", &args));
+        assert_eq!(m.code, Some(2), "{}", m.text);
+        assert!(
+            m.text.contains(&format!(
+                "--fan-in {fan_in} into every rank: at most 64 senders into each receiver"
+            )),
+            "{}",
+            m.text
+        );
+    }
     let m = common::measured(&mut dry_run("100000", "h1", &["--pattern", "pairs"]));
     assert_eq!(m.code, Some(2), "{}", m.text);
     assert!(
@@ -513,4 +546,41 @@ fn a_dry_run_of_100000_ranks_plans_in_seconds_and_megabytes() {
         "{}",
         m.text
     );
+}
+
+/// This thread's CPU time (the other tests of this binary run beside it).
+fn thread_cpu() -> Duration {
+    // SAFETY: rusage is plain integers, for which all zeroes is a valid value.
+    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage with a valid pointer to a local struct.
+    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut u) };
+    let time = |t: libc::timeval| Duration::new(t.tv_sec as u64, t.tv_usec as u32 * 1000);
+    time(u.ru_utime) + time(u.ru_stime)
+}
+
+/// What rank 0 does with an incast into every rank of 100,000 ranks once its rounds are
+/// over: the verdict and the summary (a block per receiver) in time linear in the ranks. A
+/// rank's label was found by a search of the ranks, per flow and per receiver: the square
+/// of the ranks (minutes here); the whole of it now takes about a second (debug build).
+#[test]
+fn an_incast_into_every_one_of_100000_ranks_is_judged_and_shown_in_seconds() {
+    use rdmabench::cluster::{congestion, verdict};
+    let mut rec: rdmabench::report::SweepRecord =
+        serde_json::from_str(&synthetic::incast(100_000, 7)).unwrap();
+    let start = thread_cpu();
+    verdict::judge(&mut rec);
+    let text = congestion::render(&rec);
+    let cpu = thread_cpu() - start;
+    eprintln!(
+        "incast of 100,000 ranks: judged and shown in {:.2} s of CPU ({} lines)",
+        cpu.as_secs_f64(),
+        text.lines().count()
+    );
+    assert!(
+        text.contains("incast into rank 99999 (mlx5_7 of node12499), write-bw, round 8")
+            && text.contains("  rank 0 (mlx5_0 of node0) -> rank 99999"),
+        "{}",
+        &text[text.len() - 2000..]
+    );
+    assert!(cpu < Duration::from_secs(20), "{cpu:?}");
 }

@@ -136,6 +136,53 @@ fn names_from_a_record_reach_pictures_and_markdown_escaped_and_cut() {
     std::fs::remove_dir_all(dir).ok();
 }
 
+/// The test's name in a sweep record (each pair's, the list of tests) with escape sequences
+/// and a Markdown heading on a line of its own: compare's table, its findings and its
+/// Markdown, and plot's picture, show it escaped.
+#[test]
+fn a_test_name_from_a_record_reaches_the_terminal_and_markdown_escaped() {
+    let dir = scratch("fleet-hostile-test");
+    let hostile = r#""write-bw\u001b]0;owned\u0007\n## injected""#;
+    let (before, after) = (dir.join("before.json"), dir.join("after.json"));
+    for (path, slow) in [(&before, None), (&after, Some(3))] {
+        let json = synthetic::sweep(12, slow, &synthetic::mlx5).replace(r#""write-bw""#, hostile);
+        std::fs::write(path, json).unwrap();
+    }
+    for format in [&[][..], &["--markdown"][..]] {
+        let out = bin()
+            .args(["compare", before.to_str().unwrap(), after.to_str().unwrap()])
+            .args(format)
+            .output()
+            .unwrap();
+        let shown = text(&out);
+        assert_eq!(out.status.code(), Some(3), "{shown}");
+        assert!(
+            !shown.contains('\x1b'),
+            "an escape reached the terminal: {shown:?}"
+        );
+        assert!(
+            !shown.lines().any(|l| l.starts_with("## injected")),
+            "a line was injected: {shown}"
+        );
+        assert!(
+            shown.contains("write-bw\\u{1b}]0;owned\\u{7}\\n## injected"),
+            "{shown}"
+        );
+    }
+    let svg = dir.join("map.svg");
+    let out = bin()
+        .args(["plot", after.to_str().unwrap(), "-o", svg.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    let bad = svg
+        .chars()
+        .find(|c| c.is_control() && !matches!(c, '\n' | '\t' | '\r'));
+    assert_eq!(bad, None, "a control character in the SVG (invalid XML)");
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// docs/cluster.md's figures: `compare` of two 100,000-rank sweeps and `plot` of one, each
 /// under 10 s of CPU, its wall time and peak memory printed, with the binary `RDMABENCH_BIN` names (the
 /// figures are a release build's: `cargo build --release`, then

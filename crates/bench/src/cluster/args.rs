@@ -59,7 +59,8 @@ pub struct ClusterArgs {
 
     /// --pattern incast: senders into each receiver at once
     ///
-    /// --pattern incast: how many senders write into each receiver at once
+    /// --pattern incast: how many senders write into each receiver at once (into every rank:
+    /// at most 64; with --root: up to the ranks less one)
     #[arg(long, value_name = "K")]
     pub fan_in: Option<usize>,
 

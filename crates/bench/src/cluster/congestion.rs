@@ -23,9 +23,16 @@ use super::summary::number;
 use super::verdict::label;
 use crate::doctor::congestion::{classify, Kind};
 use crate::report::{GroupRecord, PairRecord, RunRecord, SweepRecord};
+use crate::text::printable;
 
 /// The most ranks an all-to-all takes: each rank runs 2(n - 1) runs at once.
 pub const ALL_TO_ALL_UP_TO: usize = 16;
+
+/// The most senders into each receiver of an incast into every rank: its plan holds n x K
+/// flows in about K + 1 rounds, each round a row of the ranks, so that a K that grows with
+/// n (K = n - 1: n(n - 1) flows, n rounds) would make it the square of the ranks. An incast
+/// into one receiver (`--root`) holds K flows and takes up to the ranks less one.
+pub const FAN_IN_UP_TO: usize = 64;
 
 /// Incast: each receiver with `fan_in` senders (the ranks after it, wrapping), one receiver
 /// (`root`) or every rank in turn, groups of disjoint ranks packed into rounds.
@@ -33,6 +40,12 @@ pub fn incast(n: usize, fan_in: usize, root: Option<usize>) -> Result<Rounds, Sc
     at_least_two(n)?;
     if fan_in == 0 || fan_in >= n {
         return Err(ScheduleError::FanIn { fan_in, size: n });
+    }
+    if root.is_none() && fan_in > FAN_IN_UP_TO {
+        return Err(ScheduleError::FanInEveryRank {
+            fan_in,
+            most: FAN_IN_UP_TO,
+        });
     }
     let group = |r: usize| -> Vec<Pair> {
         (1..=fan_in)
@@ -192,7 +205,8 @@ fn receiver_counters(
         .filter_map(|(_, r)| r.as_ref()?.counters.as_ref());
     for counters in records {
         for (name, &delta) in counters.iter().filter(|(n, _)| classify(n).is_some()) {
-            let e = out.entry(name.clone()).or_default();
+            // A rank's words: shown and recorded as text, never as control sequences.
+            let e = out.entry(printable(name)).or_default();
             *e = (*e).max(delta);
         }
     }
@@ -350,6 +364,44 @@ mod tests {
         assert_eq!(incast(1024, 3, None).unwrap().len(), 4);
         assert!(incast(4, 4, None).is_err());
         assert!(incast(4, 3, Some(4)).is_err());
+    }
+
+    /// A rank's record whose NIC names its counters with escape sequences and a newline: what
+    /// a hostile rank sends rank 0.
+    fn hostile_served() -> RunRecord {
+        let fixture = include_str!("../../tests/fixtures/records/write-bw.json");
+        let mut rec: RunRecord = serde_json::from_str(fixture).unwrap();
+        rec.counters = Some(BTreeMap::from([
+            ("hw_counters/np_cnp_sent\x1b]0;owned\x07".to_string(), 3),
+            ("counters/symbol_error\n\x1b[2Kincast OK".to_string(), 2),
+        ]));
+        rec
+    }
+
+    #[test]
+    fn a_ranks_counter_names_reach_rank_0s_terminal_and_the_record_escaped() {
+        let mut rec = crate::report::sweep::sample_sweep();
+        rec.pattern = "incast".into();
+        let served = [Some(Box::new(hostile_served()))];
+        let flow = crate::report::sweep::sample_pair(0, 1, 0, "write-bw", "GB/s", Some(1.0), 1.0);
+        rec.groups = vec![group_record(0, "write-bw", vec![flow], &served)];
+        let text = render(&rec);
+        assert!(!text.contains('\x1b'), "{text:?}");
+        assert!(!text.lines().any(|l| l.starts_with("incast OK")), "{text}");
+        assert!(
+            text.contains("np_cnp_sent\\u{1b}]0;owned\\u{7} 3"),
+            "{text}"
+        );
+        // The counters that climbed in a pair's test, as the verdict names a NIC by them.
+        let climbed =
+            super::super::verdict::alarming(served[0].as_ref().unwrap().counters.as_ref());
+        assert_eq!(
+            climbed.keys().collect::<Vec<_>>(),
+            [
+                "counters/symbol_error\\n\\u{1b}[2Kincast OK",
+                "hw_counters/np_cnp_sent\\u{1b}]0;owned\\u{7}"
+            ]
+        );
     }
 
     #[test]

@@ -56,6 +56,18 @@ pub enum ScheduleError {
         /// The world's size.
         size: usize,
     },
+    /// An incast into every rank with more senders per receiver than it takes.
+    #[error(
+        "--fan-in {fan_in} into every rank: at most {most} senders into each receiver (the \
+         plan holds ranks x fan-in flows, in about fan-in + 1 rounds); --root R takes up to \
+         the ranks less one into one receiver"
+    )]
+    FanInEveryRank {
+        /// Senders asked for.
+        fan_in: usize,
+        /// The most it takes.
+        most: usize,
+    },
     /// A pattern for a smaller world given a larger one.
     #[error("{pattern} takes at most {most} ranks ({why}), not {size}")]
     TooMany {

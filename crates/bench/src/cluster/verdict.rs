@@ -31,6 +31,7 @@ use crate::compare::stats::median;
 use crate::doctor::congestion::classify;
 use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, NamedNic, PairRecord, SweepRecord};
+use crate::text::printable;
 
 /// A healthy pair may stray this many of the fleet's spreads from its median.
 const NOISE_SPREADS: f64 = 3.0;
@@ -600,13 +601,12 @@ fn named(rec: &SweepRecord, rank: u32, kind: &str, why: String) -> NamedNic {
     }
 }
 
-/// The rank's label, or "rank N" for a rank the record does not list.
+/// The rank's label, or "rank N" for a rank the record does not list: at its index, where
+/// rank 0 lists every rank (a search per flow made an incast's summary the square of the ranks).
 pub fn label(rec: &SweepRecord, rank: u32) -> String {
-    rec.ranks
-        .iter()
-        .find(|r| r.rank == rank)
-        .map(|r| r.label.clone())
-        .unwrap_or_else(|| format!("rank {rank}"))
+    let at = rec.ranks.get(rank as usize).filter(|r| r.rank == rank);
+    at.or_else(|| rec.ranks.iter().find(|r| r.rank == rank))
+        .map_or_else(|| format!("rank {rank}"), |r| r.label.clone())
 }
 
 /// The counters that climbed on each side of one pair's test, by rank.
@@ -624,7 +624,7 @@ pub fn alarming(counters: Option<&BTreeMap<String, u64>>) -> BTreeMap<String, u6
         .into_iter()
         .flatten()
         .filter(|(name, &delta)| delta > 0 && classify(name).is_some())
-        .map(|(n, &d)| (n.clone(), d))
+        .map(|(n, &d)| (printable(n), d)) // a rank's words: never control sequences
         .collect()
 }
 

@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use super::fleet::{LonePair, PairChange, PairVerdict, SweepComparison};
 use super::output::{columns, md, sig4};
+use crate::text::printable;
 
 /// The method, in one sentence for the outputs.
 pub const SWEEP_METHOD: &str = "pairs matched by test and by the host and device of both \
@@ -16,7 +17,8 @@ fn figure(v: Option<f64>) -> String {
     v.map_or_else(|| "failed".to_string(), sig4)
 }
 
-/// The pair's unit as shown and its figures in it (before, after).
+/// The pair's unit as shown and its figures in it (before, after). The test's name and its
+/// unit are the record's text: escaped where they are shown (the NICs' labels already are).
 fn shown(c: &SweepComparison, p: &PairChange) -> (String, String, String) {
     let (unit, k) = c
         .shown_units
@@ -24,7 +26,7 @@ fn shown(c: &SweepComparison, p: &PairChange) -> (String, String, String) {
         .cloned()
         .unwrap_or_else(|| (p.unit.clone(), 1.0));
     (
-        unit,
+        printable(&unit),
         figure(p.before.map(|v| v * k)),
         figure(p.after.map(|v| v * k)),
     )
@@ -42,7 +44,7 @@ fn pair_name(nics: &[String; 2]) -> String {
 fn cells(c: &SweepComparison, p: &PairChange) -> Vec<String> {
     let (unit, before, after) = shown(c, p);
     vec![
-        p.test.clone(),
+        printable(&p.test),
         pair_name(&p.nics),
         unit,
         before,
@@ -92,7 +94,7 @@ fn findings(c: &SweepComparison, bullet: &str) -> Vec<String> {
             };
             out.push(format!(
                 "{bullet}{} {}: {before} {unit} -> {what}",
-                p.test,
+                printable(&p.test),
                 pair_name(&p.nics),
             ));
         }
@@ -102,17 +104,19 @@ fn findings(c: &SweepComparison, bullet: &str) -> Vec<String> {
         for n in &c.nics {
             out.push(format!(
                 "{bullet}{}: slower in {} of {} {} pairs",
-                n.nic, n.worse, n.pairs, n.test
+                n.nic,
+                n.worse,
+                n.pairs,
+                printable(&n.test)
             ));
         }
     }
     for (file, lone) in [(&c.before, &c.only_in_before), (&c.after, &c.only_in_after)] {
         if !lone.is_empty() {
             out.push(format!("Only in {file} (not compared):"));
-            out.extend(
-                lone.iter()
-                    .map(|p: &LonePair| format!("{bullet}{} {}", p.test, pair_name(&p.nics))),
-            );
+            out.extend(lone.iter().map(|p: &LonePair| {
+                format!("{bullet}{} {}", printable(&p.test), pair_name(&p.nics))
+            }));
         }
     }
     out

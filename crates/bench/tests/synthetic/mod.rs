@@ -129,3 +129,48 @@ pub fn nccl_log(gpus: usize, ranks: usize, nics: usize) -> String {
     }
     out
 }
+
+/// An incast sweep's record (`--pattern incast --fan-in K`, every rank receiving in turn) of
+/// `ranks` ranks (8 a node) as rank 0 keeps it: a group per receiver, its `fan_in` senders the
+/// ranks after it, each flow's GB/s and the receiver's congestion counters.
+pub fn incast(ranks: usize, fan_in: usize) -> String {
+    let mut out = String::with_capacity(ranks * (300 + fan_in * 200));
+    out.push_str(
+        r#"{"schema":"rdmabench.cluster/1","tool":{"version":"0.1.0","git":null},"started_at":"2026-12-02T07:19:29Z","launcher":"Slurm (srun)","pattern":"incast","tests":["write-bw"],"min_pct":80.0,"max_lat_factor":2.0,"ranks":["#,
+    );
+    for r in 0..ranks {
+        let _ = write!(
+            out,
+            r#"{}{{"rank":{r},"host":"node{}","device":"{}","fw_ver":"28.39.1002","label":"{} of node{}"}}"#,
+            if r > 0 { "," } else { "" },
+            r / 8,
+            mlx5(r),
+            mlx5(r),
+            r / 8
+        );
+    }
+    out.push_str(r#"],"schedule":[],"pairs":[],"groups":["#);
+    for r in 0..ranks {
+        let _ = write!(
+            out,
+            r#"{}{{"round":{},"test":"write-bw","receivers":[{r}],"flows":["#,
+            if r > 0 { "," } else { "" },
+            r % (fan_in + 1)
+        );
+        for i in 1..=fan_in {
+            let _ = write!(
+                out,
+                r#"{}{{"round":0,"client":{},"server":{r},"test":"write-bw","value":{},"unit":"GB/s"}}"#,
+                if i > 1 { "," } else { "" },
+                (r + i) % ranks,
+                40.0 / fan_in as f64
+            );
+        }
+        let _ = write!(
+            out,
+            r#"],"total_gbps":40.0,"ceiling_gbps":48.0,"pct_of_ceiling":83.3,"fairness":1.0,"receiver_counters":{{"{r}":{{"hw_counters/np_cnp_sent":3,"counters/port_xmit_wait":10}}}}}}"#
+        );
+    }
+    out.push_str(r#"],"fleet":[],"named":[],"status":"complete"}"#);
+    out
+}
