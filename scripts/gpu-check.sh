@@ -37,7 +37,8 @@
 # topology and PCIe facts).
 # Each check ends in one line: PASS, FAIL with why, or SKIP with why it cannot run on this machine (no NVIDIA
 # driver; no RDMA device; a software RDMA device such as rxe or siw, which cannot reach GPU memory, for the
-# cuda and cuda-peermem loopbacks; nvidia-peermem not loaded, for cuda-peermem).
+# cuda and cuda-peermem loopbacks; nvidia-peermem not loaded, for cuda-peermem; a driver that cannot export
+# dma-bufs, as NVIDIA's proprietary kernel modules, for cuda: gpu_check then skips its dma-buf checks too).
 # Exit status (Nagios' codes): 0 every check that could run passed; 1 a check failed; 2 bad usage or DEVICE;
 # 3 nothing could be checked here (every check skipped).
 set -uo pipefail
@@ -120,6 +121,11 @@ cannot_loop() {
     [ -z "$dev" ] && { echo "no RDMA device (/sys/class/infiniband is empty or absent)"; return; }
     [ -z "$rdmabench" ] && return
     case $mode in cuda-staged*) return ;; esac
+    if [ "$mode" = cuda ] && grep -q '^ *\[SKIP\] dma-buf attribute' "$out/gpu-check.txt" 2>/dev/null; then
+        echo "the driver cannot export GPU memory as a dma-buf (gpu_check: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED" \
+             "is 0, as NVIDIA's proprietary kernel modules report); cuda-peermem and cuda-staged do not need it"
+        return
+    fi
     if [ ! -e "/sys/class/infiniband/$dev/device" ] || [[ $dev == rxe* || $dev == siw* ]]; then
         echo "$dev is a software RDMA device (soft-RoCE or siw): it cannot reach GPU memory"; return
     fi

@@ -220,6 +220,59 @@ fn gpu_check_on_a_machine_without_driver_or_nic_skips_each_check_saying_why_and_
 }
 
 #[test]
+fn gpu_check_skips_the_dma_buf_loopback_where_the_driver_cannot_export() {
+    let test = "gpu_check_skips_the_dma_buf_loopback_where_the_driver_cannot_export";
+    if Path::new("/proc/driver/nvidia").exists() || Path::new("/sys/class/infiniband").exists() {
+        eprintln!("skipped {test}: this machine has an NVIDIA driver or an RDMA device");
+        return;
+    }
+    // A driver the script finds (a libcuda.so.1 on LD_LIBRARY_PATH), a gpu_check that passes with its dma-buf
+    // checks skipped (NVIDIA's proprietary kernel modules), and an rdmabench whose loopback passes.
+    let dir = scratch("gpu-check-no-dmabuf");
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libcuda.so.1"), "").unwrap();
+    let script = |name: &str, body: &str| {
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        path
+    };
+    let gpu_check = script(
+        "gpu_check",
+        "echo '  [SKIP] dma-buf attribute: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0'; exit 0",
+    );
+    let rdmabench = script("rdmabench", "echo '   1048576   2000   24.00'; exit 0");
+    let out = Command::new("bash")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-check.sh"))
+        .arg("run")
+        .env("GPU_CHECK_BIN", &gpu_check)
+        .env("RDMABENCH_BIN", &rdmabench)
+        .env("RDMA_DEV", "rxe0")
+        .env("LD_LIBRARY_PATH", &lib)
+        .env("OUT", dir.join("out"))
+        .output()
+        .unwrap();
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(0), "{said}");
+    let summary = std::fs::read_to_string(dir.join("out/summary.txt")).unwrap();
+    let lines: Vec<&str> = summary.lines().collect();
+    assert!(
+        lines[0] == "PASS gpu_check" && lines[1].starts_with("PASS "),
+        "{summary}"
+    );
+    assert!(
+        lines[2].starts_with(
+            "SKIP rdmabench write-bw --loopback --mem cuda: the driver cannot export GPU memory as a dma-buf"
+        ),
+        "{summary}"
+    );
+    assert!(lines[3].contains("software RDMA device"), "{summary}");
+    std::fs::remove_dir_all(dir).ok();
+}
+
+#[test]
 fn gpu_check_refuses_a_bundle_that_needs_a_newer_glibc_naming_both_versions() {
     let test = "gpu_check_refuses_a_bundle_that_needs_a_newer_glibc_naming_both_versions";
     if Path::new("/proc/driver/nvidia").exists() || Path::new("/sys/class/infiniband").exists() {

@@ -1,7 +1,9 @@
 //! The probe and device code against a fake `libcuda.so` (tests/fake_libcuda/fake_libcuda.c, compiled here with
 //! the system C compiler), loaded through the same dlopen as the real one: a driver too old for the entry points
 //! used, the toolkit's stub library, a driver that sees no GPU, and device selection by index and by bus id
-//! (both spellings) — each a clean one-line error from the gpu_check program, never a panic. Each scenario runs
+//! (both spellings) — each a clean one-line error from the gpu_check program, never a panic; and gpu_check's
+//! verdicts on host memory: dma-buf checks skipped where the driver cannot export, the GPU's link read under load
+//! and judged against what both its ends can do. Each scenario runs
 //! in its own process (the driver is probed once per process), with LD_LIBRARY_PATH pointing at the fake.
 //! Skipped, saying why, where there is no C compiler or the example binary was not built.
 
@@ -261,7 +263,8 @@ fn device_by_bus_id_in_both_spellings() {
             r.stdout
         );
         assert!(
-            r.stdout.contains("[FAIL] dma-buf attribute"),
+            r.stdout
+                .contains("[SKIP] dma-buf attribute: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0"),
             "{arg}: {}",
             r.stdout
         );
@@ -411,12 +414,19 @@ fn result_codes_the_bindings_lack_are_reported_as_numbers() {
     }
 }
 
-/// A copy of `/sys` holding only the fake's GPU 0 (0000:17:00.0) with this PCIe link: `now` and `max` as
-/// (sysfs speed, width).
-fn gpu_link_root(name: &str, now: (&str, u32), max: (&str, u32)) -> std::path::PathBuf {
+/// A copy of `/sys` holding only the fake's GPU 0 (0000:17:00.0) with this PCIe link, below a root port capable
+/// of `port` (no `max_link_*` files where `None`): `now`, `max` and `port` as (sysfs speed, width).
+fn gpu_link_root(
+    name: &str,
+    now: (&str, u32),
+    max: (&str, u32),
+    port: Option<(&str, u32)>,
+) -> std::path::PathBuf {
     let root = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("gpu-link-{name}-{}", std::process::id()));
-    let dir = root.join("sys/bus/pci/devices/0000:17:00.0");
+    let _ = std::fs::remove_dir_all(&root);
+    let port_dir = root.join("sys/devices/pci0000:00/0000:00:01.0");
+    let dir = port_dir.join("0000:17:00.0");
     std::fs::create_dir_all(&dir).unwrap();
     for (file, text) in [
         ("vendor", "0x10de".to_string()),
@@ -428,6 +438,18 @@ fn gpu_link_root(name: &str, now: (&str, u32), max: (&str, u32)) -> std::path::P
     ] {
         std::fs::write(dir.join(file), format!("{text}\n")).unwrap();
     }
+    std::fs::write(port_dir.join("class"), "0x060400\n").unwrap();
+    if let Some((speed, width)) = port {
+        std::fs::write(port_dir.join("max_link_speed"), format!("{speed}\n")).unwrap();
+        std::fs::write(port_dir.join("max_link_width"), format!("{width}\n")).unwrap();
+    }
+    let devices = root.join("sys/bus/pci/devices");
+    std::fs::create_dir_all(&devices).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:01.0/0000:17:00.0",
+        devices.join("0000:17:00.0"),
+    )
+    .unwrap();
     root
 }
 
@@ -439,6 +461,11 @@ fn link_check(test: &str, root: &Path, copy_gbps: &str) -> Option<(Run, String)>
     } else {
         &[("FAKE_CUDA_COPY_GBPS", copy_gbps)]
     };
+    link_check_with_env(test, root, env)
+}
+
+/// [`link_check`] with the fake's knobs in `env`.
+fn link_check_with_env(test: &str, root: &Path, env: &[(&str, &str)]) -> Option<(Run, String)> {
     let r = run_with_env(
         test,
         full,
@@ -460,13 +487,15 @@ fn a_gpu_trained_down_to_gen4_x8_fails_its_copy_check_naming_the_link() {
     // A Gen5 x16 GPU (an H100's 52 GB/s of payload) whose link came up Gen4 x8, the most common real fault: its
     // copies, at most the 13 GB/s that link carries, reach a quarter of what the GPU is capable of.
     let test = "a_gpu_trained_down_to_gen4_x8_fails_its_copy_check_naming_the_link";
-    let root = gpu_link_root("gen4x8", ("16.0 GT/s PCIe", 8), ("32.0 GT/s PCIe", 16));
+    let gen5x16 = ("32.0 GT/s PCIe", 16);
+    let root = gpu_link_root("gen4x8", ("16.0 GT/s PCIe", 8), gen5x16, Some(gen5x16));
     let Some((r, line)) = link_check(test, &root, "13") else {
         return;
     };
     assert!(
-        r.stdout
-            .contains("PCIe link (sysfs): Gen4 x8 (max Gen5 x16) MPS ?"),
+        r.stdout.contains(
+            "PCIe link under load (sysfs, read while copies run): Gen4 x8 (max Gen5 x16) MPS ?"
+        ),
         "{}",
         r.stdout
     );
@@ -483,28 +512,32 @@ fn a_gpu_trained_down_to_gen4_x8_fails_its_copy_check_naming_the_link() {
 fn copies_that_fill_the_gpus_link_pass_and_an_unknown_link_is_skipped_saying_why() {
     let test = "copies_that_fill_the_gpus_link_pass_and_an_unknown_link_is_skipped_saying_why";
     // A Gen1 x1 link (0.2 GB/s of payload) is filled by any copy: PASS, at its capability.
-    let root = gpu_link_root("gen1x1", ("2.5 GT/s PCIe", 1), ("2.5 GT/s PCIe", 1));
+    let gen1x1 = ("2.5 GT/s PCIe", 1);
+    let root = gpu_link_root("gen1x1", gen1x1, gen1x1, Some(gen1x1));
     let Some((_, line)) = link_check(test, &root, "") else {
         return;
     };
     assert!(
-        line.contains("[PASS]") && line.ends_with("running at it"),
+        line.contains("[PASS]") && line.ends_with("running at what both ends can do"),
         "{line}"
     );
     // A Gen5 x16 link (52 GB/s of payload) at its capability, its copies held below 20 GB/s (a GPU whose copy
     // engines or host memory are the bottleneck): the copies themselves fail, the link named.
-    let root = gpu_link_root("gen5x16", ("32.0 GT/s PCIe", 16), ("32.0 GT/s PCIe", 16));
+    let gen5x16 = ("32.0 GT/s PCIe", 16);
+    let root = gpu_link_root("gen5x16", gen5x16, gen5x16, Some(gen5x16));
     let Some((_, line)) = link_check(test, &root, "20") else {
         return;
     };
     assert!(
         line.contains("[FAIL]")
-            && line.contains("a Gen5 x16 link carries (MPS 256; 60% needed); running at it"),
+            && line.contains(
+                "a Gen5 x16 link carries (MPS 256; 60% needed); running at what both ends can do"
+            ),
         "{line}"
     );
     // No such function under the root: SKIP with the reason, not a FAIL.
-    let empty = gpu_link_root("none", ("", 0), ("", 0));
-    std::fs::remove_dir_all(empty.join("sys/bus/pci/devices/0000:17:00.0")).unwrap();
+    let empty = gpu_link_root("none", ("", 0), ("", 0), None);
+    std::fs::remove_file(empty.join("sys/bus/pci/devices/0000:17:00.0")).unwrap();
     let Some((_, line)) = link_check(test, &empty, "") else {
         return;
     };
@@ -518,6 +551,124 @@ fn copies_that_fill_the_gpus_link_pass_and_an_unknown_link_is_skipped_saying_why
     assert_eq!(
         one_error_line(&bad, 2),
         "gpu_check: --sysfs-root /nonexistent: no sys/ directory there"
+    );
+}
+
+#[test]
+fn a_driver_that_cannot_export_dma_bufs_skips_those_checks_saying_why_and_passes() {
+    // NVIDIA's proprietary kernel modules report DMA_BUF_SUPPORTED 0: peer memory and the staged path work, so
+    // the attribute and every export SKIP (before: nine FAILs and exit 1). A link every copy fills, so that only
+    // the dma-buf checks could fail.
+    let test = "a_driver_that_cannot_export_dma_bufs_skips_those_checks_saying_why_and_passes";
+    let gen1x1 = ("2.5 GT/s PCIe", 1);
+    let root = gpu_link_root("no-dmabuf", gen1x1, gen1x1, Some(gen1x1));
+    let Some((r, _)) = link_check_with_env(test, &root, &[("FAKE_CUDA_DMA_BUF", "0")]) else {
+        return;
+    };
+    assert!(
+        r.stdout.contains(
+            "[SKIP] dma-buf attribute: CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED is 0: this driver cannot export GPU \
+             memory as a dma-buf (NVIDIA's proprietary kernel modules say so"
+        ),
+        "{}",
+        r.stdout
+    );
+    let exports: Vec<&str> = r
+        .stdout
+        .lines()
+        .filter(|l| l.contains("dma-buf export of"))
+        .collect();
+    assert_eq!(exports.len(), 8, "{}", r.stdout);
+    assert!(
+        exports
+            .iter()
+            .all(|l| l.starts_with("  [SKIP] dma-buf export of")
+                && l.ends_with(
+                    "the driver cannot export dma-bufs (the dma-buf attribute, section 1)"
+                )),
+        "{exports:?}"
+    );
+    assert!(!r.stdout.contains("[FAIL]"), "{}", r.stdout);
+    assert!(
+        r.stdout
+            .contains("RESULT: every check that could run passed (9 skipped, each saying why)"),
+        "{}",
+        r.stdout
+    );
+    assert_eq!(r.code, Some(0));
+}
+
+#[test]
+fn the_gpus_link_is_read_under_load_not_at_idle() {
+    // A Gen2 x1 GPU below a Gen2 x1 port idles at Gen1, as GPUs lower their link speed at idle, and runs Gen2
+    // once the copies start (the fake rewrites current_link_speed when the first copy is queued). Read before
+    // any load, it looked trained down and failed.
+    let test = "the_gpus_link_is_read_under_load_not_at_idle";
+    let gen2x1 = ("5.0 GT/s PCIe", 1);
+    let root = gpu_link_root("idle", ("2.5 GT/s PCIe", 1), gen2x1, Some(gen2x1));
+    let speed = root.join("sys/devices/pci0000:00/0000:00:01.0/0000:17:00.0/current_link_speed");
+    let env = [
+        ("FAKE_CUDA_LINK_FILE", speed.to_str().unwrap()),
+        ("FAKE_CUDA_LINK_LOADED", "5.0 GT/s PCIe"),
+    ];
+    let Some((r, line)) = link_check_with_env(test, &root, &env) else {
+        return;
+    };
+    assert!(
+        r.stdout
+            .contains("PCIe link at idle (sysfs, before any copy): Gen1 x1 (max Gen2 x1) MPS ?")
+            && r.stdout.contains(
+                "PCIe link under load (sysfs, read while copies run): Gen2 x1 (max Gen2 x1) MPS ?"
+            ),
+        "{}",
+        r.stdout
+    );
+    assert!(
+        line.contains("[PASS]")
+            && line.contains("a Gen2 x1 link carries")
+            && line.ends_with("running at what both ends can do"),
+        "{line}"
+    );
+}
+
+#[test]
+fn the_gpus_link_is_judged_against_what_both_its_ends_can_do() {
+    let test = "the_gpus_link_is_judged_against_what_both_its_ends_can_do";
+    // A Gen2 GPU in a Gen1 slot at Gen1: full speed, the copies judged against Gen1 (any copy fills it).
+    let (gen1x4, gen2x4) = (("2.5 GT/s PCIe", 4), ("5.0 GT/s PCIe", 4));
+    let root = gpu_link_root("slot", gen1x4, gen2x4, Some(gen1x4));
+    let Some((_, line)) = link_check(test, &root, "") else {
+        return;
+    };
+    assert!(
+        line.contains("[PASS]")
+            && line.contains("a Gen1 x4 link carries")
+            && line.ends_with("limited by the other end: Gen1 x4 is the most both ends can do"),
+        "{line}"
+    );
+    // The port above unreadable: UNKNOWN, said, and the copies judged against the link as it runs.
+    let root = gpu_link_root("unread", gen1x4, gen2x4, None);
+    let Some((_, line)) = link_check(test, &root, "") else {
+        return;
+    };
+    assert!(
+        line.contains("[PASS]")
+            && line.contains("a Gen1 x4 link carries")
+            && line.ends_with(
+                "UNKNOWN whether trained down: running Gen1 x4 of the function's Gen2 x4, the other end's \
+                 capability cannot be read: judged against the link as it runs"
+            ),
+        "{line}"
+    );
+    // Below a Gen2 port at Gen1: trained down, a FAIL whatever the copies did.
+    let root = gpu_link_root("down", gen1x4, gen2x4, Some(gen2x4));
+    let Some((_, line)) = link_check(test, &root, "") else {
+        return;
+    };
+    assert!(
+        line.contains("[FAIL]")
+            && line.ends_with("DOWNTRAINED: running Gen1 x4, capable of Gen2 x4"),
+        "{line}"
     );
 }
 

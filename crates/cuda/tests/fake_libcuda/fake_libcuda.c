@@ -27,6 +27,11 @@
  *   FAKE_CUDA_FLUSH_LOG=FILE  every cuFlushGPUDirectRDMAWrites appends "FLUSH TARGET SCOPE" to FILE;
  *   FAKE_CUDA_COPY_GBPS=R     hostmem async copies take n / R ns longer on the events' clock, as if a link of
  *                             R GB/s carried them: the copy bandwidth the events time stays below R;
+ *   FAKE_CUDA_DMA_BUF=0|1     DMA_BUF_SUPPORTED reads this for every GPU (default: 1 for GPU 0, 0 for GPU 1);
+ *                             0 is what NVIDIA's proprietary kernel modules report;
+ *   FAKE_CUDA_LINK_FILE=FILE, FAKE_CUDA_LINK_LOADED=TEXT  the first async copy queued writes TEXT (and a
+ *                             newline) over FILE, a sysfs copy's current_link_speed: a GPU that raises its link
+ *                             speed from its idle one once it is busy;
  *   FAKE_CUDA_FREE_LOG=FILE   every cuMemFree_v2 / cuMemFreeHost appends a line to FILE:
  *                             "CALL 0xADDR pinned_kb=K pending_copies=C", K the process's pages pinned by memory
  *                             registrations (VmPin in /proc/self/status: rdma-core's ibv_reg_mr pins them until
@@ -86,7 +91,7 @@ static int flush_options(void) {
     return o ? atoi(o) : 1;
 }
     case 34: *v = 0; return 0;                  /* PCI_DEVICE_ID */
-    case 124: *v = dev == 0; return 0;          /* DMA_BUF_SUPPORTED */
+    case 124: *v = getenv("FAKE_CUDA_DMA_BUF") ? atoi(getenv("FAKE_CUDA_DMA_BUF")) : dev == 0; return 0; /* DMA_BUF_SUPPORTED */
     case 116: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_SUPPORTED */
     case 117: *v = flush_options(); return 0;   /* GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS */
     case 118: *v = writes_ordering(); return 0; /* GPU_DIRECT_RDMA_WRITES_ORDERING: OWNER */
@@ -197,8 +202,20 @@ static double now(void) {
 }
 static int stream_storage;
 
+/* FAKE_CUDA_LINK_FILE / FAKE_CUDA_LINK_LOADED: the link speeds up once, when the GPU first gets work. */
+static void link_loaded(void) {
+    static int done;
+    const char *file = getenv("FAKE_CUDA_LINK_FILE"), *text = getenv("FAKE_CUDA_LINK_LOADED");
+    if (done || !file || !text) return;
+    done = 1;
+    FILE *f = fopen(file, "w");
+    if (!f) return;
+    fprintf(f, "%s\n", text);
+    fclose(f);
+}
 static int enqueue(void *dst, const void *src, size_t n) {
     if (!hostmem()) return 999;
+    link_loaded();
     fake_enqueue(dst, src, n);
     return 0;
 }
