@@ -12,6 +12,7 @@ use rdmabench::control::{anyone_may_connect, Greeting, Listener, NoClient, Token
 use rdmabench::exit::Exit;
 use rdmabench::plan::{self, TestKind};
 use rdmabench::run::rails::rail_devices;
+use rdmabench::text::printable_within;
 use rdmabench::run::{
     run_client, run_client_rails, run_server, Outcome, RecordFiles, RunOptions, ServerRails,
     ServerSide,
@@ -31,7 +32,10 @@ fn main() -> ExitCode {
             if let Some(line) = Exit::findings_line(&e) {
                 eprintln!("rdmabench: {line}");
             } else if !Exit::already_reported(&e) {
-                eprintln!("rdmabench: error: {e:#}");
+                // One line, whatever the error carries from outside (a device name from a
+                // copy of sysfs, a peer's words, a file's name): control characters escaped.
+                let line = format!("{e:#}");
+                eprintln!("rdmabench: error: {}", printable_within(&line, line.len()));
             }
             Exit::of(&e).into()
         }

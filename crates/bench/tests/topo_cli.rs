@@ -567,6 +567,109 @@ fn doctor_unknown_device_names_the_present_ones() {
     assert!(stderr.contains("present: mlx5_0, mlx5_1"), "{stderr}");
 }
 
+/// The dgx-h100 tree with hostile text wherever sysfs names something: mlx5_0's directory
+/// and its netdev renamed, its firmware, port state, rate and link layer and a counter's name
+/// holding escape sequences (a window title, a line erased, a colour) and newlines.
+fn hostile_dgx(dir: &Path) -> std::path::PathBuf {
+    let nic = "devices/pci0000:15/0000:15:01.0/0000:16:00.0/0000:17:00.0/0000:18:00.0";
+    common::changed_dgx(
+        dir,
+        &format!(
+            "E=$(printf 'mlx5_0\\033]0;owned\\007\\nX') && N=$(printf 'ib0\\033[1A') && \
+             C=$(printf 'np_cnp_sent\\033]0;cnt\\007') && \
+             mv sys/{nic}/infiniband/mlx5_0 \"sys/{nic}/infiniband/$E\" && \
+             rm sys/class/infiniband/mlx5_0 && \
+             ln -s \"../../{nic}/infiniband/$E\" \"sys/class/infiniband/$E\" && \
+             mv sys/{nic}/net/ibp24s0 \"sys/{nic}/net/$N\" && \
+             P=\"sys/{nic}/infiniband/$E/ports/1\" && \
+             printf 'v1\\033]0;fw\\007\\nHEALTH OK\\n' > \"sys/{nic}/infiniband/$E/fw_ver\" && \
+             printf '4: ACTIVE\\033[1A\\033[2K\\nPASS\\n' > \"$P/state\" && \
+             printf '400 Gb/sec (4X NDR)\\033[31m\\n' > \"$P/rate\" && \
+             printf 'InfiniBand\\033[0m\\n' > \"$P/link_layer\" && \
+             echo 5 > \"$P/hw_counters/$C\""
+        ),
+    )
+}
+
+#[test]
+fn names_from_a_sysfs_copy_reach_the_terminal_escaped() {
+    let dir = common::scratch("topo-hostile");
+    let root = hostile_dgx(&dir);
+    let root = root.to_str().unwrap();
+    let raw = |said: &str| said.chars().any(|c| c.is_control() && c != '\n');
+    let tree = run(&["topo", "--sysfs-root", root]);
+    let said = text(&tree);
+    assert_eq!(tree.status.code(), Some(0), "{said:?}");
+    assert!(
+        !raw(&said),
+        "a control character reached the terminal: {said:?}"
+    );
+    assert!(
+        said.contains(
+            "NIC mlx5_0\\u{1b}]0;owned\\u{7}\\nX (ib0\\u{1b}[1A)  port 1: 400 Gb/sec (4X NDR)\\u{1b}[31m \
+             InfiniBand\\u{1b}[0m ACTIVE\\u{1b}[1A\\u{1b}[2K\\nPASS  Gen5 x16"
+        ),
+        "{said}"
+    );
+    // The pairs' column stays aligned on the name as shown.
+    let shown = "mlx5_0\\u{1b}]0;owned\\u{7}\\nX";
+    assert!(
+        said.contains(&format!("  {shown}  0000:19:00.0  PIX "))
+            && said.contains(&format!(
+                "  {:w$}  0000:19:00.0  SYS",
+                "mlx5_1",
+                w = shown.len()
+            )),
+        "{said}"
+    );
+    // JSON keeps the names as read (serde escapes them).
+    let json = run(&["topo", "--sysfs-root", root, "--json"]);
+    let doc: Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(doc["nics"][0]["name"], "mlx5_0\u{1b}]0;owned\u{7}\nX");
+    for args in [&["-d", "mlx5_1"][..], &[][..], &["-d", "mlx5_9"][..]] {
+        let out = run(&[
+            &["doctor", "--sysfs-root", root, "--sample-secs", "0"][..],
+            args,
+        ]
+        .concat());
+        let said = text(&out);
+        assert!(!raw(&said), "doctor {args:?}: {said:?}");
+        assert!(
+            !said
+                .lines()
+                .any(|l| l.starts_with("HEALTH OK") || l == "PASS"),
+            "{said}"
+        );
+    }
+    let hostile = "mlx5_0\u{1b}]0;owned\u{7}\nX";
+    let out = run(&[
+        "doctor",
+        "--sysfs-root",
+        root,
+        "-d",
+        hostile,
+        "--sample-secs",
+        "0",
+    ]);
+    let report = stdout(&out);
+    assert!(!raw(&text(&out)), "{:?}", text(&out));
+    for line in [
+        "rdmabench doctor: mlx5_0\\u{1b}]0;owned\\u{7}\\nX port 1",
+        "mlx5_0\\u{1b}]0;owned\\u{7}\\nX: PCI 0000:18:00.0, fw v1\\u{1b}]0;fw\\u{7}\\nHEALTH OK, \
+         NUMA node 0, netdev ib0\\u{1b}[1A",
+        "hw_counters/np_cnp_sent\\u{1b}]0;cnt\\u{7} 5",
+    ] {
+        assert!(report.contains(line), "{line} not in {report}");
+    }
+    let out = run(&["doctor", "--sysfs-root", root, "-d", "mlx5_9"]);
+    assert!(
+        text(&out).contains("present: mlx5_0\\u{1b}]0;owned\\u{7}\\nX, mlx5_1."),
+        "{}",
+        text(&out)
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
+
 /// Every fixture tree, by name.
 const FIXTURES: [&str; 5] = [
     "dgx-h100",

@@ -13,7 +13,7 @@
 //! the pure [`ceiling`] module: a port's rate and active MTU make a [`Wire`], the NIC's link
 //! a [`Pcie`], and [`ceilings`] returns the wire, PCIe and (GPUDirect off) staged ceilings
 //! with the one that binds; [`explain`] shows the arithmetic. [`Topology::scan`] gathers
-//! the whole machine for `rdmabench topo` ([`render()`] for text, serde for `--json`).
+//! the whole machine for `rdmabench topo` ([`render_with()`] for text, serde for `--json`).
 //!
 //! ```
 //! use topo::{ceilings, Limit, RdmaDevice, Sysfs};
@@ -60,7 +60,7 @@ pub use path::{classify, Hop, PairPath, PathClass, PciPath, PortRole};
 pub use pci::{parse_bdf, PciFunction, PciLink};
 pub use rate::{parse_rate, RateUnit, RATE_FORMS};
 pub use rdma::{list_rdma_devices, read_rdma_devices, Attachment, RdmaDevice, RdmaPort};
-pub use render::render;
+pub use render::{render, render_with};
 pub use sysfs::Sysfs;
 pub use topology::{pair_path, GpuInfo, NicInfo, PairInfo, Topology};
 pub use training::Training;

@@ -18,20 +18,27 @@ struct Node {
     children: BTreeMap<String, Node>,
 }
 
-/// The whole report: tree, virtual devices, NIC-GPU classes with a legend, IOMMU.
+/// What a line holding text read from sysfs (names, versions, states, addresses) becomes
+/// on the screen: every line the report draws goes through it once. [`render`] shows the
+/// text as read; `rdmabench topo` passes its one escaping of control characters, so that a
+/// copy of sysfs with an escape sequence or a newline in a name cannot drive the terminal.
+pub type Shown = fn(&str) -> String;
+
+/// The whole report, text as read: see [`render_with`].
 pub fn render(topo: &Topology) -> String {
-    let mut out = render_tree(topo);
+    render_with(topo, str::to_string)
+}
+
+/// The whole report: tree, virtual devices, NIC-GPU classes with a legend, IOMMU; each line
+/// through `shown`.
+pub fn render_with(topo: &Topology, shown: Shown) -> String {
+    let mut out = render_tree(topo, shown);
     let virtuals: Vec<&NicInfo> = topo.nics.iter().filter(|n| n.is_virtual).collect();
     if !virtuals.is_empty() {
         out.push_str("\nvirtual RDMA devices:\n");
         for nic in virtuals {
-            let _ = writeln!(
-                out,
-                "  {}  {}  {}",
-                nic.name,
-                nic.attachment,
-                ports(&nic.ports)
-            );
+            let line = format!("  {}  {}  {}", nic.name, nic.attachment, ports(&nic.ports));
+            let _ = writeln!(out, "{}", shown(&line));
         }
     }
     if topo.nics.is_empty() {
@@ -40,13 +47,13 @@ pub fn render(topo: &Topology) -> String {
     if topo.gpus.is_empty() {
         out.push_str("\nno GPUs or other accelerators found\n");
     }
-    out.push_str(&render_pairs(&topo.pairs));
-    let _ = writeln!(out, "\n{}", topo.iommu.describe());
+    out.push_str(&render_pairs(&topo.pairs, shown));
+    let _ = writeln!(out, "\n{}", shown(&topo.iommu.describe()));
     out
 }
 
-/// The tree alone: one block per host bridge.
-pub fn render_tree(topo: &Topology) -> String {
+/// The tree alone: one block per host bridge, each line through `shown`.
+pub fn render_tree(topo: &Topology, shown: Shown) -> String {
     let mut roots: BTreeMap<String, Node> = BTreeMap::new();
     let mut numa: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     for nic in &topo.nics {
@@ -64,32 +71,39 @@ pub fn render_tree(topo: &Topology) -> String {
         let nodes = numa
             .get(bridge)
             .map(|s| s.iter().cloned().collect::<Vec<_>>());
-        let _ = writeln!(
-            out,
+        let line = format!(
             "{bridge} (host bridge, NUMA {})",
             nodes.map_or("?".to_string(), |n| n.join("/"))
         );
-        draw_children(node, "", &mut out);
+        let _ = writeln!(out, "{}", shown(&line));
+        draw_children(node, "", (shown, &mut out));
     }
     out
 }
 
-/// The NIC-GPU table with the legend of the classes that appear.
-pub fn render_pairs(pairs: &[PairInfo]) -> String {
+/// The NIC-GPU table with the legend of the classes that appear, each row through `shown`.
+pub fn render_pairs(pairs: &[PairInfo], shown: Shown) -> String {
     if pairs.is_empty() {
         return String::new();
     }
-    let width = pairs.iter().map(|p| p.nic.len()).max().unwrap_or(0);
+    let width = pairs
+        .iter()
+        .map(|p| shown(&p.nic).chars().count())
+        .max()
+        .unwrap_or(0);
     let mut out = String::from("\nNIC <-> GPU:\n");
     for pair in pairs {
+        // The NIC's column as shown: an escaped name is wider than the name.
+        let pad = width.saturating_sub(shown(&pair.nic).chars().count());
         let line = format!(
-            "  {:width$}  {}  {:4}  {}",
+            "  {}{:pad$}  {}  {:4}  {}",
             pair.nic,
+            "",
             pair.gpu,
             pair.path.class,
             pair_note(pair)
         );
-        let _ = writeln!(out, "{}", line.trim_end());
+        let _ = writeln!(out, "{}", shown(line.trim_end()));
     }
     let classes: BTreeSet<PathClass> = pairs.iter().map(|p| p.path.class).collect();
     for class in classes {
@@ -153,7 +167,7 @@ fn numa_of(numa: &mut BTreeMap<String, BTreeSet<String>>, path: &PciPath, node: 
         .insert(text);
 }
 
-fn draw_children(node: &Node, prefix: &str, out: &mut String) {
+fn draw_children(node: &Node, prefix: &str, (shown, out): (Shown, &mut String)) {
     let count = node.children.len();
     for (index, child) in node.children.values().enumerate() {
         let last = index + 1 == count;
@@ -162,8 +176,8 @@ fn draw_children(node: &Node, prefix: &str, out: &mut String) {
         } else {
             ("├─ ", "│  ")
         };
-        let _ = writeln!(out, "{prefix}{branch}{}", child.label);
-        draw_children(child, &format!("{prefix}{indent}"), out);
+        let _ = writeln!(out, "{prefix}{branch}{}", shown(&child.label));
+        draw_children(child, &format!("{prefix}{indent}"), (shown, &mut *out));
     }
 }
 

@@ -21,6 +21,7 @@ use clap::Args;
 use topo::{list_rdma_devices, parse_bdf, GpuInfo, PairInfo, PciPath, RdmaDevice, Sysfs, Topology};
 
 use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
+use crate::text::printable;
 use checks::{Cpus, VIRTUAL};
 use host::{CpuList, GdrFacts};
 use verdict::{failures, render, summary, Check};
@@ -126,8 +127,9 @@ impl Diagnosis {
     /// Heading, checklist and summary, as printed.
     pub fn render(&self) -> String {
         let mut out = String::new();
+        // The device, the GPU and the root: names from sysfs and the command line.
         for line in &self.heading {
-            out.push_str(line);
+            out.push_str(&printable(line));
             out.push('\n');
         }
         out.push('\n');

@@ -3,6 +3,8 @@
 
 use std::fmt;
 
+use crate::text::printable;
+
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Verdict {
@@ -89,16 +91,21 @@ impl Check {
 /// Width of the name column.
 const NAME_WIDTH: usize = 19;
 
-/// The checklist, one line per check and an indented "->" line for each fix.
+/// The checklist, one line per check and an indented "->" line for each fix. The evidence
+/// and the fix hold what sysfs said (names, firmware, states, counters): escaped here, where
+/// they are drawn, so that each stays one line and no control character reaches the terminal.
 pub fn render(checks: &[Check]) -> String {
     let mut out = String::new();
     for check in checks {
         out.push_str(&format!(
             "{:4}  {:NAME_WIDTH$}  {}\n",
-            check.verdict, check.name, check.evidence
+            check.verdict,
+            check.name,
+            printable(&check.evidence)
         ));
         if let Some(fix) = &check.fix {
-            out.push_str(&format!("{:w$}-> {fix}\n", "", w = 4 + 2 + NAME_WIDTH + 2));
+            let w = 4 + 2 + NAME_WIDTH + 2;
+            out.push_str(&format!("{:w$}-> {}\n", "", printable(fix)));
         }
     }
     out

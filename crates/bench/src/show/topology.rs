@@ -5,9 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use topo::{render, Sysfs, Topology};
+use topo::{render_with, Sysfs, Topology};
 
 use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
+use crate::text::printable;
 
 /// The options of `rdmabench topo`.
 #[derive(Debug, Args)]
@@ -46,9 +47,11 @@ pub fn report(sysfs: &Sysfs, json: bool) -> Result<String> {
     }
     let mut out = String::new();
     if !is_live(sysfs) {
-        out.push_str(&format!("sysfs root: {}\n", sysfs.root().display()));
+        let root = sysfs.root().display().to_string();
+        out.push_str(&format!("sysfs root: {}\n", printable(&root)));
     }
-    out.push_str(&render(&topology));
+    // Names, versions and states from sysfs: each line escaped once, as it is drawn.
+    out.push_str(&render_with(&topology, printable));
     Ok(out)
 }
 
