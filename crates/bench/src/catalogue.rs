@@ -510,7 +510,6 @@ pub fn header_fields(p: &ParamsRecord) -> Vec<(&'static str, String)> {
 mod tests {
     use super::*;
     use crate::report::{CsvExporter, Exporter, RunRecord};
-    use clap::CommandFactory;
     use serde_json::Value;
 
     /// A record with every optional parameter present, so that each can be seen and changed.
