@@ -3,12 +3,14 @@
 # run on another: the GPU machine needs no Rust toolchain, no crates and no network.
 #
 # Usage:
-#   scripts/gpu-check.sh build [BUNDLE]   where the toolchain is (any x86-64 Linux with cargo and the crates,
-#                                         no GPU needed): builds release rdmabench and gpu_check (--offline
-#                                         --locked: the crates already fetched, at Cargo.lock's versions), strips
+#   scripts/gpu-check.sh build [BUNDLE]   where the toolchain is (any x86-64 Linux with cargo, no GPU needed):
+#                                         fetches the crates Cargo.lock names where a registry is reachable
+#                                         (cargo fetch --locked; else builds --offline from those already
+#                                         fetched), builds release rdmabench and gpu_check (--locked), strips
 #                                         them and puts them with this script in BUNDLE (default target/gpu-check,
-#                                         about 7 MiB) with the oldest glibc they run on (glibc-floor); prints it
-#                                         and how to carry the bundle.
+#                                         about 7 MiB) with the oldest glibc they run on (glibc-floor): all the GPU
+#                                         machine needs. Prints it and how to carry the bundle. $CARGO and
+#                                         $CARGO_TARGET_DIR are honoured.
 #   scripts/gpu-check.sh [run] [DEVICE]   on the GPU machine, from the repository root with the bundle in
 #                                         target/gpu-check, or from the bundle folder itself:
 #                                         1. gpu_check (crates/cuda/examples/gpu_check.rs): driver and devices,
@@ -46,23 +48,39 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 usage() { sed -n '2,/^[^#]/{/^[^#]/d; s/^# \{0,1\}//; p}' "$0"; }
 
-# build [BUNDLE]: release binaries, stripped, with this script, into BUNDLE.
+# build [BUNDLE]: release binaries, stripped, with this script, into BUNDLE. Online where a registry answers
+# (cargo fetch --locked: the crates Cargo.lock names, at its versions), offline only where none does.
 build() {
-    local bundle=${1:-target/gpu-check}
+    local bundle=${1:-target/gpu-check} cargo=${CARGO:-cargo} target=${CARGO_TARGET_DIR:-target} offline=()
     cd "$here/.." || exit 1
     # shellcheck source=/dev/null
-    [ -x "$(command -v cargo)" ] || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; }
-    cargo build --release --offline --locked -p rdmabench --bin rdmabench -p rdmabench-cuda --example gpu_check \
-        || { echo "gpu-check.sh: the build needs the crates Cargo.lock names already fetched (cargo fetch" \
-                  "--locked, where the network is) and Cargo.lock unchanged" >&2; exit 1; }
+    [ -x "$(command -v "$cargo")" ] || { [ -f "$HOME/.cargo/env" ] && . "$HOME/.cargo/env"; }
+    if timeout "${GPU_CHECK_FETCH_TIMEOUT:-600}" "$cargo" fetch --locked; then
+        echo "gpu-check.sh: the crates Cargo.lock names are fetched"
+    else
+        echo "gpu-check.sh: no crate registry reachable (cargo fetch --locked failed): building offline from" \
+             "the crates already fetched" >&2
+        offline=(--offline)
+    fi
+    if ! "$cargo" build --release "${offline[@]}" --locked -p rdmabench --bin rdmabench -p rdmabench-cuda \
+        --example gpu_check; then
+        if [ "${#offline[@]}" -gt 0 ]; then
+            echo "gpu-check.sh: the offline build failed: a crate Cargo.lock names is not fetched here; run" \
+                 "'cargo fetch --locked' where a registry is reachable, or copy that machine's ~/.cargo/registry" >&2
+        else
+            echo "gpu-check.sh: the build failed (above)" >&2
+        fi
+        exit 1
+    fi
     mkdir -p "$bundle" || exit 1
-    cp target/release/rdmabench target/release/examples/gpu_check "$bundle/" || exit 1
+    cp "$target/release/rdmabench" "$target/release/examples/gpu_check" "$bundle/" || exit 1
     cp "$0" "$bundle/gpu-check.sh" || exit 1
-    command -v strip >/dev/null && strip "$bundle/rdmabench" "$bundle/gpu_check"
+    command -v strip >/dev/null && strip "$bundle/rdmabench" "$bundle/gpu_check" 2>/dev/null
     local floor
     floor=$(glibc_floor "$bundle/rdmabench" "$bundle/gpu_check")
     if [ -n "$floor" ]; then echo "$floor" >"$bundle/glibc-floor"; else rm -f "$bundle/glibc-floor"; fi
-    echo "gpu-check.sh: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1)); it needs glibc" \
+    echo "gpu-check.sh: bundle ready in $bundle ($(du -sh "$bundle" | cut -f1)): the two binaries, this script and" \
+         "their glibc floor, all the GPU machine needs (no toolchain, crates or network); it needs glibc" \
          "${floor:-(unknown: no objdump here)} or newer; on the GPU machine run" \
          "$bundle/gpu-check.sh (or scripts/gpu-check.sh run from a repository copy that holds it)"
 }

@@ -323,3 +323,75 @@ fn gpu_check_refuses_a_bundle_that_needs_a_newer_glibc_naming_both_versions() {
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `gpu-check.sh build` on a fresh machine: where a registry answers it fetches what Cargo.lock
+/// names and builds online (--locked, not --offline); where none does it says so and builds
+/// --offline; an offline build that fails says what to fetch where. Either way the bundle holds
+/// the two binaries and the script. Run with a stand-in cargo that logs its arguments.
+#[test]
+fn gpu_check_build_fetches_where_a_registry_answers_and_builds_offline_only_where_not() {
+    let dir = scratch("gpu-check-build");
+    let log = dir.join("cargo.log");
+    let cargo = dir.join("cargo");
+    // fetch: exit $FAKE_FETCH; build: exit $FAKE_BUILD after making the two binaries.
+    let stand_in = r#"#!/bin/bash
+echo "$*" >> "$FAKE_LOG"
+case $1 in
+  fetch) exit "${FAKE_FETCH:-0}" ;;
+  build) mkdir -p "$CARGO_TARGET_DIR/release/examples"
+         printf '#!/bin/sh\n' > "$CARGO_TARGET_DIR/release/rdmabench"
+         printf '#!/bin/sh\n' > "$CARGO_TARGET_DIR/release/examples/gpu_check"
+         exit "${FAKE_BUILD:-0}" ;;
+esac
+"#;
+    std::fs::write(&cargo, stand_in).unwrap();
+    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let build = |fetch: &str, build: &str| {
+        std::fs::write(&log, "").unwrap();
+        let bundle = dir.join(format!("bundle-{fetch}-{build}"));
+        let out = Command::new("bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-check.sh"))
+            .arg("build")
+            .arg(&bundle)
+            .env("CARGO", &cargo)
+            .env("CARGO_TARGET_DIR", dir.join("target"))
+            .env("FAKE_LOG", &log)
+            .env("FAKE_FETCH", fetch)
+            .env("FAKE_BUILD", build)
+            .output()
+            .unwrap();
+        let calls = std::fs::read_to_string(&log).unwrap();
+        (out.status.code(), text(&out), calls, bundle)
+    };
+    // A registry answers: fetched, then built online.
+    let (code, said, calls, bundle) = build("0", "0");
+    assert_eq!(code, Some(0), "{said}");
+    let calls: Vec<&str> = calls.lines().collect();
+    assert_eq!(calls[0], "fetch --locked", "{calls:?}");
+    assert!(
+        calls[1].starts_with("build --release --locked -p rdmabench"),
+        "{calls:?}"
+    );
+    for file in ["rdmabench", "gpu_check", "gpu-check.sh"] {
+        assert!(bundle.join(file).is_file(), "{file} in the bundle: {said}");
+    }
+    // None answers: said, and built offline from what is here.
+    let (code, said, calls, _) = build("1", "0");
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("no crate registry reachable"), "{said}");
+    assert!(
+        calls
+            .lines()
+            .nth(1)
+            .is_some_and(|l| l.starts_with("build --release --offline --locked")),
+        "{calls}"
+    );
+    // Offline, and a crate missing: what to do, exit 1.
+    let (code, said, _, _) = build("1", "101");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("run 'cargo fetch --locked' where a registry is reachable"),
+        "{said}"
+    );
+    std::fs::remove_dir_all(dir).ok();
+}
