@@ -84,6 +84,13 @@ pub enum Command {
     /// GPUDirect RDMA, and each GPU that went through host memory, TCP or a far NIC
     #[command(name = "nccl-log")]
     NcclLog(crate::nccl_log::NcclLogArgs),
+    /// Read two dumps of a NIC's counters: rates, then what they mean for a job, what first
+    ///
+    /// Read two dumps of a NIC's counters (ethtool -S, the RDMA port's counters and
+    /// hw_counters): each rate, then what pause, drops, pause storms, ECN and link errors mean
+    /// for a training job and what to touch first
+    #[command(after_long_help = crate::counters::AFTER_HELP)]
+    Counters(crate::counters::CountersArgs),
     /// Compare result records (or two sweeps) against a baseline: a noise-aware verdict
     ///
     /// Compare result records against a baseline: medians, change and a noise-aware verdict
@@ -737,6 +744,7 @@ impl Command {
             | Command::Doctor(_)
             | Command::Health(_)
             | Command::NcclLog(_)
+            | Command::Counters(_)
             | Command::Compare(_)
             | Command::Plot(_)
             | Command::Cluster(_)

@@ -24,6 +24,12 @@ pub struct SweepFindings(pub String);
 #[error("nccl-log: {0} GPU path finding(s)")]
 pub struct LogFindings(pub usize);
 
+/// `counters` found something to act on (after printing the reading on stdout): how many
+/// findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("counters: {0} finding(s)")]
+pub struct CounterFindings(pub usize);
+
 /// The kinds of ending and their codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -37,8 +43,8 @@ pub enum Exit {
     /// device's limit), on this side or the peer's ([`PlanError`]).
     Usage,
     /// 3: the run completed but missed a `--limit-*` threshold, `compare` found a
-    /// regression, a cluster sweep found something (a NIC named, a test that failed), or
-    /// `nccl-log` a GPU off its path.
+    /// regression, a cluster sweep found something (a NIC named, a test that failed),
+    /// `nccl-log` a GPU off its path, or `counters` something to act on.
     BelowLimit,
     /// `health`'s own status, as Nagios plugins exit: 1 warning, 2 critical, 3 unknown.
     Health(u8),
@@ -55,6 +61,7 @@ impl Exit {
             || e.is::<Regressed>()
             || e.is::<SweepFindings>()
             || e.is::<LogFindings>()
+            || e.is::<CounterFindings>()
         {
             Exit::BelowLimit
         } else {
@@ -75,14 +82,17 @@ impl Exit {
 
     /// Whether the error is only a status whose story was already printed.
     pub fn already_reported(e: &anyhow::Error) -> bool {
-        e.is::<Regressed>() || e.is::<HealthStatus>() || e.is::<LogFindings>()
+        e.is::<Regressed>()
+            || e.is::<HealthStatus>()
+            || e.is::<LogFindings>()
+            || e.is::<CounterFindings>()
     }
 
     /// The one line stderr gets for findings whose report went to stdout (`compare`'s
     /// regression, `nccl-log`'s paths), so that a non-zero exit always says why on stderr
     /// ("compare: 2 sizes slower than the baseline (exit 3)"); `None` for any other error.
     pub fn findings_line(e: &anyhow::Error) -> Option<String> {
-        if e.is::<Regressed>() || e.is::<LogFindings>() {
+        if e.is::<Regressed>() || e.is::<LogFindings>() || e.is::<CounterFindings>() {
             Some(format!("{e} (exit {})", Exit::of(e).code()))
         } else {
             None
@@ -121,6 +131,11 @@ mod tests {
         assert_eq!(
             Exit::findings_line(&e).as_deref(),
             Some("nccl-log: 2 GPU path finding(s) (exit 3)")
+        );
+        let e = CounterFindings(1).into();
+        assert_eq!(
+            Exit::findings_line(&e).as_deref(),
+            Some("counters: 1 finding(s) (exit 3)")
         );
         assert_eq!(Exit::findings_line(&HealthStatus(3).into()), None);
         assert_eq!(Exit::findings_line(&anyhow::anyhow!("peer gone")), None);

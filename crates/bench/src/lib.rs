@@ -19,6 +19,8 @@ pub mod compare;
 // (its tests open sockets from chosen addresses through libc; the listener peeks)
 pub mod control;
 #[forbid(unsafe_code)]
+pub mod counters;
+#[forbid(unsafe_code)]
 pub mod devices;
 pub mod doctor;
 pub mod engine;

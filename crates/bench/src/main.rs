@@ -53,6 +53,7 @@ fn dispatch(command: &Command) -> Result<()> {
         Command::Doctor(args) => rdmabench::doctor::run(args),
         Command::Health(args) => rdmabench::health::run(args),
         Command::NcclLog(args) => rdmabench::nccl_log::run(args),
+        Command::Counters(args) => rdmabench::counters::run(args),
         Command::Compare(args) => rdmabench::compare::run(args),
         Command::Plot(args) => rdmabench::plot::run(args),
         Command::Cluster(args) => rdmabench::cluster::run(args),

@@ -23,6 +23,7 @@ const COMMANDS: &[&str] = &[
     "doctor",
     "health",
     "nccl-log",
+    "counters",
     "compare",
     "plot",
     "cluster",

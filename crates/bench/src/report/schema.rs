@@ -8,6 +8,7 @@
 use super::{RunRecord, SweepRecord, SCHEMA, SWEEP_SCHEMA};
 use crate::compare::fleet::{SweepComparison, SWEEP_COMPARE_SCHEMA};
 use crate::compare::{Report, COMPARE_SCHEMA};
+use crate::counters::report::{CountersReport, COUNTERS_SCHEMA};
 use crate::health::expect::{Expectations, EXPECT_SCHEMA};
 use crate::health::outcome::{HealthReport, HEALTH_SCHEMA};
 
@@ -54,6 +55,11 @@ pub const PUBLISHED: &[Published] = &[
         record: EXPECT_SCHEMA,
         file: "rdmabench.health-expect-1.schema.json",
         generate: || text(schemars::schema_for!(Expectations), EXPECT_SCHEMA),
+    },
+    Published {
+        record: COUNTERS_SCHEMA,
+        file: "rdmabench.counters-1.schema.json",
+        generate: || text(schemars::schema_for!(CountersReport), COUNTERS_SCHEMA),
     },
 ];
 
