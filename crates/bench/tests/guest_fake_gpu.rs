@@ -159,7 +159,15 @@ fn end_to_end(fake: &Fake) {
     let record: serde_json::Value = common::read_record(&json);
     assert_eq!(record["gpu"]["chosen"], "GPU 0: no GPU on rxe1's PCIe tree");
 
-    let dmabuf = fake.mode(":0");
+    // ROCm's dma-buf is refused on a kernel without CONFIG_DMABUF_MOVE_NOTIFY and
+    // CONFIG_PCI_P2PDMA, as the guest's (Debian's, or unreadable) is: forced, to reach rxe.
+    let dmabuf = match fake.runtime {
+        "rocm" => {
+            rocm_dmabuf_is_refused_without_force(fake);
+            format!("{} --force-rocm-dmabuf", fake.mode(":0"))
+        }
+        _ => fake.mode(":0"),
+    };
     let inline = format!("{peermem} -I 64");
     for (test, mem, code, needle) in [
         // dma-buf: rxe has no dma-buf support, and says what to use instead (this machine
@@ -186,7 +194,9 @@ fn end_to_end(fake: &Fake) {
         );
         assert!(text(&out).contains(needle), "{test} {mem}: {}", text(&out));
     }
-    let out = fake.loopback("write-bw", &["--mem", &dmabuf]);
+    let mut args = vec!["--mem"];
+    args.extend(dmabuf.split(' '));
+    let out = fake.loopback("write-bw", &args);
     let (peer, staged) = (fake.mode("-peermem"), fake.mode("-staged"));
     assert!(
         text(&out).contains(&peer) && text(&out).contains(&staged),
@@ -194,6 +204,23 @@ fn end_to_end(fake: &Fake) {
         text(&out)
     );
     std::fs::remove_dir_all(dir).ok();
+}
+
+/// `--mem rocm` without `--force-rocm-dmabuf` is refused in this guest, whose kernel
+/// configuration lacks (or does not show) what ROCm's dma-buf needs, before any registration.
+fn rocm_dmabuf_is_refused_without_force(fake: &Fake) {
+    let kernel = rdmabench::kconfig::RocmDmabufKernel::read(&topo::Sysfs::system());
+    if kernel.ready() {
+        eprintln!("not checked: this kernel has CONFIG_DMABUF_MOVE_NOTIFY and CONFIG_PCI_P2PDMA");
+        return;
+    }
+    let out = fake.loopback("write-bw", &["--mem", &fake.mode(":0")]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("ROCm dma-buf refused"),
+        "{}",
+        text(&out)
+    );
 }
 
 /// CUDA only: a GPU whose NIC writes are not ordered (before Hopper) has them flushed before
