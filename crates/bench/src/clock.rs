@@ -13,7 +13,14 @@
 //! pinned to one CPU; otherwise the monotonic clock. `--clock tsc` where neither holds (or on
 //! a CPU without a TSC) is refused with a usage error rather than silently measured wrong.
 //! Calibration does not use /proc/cpuinfo's MHz (what made perftest's figures unreliable
-//! under emulation): it counts ticks against `Instant` over [`CALIBRATION`].
+//! under emulation): it counts ticks against `Instant` over [`CALIBRATION`], each end the
+//! narrowest of [`MARK_TRIES`] reads, so a thread preempted while reading is left out.
+//!
+//! The calibration only starts a latency loop (its stop time in a `-D` run): the loop's
+//! ticks become nanoseconds at the rate the loop kept itself, its ticks over its length on
+//! the monotonic clock ([`Clock::over`]), read outside the loop. One RDTSC per round trip
+//! stays as perftest's `get_cycles`; a calibration gone wrong at the process's start (a
+//! 16% error was seen in a loaded guest) no longer reaches a latency.
 
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
@@ -22,6 +29,15 @@ use crate::plan::PlanError;
 
 /// How long the TSC is counted against the monotonic clock, once per process.
 pub const CALIBRATION: Duration = Duration::from_millis(50);
+
+/// How many times each end of a calibration, and of a latency loop, is read; the narrowest
+/// read stands (one the thread was preempted in is wide).
+pub const MARK_TRIES: usize = 8;
+
+/// A loop whose own rate is known this closely (relative) times itself, whatever the
+/// calibration claims: its rate was kept while it measured, on its CPU. Under TCG a mark is
+/// a few microseconds wide: a loop of a few milliseconds reaches it.
+pub const LOOP_RATE_ERROR: f64 = 1e-3;
 
 /// Which clock the user asked for (`--clock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -127,29 +143,38 @@ pub struct Clock {
     kind: ClockKind,
     /// Nanoseconds per tick (1 for the monotonic clock).
     ns_per_tick: f64,
+    /// How far `ns_per_tick` may be off, relative: what the reads it came from bound (0 for
+    /// the monotonic clock).
+    error: f64,
     origin: Instant,
 }
 
 impl Clock {
     /// The clock of `kind`; the TSC is calibrated on first use (once per process).
     pub fn new(kind: ClockKind) -> Self {
-        let ns_per_tick = match kind {
-            ClockKind::Tsc => 1.0 / tsc_ghz(),
-            ClockKind::Monotonic => 1.0,
+        let rate = match kind {
+            ClockKind::Tsc => tsc_rate(),
+            ClockKind::Monotonic => Rate {
+                ghz: 1.0,
+                error: 0.0,
+            },
         };
         Clock {
             kind,
-            ns_per_tick,
+            ns_per_tick: 1.0 / rate.ghz,
+            error: rate.error,
             origin: Instant::now(),
         }
     }
 
-    /// A TSC clock read at `ghz` ticks per nanosecond, as a calibration may have found it.
+    /// A TSC clock read at `ghz` ticks per nanosecond, as a calibration may have found it,
+    /// sure of it to 1e-5.
     #[cfg(test)]
     pub fn tsc_at(ghz: f64) -> Self {
         Clock {
             kind: ClockKind::Tsc,
             ns_per_tick: 1.0 / ghz,
+            error: 1e-5,
             origin: Instant::now(),
         }
     }
@@ -187,6 +212,101 @@ impl Clock {
     /// "tsc (2445.41 MHz, calibrated)" or "monotonic".
     pub fn describe(&self) -> String {
         describe(self.kind.name(), Some(self.hz()))
+    }
+
+    /// The monotonic clock read between two of this clock's reads, the narrowest of
+    /// [`MARK_TRIES`]; a loop is bracketed by two, outside its timed part.
+    pub fn mark(&self) -> Mark {
+        narrowest(|| self.now())
+    }
+
+    /// This clock at the rate it kept from `from` to `to` (a loop's bracket): its ticks over
+    /// the monotonic time between them, where that rate is known to [`LOOP_RATE_ERROR`] or
+    /// closer than the calibration's; else this clock. The loop's rate holds whatever
+    /// happened to the calibration, and wherever the TSC's rate drifts (a pinned thread on a
+    /// CPU without an invariant TSC), it is the rate the loop's ticks were counted at.
+    pub fn over(&self, from: Mark, to: Mark) -> Clock {
+        if self.kind == ClockKind::Monotonic {
+            return *self;
+        }
+        match Rate::between(from, to) {
+            Some(r) if r.error <= LOOP_RATE_ERROR || r.error < self.error => Clock {
+                ns_per_tick: 1.0 / r.ghz,
+                error: r.error,
+                ..*self
+            },
+            _ => *self,
+        }
+    }
+}
+
+/// The monotonic clock read between two reads of a clock's ticks: where the read lies in
+/// ticks is known to within the two reads' distance.
+#[derive(Debug, Clone, Copy)]
+pub struct Mark {
+    /// The ticks just before the monotonic read.
+    pub(crate) before: u64,
+    /// The ticks just after it.
+    pub(crate) after: u64,
+    /// The monotonic read.
+    pub(crate) at: Instant,
+}
+
+impl Mark {
+    /// The ticks at the monotonic read, to within half the width.
+    fn mid(&self) -> u64 {
+        self.before + self.width() / 2
+    }
+
+    fn width(&self) -> u64 {
+        self.after.saturating_sub(self.before)
+    }
+}
+
+/// The narrowest of [`MARK_TRIES`] marks read with `ticks`: a try the thread was preempted
+/// in, between a tick read and the monotonic one, is as wide as the preemption.
+fn narrowest(ticks: impl Fn() -> u64) -> Mark {
+    let read = || {
+        let before = ticks();
+        let at = Instant::now();
+        Mark {
+            before,
+            at,
+            after: ticks(),
+        }
+    };
+    (1..MARK_TRIES).fold(read(), |best, _| {
+        let m = read();
+        if m.width() < best.width() {
+            m
+        } else {
+            best
+        }
+    })
+}
+
+/// A rate of ticks, and how far it may be off.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Rate {
+    /// Ticks per nanosecond.
+    ghz: f64,
+    /// The relative error the two marks bound: half of each one's width, over the ticks
+    /// between them.
+    error: f64,
+}
+
+impl Rate {
+    /// The rate between two marks; `None` where no tick or no time lies between them.
+    fn between(from: Mark, to: Mark) -> Option<Rate> {
+        let ticks = to.mid().checked_sub(from.mid()).filter(|t| *t > 0)? as f64;
+        let ns = to.at.checked_duration_since(from.at)?.as_nanos() as f64;
+        if ns == 0.0 {
+            return None;
+        }
+        Some(Rate {
+            ghz: ticks / ns,
+            error: (from.width() + to.width()) as f64 / 2.0 / ticks,
+        })
     }
 }
 
@@ -230,26 +350,26 @@ fn invariant_tsc() -> bool {
 }
 
 /// The TSC's rate in ticks per nanosecond, measured once per process.
-fn tsc_ghz() -> f64 {
-    static GHZ: OnceLock<f64> = OnceLock::new();
-    *GHZ.get_or_init(|| calibrate(CALIBRATION))
+fn tsc_rate() -> Rate {
+    static RATE: OnceLock<Rate> = OnceLock::new();
+    *RATE.get_or_init(|| calibrate(CALIBRATION))
 }
 
 /// Counts TSC ticks against the monotonic clock over `span`. Each end is a monotonic read
-/// bracketed by two TSC reads, whose midpoint is taken: the error is at most half a read's
-/// cost at each end (under TCG a few microseconds against 50 ms: below 1e-4).
-fn calibrate(span: Duration) -> f64 {
-    let pair = || {
-        let a = rdtsc();
-        let t = Instant::now();
-        let b = rdtsc();
-        (a / 2 + b / 2, t)
-    };
-    let (c0, t0) = pair();
+/// bracketed by two TSC reads, the narrowest of [`MARK_TRIES`], whose midpoint is taken: the
+/// error is at most half its width at each end (under TCG a few microseconds against 50 ms:
+/// below 1e-4). One read (before) that the thread was preempted in put its error where the
+/// preemption was: half of it.
+fn calibrate(span: Duration) -> Rate {
+    let from = narrowest(rdtsc);
     std::thread::sleep(span);
-    let (c1, t1) = pair();
-    let ns = t1.duration_since(t0).as_nanos() as f64;
-    c1.wrapping_sub(c0) as f64 / ns
+    let to = narrowest(rdtsc);
+    Rate::between(from, to).unwrap_or(Rate {
+        // No tick between two reads 50 ms apart: a TSC that does not count. Whatever the
+        // rate, a loop's own (`Clock::over`) replaces it.
+        ghz: 1.0,
+        error: f64::INFINITY,
+    })
 }
 
 #[cfg(test)]
@@ -325,6 +445,67 @@ mod tests {
             error < 0.02,
             "TSC {tsc_ns} ns against monotonic {mono_ns} ns over a second ({:.3}% apart; {})",
             error * 100.0,
+            clock.describe()
+        );
+    }
+
+    #[test]
+    fn a_read_the_thread_was_preempted_in_is_left_out() {
+        // Ticks 1000 apart per read, but the first try lost 8 ms (20.8M ticks at 2.6 GHz)
+        // between its two reads: the narrowest try stands.
+        let next = std::cell::Cell::new(0u64);
+        let ticks = || {
+            let n = next.get();
+            let lost = if n == 1 { 20_800_000 } else { 0 };
+            next.set(n + 1);
+            n * 1000 + lost
+        };
+        let m = narrowest(ticks);
+        assert_eq!(m.width(), 1000, "{m:?}");
+        assert_eq!(next.get(), 2 * MARK_TRIES as u64);
+    }
+
+    #[test]
+    fn a_rate_between_two_marks_knows_how_far_it_may_be_off() {
+        let at = Instant::now();
+        let mark = |before: u64, width: u64, ms: u64| Mark {
+            before,
+            after: before + width,
+            at: at + Duration::from_millis(ms),
+        };
+        // 2.6e9 ticks between the midpoints over a second, marks 100 and 300 ticks wide.
+        let r = Rate::between(mark(1000, 100, 0), mark(2_600_000_900, 300, 1000)).unwrap();
+        assert!((r.ghz - 2.6).abs() < 1e-9, "{r:?}");
+        assert!((r.error - 200.0 / 2.6e9).abs() < 1e-15, "{r:?}");
+        // No tick, or no time, between them: no rate.
+        assert_eq!(Rate::between(mark(5, 0, 0), mark(5, 0, 10)), None);
+        assert_eq!(Rate::between(mark(5, 0, 10), mark(900, 0, 10)), None);
+        // A loop's rate replaces the calibration's where it is known to 0.1%, not where not.
+        let calibrated = Clock::tsc_at(2.0);
+        let loop_rate = calibrated.over(mark(0, 100, 0), mark(2_600_000_000, 100, 1000));
+        assert!((loop_rate.hz() - 2.6e9).abs() < 1.0, "{}", loop_rate.hz());
+        let short = calibrated.over(mark(0, 100_000, 0), mark(26_000_000, 100_000, 10));
+        assert_eq!(short.hz(), calibrated.hz());
+    }
+
+    /// A real loop's bracket: the monotonic clock read between two TSC reads, 20 ms apart,
+    /// knows the loop's rate to 0.1% (under TCG a mark is a few microseconds wide), and that
+    /// rate is the calibrated one's to 2%.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn a_loop_of_milliseconds_times_itself() {
+        let clock = Clock::new(ClockKind::Tsc);
+        let from = clock.mark();
+        std::thread::sleep(Duration::from_millis(20));
+        let to = clock.mark();
+        let r = Rate::between(from, to).unwrap();
+        assert!(r.error < LOOP_RATE_ERROR, "{r:?}");
+        let own = clock.over(from, to);
+        let apart = (own.hz() - clock.hz()).abs() / clock.hz();
+        assert!(
+            apart < 0.02,
+            "{} against {}",
+            own.describe(),
             clock.describe()
         );
     }

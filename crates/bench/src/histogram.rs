@@ -116,6 +116,20 @@ impl LatencyRecorder {
         Ok(LatencyRecorder { hist })
     }
 
+    /// Every latency recorded, times `factor`: for values recorded at a clock's rate that a
+    /// better one replaced after the loop. Each recorded bucket moves as its middle value,
+    /// so a value moves by at most a bucket's width on each side (3 digits: 0.1%).
+    pub fn scaled(&self, factor: f64) -> Result<Self> {
+        let mut out = LatencyRecorder::new()?;
+        for v in self.hist.iter_recorded() {
+            let mid = self.hist.median_equivalent(v.value_iterated_to()) as f64;
+            let ns = (mid * factor).round() as u64;
+            out.hist
+                .saturating_record_n(ns.clamp(1, MAX_NS), v.count_at_value());
+        }
+        Ok(out)
+    }
+
     /// Adds another recorder's values (merging runs).
     pub fn merge(&mut self, other: &LatencyRecorder) -> Result<()> {
         self.hist
@@ -233,6 +247,31 @@ mod tests {
 
     fn base64_of(bytes: &[u8]) -> String {
         base64::engine::general_purpose::STANDARD.encode(bytes)
+    }
+
+    #[test]
+    fn a_scaled_histogram_moves_every_value_by_the_factor_to_its_precision() {
+        let mut h = LatencyRecorder::new().unwrap();
+        for ns in [1_000u64, 2_950_000, 3_430_000, 59_000_000_000] {
+            (0..10).for_each(|_| h.record(ns));
+        }
+        let s = h.scaled(5.90 / 6.87).unwrap();
+        assert_eq!(s.len(), h.len());
+        let (a, b) = (h.stats().unwrap(), s.stats().unwrap());
+        for (was, is) in [
+            (a.min, b.min),
+            (a.p50, b.p50),
+            (a.max, b.max),
+            (a.mean, b.mean),
+        ] {
+            let off = (is / (was * 5.90 / 6.87) - 1.0).abs();
+            assert!(off < 0.002, "{was} us scaled to {is} us");
+        }
+        // Beyond 60 s, a value stays at 60 s.
+        let mut longest = LatencyRecorder::new().unwrap();
+        longest.record(MAX_NS);
+        let max = |r: &LatencyRecorder| r.stats().unwrap().max;
+        assert_eq!(max(&h.scaled(2.0).unwrap()), max(&longest));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use verbs::{Completion, Op, SendRequest};
 use super::bw::{recv_wr_id, PeerState, Stop, Window};
 use super::staged::{copy_in, copy_out};
 use super::Connected;
-use crate::clock::Clock;
+use crate::clock::{Clock, Mark};
 use crate::histogram::LatencyRecorder;
 use crate::plan::{AtomicOp, Verb};
 
@@ -425,13 +425,18 @@ impl Tally {
         self.hist.record(if self.one_way { rtt / 2 } else { rtt });
     }
 
-    /// The histogram of every round trip, once the loop is over.
-    fn into_histogram(mut self, clock: &Clock) -> LatencyRecorder {
+    /// The histogram of every round trip, once the loop is over, at `rate`: those that went
+    /// into the histogram during the loop (beyond the reserved room, and in duration runs)
+    /// at `clock`'s rate move to `rate`'s.
+    fn into_histogram(mut self, clock: &Clock, rate: &Clock) -> Result<LatencyRecorder> {
+        if !self.hist.is_empty() && clock.hz() != rate.hz() {
+            self.hist = self.hist.scaled(clock.hz() / rate.hz())?;
+        }
         let raw = std::mem::take(&mut self.raw);
         for ticks in raw {
-            self.record(clock, ticks);
+            self.record(rate, ticks);
         }
-        self.hist
+        Ok(self.hist)
     }
 }
 
@@ -439,16 +444,16 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     let clock = shape.clock;
     let recv_last = last_byte(side, shape)?;
     let mut ping = Ping::new(side, shape, shape.rx_depth)?;
-    // The monotonic clock, read just outside the loop's first and last stamps.
-    let opened = Instant::now();
+    // The monotonic clock between two ticks, read just outside the loop's first and last
+    // stamps.
+    let opened = clock.mark();
     let schedule = Schedule::new(&clock, clock.now(), shape.stop, shape.warmup);
     let mut tally = Tally::new(shape)?;
     tally.last = schedule.start;
     // The stamp taken before posting the previous round trip.
     let mut started: Option<u64> = None;
     let mut i = 0u64;
-    // The loop's last stamp.
-    let ended = loop {
+    loop {
         // One clock read per round trip, as perftest: the stamp before posting round trip i
         // is round trip i - 1's end. Round trip i is posted before i - 1 is recorded, so the
         // bookkeeping overlaps the flight instead of lengthening the round trip.
@@ -457,7 +462,7 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
             if let Some(t0) = started {
                 tally.add(&clock, &schedule, i - 1, t0, now);
             }
-            break now;
+            break;
         }
         let signaled = send_ping(side, shape, &mut ping, i)?;
         if let Some(t0) = started {
@@ -466,51 +471,45 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
         await_pong(side, shape, &ping, i, signaled, recv_last)?;
         started = Some(now);
         i += 1;
-    };
-    let span = opened.elapsed();
+    }
+    let closed = clock.mark();
+    measured(&clock, (opened, closed), tally, i)
+}
+
+/// What a loop bracketed by `opened` and `closed` measured, in nanoseconds at the rate the
+/// loop kept ([`Clock::over`]): its ticks over its length on the monotonic clock, where the
+/// bracket knows that rate (a loop of a few milliseconds or more); the calibrated rate
+/// otherwise. So a TSC calibrated wrong at the process's start (the thread preempted between
+/// a TSC read and the monotonic clock's) sets neither the latencies nor the window.
+///
+/// The window is never more than the bracket's monotonic length: at the loop's rate its
+/// ticks lie between the marks' (`opened` before the loop's first stamp, `closed` after its
+/// last), and at the calibrated one it is cut to it. That length is within the time from the
+/// server's `Ready` to this side's `SizeDone`, which the server checks the window against
+/// (`run/figures/peer.rs`).
+fn measured(
+    clock: &Clock,
+    (opened, closed): (Mark, Mark),
+    tally: Tally,
+    total: u64,
+) -> Result<LatMeasured> {
     let Some(first) = tally.first else {
         bail!("no round trip fell inside the measured window; give more iterations or a longer -D");
     };
-    let ticks = LoopTicks {
-        window: tally.last.wrapping_sub(first),
-        whole: ended.wrapping_sub(schedule.start),
-    };
+    let rate = clock.over(opened, closed);
+    let span = closed.at.saturating_duration_since(opened.at).as_secs_f64();
     let window = Window {
         ops: tally.measured,
-        seconds: window_seconds(&clock, ticks, span),
+        seconds: (rate.ns(tally.last.wrapping_sub(first)) as f64 / 1e9).min(span),
         events: tally.measured,
         extended: std::time::Duration::ZERO,
         intervals: None,
     };
     Ok(LatMeasured {
         window,
-        hist: tally.into_histogram(&clock),
-        total: i,
+        hist: tally.into_histogram(clock, &rate)?,
+        total,
     })
-}
-
-/// A latency loop's length in its clock's ticks: its measured window's and its whole run's
-/// (warm-up and margins included), the window lying inside the run.
-#[derive(Debug, Clone, Copy)]
-struct LoopTicks {
-    window: u64,
-    whole: u64,
-}
-
-/// The measured window's length in seconds: its share of the loop's ticks times `span`, how
-/// long the loop lasted on the monotonic clock (read just before its first stamp and after
-/// its last). So the TSC only divides the loop and never sets the length, and the length is
-/// never more than `span`, itself within the time from the server's `Ready` to this side's
-/// `SizeDone`: the time the server checks the client's window against
-/// (`run/figures/peer.rs`). A TSC calibrated wrong at the process's start (the thread
-/// preempted between a TSC read and the monotonic clock's) would otherwise stretch it.
-fn window_seconds(clock: &Clock, ticks: LoopTicks, span: Duration) -> f64 {
-    let span = span.as_secs_f64();
-    if ticks.whole == 0 || ticks.window > ticks.whole {
-        // Only a clock that went back: the calibrated length, within the loop's.
-        return (clock.ns(ticks.window) as f64 / 1e9).min(span);
-    }
-    span * (ticks.window as f64 / ticks.whole as f64)
 }
 
 /// The initiator's message `i`: copied out of the GPU first when staged (GPUDirect RDMA off:
@@ -649,7 +648,7 @@ mod tests {
             "no allocation in the loop"
         );
         assert_eq!(t.measured, 4);
-        let hist = t.into_histogram(&clock);
+        let hist = t.into_histogram(&clock, &clock).unwrap();
         assert_eq!(hist.len(), 4);
         // WRITE latency is one-way: half of each 2000 ns round trip.
         let stats = hist.stats().unwrap();
@@ -662,32 +661,85 @@ mod tests {
         assert_eq!(Tally::new(&d).unwrap().raw.capacity(), 0);
     }
 
+    /// The TSC's true rate in the tests below (ticks per nanosecond).
+    const GHZ: f64 = 2.596;
+
+    /// A loop's bracket `secs` apart on the monotonic clock, each mark `width` ticks wide,
+    /// the ticks counted at [`GHZ`]: the opening mark's and the closing one's.
+    fn bracket(secs: f64, width: u64) -> (Mark, Mark) {
+        let at = Instant::now();
+        let opened = Mark {
+            before: 1_000_000,
+            at,
+            after: 1_000_000 + width,
+        };
+        let mid = 1_000_000 + width / 2 + (secs * 1e9 * GHZ) as u64;
+        let closed = Mark {
+            before: mid - width / 2,
+            at: at + Duration::from_secs_f64(secs),
+            after: mid - width / 2 + width,
+        };
+        (opened, closed)
+    }
+
+    /// `n` WRITE round trips of `rtt` seconds back to back, the first starting just after
+    /// `opened`, tallied at `clock` (in iteration or duration mode, `stop`).
+    fn round_trips(clock: &Clock, opened: Mark, stop: Stop, n: u64, rtt: f64) -> Tally {
+        let sh = LatShape {
+            warmup: 0,
+            ..shape(stop, Verb::Write)
+        };
+        let start = opened.after + 10;
+        let s = Schedule::new(clock, start, Stop::Iters(n), 0);
+        let mut t = Tally::new(&sh).unwrap();
+        let ticks = (rtt * 1e9 * GHZ) as u64;
+        for i in 0..n {
+            t.add(clock, &s, i, start + i * ticks, start + (i + 1) * ticks);
+        }
+        t
+    }
+
     #[test]
-    fn a_tsc_calibrated_wrong_never_stretches_the_window_beyond_the_loop() {
-        // The six-node guest's write-lat over a slow uplink: the client reported 6.87 s for
-        // a size the server saw last 5.90 s, its TSC read as if 16% slower than it runs.
-        let ghz = 2.596;
-        let wrong = Clock::tsc_at(ghz * 5.90 / 6.87);
-        let span = Duration::from_secs_f64(5.90);
-        let whole = (5.90e9 * ghz) as u64;
-        let ticks = LoopTicks {
-            window: whole / 100 * 99,
-            whole,
-        };
-        let s = window_seconds(&wrong, ticks, span);
+    fn a_calibration_16_percent_off_sets_neither_the_latencies_nor_the_window() {
+        // The six-node guest's write-lat over a slow uplink: the client's TSC, calibrated at
+        // its start, read as if 16% slower than it runs (a window of 6.87 s for a size the
+        // server saw last 5.90 s). 1000 round trips of 5.9 ms: 2.95 ms one way.
+        let wrong = Clock::tsc_at(GHZ * 5.90 / 6.87);
+        let (opened, closed) = bracket(5.91, 3_000);
+        for stop in [Stop::Iters(1000), Stop::for_duration(5.9)] {
+            // Kept raw until the loop ends, or into the histogram as they come.
+            let tally = round_trips(&wrong, opened, stop, 1000, 5.9e-3);
+            let m = measured(&wrong, (opened, closed), tally, 1000).unwrap();
+            let stats = m.hist.stats().unwrap();
+            for us in [stats.min, stats.p50, stats.max, stats.mean] {
+                let off = (us - 2950.0).abs() / 2950.0;
+                assert!(off < 0.01, "{us} us, not 2950 us ({stop:?}): {stats:?}");
+            }
+            let w = m.window.seconds;
+            assert!((w - 5.90).abs() < 0.01 && w <= 5.91, "{w} s ({stop:?})");
+        }
+    }
+
+    #[test]
+    fn a_loop_too_short_for_its_bracket_keeps_the_calibrated_rate_within_its_length() {
+        // 20 round trips of 5 us, a bracket 200 us long whose marks are 10 us wide: the
+        // loop's own rate is known to 5% only, the calibration to 1e-5.
+        let right = Clock::tsc_at(GHZ);
+        let (opened, closed) = bracket(200e-6, (10e-6 * 1e9 * GHZ) as u64);
+        let tally = round_trips(&right, opened, Stop::Iters(20), 20, 5e-6);
+        let m = measured(&right, (opened, closed), tally, 20).unwrap();
+        let p50 = m.hist.stats().unwrap().p50;
+        assert!((p50 - 2.5).abs() < 0.01, "{p50} us");
         assert!(
-            s <= span.as_secs_f64() && (s - 5.90 * 0.99).abs() < 1e-6,
-            "{s} s"
+            (m.window.seconds - 100e-6).abs() < 1e-7,
+            "{}",
+            m.window.seconds
         );
-        // A clock calibrated right gives the window its ticks make.
-        let right = window_seconds(&Clock::tsc_at(ghz), ticks, span);
-        assert!((right - 5.90 * 0.99).abs() < 1e-6, "{right} s");
-        // A window ending after the loop (a clock gone back) stays within it.
-        let odd = LoopTicks {
-            window: whole * 2,
-            whole,
-        };
-        assert!(window_seconds(&wrong, odd, span) <= span.as_secs_f64());
+        // A calibration that made the window longer than the bracket is cut to it.
+        let wrong = Clock::tsc_at(GHZ / 4.0);
+        let tally = round_trips(&wrong, opened, Stop::Iters(20), 20, 5e-6);
+        let m = measured(&wrong, (opened, closed), tally, 20).unwrap();
+        assert!(m.window.seconds <= 200e-6, "{}", m.window.seconds);
     }
 
     #[test]
