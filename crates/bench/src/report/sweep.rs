@@ -361,8 +361,9 @@ impl SweepRecord {
 
     /// The one measurement of `test` that stands for each pair of ranks, keyed by the two
     /// ranks in increasing order (a pair is one whichever side was the client): the first
-    /// planned measurement with a figure, else the first planned one (it failed); a re-run
-    /// only where the schedule did not plan the pair.
+    /// planned measurement with a figure (a retry's, where the planned round's failed), else
+    /// the first planned one (it failed); a re-run only where the schedule did not plan the
+    /// pair.
     pub fn measurements(&self, test: &str) -> BTreeMap<(u32, u32), &PairRecord> {
         let priority = |p: &PairRecord| (p.rerun, p.value.is_none());
         let mut chosen: BTreeMap<(u32, u32), &PairRecord> = BTreeMap::new();
@@ -631,6 +632,26 @@ mod tests {
         only.rerun = true;
         s.pairs.push(only);
         assert_eq!(s.measurements("write-bw")[&(0, 3)].value, Some(21.0));
+    }
+
+    #[test]
+    fn a_retry_that_measured_stands_for_its_pair_and_the_failure_stays_recorded() {
+        // The six-node guest: round 1's write-bw 2<-3 failed (rxe's remote invalid request),
+        // its retry measured it. The record keeps both; the pair's figure is the retry's.
+        let mut s = sample_sweep();
+        s.pairs
+            .retain(|p| !(p.test == "write-bw" && (p.client, p.server) == (2, 3)));
+        let mut failed = sample_pair(0, 2, 3, "write-bw", "GB/s", None, 46.0);
+        failed.error = Some("work request 1 completed with status 'remote invalid request'".into());
+        s.pairs.push(failed);
+        let mut retry = sample_pair(5, 2, 3, "write-bw", "GB/s", Some(0.5), 46.0);
+        retry.retry = true;
+        s.pairs.push(retry);
+        let m = s.measurements("write-bw");
+        assert_eq!(m[&(2, 3)].value, Some(0.5));
+        assert!(m[&(2, 3)].retry);
+        let failed = s.pairs.iter().find(|p| p.error.is_some()).unwrap();
+        assert!(!failed.retry && failed.value.is_none(), "{failed:?}");
     }
 
     #[test]
