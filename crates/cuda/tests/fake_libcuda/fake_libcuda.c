@@ -80,16 +80,16 @@ static int writes_ordering(void) {
     const char *o = getenv("FAKE_CUDA_WRITES_ORDERING");
     return o ? atoi(o) : 100;
 }
-int cuDeviceGetAttribute(int *v, int attr, int dev) {
-    FAIL_IF_INJECTED("cuDeviceGetAttribute");
-    switch (attr) {
-    case 50: *v = 0; return 0;                  /* PCI_DOMAIN_ID */
-    case 33: *v = dev == 0 ? 0x17 : 0x9a; return 0; /* PCI_BUS_ID */
 /* FAKE_CUDA_FLUSH_OPTIONS, else HOST (1). */
 static int flush_options(void) {
     const char *o = getenv("FAKE_CUDA_FLUSH_OPTIONS");
     return o ? atoi(o) : 1;
 }
+int cuDeviceGetAttribute(int *v, int attr, int dev) {
+    FAIL_IF_INJECTED("cuDeviceGetAttribute");
+    switch (attr) {
+    case 50: *v = 0; return 0;                  /* PCI_DOMAIN_ID */
+    case 33: *v = dev == 0 ? 0x17 : 0x9a; return 0; /* PCI_BUS_ID */
     case 34: *v = 0; return 0;                  /* PCI_DEVICE_ID */
     case 124: *v = getenv("FAKE_CUDA_DMA_BUF") ? atoi(getenv("FAKE_CUDA_DMA_BUF")) : dev == 0; return 0; /* DMA_BUF_SUPPORTED */
     case 116: *v = 1; return 0;                 /* GPU_DIRECT_RDMA_SUPPORTED */
@@ -156,12 +156,12 @@ int cuPointerGetAttribute(void *v, int attr, unsigned long long p) {
 /* Appends "FLUSH target scope" to FAKE_CUDA_FLUSH_LOG; CUDA_ERROR_NOT_SUPPORTED where the flush-writes options
  * lack HOST, as the driver answers there. */
 int cuFlushGPUDirectRDMAWrites(int target, int scope) {
+    if (!(flush_options() & 1)) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
     const char *path = getenv("FAKE_CUDA_FLUSH_LOG");
     FILE *f = path ? fopen(path, "a") : NULL;
     if (f) {
         fprintf(f, "FLUSH %d %d\n", target, scope);
         fclose(f);
-    if (!(flush_options() & 1)) return 801; /* CUDA_ERROR_NOT_SUPPORTED */
     }
     return 0;
 }
