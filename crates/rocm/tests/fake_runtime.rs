@@ -40,12 +40,13 @@ fn compile(dir: &Path, src: &Path, extra: &[&str]) -> Result<(), String> {
         .args(extra)
         .output()
         .map_err(|e| format!("cannot run {cc}: {e}"))?;
-    if !out.status.success() {
-        return Err(format!(
-            "{cc} failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        ));
-    }
+    // No compiler skips these tests; a fake that does not compile is a broken test, never a
+    // skip.
+    assert!(
+        out.status.success(),
+        "the fake ROCm does not compile ({cc}): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::os::unix::fs::symlink("libamdhip64.so.6", dir.join("libhsa-runtime64.so.1"))
         .map_err(|e| e.to_string())
 }

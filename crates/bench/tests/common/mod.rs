@@ -470,7 +470,7 @@ pub fn doctor_check<'a>(report: &'a str, name: &str) -> (&'a str, &'a str) {
 
 /// The folder of the cuda crate's fake libcuda.so.1 (run it with `FAKE_CUDA_MODE=hostmem`
 /// and this folder in `LD_LIBRARY_PATH`), built once per test process; `None` without a C
-/// compiler.
+/// compiler (panics when the fake does not compile).
 pub fn fake_libcuda() -> Option<PathBuf> {
     static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
     LIB.get_or_init(|| {
@@ -486,7 +486,7 @@ pub fn fake_libcuda() -> Option<PathBuf> {
 
 /// The folder of the rocm crate's fake ROCm (libamdhip64.so.6, and libhsa-runtime64.so.1 the
 /// same file; put this folder in `LD_LIBRARY_PATH`), built once per test process; `None`
-/// without a C compiler.
+/// without a C compiler (panics when the fake does not compile).
 pub fn fake_rocm() -> Option<PathBuf> {
     static LIB: OnceLock<Option<PathBuf>> = OnceLock::new();
     LIB.get_or_init(|| {
@@ -512,13 +512,13 @@ fn build_fake(name: &str, src: &str, lib: &str, link: &str) -> Option<PathBuf> {
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(src))
         .output()
         .ok()?;
-    if !out.status.success() {
-        eprintln!(
-            "cannot build the fake {name}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        return None;
-    }
+    // No compiler here skips the tests that need the fake; a fake that does not compile is
+    // a broken test, never a skip.
+    assert!(
+        out.status.success(),
+        "the fake {name} does not compile: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     std::os::unix::fs::symlink(lib, dir.join(link)).ok();
     Some(dir)
 }
