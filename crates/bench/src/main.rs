@@ -12,11 +12,11 @@ use rdmabench::control::{anyone_may_connect, Greeting, Listener, NoClient, Token
 use rdmabench::exit::Exit;
 use rdmabench::plan::{self, TestKind};
 use rdmabench::run::rails::rail_devices;
-use rdmabench::text::printable_within;
 use rdmabench::run::{
     run_client, run_client_rails, run_server, Outcome, RecordFiles, RunOptions, ServerRails,
     ServerSide,
 };
+use rdmabench::text::printable_within;
 use rdmabench::thresholds;
 
 fn main() -> ExitCode {

@@ -227,7 +227,13 @@ mod tests {
             assert!(text.contains(&format!("(errno {code})")), "{text}");
             assert!(text.contains("does not support dma-buf"), "{text}");
         }
-        for code in [libc::EINVAL, libc::ENOMEM, libc::EFAULT, libc::EBADF, libc::EPERM] {
+        for code in [
+            libc::EINVAL,
+            libc::ENOMEM,
+            libc::EFAULT,
+            libc::EBADF,
+            libc::EPERM,
+        ] {
             let e = VerbsError::from_dmabuf_registration(&io::Error::from_raw_os_error(code));
             assert!(
                 matches!(e, VerbsError::DmaBufRefused { errno, .. } if errno == code),
