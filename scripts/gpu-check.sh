@@ -21,6 +21,13 @@
 #                                         2. where an RDMA device exists (/sys/class/infiniband): rdmabench
 #                                            write-bw --loopback on it with --validate for --mem cuda-staged,
 #                                            cuda (dma-buf) and cuda-peermem, each a line PASS or FAIL with why.
+#                                            Where none exists (and $RDMA_DEV is unset), a soft-RoCE device is
+#                                            brought up for the check and removed on exit: rdma_rxe on one end
+#                                            of a veth pair (gpuchk0/gpuchk1, 10.252.0.1/24), as root with the
+#                                            module and iproute2's rdma tool; the staged loopback then checks
+#                                            the engine's loop on the real GPU, and dma-buf runs if the provider
+#                                            takes it ($GPU_CHECK_SOFT_ROCE=0: never; =1: even where an
+#                                            RDMA device exists, in place of it).
 #                                         DEVICE: GPU index (default 0) or PCI bus id (0000:17:00.0).
 #
 # Carrying the bundle: copy BUNDLE to the GPU machine (scp -r, a tarball, or a runner that carries ignored
@@ -38,9 +45,11 @@
 # $OUT/rdmabench-MODE.txt and .json (each loopback run), $OUT/summary.txt and $OUT/nvidia-smi.txt (driver,
 # topology and PCIe facts).
 # Each check ends in one line: PASS, FAIL with why, or SKIP with why it cannot run on this machine (no NVIDIA
-# driver; no RDMA device; a software RDMA device such as rxe or siw, which cannot reach GPU memory, for the
-# cuda and cuda-peermem loopbacks; nvidia-peermem not loaded, for cuda-peermem; a driver that cannot export
-# dma-bufs, as NVIDIA's proprietary kernel modules, for cuda: gpu_check then skips its dma-buf checks too).
+# driver; no RDMA device and no soft-RoCE one could be brought up (not root, no rdma_rxe module, no rdma
+# tool), saying which; a software RDMA device such as rxe or siw, which cannot reach GPU memory, for the
+# cuda-peermem loopback, and for cuda where its provider refuses dma-buf (EOPNOTSUPP); nvidia-peermem not
+# loaded, for cuda-peermem; a driver that cannot export dma-bufs, as NVIDIA's proprietary kernel modules, for
+# cuda: gpu_check then skips its dma-buf checks too).
 # Exit status (Nagios' codes): 0 every check that could run passed; 1 a check failed; 2 bad usage or DEVICE;
 # 3 nothing could be checked here (every check skipped).
 set -uo pipefail
@@ -136,7 +145,11 @@ no_driver() {
 cannot_loop() {
     local dev=$1 mode=$2 why
     why=$(no_driver) && [ -n "$why" ] && { echo "$why"; return; }
-    [ -z "$dev" ] && { echo "no RDMA device (/sys/class/infiniband is empty or absent)"; return; }
+    if [ -z "$dev" ]; then
+        why="no RDMA device (/sys/class/infiniband is empty or absent)"
+        [ -n "${soft_roce_why:-}" ] && why="$why, and no soft-RoCE device could be brought up: $soft_roce_why"
+        echo "$why"; return
+    fi
     [ -z "$rdmabench" ] && return
     case $mode in cuda-staged*) return ;; esac
     if [ "$mode" = cuda ] && grep -q '^ *\[SKIP\] dma-buf attribute' "$out/gpu-check.txt" 2>/dev/null; then
@@ -144,13 +157,77 @@ cannot_loop() {
              "is 0, as NVIDIA's proprietary kernel modules report); cuda-peermem and cuda-staged do not need it"
         return
     fi
-    if [ ! -e "/sys/class/infiniband/$dev/device" ] || [[ $dev == rxe* || $dev == siw* ]]; then
+    if software "$dev"; then
+        # dma-buf is tried (the loopback SKIPs where the provider refuses it); peer memory never is.
+        [ "$mode" = cuda ] && return
         echo "$dev is a software RDMA device (soft-RoCE or siw): it cannot reach GPU memory"; return
     fi
     case $mode in
         cuda-peermem*) [ -d /sys/module/nvidia_peermem ] || [ -d /sys/module/nv_peer_mem ] \
             || echo "nvidia-peermem is not loaded (modprobe nvidia-peermem)" ;;
     esac
+}
+
+# The soft-RoCE device brought up where this machine has no RDMA device, its veth pair and address.
+readonly SOFT_DEV=gpuchk_rxe0 SOFT_IF=gpuchk0 SOFT_PEER=gpuchk1 SOFT_ADDR=10.252.0.1/24
+
+# Why no soft-RoCE device can be brought up here; nothing when one can (rdma_rxe then loaded).
+soft_roce_cannot() {
+    local tool said
+    [ "$(id -u 2>/dev/null)" = 0 ] || { echo "not root (rdma_rxe and a veth pair need root)"; return; }
+    for tool in rdma ip; do
+        command -v "$tool" >/dev/null || { echo "no iproute2 $tool tool (install iproute2)"; return; }
+    done
+    [ -d /sys/module/rdma_rxe ] && return
+    command -v modprobe >/dev/null || { echo "no modprobe (kmod) to load rdma_rxe"; return; }
+    said=$(modprobe rdma_rxe 2>&1) \
+        || echo "no rdma_rxe module in this kernel ($(uname -r)): modprobe rdma_rxe: ${said:-failed}"
+}
+
+# Brings up $SOFT_DEV on $SOFT_IF (a veth pair) and waits for its IPv4 RoCE GID; why not where it cannot.
+soft_roce_up() {
+    local i
+    ip link add "$SOFT_IF" type veth peer name "$SOFT_PEER" 2>&1 || return 1
+    ip addr add "$SOFT_ADDR" dev "$SOFT_IF" 2>&1 && ip link set "$SOFT_IF" up 2>&1 \
+        && ip link set "$SOFT_PEER" up 2>&1 || return 1
+    rdma link add "$SOFT_DEV" type rxe netdev "$SOFT_IF" 2>&1 || return 1
+    for i in $(seq 50); do
+        grep -qv '^0000:0000:0000:0000:0000:0000:0000:0000$' \
+            "/sys/class/infiniband/$SOFT_DEV/ports/1/gids/1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    echo "$SOFT_DEV has no IPv4 RoCE GID (ports/1/gids/1) 5 s after it came up"
+    return 1
+}
+
+# Removes what soft_roce_up made (the trap on exit).
+soft_roce_down() {
+    rdma link delete "$SOFT_DEV" 2>/dev/null
+    ip link delete "$SOFT_IF" 2>/dev/null
+}
+
+# Where no RDMA device is here: sets dev to a soft-RoCE one brought up for the check (removed on exit), or
+# soft_roce_why to why none could be.
+soft_roce() {
+    local said
+    [ "${GPU_CHECK_SOFT_ROCE:-auto}" = 0 ] && { soft_roce_why="GPU_CHECK_SOFT_ROCE=0"; return; }
+    soft_roce_why=$(soft_roce_cannot)
+    [ -n "$soft_roce_why" ] && return
+    trap soft_roce_down EXIT
+    trap 'exit 130' INT TERM
+    if said=$(soft_roce_up); then
+        dev=$SOFT_DEV
+        echo "gpu-check.sh: soft-RoCE device $dev brought up on veth $SOFT_IF ($SOFT_ADDR) for the loopback" \
+             "checks; removed on exit"
+    else
+        soft_roce_why="bringing it up failed: $(printf '%s' "$said" | tr '\n' ' ')"
+        soft_roce_down
+    fi
+}
+
+# Whether RDMA device $1 is a software one (rxe, siw: no PCI device behind it).
+software() {
+    [ ! -e "/sys/class/infiniband/$1/device" ] || [[ $1 == *rxe* || $1 == siw* ]]
 }
 
 # One rdmabench loopback run with --mem MODE on $dev; a PASS/FAIL line in the summary.
@@ -162,6 +239,9 @@ loopback() {
     rc=$?
     if [ "$rc" -eq 0 ]; then
         echo "PASS rdmabench write-bw --loopback -d $dev --mem $mode --validate: $(grep -E '^ +[0-9]+ +[0-9]+ ' "$log" | tail -1)"
+    elif software "$dev" && grep -q 'cannot register this memory as a dma-buf' "$log"; then
+        echo "SKIP rdmabench write-bw --loopback -d $dev --mem $mode: the provider of $dev does not take" \
+             "dma-buf memory (ibv_reg_dmabuf_mr: EOPNOTSUPP; see $log)"
     else
         echo "FAIL rdmabench write-bw --loopback -d $dev --mem $mode --validate (exit $rc): $(tail -1 "$log")"
     fi
@@ -198,10 +278,14 @@ run() {
         echo "$rc" >"$out/gpu-check.rc"
         [ "$rc" -eq 2 ] && exit 2
     fi
+    dev=${RDMA_DEV:-$(ls /sys/class/infiniband 2>/dev/null | head -1)}
+    soft_roce_why=
+    if [ -z "$driverless" ] && { [ -z "$dev" ] || [ "${GPU_CHECK_SOFT_ROCE:-auto}" = 1 ]; }; then
+        soft_roce
+    fi
     {
         if [ -n "$driverless" ]; then echo "SKIP gpu_check: $driverless"
         elif [ "$rc" -eq 0 ]; then echo "PASS gpu_check"; else echo "FAIL gpu_check (exit $rc)"; fi
-        dev=${RDMA_DEV:-$(ls /sys/class/infiniband 2>/dev/null | head -1)}
         for mode in cuda-staged cuda cuda-peermem; do
             why=$(cannot_loop "$dev" "$mode")
             if [ -n "$why" ]; then

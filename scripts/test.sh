@@ -92,7 +92,7 @@ printf '    %s\n' "${bins[@]}"
 declare -A cost=([guest_matrix]=475 [guest_fake_gpu]=460 [guest_regression]=250
     [guest_soak]=158 [guest_write_bw]=153 [guest_latency]=81 [guest_gdr]=85
     [guest_harden]=60 [guest_faults]=40 [guest_rails]=60 [guest_topo]=10
-    [guest_duration]=200 [guest_options]=90 [guest_health]=50)
+    [guest_duration]=200 [guest_options]=90 [guest_health]=50 [guest_gpu_check]=20)
 declare -A nodes=([guest_cluster]=4 [guest_quick]=5 [guest_fleet]=6) leaves=([guest_fleet]=2)
 lanes=${RDMABENCH_GUEST_LANES:-2}
 [[ $lanes =~ ^[1-9]$ ]] || { echo "scripts/test.sh: RDMABENCH_GUEST_LANES must be 1..9" >&2; exit 2; }

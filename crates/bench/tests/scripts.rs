@@ -395,3 +395,118 @@ esac
     );
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// `gpu-check.sh run` on a machine with a driver and no RDMA device tries to bring up a
+/// soft-RoCE device for the loopback checks; where it cannot, each loopback SKIPs saying why
+/// (not root, no rdma tool, no rdma_rxe module), and nothing is left behind. Run with a PATH of
+/// this machine's tools and stand-ins for `id`, `modprobe`, `ip` and `rdma` (the last two
+/// record any call: none may come, since nothing can be brought up).
+#[test]
+fn gpu_check_without_an_rdma_device_says_why_no_soft_roce_device_came_up() {
+    let test = "gpu_check_without_an_rdma_device_says_why_no_soft_roce_device_came_up";
+    if Path::new("/proc/driver/nvidia").exists()
+        || Path::new("/sys/class/infiniband").exists()
+        || Path::new("/sys/module/rdma_rxe").exists()
+    {
+        eprintln!("skipped {test}: this machine has an NVIDIA driver, an RDMA device or rdma_rxe");
+        return;
+    }
+    let dir = scratch("gpu-check-soft-roce");
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).unwrap();
+    std::fs::write(lib.join("libcuda.so.1"), "").unwrap();
+    let exe = |path: &Path, body: &str| {
+        std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+    };
+    let gpu_check = dir.join("gpu_check");
+    exe(&gpu_check, "exit 0");
+    let calls = dir.join("calls");
+    let run = |uid: &str, tools: &[&str]| {
+        let bin = dir.join(format!("bin-{uid}-{}", tools.len()));
+        std::fs::create_dir_all(&bin).unwrap();
+        for tool in [
+            "dirname", "mkdir", "uname", "cat", "ls", "grep", "timeout", "tee", "head", "tail",
+            "sed", "sort", "getconf", "awk", "seq", "tr", "cut",
+        ] {
+            if let Some(path) = which(tool) {
+                std::os::unix::fs::symlink(path, bin.join(tool)).ok();
+            }
+        }
+        exe(&bin.join("id"), &format!("echo {uid}"));
+        let modprobe = "echo \"modprobe: FATAL: Module rdma_rxe not found in directory /lib/modules/x\" >&2; exit 1";
+        for tool in tools {
+            let body = if *tool == "modprobe" {
+                modprobe.to_string()
+            } else {
+                format!("echo \"{tool} $*\" >> '{}'; exit 1", calls.display())
+            };
+            exe(&bin.join(tool), &body);
+        }
+        let out = Command::new("/bin/bash")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-check.sh"))
+            .arg("run")
+            .env("PATH", &bin)
+            .env("GPU_CHECK_BIN", &gpu_check)
+            .env("RDMABENCH_BIN", env!("CARGO_BIN_EXE_rdmabench"))
+            .env("LD_LIBRARY_PATH", &lib)
+            .env("OUT", dir.join("out"))
+            .env_remove("RDMA_DEV")
+            .env_remove("GPU_CHECK_SOFT_ROCE")
+            .output()
+            .unwrap();
+        let summary = std::fs::read_to_string(dir.join("out/summary.txt")).unwrap_or_default();
+        (out.status.code(), text(&out), summary)
+    };
+    let all = ["rdma", "ip", "modprobe"];
+    for (uid, tools, why) in [
+        (
+            "1000",
+            &all[..],
+            "not root (rdma_rxe and a veth pair need root)",
+        ),
+        (
+            "0",
+            &["ip", "modprobe"][..],
+            "no iproute2 rdma tool (install iproute2)",
+        ),
+        ("0", &all[..], "no rdma_rxe module in this kernel ("),
+    ] {
+        let (code, said, summary) = run(uid, tools);
+        // gpu_check passed: the run passed what it could check.
+        assert_eq!(code, Some(0), "{said}");
+        let lines: Vec<&str> = summary.lines().collect();
+        assert_eq!(lines.len(), 4, "{summary}");
+        assert_eq!(lines[0], "PASS gpu_check", "{summary}");
+        let prefix = "no RDMA device (/sys/class/infiniband is empty or absent), and no soft-RoCE \
+                      device could be brought up: ";
+        for (line, mode) in lines[1..]
+            .iter()
+            .zip(["cuda-staged", "cuda", "cuda-peermem"])
+        {
+            let skip = format!("SKIP rdmabench write-bw --loopback --mem {mode}: {prefix}{why}");
+            assert!(line.starts_with(&skip), "{line}\nwanted {skip}");
+        }
+        if why.starts_with("no rdma_rxe") {
+            assert!(
+                lines[1].contains("modprobe rdma_rxe: modprobe: FATAL: Module rdma_rxe not found"),
+                "{summary}"
+            );
+        }
+        assert!(
+            !calls.exists(),
+            "nothing brought up, nothing to remove: {said}"
+        );
+    }
+    std::fs::remove_dir_all(dir).ok();
+}
+
+/// Where `tool` is on this machine's PATH.
+fn which(tool: &str) -> Option<std::path::PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(tool))
+            .find(|path| path.is_file())
+    })
+}
