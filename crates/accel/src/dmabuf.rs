@@ -68,6 +68,26 @@ pub fn align_range(addr: u64, len: usize, page: usize) -> Option<AlignedRange> {
     })
 }
 
+/// How the GPU maps the memory a dma-buf exports for the NIC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DmaBufMapping {
+    /// The driver's choice.
+    #[default]
+    Default,
+    /// Through the GPU's PCIe BAR (CUDA's `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, driver
+    /// 12.8 or newer): what Grace-based (C2C) and Data Direct systems need for the NIC to reach
+    /// GPU memory over PCIe (perftest's `--use_cuda_pcie_mapping`).
+    Pcie,
+}
+
+/// A runtime that cannot export a dma-buf with the mapping asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "only CUDA (driver 12.8 or newer) exports a dma-buf mapped through PCIe; this GPU's runtime \
+     exports with its own mapping"
+)]
+pub struct MappingUnsupported;
+
 /// A GPU memory range exported as a dma-buf: the owned fd plus what `ibv_reg_dmabuf_mr` needs. Keeps the GPU
 /// allocation alive while it lives; dropping it closes the fd (an MR registered from it holds its own
 /// reference in the kernel, so deregister the MR before freeing the buffer in any case).

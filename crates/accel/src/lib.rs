@@ -45,7 +45,8 @@ pub mod staging;
 use std::fmt;
 
 pub use dmabuf::{
-    align_range, dmabuf_exporter, host_page_size, AlignedRange, DmaBuf, HOST_PAGE_SIZE,
+    align_range, dmabuf_exporter, host_page_size, AlignedRange, DmaBuf, DmaBufMapping,
+    MappingUnsupported, HOST_PAGE_SIZE,
 };
 pub use error::{check_range, nth_marker, AccelError, OutOfBounds};
 pub use guard::AllocationGuard;
@@ -150,6 +151,20 @@ pub trait GpuBuffer: Send + Sync + fmt::Debug {
     /// `offset .. offset + len` of the buffer exported as a dma-buf (its iova the GPU address
     /// of byte `offset`).
     fn export_dmabuf(&self, offset: usize, len: usize) -> Result<DmaBuf, AccelError>;
+
+    /// [`GpuBuffer::export_dmabuf`] with the GPU mapping it through `mapping`; a runtime that
+    /// has only the default mapping refuses any other ([`MappingUnsupported`]).
+    fn export_dmabuf_mapped(
+        &self,
+        offset: usize,
+        len: usize,
+        mapping: DmaBufMapping,
+    ) -> Result<DmaBuf, AccelError> {
+        match mapping {
+            DmaBufMapping::Default => self.export_dmabuf(offset, len),
+            DmaBufMapping::Pcie => Err(AccelError::new(MappingUnsupported)),
+        }
+    }
 
     /// Copies `src` to `offset ..`, complete when this returns.
     fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<(), AccelError>;

@@ -13,7 +13,7 @@ use crate::control::{Token, DEFAULT_PORT};
 use crate::doctor::host::{parse_cpus_arg, CpuList};
 use crate::engine::{self, SideConfig};
 use crate::kconfig::is_rocm_dmabuf;
-use crate::memory::{GpuRuntime, MemMode};
+use crate::memory::{DmaBufVia, GpuRuntime, MemMode};
 use crate::placement::PinChoice;
 use crate::plan::{Mode, PlanError, PlanRequest, Role, TestKind, TestPlan, Verb};
 use crate::report::{Format, FORMATS};
@@ -152,7 +152,9 @@ pub struct TestArgs {
     ///
     /// Where this side's buffer lives: host, cuda[:GPU] (GPUDirect RDMA via dma-buf),
     /// cuda-peermem[:GPU] (via nvidia-peermem), cuda-staged[:GPU] (GDR off), and the same three
-    /// of AMD GPUs: rocm[:GPU], rocm-peermem[:GPU], rocm-staged[:GPU]; GPU an index or bus id
+    /// of AMD GPUs: rocm[:GPU], rocm-peermem[:GPU], rocm-staged[:GPU]; GPU an index or bus id.
+    /// Grace-based and Data Direct systems: cuda-pcie[:GPU] (the dma-buf mapped through PCIe,
+    /// CUDA 12.8+) and cuda-data-direct[:GPU] (that, through an mlx5 NIC's Data Direct function)
     #[arg(long, value_name = "MODE", value_parser = parse_mem, conflicts_with_all = ["use_cuda", "use_rocm"])]
     pub mem: Option<MemArg>,
 
@@ -174,6 +176,20 @@ pub struct TestArgs {
     /// perftest's alias: with --use_cuda, register through dma-buf (--mem cuda:N)
     #[arg(long = "use_cuda_dmabuf")]
     pub use_cuda_dmabuf: bool,
+
+    /// perftest's alias: with --use_cuda_dmabuf, as --mem cuda-pcie:N
+    ///
+    /// perftest's alias: with --use_cuda=N --use_cuda_dmabuf, the dma-buf mapped through the
+    /// GPU's PCIe BAR (--mem cuda-pcie:N; CUDA 12.8 or newer)
+    #[arg(long = "use_cuda_pcie_mapping")]
+    pub use_cuda_pcie_mapping: bool,
+
+    /// perftest's alias: with --use_cuda_dmabuf, as --mem cuda-data-direct:N
+    ///
+    /// perftest's alias: with --use_cuda=N --use_cuda_dmabuf, the dma-buf mapped through PCIe
+    /// and registered through the mlx5 NIC's Data Direct function (--mem cuda-data-direct:N)
+    #[arg(long = "use_data_direct")]
+    pub use_data_direct: bool,
 
     /// perftest's alias: AMD GPU N's memory, as --mem rocm-peermem:N
     ///
@@ -421,6 +437,25 @@ impl TestArgs {
                 )));
             }
         }
+        for (given, flag, mode) in [
+            (
+                self.use_cuda_pcie_mapping,
+                "--use_cuda_pcie_mapping",
+                "cuda-pcie",
+            ),
+            (
+                self.use_data_direct,
+                "--use_data_direct",
+                "cuda-data-direct",
+            ),
+        ] {
+            if given && !(self.use_cuda_dmabuf && self.use_cuda.is_some()) {
+                return Err(PlanError(format!(
+                    "{flag} needs --use_cuda=N --use_cuda_dmabuf (perftest's way to a dma-buf of \
+                     GPU N); or give --mem {mode}:N"
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -428,11 +463,18 @@ impl TestArgs {
     pub fn side(&self) -> Result<SideConfig, PlanError> {
         let mem = match (&self.mem, &self.use_cuda, &self.use_rocm) {
             (Some(m), _, _) => m.mode.clone(),
-            (None, Some(n), _) => MemMode::from_perftest(GpuRuntime::Cuda, n, self.use_cuda_dmabuf)
-                .map_err(PlanError)?,
+            (None, Some(n), _) => {
+                let via = match (self.use_data_direct, self.use_cuda_pcie_mapping) {
+                    (true, _) => DmaBufVia::DataDirect,
+                    (false, true) => DmaBufVia::Pcie,
+                    (false, false) => DmaBufVia::Default,
+                };
+                let dmabuf = self.use_cuda_dmabuf.then_some(via);
+                MemMode::from_perftest(GpuRuntime::Cuda, n, dmabuf).map_err(PlanError)?
+            }
             (None, None, Some(n)) => {
-                MemMode::from_perftest(GpuRuntime::Rocm, n, self.use_rocm_dmabuf)
-                    .map_err(PlanError)?
+                let dmabuf = self.use_rocm_dmabuf.then_some(DmaBufVia::Default);
+                MemMode::from_perftest(GpuRuntime::Rocm, n, dmabuf).map_err(PlanError)?
             }
             (None, None, None) => MemMode::Host,
         };

@@ -111,6 +111,40 @@ impl GpuPath {
     }
 }
 
+/// How a dma-buf ([`GpuPath::DmaBuf`]) is exported and registered: CUDA only, beyond the default.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DmaBufVia {
+    /// The driver's own mapping, `ibv_reg_dmabuf_mr` (`--mem cuda`, `rocm`).
+    #[default]
+    Default,
+    /// Mapped through the GPU's PCIe BAR (`CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, CUDA
+    /// 12.8 or newer), `ibv_reg_dmabuf_mr` (`--mem cuda-pcie`; perftest's
+    /// `--use_cuda_pcie_mapping`).
+    Pcie,
+    /// Mapped through PCIe and registered through the NIC's Data Direct function
+    /// (`mlx5dv_reg_dmabuf_mr`, `--mem cuda-data-direct`; perftest's `--use_data_direct`).
+    DataDirect,
+}
+
+impl DmaBufVia {
+    /// How `--mem` spells it after "cuda": "", "-pcie", "-data-direct".
+    fn suffix(self) -> &'static str {
+        match self {
+            DmaBufVia::Default => "",
+            DmaBufVia::Pcie => "-pcie",
+            DmaBufVia::DataDirect => "-data-direct",
+        }
+    }
+
+    /// The runtime's mapping for the export.
+    pub fn mapping(self) -> accel::DmaBufMapping {
+        match self {
+            DmaBufVia::Default => accel::DmaBufMapping::Default,
+            DmaBufVia::Pcie | DmaBufVia::DataDirect => accel::DmaBufMapping::Pcie,
+        }
+    }
+}
+
 /// A buffer in GPU memory: whose runtime, how the NIC reaches it, which GPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuMem {
@@ -118,6 +152,8 @@ pub struct GpuMem {
     pub runtime: GpuRuntime,
     /// How the NIC reaches it.
     pub path: GpuPath,
+    /// How a dma-buf is exported and registered ([`DmaBufVia::Default`] for other paths).
+    pub dmabuf: DmaBufVia,
     /// Which GPU.
     pub gpu: accel::DeviceSelector,
 }
@@ -134,7 +170,8 @@ pub enum MemMode {
 
 /// What `--mem` takes.
 const VALID_MODES: &str = "valid: host, cuda[:GPU], cuda-peermem[:GPU], cuda-staged[:GPU], \
-     rocm[:GPU], rocm-peermem[:GPU], rocm-staged[:GPU], GPU an index or a PCI bus id";
+     cuda-pcie[:GPU], cuda-data-direct[:GPU], rocm[:GPU], rocm-peermem[:GPU], rocm-staged[:GPU], \
+     GPU an index or a PCI bus id";
 
 impl MemMode {
     /// Parses `--mem`: `host`, or a runtime (`cuda`, `rocm`) with a path (none: dma-buf;
@@ -147,11 +184,16 @@ impl MemMode {
         if kind == "host" && gpu.is_none() {
             return Ok(MemMode::Host);
         }
+        let via = |r, p| (r, p, DmaBufVia::Default);
         let named = [GpuRuntime::Cuda, GpuRuntime::Rocm]
             .into_iter()
-            .flat_map(|r| [GpuPath::DmaBuf, GpuPath::PeerMem, GpuPath::Staged].map(|p| (r, p)))
-            .find(|(r, p)| format!("{}{}", r.prefix(), p.suffix()) == kind);
-        let Some((runtime, path)) = named else {
+            .flat_map(|r| [GpuPath::DmaBuf, GpuPath::PeerMem, GpuPath::Staged].map(|p| via(r, p)))
+            .chain(
+                [DmaBufVia::Pcie, DmaBufVia::DataDirect]
+                    .map(|v| (GpuRuntime::Cuda, GpuPath::DmaBuf, v)),
+            )
+            .find(|&(r, p, v)| format!("{}{}{}", r.prefix(), p.suffix(), v.suffix()) == kind);
+        let Some((runtime, path, dmabuf)) = named else {
             return Err(format!(
                 "--mem '{text}' is not a memory mode; {VALID_MODES}"
             ));
@@ -162,24 +204,34 @@ impl MemMode {
                 format!("--mem {text}: '{g}' is not a GPU index or PCI bus id; {VALID_MODES}")
             })?,
         };
-        Ok(MemMode::Gpu(GpuMem { runtime, path, gpu }))
+        Ok(MemMode::Gpu(GpuMem {
+            runtime,
+            path,
+            dmabuf,
+            gpu,
+        }))
     }
 
-    /// perftest's `--use_cuda=N` / `--use_rocm=N` (registration by address) and
-    /// `--use_cuda_dmabuf` / `--use_rocm_dmabuf`.
-    pub fn from_perftest(runtime: GpuRuntime, index: &str, dmabuf: bool) -> Result<Self, String> {
+    /// perftest's `--use_cuda=N` / `--use_rocm=N` (registration by address, `dmabuf` `None`) and
+    /// `--use_cuda_dmabuf` / `--use_rocm_dmabuf` (`dmabuf` how: `--use_cuda_pcie_mapping`,
+    /// `--use_data_direct`).
+    pub fn from_perftest(
+        runtime: GpuRuntime,
+        index: &str,
+        dmabuf: Option<DmaBufVia>,
+    ) -> Result<Self, String> {
         let flag = format!("--use_{}={index}", runtime.prefix());
         let index: u32 = index
             .parse()
             .map_err(|_| format!("{flag}: give a GPU index, 0 or more"))?;
-        let path = if dmabuf {
-            GpuPath::DmaBuf
-        } else {
-            GpuPath::PeerMem
+        let path = match dmabuf {
+            Some(_) => GpuPath::DmaBuf,
+            None => GpuPath::PeerMem,
         };
         Ok(MemMode::Gpu(GpuMem {
             runtime,
             path,
+            dmabuf: dmabuf.unwrap_or_default(),
             gpu: accel::DeviceSelector::Index(index),
         }))
     }
@@ -239,7 +291,12 @@ impl MemMode {
     pub fn kind(&self) -> String {
         match self {
             MemMode::Host => "host".to_string(),
-            MemMode::Gpu(g) => format!("{}{}", g.runtime.prefix(), g.path.suffix()),
+            MemMode::Gpu(g) => format!(
+                "{}{}{}",
+                g.runtime.prefix(),
+                g.path.suffix(),
+                g.dmabuf.suffix()
+            ),
         }
     }
 }
@@ -301,6 +358,15 @@ mod mem_mode_tests {
         assert_eq!(MemMode::parse("host"), Ok(MemMode::Host));
         assert_eq!(MemMode::parse("cuda").unwrap().name(), "cuda:0");
         assert_eq!(MemMode::parse("cuda:3").unwrap().name(), "cuda:3");
+        let pcie = MemMode::parse("cuda-pcie:1").unwrap();
+        assert_eq!(pcie.name(), "cuda-pcie:1");
+        assert!(pcie.gdr() && !pcie.is_staged());
+        let direct = MemMode::parse("cuda-data-direct").unwrap();
+        assert_eq!(direct.name(), "cuda-data-direct:0");
+        assert_eq!(
+            direct.gpu_mem().map(|g| (g.path, g.dmabuf.mapping())),
+            Some((GpuPath::DmaBuf, accel::DmaBufMapping::Pcie))
+        );
         assert_eq!(
             MemMode::parse("cuda-staged:1").unwrap().name(),
             "cuda-staged:1"
@@ -337,15 +403,33 @@ mod mem_mode_tests {
         assert!(MemMode::parse("gpu").unwrap_err().contains("'gpu'"));
         assert!(MemMode::parse("host:1").is_err());
         assert!(MemMode::parse("rocm-peermem-staged").is_err());
-        assert!(MemMode::from_perftest(GpuRuntime::Cuda, "-1", false)
+        // The PCIe mapping and Data Direct are CUDA's, and of its dma-buf path only.
+        for bad in [
+            "rocm-pcie",
+            "rocm-data-direct",
+            "cuda-peermem-pcie",
+            "cuda-staged-pcie",
+        ] {
+            let e = MemMode::parse(bad).unwrap_err();
+            assert!(e.contains("cuda-data-direct[:GPU]"), "{e}");
+        }
+        assert!(MemMode::from_perftest(GpuRuntime::Cuda, "-1", None)
             .unwrap_err()
             .contains("--use_cuda=-1"));
         let perftest = |r, n, d| MemMode::from_perftest(r, n, d).unwrap().name();
-        assert_eq!(perftest(GpuRuntime::Cuda, "2", false), "cuda-peermem:2");
-        assert_eq!(perftest(GpuRuntime::Cuda, "2", true), "cuda:2");
-        assert_eq!(perftest(GpuRuntime::Rocm, "1", false), "rocm-peermem:1");
-        assert_eq!(perftest(GpuRuntime::Rocm, "1", true), "rocm:1");
-        assert!(MemMode::from_perftest(GpuRuntime::Rocm, "x", true)
+        let dmabuf = Some(DmaBufVia::Default);
+        assert_eq!(perftest(GpuRuntime::Cuda, "2", None), "cuda-peermem:2");
+        assert_eq!(perftest(GpuRuntime::Cuda, "2", dmabuf), "cuda:2");
+        assert_eq!(perftest(GpuRuntime::Rocm, "1", None), "rocm-peermem:1");
+        assert_eq!(perftest(GpuRuntime::Rocm, "1", dmabuf), "rocm:1");
+        let pcie = Some(DmaBufVia::Pcie);
+        assert_eq!(perftest(GpuRuntime::Cuda, "2", pcie), "cuda-pcie:2");
+        let direct = Some(DmaBufVia::DataDirect);
+        assert_eq!(
+            perftest(GpuRuntime::Cuda, "0", direct),
+            "cuda-data-direct:0"
+        );
+        assert!(MemMode::from_perftest(GpuRuntime::Rocm, "x", dmabuf)
             .unwrap_err()
             .contains("--use_rocm=x"));
     }

@@ -63,6 +63,9 @@ pub enum Translation {
     CudaBusId,
     /// With `--use_cuda_bus_id`, folded into its `--mem`; else as it is.
     CudaDmabuf,
+    /// `--use_cuda_pcie_mapping` and `--use_data_direct`: with `--use_cuda_dmabuf` only; with
+    /// `--use_cuda_bus_id`, folded into its `--mem` (cuda-pcie, cuda-data-direct); else as it is.
+    CudaDmabufVia,
 }
 
 impl Translation {
@@ -106,6 +109,12 @@ impl Translation {
             Translation::CudaDmabuf => (
                 "--use_cuda_dmabuf",
                 "with --use_cuda=N as rdmabench's; with --use_cuda_bus_id folded into its --mem",
+            ),
+            Translation::CudaDmabufVia => (
+                "--mem",
+                "with --use_cuda_dmabuf only, as perftest: --mem cuda-pcie:GPU (dma-buf mapped \
+                 through PCIe, CUDA 12.8+) and cuda-data-direct:GPU (that, registered through the \
+                 mlx5 NIC's Data Direct function)",
             ),
         }
     }
@@ -245,8 +254,8 @@ pub const NAMES: &[PerftestName] = &[
     row("use_cuda", ' ', "0", "GPU memory on CUDA GPU N", S),
     row("use_cuda_bus_id", ' ', "0000:41:00.0", "GPU memory on the CUDA GPU at this bus id", T(Tr::CudaBusId)),
     row("use_cuda_dmabuf", ' ', "", "register GPU memory through dma-buf", T(Tr::CudaDmabuf)),
-    row("use_cuda_pcie_mapping", ' ', "", "dma-buf mapped through PCIe BAR1", R("BAR1 dma-buf mapping is not offered", "--mem cuda:GPU (dma-buf) or cuda-peermem:GPU")),
-    row("use_data_direct", ' ', "", "Data Direct dma-buf", R("Data Direct is not offered", "--mem cuda:GPU (dma-buf)")),
+    row("use_cuda_pcie_mapping", ' ', "", "dma-buf mapped through PCIe BAR1", T(Tr::CudaDmabufVia)),
+    row("use_data_direct", ' ', "", "Data Direct dma-buf", T(Tr::CudaDmabufVia)),
     row("cuda_mem_type", ' ', "1", "CUDA memory type: 0 device, 1 managed, 4 malloc", R("rdmabench's CUDA memory is device memory (type 0)", "--mem cuda:GPU, or --mem host")),
     row("use_musa", ' ', "0", "Moore Threads GPU memory", no(ACCEL)),
     row("use_musa_bus_id", ' ', "0000:41:00.0", "Moore Threads GPU by bus id", no(ACCEL)),

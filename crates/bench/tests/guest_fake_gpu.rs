@@ -521,3 +521,62 @@ fn release_order(fake: &Fake, port: u16) {
     }
     std::fs::remove_dir_all(dir).ok();
 }
+
+/// Grace-based and Data Direct systems' dma-buf (perftest's `--use_cuda_pcie_mapping` and
+/// `--use_data_direct`): the PCIe mapping is refused by a driver older than 12.8, naming both
+/// versions, before anything is exported; 12.8's export asks for it (the fake logs the flag) and
+/// rxe then refuses the dma-buf as it does `--mem cuda`'s; Data Direct is refused on rxe, naming
+/// the device, before any GPU memory is exported. (perftest's spellings become these modes:
+/// `perftest_names::rewrite`'s tests.)
+#[test]
+fn the_pcie_mapping_and_data_direct_are_checked_against_the_driver_and_the_nic() {
+    let test = "the_pcie_mapping_and_data_direct_are_checked_against_the_driver_and_the_nic";
+    let Some(fake) = Fake::ready(test, Fake::cuda) else {
+        return;
+    };
+    let dir = scratch("fake-gpu-pcie-mapping");
+    let log = dir.join("exports.log");
+    let run = |args: &[&str], version: &str| {
+        std::fs::remove_file(&log).ok();
+        let mut all = vec!["write-bw"];
+        all.extend(LOOPBACK);
+        all.extend(["--timeout", "20"]);
+        all.extend(args);
+        let out = fake
+            .bin()
+            .args(&all)
+            .env("FAKE_CUDA_DRIVER_VERSION", version)
+            .env("FAKE_CUDA_EXPORT_LOG", &log)
+            .output()
+            .unwrap();
+        let exports = std::fs::read_to_string(&log).unwrap_or_default();
+        (out.status.code(), text(&out), exports)
+    };
+    let (code, said, exports) = run(&["--mem", "cuda-pcie:0"], "12040");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("the CUDA driver is 12.4") && said.contains("needs 12.8 or newer"),
+        "{said}"
+    );
+    assert!(exports.is_empty(), "nothing exported: {exports}");
+    eprintln!("{said}");
+    let (code, said, exports) = run(&["--mem", "cuda-pcie:0"], "12080");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("cannot register this memory as a dma-buf"),
+        "{said}"
+    );
+    assert!(
+        !exports.is_empty() && exports.lines().all(|l| l == "EXPORT 1"),
+        "exported mapped through PCIe: {exports:?}"
+    );
+    let (code, said, exports) = run(&["--mem", "cuda-data-direct:0"], "12080");
+    eprintln!("{said}");
+    assert_eq!(code, Some(1), "{said}");
+    assert!(
+        said.contains("Data Direct is not available on rxe"),
+        "{said}"
+    );
+    assert!(exports.is_empty(), "nothing exported: {exports}");
+    std::fs::remove_dir_all(dir).ok();
+}

@@ -1,14 +1,16 @@
 //! Exporting CUDA memory as a dma-buf fd (`accel::DmaBuf`, for `ibv_reg_dmabuf_mr`):
 //! `cuMemGetHandleForAddressRange(.., CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD, ..)` over the buffer's range
-//! widened to host pages (`accel::align_range`).
+//! widened to host pages (`accel::align_range`); mapped through the GPU's PCIe BAR where asked
+//! (`CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`, driver 12.8 or newer: Grace-based and Data Direct
+//! systems).
 
 use std::ffi::{c_int, c_void};
 use std::os::fd::{FromRawFd, OwnedFd};
 
-use accel::{align_range, host_page_size, DmaBuf};
+use accel::{align_range, host_page_size, DmaBuf, DmaBufMapping};
 use cudarc::driver::sys;
 
-use crate::driver;
+use crate::driver::{self, cu};
 use crate::error::CudaError;
 use crate::memory::{check_range, DeviceBuffer};
 
@@ -18,6 +20,19 @@ impl DeviceBuffer {
     /// Errors: `OutOfBounds`; `DmaBufUnsupported` when the GPU reports no dma-buf support; `DmaBufExport` when
     /// the driver refuses (its code and what to try).
     pub fn export_dmabuf(&self, offset: usize, len: usize) -> Result<DmaBuf, CudaError> {
+        self.export_dmabuf_mapped(offset, len, DmaBufMapping::Default)
+    }
+
+    /// [`DeviceBuffer::export_dmabuf`] mapped as `mapping` says.
+    ///
+    /// Errors: those of [`DeviceBuffer::export_dmabuf`], and `PcieMappingUnsupported` for
+    /// [`DmaBufMapping::Pcie`] on a driver older than 12.8.
+    pub fn export_dmabuf_mapped(
+        &self,
+        offset: usize,
+        len: usize,
+        mapping: DmaBufMapping,
+    ) -> Result<DmaBuf, CudaError> {
         check_range("dma-buf export", offset, len, self.len())?;
         if len == 0 {
             return Err(CudaError::ZeroSize {
@@ -26,6 +41,7 @@ impl DeviceBuffer {
         }
         let device = self.device();
         device.require_dma_buf()?;
+        let flags = mapping_flags(device.ordinal(), mapping)?;
         let iova = self.device_ptr() + offset as u64;
         let page = host_page_size();
         let range = align_range(iova, len, page).ok_or(CudaError::TooLarge {
@@ -54,7 +70,7 @@ impl DeviceBuffer {
                 range.base,
                 range.len,
                 sys::CUmemRangeHandleType::CU_MEM_RANGE_HANDLE_TYPE_DMA_BUF_FD as c_int,
-                0,
+                flags,
             )
         };
         if res != crate::error::SUCCESS || fd < 0 {
@@ -74,6 +90,29 @@ impl DeviceBuffer {
     /// Exports the whole buffer (`offset` 0, `iova` = [`DeviceBuffer::device_ptr`]).
     pub fn export_dmabuf_all(&self) -> Result<DmaBuf, CudaError> {
         self.export_dmabuf(0, self.len())
+    }
+}
+
+/// `CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE` (cuda.h 12.8).
+pub const MAPPING_TYPE_PCIE: u64 = 0x1;
+
+/// The first CUDA driver with [`MAPPING_TYPE_PCIE`], as `cuDriverGetVersion` gives it.
+pub const PCIE_MAPPING_SINCE: i32 = 12080;
+
+/// `cuMemGetHandleForAddressRange`'s flags for `mapping`, checked against the driver's version
+/// (an older driver refuses the flag with a bare CUDA_ERROR_INVALID_VALUE).
+fn mapping_flags(ordinal: u32, mapping: DmaBufMapping) -> Result<u64, CudaError> {
+    match mapping {
+        DmaBufMapping::Default => Ok(0),
+        DmaBufMapping::Pcie => {
+            let mut version: c_int = 0;
+            // SAFETY: a valid out-pointer.
+            unsafe { cu!(cuDriverGetVersion(&mut version)) }?;
+            if version < PCIE_MAPPING_SINCE {
+                return Err(CudaError::PcieMappingUnsupported { ordinal, version });
+            }
+            Ok(MAPPING_TYPE_PCIE)
+        }
     }
 }
 

@@ -115,6 +115,17 @@ impl accel::GpuBuffer for DeviceBuffer {
         Ok(DeviceBuffer::export_dmabuf(self, offset, len)?)
     }
 
+    fn export_dmabuf_mapped(
+        &self,
+        offset: usize,
+        len: usize,
+        mapping: accel::DmaBufMapping,
+    ) -> Result<DmaBuf, AccelError> {
+        Ok(DeviceBuffer::export_dmabuf_mapped(
+            self, offset, len, mapping,
+        )?)
+    }
+
     fn copy_from_host(&self, offset: usize, src: &[u8]) -> Result<(), AccelError> {
         Ok(DeviceBuffer::copy_from_host(self, offset, src)?)
     }

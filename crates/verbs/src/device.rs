@@ -412,6 +412,15 @@ impl Device {
         ProtectionDomain::new(&self.ctx)
     }
 
+    /// The sysfs path of this device's mlx5 Data Direct function (`/sys/devices/pci...`), for
+    /// [`MemoryRegion::register_dmabuf_data_direct`](crate::MemoryRegion::register_dmabuf_data_direct);
+    /// [`VerbsError::DataDirectUnavailable`] naming why where it has none (not an mlx5 device, no
+    /// such function, a libmlx5 without Data Direct).
+    pub fn data_direct_path(&self) -> Result<String> {
+        // SAFETY: the context is open while `self` lives.
+        unsafe { crate::data_direct::sysfs_path(self.ctx.context(), self.name()) }
+    }
+
     pub(crate) fn context(&self) -> &Arc<DeviceContext> {
         &self.ctx
     }

@@ -109,6 +109,20 @@ pub enum VerbsError {
         reason: String,
     },
 
+    /// Data Direct (`--mem cuda-data-direct`) cannot be used on this device: libmlx5 too old or
+    /// absent, not an mlx5 device, or an mlx5 device without a Data Direct function.
+    #[error(
+        "Data Direct is not available on {device}: {reason}; Data Direct needs an mlx5 device with a \
+         Data Direct function (ConnectX-8 on Grace-based systems) and rdma-core 54 or newer; use --mem \
+         cuda-pcie or cuda (dma-buf) instead"
+    )]
+    DataDirectUnavailable {
+        /// The RDMA device.
+        device: String,
+        /// Why not.
+        reason: String,
+    },
+
     /// `ibv_reg_dmabuf_mr` failed for another reason than a driver without dma-buf support: a
     /// bad fd or range (EINVAL, EBADF), pinned-memory limits (ENOMEM, EFAULT), permissions.
     #[error(
@@ -164,7 +178,7 @@ impl VerbsError {
 
     /// What a failed `ibv_reg_dmabuf_mr` means, by its errno: "unsupported" only for
     /// EOPNOTSUPP and EPROTONOSUPPORT; any other errno (or none) is kept as it is.
-    pub(crate) fn from_dmabuf_registration(err: &io::Error) -> Self {
+    pub(crate) fn from_dmabuf_registration(err: &io::Error, call: &'static str) -> Self {
         let errno = err.raw_os_error();
         let reason = match errno {
             Some(code) => format!("{err} (errno {code})"),
@@ -176,7 +190,7 @@ impl VerbsError {
             }
             Some(errno) => VerbsError::DmaBufRefused { reason, errno },
             None => VerbsError::Call {
-                call: "ibv_reg_dmabuf_mr",
+                call,
                 reason: io::Error::other(reason),
             },
         }
@@ -221,7 +235,10 @@ mod tests {
     #[test]
     fn a_dmabuf_registration_is_called_unsupported_only_for_eopnotsupp_and_keeps_its_errno() {
         for code in [libc::EOPNOTSUPP, libc::EPROTONOSUPPORT] {
-            let e = VerbsError::from_dmabuf_registration(&io::Error::from_raw_os_error(code));
+            let e = VerbsError::from_dmabuf_registration(
+                &io::Error::from_raw_os_error(code),
+                "ibv_reg_dmabuf_mr",
+            );
             assert!(matches!(e, VerbsError::DmaBufUnsupported { .. }), "{e}");
             let text = e.to_string();
             assert!(text.contains(&format!("(errno {code})")), "{text}");
@@ -234,7 +251,10 @@ mod tests {
             libc::EBADF,
             libc::EPERM,
         ] {
-            let e = VerbsError::from_dmabuf_registration(&io::Error::from_raw_os_error(code));
+            let e = VerbsError::from_dmabuf_registration(
+                &io::Error::from_raw_os_error(code),
+                "ibv_reg_dmabuf_mr",
+            );
             assert!(
                 matches!(e, VerbsError::DmaBufRefused { errno, .. } if errno == code),
                 "{e}"

@@ -43,6 +43,7 @@
 
 mod cm;
 mod cq;
+mod data_direct;
 mod device;
 mod error;
 mod gid;

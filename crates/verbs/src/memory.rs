@@ -357,12 +357,69 @@ impl MemoryRegion {
             // keeps it.
             unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags) }.map_err(|e| match e.0 {
                 RegisterMemoryRegionErrorKind::Ibverbs(os) => {
-                    VerbsError::from_dmabuf_registration(&os)
+                    VerbsError::from_dmabuf_registration(&os, "ibv_reg_dmabuf_mr")
                 }
                 other => VerbsError::from_sideway("ibv_reg_dmabuf_mr", other),
             })
         })?;
-        Ok(MemoryRegion {
+        Ok(Self::over_dmabuf(
+            mr,
+            relaxed_ordering,
+            access,
+            iova,
+            len,
+            backing,
+        ))
+    }
+
+    /// [`MemoryRegion::register_dmabuf`] through mlx5's Data Direct function
+    /// (`mlx5dv_reg_dmabuf_mr` with `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`); see
+    /// [`Device::data_direct_path`](crate::Device::data_direct_path) for whether a device has one.
+    ///
+    /// # Safety
+    /// As [`MemoryRegion::register_dmabuf`].
+    pub unsafe fn register_dmabuf_data_direct<B: Send + Sync + 'static>(
+        pd: &ProtectionDomain,
+        fd: std::os::fd::RawFd,
+        offset: u64,
+        len: usize,
+        iova: u64,
+        access: Access,
+        backing: B,
+    ) -> Result<Self> {
+        let (mr, relaxed_ordering) = register_with(access, |flags| {
+            // SAFETY: the protection domain is live (held by `pd`); the caller guarantees the
+            // dma-buf while `backing` lives, and the region keeps it; from_raw takes the one
+            // reference to the new region.
+            unsafe {
+                let raw =
+                    crate::data_direct::register(pd.pd.pd(), offset, len, iova, fd, flags.bits())
+                        .map_err(|os| {
+                        VerbsError::from_dmabuf_registration(&os, "mlx5dv_reg_dmabuf_mr")
+                    })?;
+                Ok(SwMr::from_raw(&pd.pd, raw))
+            }
+        })?;
+        Ok(Self::over_dmabuf(
+            mr,
+            relaxed_ordering,
+            access,
+            iova,
+            len,
+            backing,
+        ))
+    }
+
+    /// A region registered over a dma-buf, holding `backing`.
+    fn over_dmabuf<B: Send + Sync + 'static>(
+        mr: Arc<SwMr>,
+        relaxed_ordering: bool,
+        access: Access,
+        iova: u64,
+        len: usize,
+        backing: B,
+    ) -> Self {
+        MemoryRegion {
             mr,
             host: None,
             _backing: Some(Box::new(backing)),
@@ -371,7 +428,7 @@ impl MemoryRegion {
             cpu_readable: false,
             addr: iova,
             len,
-        })
+        }
     }
 
     /// True when the region is registered for on-demand paging ([`Access::on_demand`]).

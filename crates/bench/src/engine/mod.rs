@@ -25,7 +25,7 @@ use verbs::{
     ReadyToSend, SharedReceiveQueue, Transport, UD_GRH_BYTES,
 };
 
-use crate::memory::{GpuPath, MemMode};
+use crate::memory::{DmaBufVia, GpuPath, MemMode};
 use crate::plan::{
     Connection, Mode, PlanError, Role, TestPlan, Verb, DEFAULT_QP_TIMEOUT, SOFTWARE_QP_TIMEOUT,
 };
@@ -654,14 +654,8 @@ fn register(
             Ok((mr, None, None))
         }
         (Some(GpuPath::DmaBuf), Some(gpu)) => {
-            let buf = gpu.alloc(len)?;
-            let dmabuf = buf.export_dmabuf(0, len)?;
-            let (fd, offset, iova) = (dmabuf.raw_fd(), dmabuf.offset(), dmabuf.iova());
-            // SAFETY: the region holds the dma-buf, which holds the memory it exports.
-            let mr = unsafe {
-                MemoryRegion::register_dmabuf(pd, fd, offset, dmabuf.len(), iova, access, dmabuf)
-            }
-            .with_context(what)?;
+            let via = mem.gpu_mem().map(|g| g.dmabuf).unwrap_or_default();
+            let (mr, buf) = register_dmabuf(target, gpu, len, via).with_context(what)?;
             Ok((mr, Some(GpuMemory { buf }), None))
         }
         (Some(GpuPath::PeerMem), Some(gpu)) => {
@@ -700,6 +694,38 @@ fn register(
         }
         (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
     }
+}
+
+/// `len` bytes of `gpu`'s memory exported as a dma-buf and registered, `via` saying how: mapped
+/// through PCIe (CUDA 12.8+), and through the NIC's Data Direct function (checked before any GPU
+/// memory is allocated).
+fn register_dmabuf(
+    target: &Target,
+    gpu: &dyn accel::Gpu,
+    len: usize,
+    via: DmaBufVia,
+) -> Result<(MemoryRegion, Box<dyn accel::GpuBuffer>)> {
+    if via == DmaBufVia::DataDirect {
+        target.device.data_direct_path()?;
+    }
+    let buf = gpu.alloc(len)?;
+    let dmabuf = buf.export_dmabuf_mapped(0, len, via.mapping())?;
+    let (fd, offset, iova, len) = (
+        dmabuf.raw_fd(),
+        dmabuf.offset(),
+        dmabuf.iova(),
+        dmabuf.len(),
+    );
+    let (pd, access) = (target.pd, target.access);
+    // SAFETY: the region holds the dma-buf, which holds the memory it exports.
+    let mr = unsafe {
+        if via == DmaBufVia::DataDirect {
+            MemoryRegion::register_dmabuf_data_direct(pd, fd, offset, len, iova, access, dmabuf)
+        } else {
+            MemoryRegion::register_dmabuf(pd, fd, offset, len, iova, access, dmabuf)
+        }
+    }?;
+    Ok((mr, buf))
 }
 
 /// Why `ibv_reg_mr` of `mem`'s GPU memory failed with `e`: its runtime's peer memory, loaded

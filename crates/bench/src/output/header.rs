@@ -16,7 +16,7 @@ use std::fmt::Write as _;
 
 use crate::catalogue;
 use crate::engine::bw::Stop;
-use crate::memory::{GpuPath, MemMode};
+use crate::memory::{DmaBufVia, GpuPath, MemMode};
 use crate::output::table;
 use crate::report::{DeviceRecord, GpuRecord, ParamsRecord, RunRecord};
 
@@ -136,7 +136,14 @@ fn memory_text(mem: &str, gpu: Option<&GpuRecord>) -> String {
             let peer = m.runtime().map_or("peer memory", |r| r.peer_memory().name);
             format!("GPUDirect RDMA on ({peer})")
         }
-        (true, _) => "GPUDirect RDMA on (dma-buf)".to_string(),
+        (true, Ok(m)) => match m.gpu_mem().map(|g| g.dmabuf) {
+            Some(DmaBufVia::Pcie) => "GPUDirect RDMA on (dma-buf mapped through PCIe)".to_string(),
+            Some(DmaBufVia::DataDirect) => {
+                "GPUDirect RDMA on (dma-buf mapped through PCIe, mlx5 Data Direct)".to_string()
+            }
+            _ => "GPUDirect RDMA on (dma-buf)".to_string(),
+        },
+        (true, Err(_)) => "GPUDirect RDMA on (dma-buf)".to_string(),
     };
     let chosen = g
         .chosen
@@ -285,6 +292,14 @@ mod tests {
             "cuda: NVIDIA H100 80GB HBM3 at 0000:19:00.0, GPUDirect RDMA on (dma-buf); the GPU \
              nearest mlx5_0 (PIX on the PCIe tree)"
         );
+        gpu.chosen = None;
+        assert_eq!(
+            memory_text("cuda-pcie:0", Some(&gpu)),
+            "cuda-pcie:0: NVIDIA H100 80GB HBM3 at 0000:19:00.0, GPUDirect RDMA on (dma-buf \
+             mapped through PCIe)"
+        );
+        assert!(memory_text("cuda-data-direct:0", Some(&gpu))
+            .ends_with("GPUDirect RDMA on (dma-buf mapped through PCIe, mlx5 Data Direct)"));
     }
 
     #[test]

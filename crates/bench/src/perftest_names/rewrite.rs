@@ -70,6 +70,8 @@ struct Context {
     rate_units: Option<String>,
     cuda_bus_id: bool,
     cuda_dmabuf: bool,
+    /// "-pcie" or "-data-direct" (`--use_cuda_pcie_mapping`, `--use_data_direct`).
+    cuda_via: &'static str,
     json_file: bool,
 }
 
@@ -89,6 +91,8 @@ impl Context {
                 }
                 "--use_cuda_bus_id" => ctx.cuda_bus_id = true,
                 "--use_cuda_dmabuf" => ctx.cuda_dmabuf = true,
+                "--use_data_direct" => ctx.cuda_via = "-data-direct",
+                "--use_cuda_pcie_mapping" if ctx.cuda_via.is_empty() => ctx.cuda_via = "-pcie",
                 "--out_json_file" => ctx.json_file = true,
                 _ => {}
             }
@@ -305,14 +309,21 @@ fn translate(
         Translation::OutJsonFile => pair("--json", v.to_string()),
         Translation::CudaBusId => {
             let mode = if ctx.cuda_dmabuf {
-                "cuda"
+                format!("cuda{}", ctx.cuda_via)
             } else {
-                "cuda-peermem"
+                "cuda-peermem".to_string()
             };
             pair("--mem", format!("{mode}:{v}"))
         }
         Translation::CudaDmabuf if ctx.cuda_bus_id => Ok(vec![]),
         Translation::CudaDmabuf => Ok(vec!["--use_cuda_dmabuf".into()]),
+        Translation::CudaDmabufVia if !ctx.cuda_dmabuf => Err(PlanError(format!(
+            "perftest's {typed} needs --use_cuda_dmabuf (it changes how a dma-buf is mapped); \
+             rdmabench's: --mem cuda{}:GPU",
+            ctx.cuda_via
+        ))),
+        Translation::CudaDmabufVia if ctx.cuda_bus_id => Ok(vec![]),
+        Translation::CudaDmabufVia => Ok(vec![typed.to_string()]),
     }
 }
 
@@ -398,6 +409,11 @@ mod tests {
                         assert_eq!(whole(&typed), whole(&theirs), "{typed:?}");
                     }
                     Answer::Ignored(_) => assert_eq!(whole(&typed), whole(&[]), "{typed:?}"),
+                    // Alone, as in perftest, refused: they change a dma-buf's mapping.
+                    Answer::Translated(Translation::CudaDmabufVia) => {
+                        let e = parse(&typed).unwrap_err();
+                        assert!(e.contains("needs --use_cuda_dmabuf"), "{e}");
+                    }
                     Answer::Translated(t) => {
                         let long = format!("--{}", row.long);
                         let shown = |w: &&str| w.split('=').next() == Some(long.as_str());
@@ -461,6 +477,33 @@ mod tests {
         (
             &["--use_cuda", "1", "--use_cuda_dmabuf"],
             &["--mem", "cuda:1"],
+        ),
+        (
+            &[
+                "--use_cuda=1",
+                "--use_cuda_dmabuf",
+                "--use_cuda_pcie_mapping",
+            ],
+            &["--mem", "cuda-pcie:1"],
+        ),
+        (
+            &[
+                "--use_cuda_bus_id=41:00.0",
+                "--use_cuda_dmabuf",
+                "--use_data_direct",
+            ],
+            &["--mem", "cuda-data-direct:41:00.0"],
+        ),
+        (
+            // perftest: Data Direct implies the PCIe mapping.
+            &[
+                "--use_cuda",
+                "0",
+                "--use_cuda_dmabuf",
+                "--use_data_direct",
+                "--use_cuda_pcie_mapping",
+            ],
+            &["--mem", "cuda-data-direct:0"],
         ),
     ];
 

@@ -67,7 +67,12 @@ int cuInit(unsigned flags) {
 }
 
 #ifndef ONLY_INIT
-int cuDriverGetVersion(int *v) { *v = 12040; return 0; }
+/* 12.4 unless FAKE_CUDA_DRIVER_VERSION says otherwise (12080 for 12.8). */
+static int driver_version(void) {
+    const char *v = getenv("FAKE_CUDA_DRIVER_VERSION");
+    return v ? atoi(v) : 12040;
+}
+int cuDriverGetVersion(int *v) { *v = driver_version(); return 0; }
 int cuDeviceGetCount(int *n) { *n = strcmp(mode(), "zero") ? 2 : 0; return 0; }
 int cuDeviceGet(int *dev, int ordinal) {
     if (ordinal < 0 || ordinal > 1) return 101; /* CUDA_ERROR_INVALID_DEVICE */
@@ -169,9 +174,19 @@ int cuFlushGPUDirectRDMAWrites(int target, int scope) {
 int cuMemsetD8_v2(unsigned long long p, unsigned char b, size_t n) { memset((void *)(size_t)p, b, n); return 0; }
 int cuMemcpyHtoD_v2(unsigned long long d, const void *h, size_t n) { memcpy((void *)(size_t)d, h, n); return 0; }
 int cuMemcpyDtoH_v2(void *h, unsigned long long d, size_t n) { memcpy(h, (void *)(size_t)d, n); return 0; }
+/* Appends "EXPORT flags" to FAKE_CUDA_EXPORT_LOG; a flag other than 12.8's
+ * CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE (1), or that one before 12.8, is CUDA_ERROR_INVALID_VALUE,
+ * as the driver answers. */
 int cuMemGetHandleForAddressRange(void *handle, unsigned long long base, size_t len, int type, unsigned long long fl) {
-    (void)base; (void)len; (void)type; (void)fl;
+    (void)base; (void)len; (void)type;
     FAIL_IF_INJECTED("cuMemGetHandleForAddressRange");
+    const char *path = getenv("FAKE_CUDA_EXPORT_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) {
+        fprintf(f, "EXPORT %llu\n", fl);
+        fclose(f);
+    }
+    if (fl > 1 || (fl == 1 && driver_version() < 12080)) return 1;
     int fd = memfd_create("fake-dmabuf", 0);
     if (fd < 0) return 999;
     *(int *)handle = fd;

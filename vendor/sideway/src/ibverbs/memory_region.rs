@@ -114,5 +114,20 @@ impl MemoryRegion {
     }
 }
 
+impl MemoryRegion {
+    /// rdmabench: takes a region registered outside sideway (mlx5dv_reg_dmabuf_mr, for Data
+    /// Direct), deregistered on drop as sideway's own are.
+    ///
+    /// # Safety
+    ///
+    /// `mr` was registered on `pd` and nothing else deregisters it.
+    pub unsafe fn from_raw(pd: &Arc<ProtectionDomain>, mr: NonNull<ibv_mr>) -> Arc<MemoryRegion> {
+        Arc::new(Self {
+            mr,
+            _pd: Arc::clone(pd),
+        })
+    }
+}
+
 unsafe impl Send for MemoryRegion {}
 unsafe impl Sync for MemoryRegion {}
