@@ -237,6 +237,17 @@ fn register_with<T>(access: Access, reg: impl Fn(AccessFlags) -> Result<T>) -> R
     }
 }
 
+/// How a dma-buf is registered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum DmaBufVia {
+    /// `ibv_reg_dmabuf_mr`.
+    #[default]
+    Verbs,
+    /// `mlx5dv_reg_dmabuf_mr` with `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`: through the mlx5
+    /// NIC's Data Direct function.
+    DataDirect,
+}
+
 /// A registered memory region, host-backed or over foreign memory.
 pub struct MemoryRegion {
     // Field order matters: the registration is dropped before the memory it covers (`host` or
@@ -337,12 +348,15 @@ impl MemoryRegion {
         Ok(mr)
     }
 
-    /// Registers a dma-buf (GPU memory exported by its driver); `iova` is the address the
-    /// remote side and the work requests use for it; `backing` (the exported memory, the fd)
-    /// is dropped after the region is deregistered.
+    /// Registers a dma-buf (GPU memory exported by its driver) as `via` says; `iova` is the
+    /// address the remote side and the work requests use for it; `backing` (the exported
+    /// memory, the fd) is dropped after the region is deregistered. For
+    /// [`DmaBufVia::DataDirect`], see [`Device::data_direct_path`](crate::Device::data_direct_path)
+    /// for whether a device has it.
     ///
     /// # Safety
     /// `fd` must be a dma-buf whose `offset..offset+len` stays valid while `backing` lives.
+    #[allow(clippy::too_many_arguments)]
     pub unsafe fn register_dmabuf<B: Send + Sync + 'static>(
         pd: &ProtectionDomain,
         fd: std::os::fd::RawFd,
@@ -350,55 +364,30 @@ impl MemoryRegion {
         len: usize,
         iova: u64,
         access: Access,
+        via: DmaBufVia,
         backing: B,
     ) -> Result<Self> {
-        let (mr, relaxed_ordering) = register_with(access, |flags| {
+        let (mr, relaxed_ordering) = register_with(access, |flags| match via {
             // SAFETY: the caller guarantees the dma-buf while `backing` lives; the region
             // keeps it.
-            unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags) }.map_err(|e| match e.0 {
-                RegisterMemoryRegionErrorKind::Ibverbs(os) => {
-                    VerbsError::from_dmabuf_registration(&os, "ibv_reg_dmabuf_mr")
-                }
-                other => VerbsError::from_sideway("ibv_reg_dmabuf_mr", other),
-            })
-        })?;
-        Ok(Self::over_dmabuf(
-            mr,
-            relaxed_ordering,
-            access,
-            iova,
-            len,
-            backing,
-        ))
-    }
-
-    /// [`MemoryRegion::register_dmabuf`] through mlx5's Data Direct function
-    /// (`mlx5dv_reg_dmabuf_mr` with `MLX5DV_REG_DMABUF_ACCESS_DATA_DIRECT`); see
-    /// [`Device::data_direct_path`](crate::Device::data_direct_path) for whether a device has one.
-    ///
-    /// # Safety
-    /// As [`MemoryRegion::register_dmabuf`].
-    pub unsafe fn register_dmabuf_data_direct<B: Send + Sync + 'static>(
-        pd: &ProtectionDomain,
-        fd: std::os::fd::RawFd,
-        offset: u64,
-        len: usize,
-        iova: u64,
-        access: Access,
-        backing: B,
-    ) -> Result<Self> {
-        let (mr, relaxed_ordering) = register_with(access, |flags| {
+            DmaBufVia::Verbs => unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags) }
+                .map_err(|e| match e.0 {
+                    RegisterMemoryRegionErrorKind::Ibverbs(os) => {
+                        VerbsError::from_dmabuf_registration(&os, "ibv_reg_dmabuf_mr")
+                    }
+                    other => VerbsError::from_sideway("ibv_reg_dmabuf_mr", other),
+                }),
             // SAFETY: the protection domain is live (held by `pd`); the caller guarantees the
             // dma-buf while `backing` lives, and the region keeps it; from_raw takes the one
             // reference to the new region.
-            unsafe {
+            DmaBufVia::DataDirect => unsafe {
                 let raw =
                     crate::data_direct::register(pd.pd.pd(), offset, len, iova, fd, flags.bits())
                         .map_err(|os| {
                         VerbsError::from_dmabuf_registration(&os, "mlx5dv_reg_dmabuf_mr")
                     })?;
                 Ok(SwMr::from_raw(&pd.pd, raw))
-            }
+            },
         })?;
         Ok(Self::over_dmabuf(
             mr,

@@ -717,13 +717,13 @@ fn register_dmabuf(
         dmabuf.len(),
     );
     let (pd, access) = (target.pd, target.access);
+    let registration = match via {
+        DmaBufVia::DataDirect => verbs::DmaBufVia::DataDirect,
+        DmaBufVia::Default | DmaBufVia::Pcie => verbs::DmaBufVia::Verbs,
+    };
     // SAFETY: the region holds the dma-buf, which holds the memory it exports.
     let mr = unsafe {
-        if via == DmaBufVia::DataDirect {
-            MemoryRegion::register_dmabuf_data_direct(pd, fd, offset, len, iova, access, dmabuf)
-        } else {
-            MemoryRegion::register_dmabuf(pd, fd, offset, len, iova, access, dmabuf)
-        }
+        MemoryRegion::register_dmabuf(pd, fd, offset, len, iova, access, registration, dmabuf)
     }?;
     Ok((mr, buf))
 }
