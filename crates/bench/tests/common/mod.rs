@@ -505,13 +505,21 @@ pub fn fake_rocm() -> Option<PathBuf> {
 fn build_fake(name: &str, src: &str, lib: &str, link: &str) -> Option<PathBuf> {
     let dir =
         Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("fake-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).ok()?;
-    let out = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+    // A folder that cannot be made (a read-only target/, as a guest that shares it read-only
+    // sees) fails the test: only a missing compiler skips.
+    std::fs::create_dir_all(&dir)
+        .unwrap_or_else(|e| panic!("cannot make {} for the fake {name}: {e}", dir.display()));
+    let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+    let out = match Command::new(&cc)
         .args(["-shared", "-fPIC", "-O1", "-o"])
         .arg(dir.join(lib))
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join(src))
         .output()
-        .ok()?;
+    {
+        Ok(out) => out,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(e) => panic!("cannot run {cc} for the fake {name}: {e}"),
+    };
     // No compiler here skips the tests that need the fake; a fake that does not compile is
     // a broken test, never a skip.
     assert!(
