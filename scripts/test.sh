@@ -85,14 +85,15 @@ printf '    %s\n' "${bins[@]}"
 # (guest_latency + guest_gdr). One of four boots of two guests at once once hung before the
 # kernel printed anything: rxe-vm.sh now stops a guest that has not started its command
 # within RXE_VM_BOOT_LIMIT (120 s) and boots a fresh one. The lanes are balanced by the
-# seconds each binary took on a quiet 2-core host (a binary not listed counts 120). Lines
+# seconds each binary took in a full CI-like run on a 2-core host (2026-12-07: lanes of 1,193 and
+# 1,352 s under the old figures, about 1,270 each under these; a binary not listed counts 120). Lines
 # are prefixed with the lane. Binaries that need more than two soft-RoCE nodes
 # (guest_cluster: four, guest_quick: five, guest_fleet: six) run afterwards in a guest of
 # their own with RXE_VM_NODES.
-declare -A cost=([guest_matrix]=475 [guest_fake_gpu]=460 [guest_regression]=250
-    [guest_soak]=158 [guest_write_bw]=153 [guest_latency]=81 [guest_gdr]=85
-    [guest_harden]=60 [guest_faults]=40 [guest_rails]=60 [guest_topo]=10
-    [guest_duration]=200 [guest_options]=90 [guest_health]=50 [guest_gpu_check]=20)
+declare -A cost=([guest_fake_gpu]=508 [guest_matrix]=454 [guest_soak]=357
+    [guest_regression]=294 [guest_options]=193 [guest_write_bw]=179 [guest_gdr]=127
+    [guest_duration]=108 [guest_harden]=69 [guest_latency]=67 [guest_health]=57
+    [guest_rails]=45 [guest_gpu_check]=39 [guest_faults]=38 [guest_topo]=9 [guest_dmabuf]=1)
 declare -A nodes=([guest_cluster]=4 [guest_quick]=5 [guest_fleet]=6) leaves=([guest_fleet]=2)
 lanes=${RDMABENCH_GUEST_LANES:-2}
 [[ $lanes =~ ^[1-9]$ ]] || { echo "scripts/test.sh: RDMABENCH_GUEST_LANES must be 1..9" >&2; exit 2; }
