@@ -14,7 +14,7 @@ mod common;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{bin, scratch, text, NetChange};
+use common::{bin, named_nics, scratch, text, NetChange};
 
 const NODES: usize = 4;
 
@@ -420,6 +420,21 @@ fn figures(rec: &serde_json::Value) -> Vec<((u64, u64), f64)> {
         .collect()
 }
 
+/// A sweep of a healthy guest fleet: exit 0, or exit 3 naming NICs for their counters alone.
+/// Under a loaded host rxe retransmits, and the sweep rightly names a NIC whose retry counters
+/// climbed (seen in CI on 2026-12-07: completer_retry_err +1, duplicate_request +47 in 3 of a
+/// rank's 5 tests); its figures still stand. Any other finding fails.
+fn passed_or_counters_only(out: &std::process::Output, record: &std::path::Path) {
+    let named = named_nics(&load(record));
+    let counters_only = !named.is_empty() && named.iter().all(|(_, kind)| kind == "counters");
+    assert!(
+        out.status.code() == Some(0) || (out.status.code() == Some(3) && counters_only),
+        "{:?} {named:?}: {}",
+        out.status.code(),
+        text(out)
+    );
+}
+
 /// Three senders write into rank 0 at once (`--pattern incast --fan-in 3 --root 0`, at the
 /// congestion patterns' defaults: write-bw 64 KiB for 1 s): each sender's share, the total
 /// against rank 0's ceiling and rank 0's counters are printed, recorded and drawn. The same
@@ -436,14 +451,14 @@ fn an_incast_of_three_shares_the_receiver_and_totals_against_its_ceiling() {
     let alone = dir.join("alone.json");
     let one = ["--pattern", "one-to-all", "--tests", "write-bw"];
     let out = mpirun(&sweep_args(alone.to_str().unwrap(), 19404, &one));
-    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    passed_or_counters_only(&out, &alone);
     let lone: f64 = figures(&load(&alone)).iter().map(|(_, v)| v).sum();
 
     let json = dir.join("incast.json");
     let incast = ["--pattern", "incast", "--fan-in", "3", "--root", "0"];
     let out = mpirun(&sweep_args(json.to_str().unwrap(), 19405, &incast));
     let printed = text(&out);
-    assert_eq!(out.status.code(), Some(0), "{printed}");
+    passed_or_counters_only(&out, &json);
     assert!(printed.contains("pattern incast: 1 rounds"), "{printed}");
     assert!(
         printed.contains("incast into rank 0 (rxe0 of ") && printed.contains("3 flow(s) at once"),
