@@ -292,9 +292,9 @@ pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
         explained, slow, ..
     } = &standing;
     let mut doubtful: BTreeSet<u32> = judged(rec, &standing)
-        .into_iter()
-        .filter(|(r, partners)| thin(partners, *r))
-        .map(|(r, _)| r)
+        .iter()
+        .filter(|j| j.thin())
+        .map(|j| j.rank)
         .collect();
     for p in rec.pairs.iter().filter(|p| p.suspect && !p.rerun) {
         let unexplained = !explained.contains(&pair_key(p));
@@ -401,21 +401,15 @@ fn reruns_by_rank<'a>(
 fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
     let standing = Standing::of(rec);
     let mut out = Vec::new();
-    for (rank, partners) in judged(rec, &standing) {
-        let Some((all, bad)) = partners.get(&rank) else {
-            continue;
-        };
-        // Two partners are too few to tell a slow NIC from two noisy pairs: such a rank is
-        // named only when its re-run confirms it (below).
-        if !thin(&partners, rank) {
-            let worst = worst_pct(rec, rank, false);
-            out.push(named(
-                rec,
-                rank,
-                "slow",
-                format!("{worst} in {} of {} pairs", bad.len(), all.len()),
-            ));
-        }
+    // A thin rank is named only when its re-run confirms it (below).
+    for j in judged(rec, &standing).iter().filter(|j| !j.thin()) {
+        let worst = worst_pct(rec, j.rank, false);
+        out.push(named(
+            rec,
+            j.rank,
+            "slow",
+            format!("{worst} in {} of {} pairs", j.bad, j.partners),
+        ));
     }
     // A suspect again against known-good partners (not across a path), every time of at
     // least CONFIRMING_RERUNS.
@@ -441,40 +435,66 @@ fn name_slow(rec: &SweepRecord) -> Vec<NamedNic> {
 /// with fewer (beside a path, say), a re-run against a known-good partner must confirm it.
 const SURE_PARTNERS: usize = 3;
 
-/// The ranks slow by majority, each with its partners other than the slow ranks before it:
-/// the plainest first (the worst median badness of its suspect planned pairs), whose pairs
-/// explain theirs with it. A rank whose one slow pair is with a slower NIC has that many fewer
-/// partners to judge it by (at five nodes, a NIC with two noisy pairs beside its pair with the
-/// throttled one was named "slow in 3 of 3 pairs").
-fn judged(rec: &SweepRecord, standing: &Standing) -> Vec<(u32, Partners)> {
-    let tests = measured(&rec.pairs, &standing.explained);
-    let severity = |rank: u32| {
-        let mut bad: Vec<f64> = rec
-            .pairs
-            .iter()
-            .filter(|p| !p.rerun && p.suspect && (p.client == rank || p.server == rank))
-            .filter(|p| !standing.explained.contains(&pair_key(p)))
-            .map(badness)
-            .collect();
-        bad.sort_by(f64::total_cmp);
-        bad.get(bad.len() / 2).copied().unwrap_or(0.0)
-    };
-    let mut order: Vec<(f64, u32)> = standing.slow.iter().map(|&r| (severity(r), r)).collect();
+/// A slow-by-majority rank judged by its partners other than the slow ranks before it.
+struct Judged {
+    rank: u32,
+    /// Its partners (in planned pairs no path explains) left.
+    partners: usize,
+    /// Those of them in a suspect pair.
+    bad: usize,
+}
+
+impl Judged {
+    /// Too few partners for its majority alone to name it: two are too few to tell a slow NIC
+    /// from two noisy pairs, so a re-run against a known-good partner must confirm it.
+    fn thin(&self) -> bool {
+        self.partners < SURE_PARTNERS
+    }
+}
+
+/// The ranks slow by majority, the plainest first (the median badness of its suspect planned
+/// pairs), each judged by its partners other than the slow ranks before it, whose pairs explain
+/// theirs with it: a rank whose one slow pair is with a slower NIC has that many fewer partners
+/// to judge it by (at five nodes, a NIC with two noisy pairs beside its pair with the throttled
+/// one was named "slow in 3 of 3 pairs"). One pass over the pairs and each slow rank's partners:
+/// linear in the pairs.
+fn judged(rec: &SweepRecord, standing: &Standing) -> Vec<Judged> {
+    let mut badness_of: BTreeMap<u32, Vec<f64>> =
+        standing.slow.iter().map(|&r| (r, Vec::new())).collect();
+    let unexplained = |p: &&PairRecord| !standing.explained.contains(&pair_key(p));
+    for p in rec
+        .pairs
+        .iter()
+        .filter(|p| !p.rerun && p.suspect)
+        .filter(unexplained)
+    {
+        for rank in [p.client, p.server] {
+            if let Some(b) = badness_of.get_mut(&rank) {
+                b.push(badness(p));
+            }
+        }
+    }
+    let mut order: Vec<(f64, u32)> = badness_of
+        .into_iter()
+        .map(|(rank, b)| (median(&b).unwrap_or(0.0), rank))
+        .collect();
     order.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
     let mut before = BTreeSet::new();
     let mut out = Vec::new();
     for (_, rank) in order {
-        out.push((rank, partners_in(&tests, &before)));
+        let left = |set: &BTreeSet<u32>| set.iter().filter(|o| !before.contains(*o)).count();
+        let (partners, bad) = standing
+            .partners
+            .get(&rank)
+            .map_or((0, 0), |(all, bad)| (left(all), left(bad)));
+        out.push(Judged {
+            rank,
+            partners,
+            bad,
+        });
         before.insert(rank);
     }
     out
-}
-
-/// Whether `rank` has too few partners for its majority alone to name it.
-fn thin(partners: &Partners, rank: u32) -> bool {
-    partners
-        .get(&rank)
-        .is_some_and(|(all, _)| all.len() < SURE_PARTNERS)
 }
 
 /// The ranks rank 0 lost (never joined, died, stopped answering), each with since when and
