@@ -464,11 +464,8 @@ impl TestArgs {
         let mem = match (&self.mem, &self.use_cuda, &self.use_rocm) {
             (Some(m), _, _) => m.mode.clone(),
             (None, Some(n), _) => {
-                let via = match (self.use_data_direct, self.use_cuda_pcie_mapping) {
-                    (true, _) => DmaBufVia::DataDirect,
-                    (false, true) => DmaBufVia::Pcie,
-                    (false, false) => DmaBufVia::Default,
-                };
+                let via =
+                    DmaBufVia::from_perftest(self.use_cuda_pcie_mapping, self.use_data_direct);
                 let dmabuf = self.use_cuda_dmabuf.then_some(via);
                 MemMode::from_perftest(GpuRuntime::Cuda, n, dmabuf).map_err(PlanError)?
             }

@@ -127,8 +127,18 @@ pub enum DmaBufVia {
 }
 
 impl DmaBufVia {
+    /// perftest's `--use_cuda_pcie_mapping` and `--use_data_direct` (which implies the PCIe
+    /// mapping), given with `--use_cuda_dmabuf`.
+    pub fn from_perftest(pcie_mapping: bool, data_direct: bool) -> DmaBufVia {
+        match (data_direct, pcie_mapping) {
+            (true, _) => DmaBufVia::DataDirect,
+            (false, true) => DmaBufVia::Pcie,
+            (false, false) => DmaBufVia::Default,
+        }
+    }
+
     /// How `--mem` spells it after "cuda": "", "-pcie", "-data-direct".
-    fn suffix(self) -> &'static str {
+    pub fn suffix(self) -> &'static str {
         match self {
             DmaBufVia::Default => "",
             DmaBufVia::Pcie => "-pcie",
@@ -141,6 +151,14 @@ impl DmaBufVia {
         match self {
             DmaBufVia::Default => accel::DmaBufMapping::Default,
             DmaBufVia::Pcie | DmaBufVia::DataDirect => accel::DmaBufMapping::Pcie,
+        }
+    }
+
+    /// How the NIC registers the exported dma-buf.
+    pub fn registration(self) -> verbs::DmaBufRegistration {
+        match self {
+            DmaBufVia::DataDirect => verbs::DmaBufRegistration::DataDirect,
+            DmaBufVia::Default | DmaBufVia::Pcie => verbs::DmaBufRegistration::Verbs,
         }
     }
 }

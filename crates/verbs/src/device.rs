@@ -413,7 +413,8 @@ impl Device {
     }
 
     /// The sysfs path of this device's mlx5 Data Direct function (`/sys/devices/pci...`), for
-    /// [`MemoryRegion::register_dmabuf`](crate::MemoryRegion::register_dmabuf) with [`DmaBufVia::DataDirect`](crate::DmaBufVia);
+    /// [`MemoryRegion::register_dmabuf`](crate::MemoryRegion::register_dmabuf) with
+    /// [`DmaBufRegistration::DataDirect`](crate::DmaBufRegistration);
     /// [`VerbsError::DataDirectUnavailable`] naming why where it has none (not an mlx5 device, no
     /// such function, a libmlx5 without Data Direct).
     pub fn data_direct_path(&self) -> Result<String> {

@@ -60,7 +60,7 @@ pub use device::{
 };
 pub use error::{Result, VerbsError};
 pub use gid::{choose_gid_index, format_gid, GidEntry, GidKind};
-pub use memory::{Access, DmaBufVia, HostBuffer, MemoryRegion, PAGE_SIZE};
+pub use memory::{Access, DmaBufRegistration, HostBuffer, MemoryRegion, PAGE_SIZE};
 pub use pd::ProtectionDomain;
 pub use qp::{
     AddressHandle, CanReceive, Created, Endpoint, Op, PathConfig, QpCaps, QueuePair,

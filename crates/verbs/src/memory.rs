@@ -239,7 +239,7 @@ fn register_with<T>(access: Access, reg: impl Fn(AccessFlags) -> Result<T>) -> R
 
 /// How a dma-buf is registered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DmaBufVia {
+pub enum DmaBufRegistration {
     /// `ibv_reg_dmabuf_mr`.
     #[default]
     Verbs,
@@ -348,11 +348,10 @@ impl MemoryRegion {
         Ok(mr)
     }
 
-    /// Registers a dma-buf (GPU memory exported by its driver) as `via` says; `iova` is the
-    /// address the remote side and the work requests use for it; `backing` (the exported
-    /// memory, the fd) is dropped after the region is deregistered. For
-    /// [`DmaBufVia::DataDirect`], see [`Device::data_direct_path`](crate::Device::data_direct_path)
-    /// for whether a device has it.
+    /// Registers a dma-buf (GPU memory exported by its driver) as `registration` says; `iova`
+    /// is the address the remote side and the work requests use for it; `backing` (the
+    /// exported memory, the fd) is dropped after the region is deregistered. Whether a device
+    /// has [`DmaBufRegistration::DataDirect`]: [`Device::data_direct_path`](crate::Device::data_direct_path).
     ///
     /// # Safety
     /// `fd` must be a dma-buf whose `offset..offset+len` stays valid while `backing` lives.
@@ -364,23 +363,25 @@ impl MemoryRegion {
         len: usize,
         iova: u64,
         access: Access,
-        via: DmaBufVia,
+        registration: DmaBufRegistration,
         backing: B,
     ) -> Result<Self> {
-        let (mr, relaxed_ordering) = register_with(access, |flags| match via {
+        let (mr, relaxed_ordering) = register_with(access, |flags| match registration {
             // SAFETY: the caller guarantees the dma-buf while `backing` lives; the region
             // keeps it.
-            DmaBufVia::Verbs => unsafe { pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags) }
-                .map_err(|e| match e.0 {
-                    RegisterMemoryRegionErrorKind::Ibverbs(os) => {
-                        VerbsError::from_dmabuf_registration(&os, "ibv_reg_dmabuf_mr")
-                    }
-                    other => VerbsError::from_sideway("ibv_reg_dmabuf_mr", other),
-                }),
+            DmaBufRegistration::Verbs => unsafe {
+                pd.pd.reg_dmabuf_mr(offset, len, iova, fd, flags)
+            }
+            .map_err(|e| match e.0 {
+                RegisterMemoryRegionErrorKind::Ibverbs(os) => {
+                    VerbsError::from_dmabuf_registration(&os, "ibv_reg_dmabuf_mr")
+                }
+                other => VerbsError::from_sideway("ibv_reg_dmabuf_mr", other),
+            }),
             // SAFETY: the protection domain is live (held by `pd`); the caller guarantees the
             // dma-buf while `backing` lives, and the region keeps it; from_raw takes the one
             // reference to the new region.
-            DmaBufVia::DataDirect => unsafe {
+            DmaBufRegistration::DataDirect => unsafe {
                 let raw =
                     crate::data_direct::register(pd.pd.pd(), offset, len, iova, fd, flags.bits())
                         .map_err(|os| {

@@ -5,7 +5,7 @@
 
 use std::os::fd::AsRawFd;
 
-use verbs::{Access, Device, DmaBufVia, MemoryRegion, VerbsError};
+use verbs::{Access, Device, DmaBufRegistration, MemoryRegion, VerbsError};
 
 #[test]
 fn a_non_dmabuf_fd_is_refused_with_what_to_use_instead() {
@@ -31,7 +31,7 @@ fn a_non_dmabuf_fd_is_refused_with_what_to_use_instead() {
             65536,
             0x1000_0000,
             Access::ALL,
-            DmaBufVia::Verbs,
+            DmaBufRegistration::Verbs,
             (),
         )
     }

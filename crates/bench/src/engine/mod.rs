@@ -717,13 +717,18 @@ fn register_dmabuf(
         dmabuf.len(),
     );
     let (pd, access) = (target.pd, target.access);
-    let registration = match via {
-        DmaBufVia::DataDirect => verbs::DmaBufVia::DataDirect,
-        DmaBufVia::Default | DmaBufVia::Pcie => verbs::DmaBufVia::Verbs,
-    };
     // SAFETY: the region holds the dma-buf, which holds the memory it exports.
     let mr = unsafe {
-        MemoryRegion::register_dmabuf(pd, fd, offset, len, iova, access, registration, dmabuf)
+        MemoryRegion::register_dmabuf(
+            pd,
+            fd,
+            offset,
+            len,
+            iova,
+            access,
+            via.registration(),
+            dmabuf,
+        )
     }?;
     Ok((mr, buf))
 }

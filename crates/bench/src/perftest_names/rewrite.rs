@@ -8,6 +8,7 @@ use clap::CommandFactory;
 
 use super::{by_long, by_short, Answer, PerftestName, Translation};
 use crate::cli::Cli;
+use crate::memory::DmaBufVia;
 use crate::plan::{PlanError, TestKind};
 
 /// [`rewrite`] for `Cli::parse_args`: a refused name ends the process with exit 2.
@@ -70,12 +71,17 @@ struct Context {
     rate_units: Option<String>,
     cuda_bus_id: bool,
     cuda_dmabuf: bool,
-    /// "-pcie" or "-data-direct" (`--use_cuda_pcie_mapping`, `--use_data_direct`).
-    cuda_via: &'static str,
+    cuda_pcie_mapping: bool,
+    data_direct: bool,
     json_file: bool,
 }
 
 impl Context {
+    /// How `--use_cuda_pcie_mapping` and `--use_data_direct` export and register a dma-buf.
+    fn cuda_via(&self) -> DmaBufVia {
+        DmaBufVia::from_perftest(self.cuda_pcie_mapping, self.data_direct)
+    }
+
     fn of(args: &[OsString]) -> Context {
         let mut ctx = Context::default();
         let words: Vec<&str> = args.iter().filter_map(|a| a.to_str()).collect();
@@ -91,8 +97,8 @@ impl Context {
                 }
                 "--use_cuda_bus_id" => ctx.cuda_bus_id = true,
                 "--use_cuda_dmabuf" => ctx.cuda_dmabuf = true,
-                "--use_data_direct" => ctx.cuda_via = "-data-direct",
-                "--use_cuda_pcie_mapping" if ctx.cuda_via.is_empty() => ctx.cuda_via = "-pcie",
+                "--use_data_direct" => ctx.data_direct = true,
+                "--use_cuda_pcie_mapping" => ctx.cuda_pcie_mapping = true,
                 "--out_json_file" => ctx.json_file = true,
                 _ => {}
             }
@@ -309,7 +315,7 @@ fn translate(
         Translation::OutJsonFile => pair("--json", v.to_string()),
         Translation::CudaBusId => {
             let mode = if ctx.cuda_dmabuf {
-                format!("cuda{}", ctx.cuda_via)
+                format!("cuda{}", ctx.cuda_via().suffix())
             } else {
                 "cuda-peermem".to_string()
             };
@@ -320,7 +326,7 @@ fn translate(
         Translation::CudaDmabufVia if !ctx.cuda_dmabuf => Err(PlanError(format!(
             "perftest's {typed} needs --use_cuda_dmabuf (it changes how a dma-buf is mapped); \
              rdmabench's: --mem cuda{}:GPU",
-            ctx.cuda_via
+            ctx.cuda_via().suffix()
         ))),
         Translation::CudaDmabufVia if ctx.cuda_bus_id => Ok(vec![]),
         Translation::CudaDmabufVia => Ok(vec![typed.to_string()]),
