@@ -13,7 +13,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{fake_libcuda, rdma_ready, scratch, text};
+use common::{fake_libcuda, rdma_ready, scratch, text, write_executable};
 
 #[test]
 fn gpu_check_brings_up_soft_roce_runs_the_staged_loopback_and_removes_it() {
@@ -27,12 +27,7 @@ fn gpu_check_brings_up_soft_roce_runs_the_staged_loopback_and_removes_it() {
     };
     let dir = scratch("guest-gpu-check");
     let gpu_check = dir.join("gpu_check");
-    std::fs::write(&gpu_check, "#!/bin/sh\necho '  [PASS] fake'\nexit 0\n").unwrap();
-    std::fs::set_permissions(
-        &gpu_check,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    write_executable(&gpu_check, "#!/bin/sh\necho '  [PASS] fake'\nexit 0\n");
     let out = Command::new("bash")
         .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/gpu-check.sh"))
         .arg("run")

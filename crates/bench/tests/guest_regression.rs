@@ -6,12 +6,11 @@
 
 mod common;
 
-use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-use common::{bin, client, rdma_ready, scratch, text, LOOPBACK};
+use common::{bin, client, rdma_ready, scratch, text, write_executable, LOOPBACK};
 use serde_json::Value;
 
 fn path(p: &Path) -> &str {
@@ -188,8 +187,7 @@ fn two_node_script_runs_both_sides_and_collects_both_records() {
     // The ssh mode, with an "ssh" that runs the command here (the host is ignored), and the
     // server's address given.
     let fake = dir.join("fake-ssh");
-    std::fs::write(&fake, "#!/bin/sh\nshift\nexec bash -c \"$1\"\n").unwrap();
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    write_executable(&fake, "#!/bin/sh\nshift\nexec bash -c \"$1\"\n");
     let (out, _) = two_node(
         &dir,
         &[("RDMABENCH_SSH", path(&fake))],

@@ -11,7 +11,7 @@ mod common;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use common::{scratch, text};
+use common::{scratch, text, write_executable};
 
 /// Runs a script from scripts/ with stdout and stderr merged in the order they were written.
 fn script(name: &str, args: &[&str]) -> Output {
@@ -234,9 +234,7 @@ fn gpu_check_skips_the_dma_buf_loopback_where_the_driver_cannot_export() {
     std::fs::write(lib.join("libcuda.so.1"), "").unwrap();
     let script = |name: &str, body: &str| {
         let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        write_executable(&path, &format!("#!/bin/sh\n{body}\n"));
         path
     };
     let gpu_check = script(
@@ -284,12 +282,7 @@ fn gpu_check_refuses_a_bundle_that_needs_a_newer_glibc_naming_both_versions() {
     let bundle = dir.join("bundle");
     std::fs::create_dir_all(&bundle).unwrap();
     let gpu_check = bundle.join("gpu_check");
-    std::fs::write(&gpu_check, "#!/bin/sh\nexit 1\n").unwrap();
-    std::fs::set_permissions(
-        &gpu_check,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
+    write_executable(&gpu_check, "#!/bin/sh\nexit 1\n");
     let run = |floor: &str| {
         std::fs::write(bundle.join("glibc-floor"), format!("{floor}\n")).unwrap();
         let out = Command::new("bash")
@@ -344,8 +337,7 @@ case $1 in
          exit "${FAKE_BUILD:-0}" ;;
 esac
 "#;
-    std::fs::write(&cargo, stand_in).unwrap();
-    std::fs::set_permissions(&cargo, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    write_executable(&cargo, stand_in);
     let build = |fetch: &str, build: &str| {
         std::fs::write(&log, "").unwrap();
         let bundle = dir.join(format!("bundle-{fetch}-{build}"));
@@ -415,11 +407,7 @@ fn gpu_check_without_an_rdma_device_says_why_no_soft_roce_device_came_up() {
     let lib = dir.join("lib");
     std::fs::create_dir_all(&lib).unwrap();
     std::fs::write(lib.join("libcuda.so.1"), "").unwrap();
-    let exe = |path: &Path, body: &str| {
-        std::fs::write(path, format!("#!/bin/sh\n{body}\n")).unwrap();
-        std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
-    };
+    let exe = |path: &Path, body: &str| write_executable(path, &format!("#!/bin/sh\n{body}\n"));
     let gpu_check = dir.join("gpu_check");
     exe(&gpu_check, "exit 0");
     let calls = dir.join("calls");

@@ -695,3 +695,9 @@ pub fn measured(cmd: &mut Command) -> Measured {
         ),
     }
 }
+
+/// Writes `contents` (a script, its `#!` line included) to `path`, executable (0755).
+pub fn write_executable(path: &Path, contents: &str) {
+    std::fs::write(path, contents).unwrap();
+    std::fs::set_permissions(path, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+}
