@@ -10,7 +10,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use accel::{align_range, host_page_size, DmaBuf, DmaBufMapping};
 use cudarc::driver::sys;
 
-use crate::driver::{self, cu};
+use crate::driver;
 use crate::error::CudaError;
 use crate::memory::{check_range, DeviceBuffer};
 
@@ -100,16 +100,17 @@ pub const MAPPING_TYPE_PCIE: u64 = 0x1;
 pub const PCIE_MAPPING_SINCE: i32 = 12080;
 
 /// `cuMemGetHandleForAddressRange`'s flags for `mapping`, checked against the driver's version
-/// (an older driver refuses the flag with a bare CUDA_ERROR_INVALID_VALUE).
+/// as the probe read it (an older driver refuses the flag with a bare CUDA_ERROR_INVALID_VALUE).
 fn mapping_flags(ordinal: u32, mapping: DmaBufMapping) -> Result<u64, CudaError> {
     match mapping {
         DmaBufMapping::Default => Ok(0),
         DmaBufMapping::Pcie => {
-            let mut version: c_int = 0;
-            // SAFETY: a valid out-pointer.
-            unsafe { cu!(cuDriverGetVersion(&mut version)) }?;
-            if version < PCIE_MAPPING_SINCE {
-                return Err(CudaError::PcieMappingUnsupported { ordinal, version });
+            let driver = crate::probe()?;
+            if driver.version < PCIE_MAPPING_SINCE {
+                return Err(CudaError::PcieMappingUnsupported {
+                    ordinal,
+                    driver: driver.version_string(),
+                });
             }
             Ok(MAPPING_TYPE_PCIE)
         }

@@ -101,16 +101,15 @@ pub enum CudaError {
     /// A dma-buf mapped through PCIe (`CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE`) asked of a driver
     /// older than 12.8, which lacks the flag.
     #[error(
-        "GPU {ordinal}: the CUDA driver is {}.{}, and a dma-buf mapped through PCIe \
+        "GPU {ordinal}: the CUDA driver is {driver}, and a dma-buf mapped through PCIe \
          (CU_MEM_RANGE_FLAG_DMA_BUF_MAPPING_TYPE_PCIE, --mem cuda-pcie or cuda-data-direct) needs 12.8 or newer; \
-         update the driver, or use --mem cuda (the driver's own mapping)",
-        version / 1000, version % 1000 / 10
+         update the driver, or use --mem cuda (the driver's own mapping)"
     )]
     PcieMappingUnsupported {
         /// The GPU's index.
         ordinal: u32,
-        /// The driver's version as `cuDriverGetVersion` gives it (12040 for 12.4).
-        version: i32,
+        /// The driver's CUDA version, "12.4" ([`crate::DriverInfo::version_string`]).
+        driver: String,
     },
 
     /// `cuMemGetHandleForAddressRange` refused to export a range as a dma-buf fd.
