@@ -124,20 +124,7 @@ pub struct Judgement {
     pub reason: String,
 }
 
-/// The median; `None` for no values.
-pub fn median(values: &[f64]) -> Option<f64> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut v = values.to_vec();
-    v.sort_by(f64::total_cmp);
-    let n = v.len();
-    Some(if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        (v[n / 2 - 1] + v[n / 2]) / 2.0
-    })
-}
+pub use model::stats::median;
 
 /// Judges `candidate` against `baseline` (each one value per repetition, or a single value
 /// for a run without repetitions). Both must be non-empty.

@@ -7,7 +7,7 @@
 use anyhow::{anyhow, Result};
 use verbs::{Access, HostBuffer, OdpCaps};
 
-use super::{recv_len, staged};
+use super::{recv_len, staged, transport};
 use crate::memory::{slot_len, MemMode};
 use crate::plan::{Mode, Role, TestPlan, Verb};
 
@@ -58,7 +58,7 @@ pub struct Bounce {
 impl Footprint {
     /// The buffers of `plan` on a side whose memory is `mem` (staged with `staging`).
     pub fn new(plan: &TestPlan, mem: &MemMode, staging: accel::StagingConfig) -> Result<Self> {
-        let half = slot_len(recv_len(plan.connection.transport(), plan.max_size()));
+        let half = slot_len(recv_len(transport(plan.connection), plan.max_size()));
         let peer_slot = 2 * half;
         let (slot, bounce) = if mem.is_staged() {
             let buffer_len = staged::bounce_len(staging, plan.test.verb, plan.max_size())?;
@@ -139,7 +139,7 @@ pub fn relaxed_ordering(asked: bool, plan: &TestPlan, mem: &MemMode) -> bool {
 /// Why `--odp` cannot run `plan` on `device` (whose on-demand paging is `caps`): the device
 /// has none, or not for every operation the test needs over its transport.
 pub fn odp_refusal(device: &str, caps: OdpCaps, plan: &TestPlan) -> Option<String> {
-    let transport = plan.connection.transport();
+    let transport = transport(plan.connection);
     let offered = caps.over(transport);
     if caps == OdpCaps::default() {
         return Some(format!(

@@ -177,6 +177,15 @@ fn first_psn(index: usize) -> u32 {
     (mixed >> 40) as u32 & 0x00ff_ffff
 }
 
+/// The verbs transport of a plan's connection.
+pub fn transport(c: Connection) -> Transport {
+    match c {
+        Connection::Rc => Transport::Rc,
+        Connection::Uc => Transport::Uc,
+        Connection::Ud => Transport::Ud,
+    }
+}
+
 /// Bytes a receive needs for a message of `size` (UD adds the GRH).
 pub fn recv_len(transport: Transport, size: u64) -> u64 {
     if transport == Transport::Ud {
@@ -307,7 +316,7 @@ impl Local {
         let creates = |n: u32| {
             n <= want
                 && QueuePairBuilder::new(&pd, &cq)
-                    .transport(plan.connection.transport())
+                    .transport(transport(plan.connection))
                     .port(self.port.port)
                     .max_send_wr(plan.tx_depth)
                     .max_recv_wr(1)
@@ -381,7 +390,7 @@ impl Local {
         } = self;
         let staged = mem.is_staged();
         check_memory_mode("--mem", &mem, plan, role)?;
-        let transport = plan.connection.transport();
+        let transport = transport(plan.connection);
         let footprint = Footprint::new(plan, &mem, staging)?;
         let (slot, peer_slot) = (footprint.slot, footprint.peer_slot);
         check_device_limits(&device, &port, plan, slot)?;

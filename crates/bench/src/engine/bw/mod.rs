@@ -30,6 +30,7 @@ use anyhow::{bail, Result};
 use verbs::Completion;
 
 use super::Connected;
+pub use crate::plan::Stop;
 use crate::plan::{AtomicOp, Verb};
 
 /// Completions taken per poll.
@@ -218,47 +219,6 @@ impl PeerState {
         self.sends_over
             .compare_exchange(1, 2, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
-    }
-}
-
-/// When a loop ends.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Stop {
-    /// After this many operations per QP.
-    Iters(u64),
-    /// After this long; the window leaves out `margin` at both ends.
-    Duration {
-        /// Whole run.
-        total: Duration,
-        /// Left out at the start and at the end.
-        margin: Duration,
-    },
-}
-
-impl Stop {
-    /// The duration mode's margin for a run of `secs`: a tenth, at most two seconds.
-    pub fn for_duration(secs: f64) -> Stop {
-        let total = Duration::from_secs_f64(secs);
-        Stop::Duration {
-            total,
-            margin: (total / 10).min(Duration::from_secs(2)),
-        }
-    }
-
-    /// Operations per QP to post: the count, or `u64::MAX` until the time is up.
-    pub fn limit(self) -> u64 {
-        match self {
-            Stop::Iters(n) => n,
-            Stop::Duration { .. } => u64::MAX,
-        }
-    }
-
-    /// The planned window's length (duration mode).
-    pub fn window(self) -> Option<Duration> {
-        match self {
-            Stop::Iters(_) => None,
-            Stop::Duration { total, margin } => Some(total.saturating_sub(margin * 2)),
-        }
     }
 }
 

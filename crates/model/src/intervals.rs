@@ -75,7 +75,7 @@ impl IntervalFigures {
             }
         }
         let bws: Vec<f64> = list.iter().map(|i| i.bw_gbps).collect();
-        let median = crate::compare::stats::median(&bws).unwrap_or(0.0);
+        let median = crate::stats::median(&bws).unwrap_or(0.0);
         let mean = bws.iter().sum::<f64>() / bws.len() as f64;
         let variance = bws.iter().map(|b| (b - mean).powi(2)).sum::<f64>() / bws.len() as f64;
         Some(IntervalFigures {

@@ -6,11 +6,13 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use std::time::Duration;
 
 use crate::catalogue::{Agree, PARAMS};
 use crate::units::{
     format_size, parse_class, parse_rate, parse_secs, parse_size, parse_size_u32, RateUnit,
 };
+pub use crate::usage::PlanError;
 
 /// The RDMA operation a test measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -148,15 +150,6 @@ impl Connection {
         }
     }
 
-    /// The verbs transport.
-    pub fn transport(self) -> verbs::Transport {
-        match self {
-            Connection::Rc => verbs::Transport::Rc,
-            Connection::Uc => verbs::Transport::Uc,
-            Connection::Ud => verbs::Transport::Ud,
-        }
-    }
-
     /// Parses `-c`: RC, UC or UD in any case.
     pub fn parse(text: &str) -> Result<Self, String> {
         match text.to_ascii_uppercase().as_str() {
@@ -198,6 +191,47 @@ impl AtomicOp {
         match self {
             AtomicOp::FetchAdd => "FETCH_AND_ADD",
             AtomicOp::CompareSwap => "CMP_AND_SWAP",
+        }
+    }
+}
+
+/// When a loop ends.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Stop {
+    /// After this many operations per QP.
+    Iters(u64),
+    /// After this long; the window leaves out `margin` at both ends.
+    Duration {
+        /// Whole run.
+        total: Duration,
+        /// Left out at the start and at the end.
+        margin: Duration,
+    },
+}
+
+impl Stop {
+    /// The duration mode's margin for a run of `secs`: a tenth, at most two seconds.
+    pub fn for_duration(secs: f64) -> Stop {
+        let total = Duration::from_secs_f64(secs);
+        Stop::Duration {
+            total,
+            margin: (total / 10).min(Duration::from_secs(2)),
+        }
+    }
+
+    /// Operations per QP to post: the count, or `u64::MAX` until the time is up.
+    pub fn limit(self) -> u64 {
+        match self {
+            Stop::Iters(n) => n,
+            Stop::Duration { .. } => u64::MAX,
+        }
+    }
+
+    /// The planned window's length (duration mode).
+    pub fn window(self) -> Option<Duration> {
+        match self {
+            Stop::Iters(_) => None,
+            Stop::Duration { total, margin } => Some(total.saturating_sub(margin * 2)),
         }
     }
 }
@@ -307,6 +341,8 @@ pub const SOFTWARE_QP_TIMEOUT: u8 = 18;
 /// Largest `-u`: the verbs attribute is 5 bits (0, "wait forever", is not offered: a lost
 /// packet would stall the run until `--timeout`).
 pub const MAX_QP_TIMEOUT: u8 = 31;
+/// The path MTUs a QP can be given, in bytes (the verbs `ibv_mtu` values).
+pub const PATH_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
 /// Largest message size.
 pub const MAX_SIZE: u64 = 1 << 31;
 /// Largest number of QPs.
@@ -494,20 +530,13 @@ fn server_sizes(server: &PlanRequest, client: &TestPlan) -> Option<String> {
 }
 
 /// A plan value as a message shows it: strings bare, nothing as "default".
-pub(crate) fn shown(v: &serde_json::Value) -> String {
+pub fn shown(v: &serde_json::Value) -> String {
     match v {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Null => "default".to_string(),
         other => other.to_string(),
     }
 }
-
-/// What was asked cannot run as asked: a plan that breaks a rule here, or that a device's
-/// limits refuse (raised in `engine/`), or the peer's refusal of either. The message names
-/// the value and what would be valid; the process exits 2 (`exit.rs`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct PlanError(pub String);
 
 fn check_range<T: PartialOrd + fmt::Display>(
     flag: &str,
@@ -648,7 +677,7 @@ impl TestPlan {
         check_range("--post-list", self.post_list, 1, self.tx_depth)?;
         check_range("--cq-mod", self.cq_mod, 1, self.tx_depth)?;
         if let Some(m) = self.path_mtu {
-            if verbs::mtu_from_bytes(m).is_none() {
+            if !PATH_MTUS.contains(&m) {
                 return refuse(format!(
                     "--mtu {m} is not a valid MTU: use 256, 512, 1024, 2048 or 4096"
                 ));
@@ -681,7 +710,7 @@ impl TestPlan {
                  planned length to cut)"
             ));
         };
-        let window = crate::engine::bw::Stop::for_duration(d)
+        let window = Stop::for_duration(d)
             .window()
             .map_or(0.0, |w| w.as_secs_f64());
         if !(i.is_finite() && i >= MIN_INTERVAL && i <= window) {

@@ -4,7 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::SizeResult;
+use crate::figures::SizeResult;
 
 /// The schema name and version of the record.
 pub const SCHEMA: &str = "rdmabench.result/1";
