@@ -23,8 +23,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Result};
 use clap::Parser;
-use rdmabench::cluster::args::{ClusterArgs, SweepSpec, SweepTest};
+use rdmabench::cluster::args::ClusterArgs;
 use rdmabench::cluster::launcher::{Coordinator, Launcher, Place};
+use rdmabench::cluster::spec::{SweepSpec, SweepTest};
 use rdmabench::cluster::{take_part, PairTest};
 use rdmabench::control::Listener;
 use rdmabench::report::RunRecord;

@@ -10,9 +10,9 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::{Arg, Args, Command};
 
-use crate::catalogue::{Applies, PARAMS};
-use crate::cli::TestArgs;
-use crate::plan::{Connection, Mode, TestKind};
+pub use super::applies::{applies, SIDE_ONLY};
+use super::test_args::TestArgs;
+use crate::plan::TestKind;
 
 /// The width `-h` and `--help` fit in (narrower where the terminal is).
 pub const WIDTH: usize = 100;
@@ -65,38 +65,6 @@ const TEST_SHORT: &[&str] = &[
 
 /// How many of [`TEST_SHORT`] `cluster -h` shows beside its own options.
 const CLUSTER_SHORT: usize = 12;
-
-/// A test's options that are not catalogue parameters but apply to some tests only; giving
-/// one to another test is refused ([`TestArgs::check_test`](crate::cli::TestArgs)).
-pub const SIDE_ONLY: &[(&str, Applies)] = &[(
-    "--limit-lat-p99",
-    Applies {
-        to: |t, _| t.mode == Mode::Lat,
-        why: "a bandwidth test measures no per-message latency; use --limit-bw",
-    },
-)];
-
-/// Whether the test option `flag` ("--outs") applies to `kind` over some transport; `Err`
-/// says why not. Options without a rule apply to every test.
-pub fn applies(kind: TestKind, flag: &str) -> Result<(), &'static str> {
-    let catalogue = PARAMS
-        .iter()
-        .filter(|p| p.flag == Some(flag))
-        .map(|p| p.applies);
-    let side = SIDE_ONLY
-        .iter()
-        .filter(|(f, _)| *f == flag)
-        .map(|(_, a)| *a);
-    let over_any = |a: &Applies| {
-        [Connection::Rc, Connection::Uc, Connection::Ud]
-            .into_iter()
-            .any(|c| (a.to)(kind, c))
-    };
-    match catalogue.chain(side).find(|a| !over_any(a)) {
-        Some(a) => Err(a.why),
-        None => Ok(()),
-    }
-}
 
 /// A subcommand as parsed and shown (`Cli`'s `mut_subcommands`).
 pub fn shape_subcommand(cmd: Command) -> Command {

@@ -1,33 +1,21 @@
-//! `rdmabench cluster`'s command line (what was typed) and the sweep it means (`SweepSpec`):
-//! the tests each pair runs with their resolved plans, the schedule's pattern and the
-//! verdict's thresholds. Every rank resolves the same spec from the same arguments; its
+//! `rdmabench cluster`'s command line (what was typed), read into the sweep it means
+//! ([`SweepSpec`], `spec.rs`). Every rank resolves the same spec from the same arguments; its
 //! options, by name, travel in `Join`, so that rank 0 refuses a rank started with other
 //! options naming each that differs and both values.
 
-use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-use clap::{Args, ValueEnum};
+use clap::Args;
 
-use super::congestion;
-use super::fabric::{self, Fabric};
-use super::schedule::{self, Rounds, ScheduleError};
-use crate::cli::TestArgs;
-use crate::plan::{shown, Mode, PlanError, TestKind, TestPlan};
+use super::fabric;
+use super::spec::{Pattern, SweepSpec, SweepTest};
+use crate::cli::test_args::TestArgs;
+use crate::plan::{Mode, PlanError, TestKind};
 use crate::report::{FORMATS, JSON, PROM};
-use crate::run::{RecordFiles, RunOptions};
+use crate::run::RecordFiles;
 
 /// The coordinator's default TCP port when only Slurm's node list names it.
 pub const COORDINATOR_PORT: u16 = 18516;
-
-/// Seconds a run's set-up takes besides its measured loop (opening the device, QPs, the
-/// handshakes, rank 0's assignment and the answers): the cost model's allowance per test and
-/// round. Measured in the four-node soft-RoCE guest (TCG, debug build): rounds of write-bw
-/// (1 s) and write-lat (1000 iterations) took 4.1-5.9 s, 4.9 s on average over 6 rounds,
-/// so 1.9 s per test beside 1.01 s of loops. Hardware sets up in tenths of a second: there
-/// the model overestimates, which is the side a plan should err on.
-pub const SETUP_SECS: f64 = 2.0;
 
 /// `rdmabench cluster`: one process per node (or per rail), started by srun, mpirun or
 /// torchrun; rank 0 coordinates, every rank measures.
@@ -151,52 +139,6 @@ pub fn two_node_options() -> Vec<(String, Given)> {
     list
 }
 
-/// The schedule's pattern.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Pattern {
-    /// The first rounds of the tournament: three partners for every rank.
-    Quick,
-    /// A round-robin tournament: every pair of ranks once.
-    Pairs,
-    /// Each rank with the next.
-    Ring,
-    /// --root with every other rank.
-    OneToAll,
-    /// The pairs of --pairs-file.
-    File,
-    /// --fan-in senders into one receiver at once.
-    Incast,
-    /// The first half of the ranks into the second, at once.
-    Bisection,
-    /// Every rank into every other, at once.
-    AllToAll,
-}
-
-impl Pattern {
-    /// As the record names it.
-    pub fn name(self) -> &'static str {
-        match self {
-            Pattern::Quick => "quick",
-            Pattern::Pairs => "pairs",
-            Pattern::Ring => "ring",
-            Pattern::OneToAll => "one-to-all",
-            Pattern::File => "file",
-            Pattern::Incast => "incast",
-            Pattern::Bisection => "bisection",
-            Pattern::AllToAll => "all-to-all",
-        }
-    }
-
-    /// Whether its rounds run groups of runs at once (sharing NICs), for their total
-    /// against the ceilings, rather than disjoint pairs for the verdict.
-    pub fn is_congestion(self) -> bool {
-        matches!(
-            self,
-            Pattern::Incast | Pattern::Bisection | Pattern::AllToAll
-        )
-    }
-}
-
 fn parse_pct(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
@@ -214,77 +156,6 @@ fn parse_factor(text: &str) -> Result<f64, String> {
         )),
     }
 }
-
-/// One test of the sweep: its plan and this rank's options for it.
-#[derive(Debug, Clone)]
-pub struct SweepTest {
-    /// The test.
-    pub kind: TestKind,
-    /// Its plan, every default filled.
-    pub plan: TestPlan,
-    /// This rank's options for one run of it (quiet, no files).
-    pub opts: RunOptions,
-}
-
-impl SweepTest {
-    /// The unit of the pair's figure: bandwidth or latency.
-    pub fn unit(&self) -> &'static str {
-        match self.kind.mode {
-            Mode::Bw => "GB/s",
-            Mode::Lat => "us",
-        }
-    }
-
-    /// About how long one run takes: set-up plus the measured loop.
-    pub fn estimate_secs(&self) -> f64 {
-        SETUP_SECS + self.loop_secs()
-    }
-
-    /// About how long the measured loops of one run take: the duration, or for an iteration
-    /// count 10 us per operation (a slow link's figure), per size and repetition.
-    pub fn loop_secs(&self) -> f64 {
-        let each = match self.plan.duration {
-            Some(d) => d,
-            None => self.plan.iters as f64 * 10e-6,
-        };
-        each * f64::from(self.plan.repeat) * self.plan.sizes.len() as f64
-    }
-}
-
-/// What the arguments mean, the same on every rank.
-#[derive(Debug, Clone)]
-pub struct SweepSpec {
-    /// The tests, in order.
-    pub tests: Vec<SweepTest>,
-    /// The pattern.
-    pub pattern: Pattern,
-    /// --root.
-    pub root: Option<usize>,
-    /// --fan-in.
-    pub fan_in: Option<usize>,
-    /// --pattern file's pairs.
-    pub file_pairs: Vec<(usize, usize)>,
-    /// --per-rail.
-    pub per_rail: bool,
-    /// --min-pct.
-    pub min_pct: f64,
-    /// --max-lat-factor.
-    pub max_lat_factor: f64,
-    /// --topology: where each NIC attaches (rank 0 places the ranks by it).
-    pub fabric: Option<Fabric>,
-    /// Where rank 0 writes the sweep record.
-    pub json: Option<PathBuf>,
-    /// Where rank 0 writes the sweep's metrics (`--prom`).
-    pub prom: Option<PathBuf>,
-    /// --timeout.
-    pub timeout: Duration,
-    /// Everything above that every rank must share, as (option, value) in a fixed order:
-    /// what a rank's `Join` carries ([`differing_options`] compares two).
-    pub options: Vec<(String, String)>,
-}
-
-/// Differences named in a refusal; the rest are counted.
-const DIFFERENCES_NAMED: usize = 4;
 
 impl ClusterArgs {
     /// Resolves the sweep; a bad value or an option that has no meaning in a sweep is a
@@ -422,117 +293,6 @@ impl ClusterArgs {
     }
 }
 
-impl SweepSpec {
-    /// The planned rounds for `size` ranks.
-    pub fn rounds(&self, size: usize) -> Result<Rounds, ScheduleError> {
-        match self.pattern {
-            Pattern::Quick => schedule::quick(size),
-            Pattern::Pairs => schedule::round_robin(size),
-            Pattern::Ring => schedule::ring(size),
-            Pattern::OneToAll => schedule::one_to_all(size, self.root.unwrap_or(0)),
-            Pattern::File => schedule::packed(size, &self.file_pairs),
-            Pattern::Incast => congestion::incast(size, self.fan_in.unwrap_or(1), self.root),
-            Pattern::Bisection => congestion::bisection(size),
-            Pattern::AllToAll => congestion::all_to_all(size),
-        }
-    }
-
-    /// About how long one round takes: every test once.
-    pub fn round_secs(&self) -> f64 {
-        self.tests.iter().map(SweepTest::estimate_secs).sum()
-    }
-
-    /// The tests' names, in order.
-    pub fn test_names(&self) -> Vec<String> {
-        self.tests.iter().map(|t| t.kind.to_string()).collect()
-    }
-
-    /// The options every rank must share, by name: the tests, each test's plan field by
-    /// field ("write-bw tx-depth"), the schedule and the verdict's settings. A pairs file's
-    /// pairs travel as their count and a digest (a large file would not fit a message).
-    fn canonical_options(&self) -> Vec<(String, String)> {
-        let mut out = vec![("--tests".to_string(), self.test_names().join(","))];
-        for t in &self.tests {
-            out.push((format!("{} size", t.kind), t.plan.sizes_text()));
-            let fields = serde_json::to_value(&t.plan).unwrap_or_default();
-            for (key, value) in fields.as_object().into_iter().flatten() {
-                if key != "test" && key != "sizes" {
-                    out.push((
-                        format!("{} {}", t.kind, key.replace('_', "-")),
-                        shown(value),
-                    ));
-                }
-            }
-        }
-        let named = |name: &str, value: String| (name.to_string(), value);
-        out.extend([
-            named("--pattern", self.pattern.name().to_string()),
-            named("--root", self.root.map_or("none".into(), |r| r.to_string())),
-            named(
-                "--fan-in",
-                self.fan_in.map_or("none".into(), |k| k.to_string()),
-            ),
-            named("--pairs-file", pairs_text(&self.file_pairs)),
-            named("--per-rail", self.per_rail.to_string()),
-            named("--min-pct", self.min_pct.to_string()),
-            named("--max-lat-factor", self.max_lat_factor.to_string()),
-            named("--timeout", format!("{} s", self.timeout.as_secs_f64())),
-        ]);
-        out
-    }
-}
-
-/// A pairs file's pairs in a line: none, or their count and a digest of them.
-fn pairs_text(pairs: &[(usize, usize)]) -> String {
-    use sha2::{Digest, Sha256};
-    if pairs.is_empty() {
-        return "none".to_string();
-    }
-    let text: String = pairs.iter().map(|(a, b)| format!("{a} {b}\n")).collect();
-    let hash: String = Sha256::digest(text.as_bytes())
-        .iter()
-        .take(6)
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("{} pairs (sha256 {hash})", pairs.len())
-}
-
-/// How rank `rank`'s options (`theirs`) differ from rank 0's (`ours`), one entry per option
-/// that differs ("write-bw size: rank 0 4 KiB, rank 3 8 KiB"), the first few named and the
-/// rest counted; empty when they agree. A different `--tests` is named alone (every test's
-/// options would differ with it).
-pub fn differing_options<'a>(
-    ours: &'a [(String, String)],
-    theirs: &'a [(String, String)],
-    rank: u32,
-) -> Vec<String> {
-    let index = |list: &'a [(String, String)]| -> BTreeMap<&'a str, &'a str> {
-        list.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect()
-    };
-    let (mine, yours) = (index(ours), index(theirs));
-    let mut seen = BTreeSet::new();
-    let mut out = Vec::new();
-    for (key, _) in ours.iter().chain(theirs) {
-        let (a, b) = (mine.get(key.as_str()), yours.get(key.as_str()));
-        if seen.insert(key.as_str()) && a != b {
-            out.push(format!(
-                "{key}: rank 0 {}, rank {rank} {}",
-                a.unwrap_or(&"none"),
-                b.unwrap_or(&"none")
-            ));
-        }
-    }
-    if let Some(tests) = out.iter().position(|d| d.starts_with("--tests:")) {
-        out = vec![out.swap_remove(tests)];
-    }
-    if out.len() > DIFFERENCES_NAMED {
-        let more = out.len() - DIFFERENCES_NAMED;
-        out.truncate(DIFFERENCES_NAMED);
-        out.push(format!("{more} more"));
-    }
-    out
-}
-
 /// --pairs-file: "SERVER CLIENT" per line.
 fn read_pairs(path: &Path) -> Result<Vec<(usize, usize)>, PlanError> {
     let text = std::fs::read_to_string(path)
@@ -569,6 +329,8 @@ pub fn parse_pairs(text: &str) -> Result<Vec<(usize, usize)>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cluster::congestion;
+    use crate::cluster::spec::differing_options;
     use clap::Parser;
 
     #[derive(Debug, Parser)]
@@ -711,10 +473,7 @@ mod tests {
             "--fan-in 4 needs 5 ranks (a receiver and 4 senders); this sweep has 4"
         );
         let s = spec(&["--pattern", "bisection"]).unwrap();
-        assert_eq!(
-            s.rounds(8).unwrap(),
-            super::congestion::bisection(8).unwrap()
-        );
+        assert_eq!(s.rounds(8).unwrap(), congestion::bisection(8).unwrap());
     }
 
     #[test]

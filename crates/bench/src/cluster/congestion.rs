@@ -17,13 +17,13 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use super::args::Pattern;
+use super::pattern::Pattern;
 use super::schedule::{Pair, Rounds, ScheduleError};
-use super::summary::number;
 use super::verdict::label;
 use crate::doctor::congestion::{classify, Kind};
 use crate::report::{GroupRecord, PairRecord, RunRecord, SweepRecord};
 use crate::text::printable;
+use crate::units::four_digits as number;
 
 /// The most ranks an all-to-all takes: each rank runs 2(n - 1) runs at once.
 pub const ALL_TO_ALL_UP_TO: usize = 16;

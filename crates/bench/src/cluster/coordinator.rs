@@ -10,9 +10,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::args::{differing_options, Pattern, SweepSpec, SweepTest};
 use super::launcher::Place;
 use super::schedule::{self, Pair};
+use super::spec::{differing_options, Pattern, SweepSpec, SweepTest};
 use super::summary;
 use super::verdict::{self, alarming, judge, label, reruns};
 use super::worker::SweepEnd;
@@ -398,8 +398,8 @@ fn planned_rounds(
         .iter()
         .map(|m| m.joining.local_rank as usize)
         .collect();
-    let mut rounds =
-        schedule::for_sweep(spec, &local_ranks).map_err(|e| PlanError(e.to_string()))?;
+    let mut rounds = crate::cluster::spec::for_sweep(spec, &local_ranks)
+        .map_err(|e| PlanError(e.to_string()))?;
     if spec.pattern == Pattern::Quick && !spec.per_rail {
         let leaf_of = leaf_numbers(rec);
         let more = schedule::across_leaves(&leaf_of, &rounds, schedule::QUICK_CROSSINGS);
@@ -1328,7 +1328,7 @@ mod tests {
     #[test]
     fn an_incast_round_starts_its_flows_together_and_totals_them_against_the_ceiling() {
         let mut spec = spec_to("incast", "3");
-        spec.pattern = super::super::args::Pattern::Incast;
+        spec.pattern = super::super::spec::Pattern::Incast;
         (spec.fan_in, spec.root) = (Some(3), Some(0));
         let (end, rec) = sweep_of_four(&spec, [Leaves::Never; 4]);
         assert_eq!(end.exit, 0, "{}", end.reason);
@@ -1379,7 +1379,7 @@ mod tests {
     #[test]
     fn a_sender_that_dies_in_an_incast_is_left_out_and_the_others_are_totalled() {
         let mut spec = spec_to("incast-dies", "3");
-        spec.pattern = super::super::args::Pattern::Incast;
+        spec.pattern = super::super::spec::Pattern::Incast;
         (spec.fan_in, spec.root) = (Some(3), Some(1));
         let leaves = [Leaves::Never, Leaves::Never, Leaves::Never, Leaves::Dies(0)];
         let (end, rec) = sweep_of_four(&spec, leaves);
@@ -1676,7 +1676,7 @@ mod tests {
             let members: Vec<Member> = (0..512).map(|r| never_joined(r, 8)).collect();
             let run = planned_rounds(&spec, &members, &sweep(512, Vec::new())).unwrap();
             let local_ranks = super::super::dry_run_local_ranks(512, Some(8));
-            let planned = schedule::for_sweep(&spec, &local_ranks).unwrap();
+            let planned = crate::cluster::spec::for_sweep(&spec, &local_ranks).unwrap();
             assert_eq!(planned, run, "{pattern}");
             assert!(
                 run.iter().flatten().all(|p| p.a % 8 == p.b % 8),
@@ -1685,7 +1685,9 @@ mod tests {
         }
         let pairs = spec(&["--per-rail", "-d", rails, "--pattern", "pairs"]);
         assert_eq!(
-            schedule::for_sweep(&pairs, &vec![0; 512]).unwrap().len(),
+            crate::cluster::spec::for_sweep(&pairs, &vec![0; 512])
+                .unwrap()
+                .len(),
             511,
             "one rail of 512 ranks"
         );

@@ -22,8 +22,10 @@ pub mod fabric;
 pub mod hostlist;
 pub mod launcher;
 pub mod locate;
+pub mod pattern;
 pub mod preflight;
 pub mod schedule;
+pub mod spec;
 mod summary;
 mod together;
 pub mod verdict;
@@ -35,9 +37,10 @@ use std::thread;
 
 use anyhow::{anyhow, Result};
 
-use self::args::{ClusterArgs, SweepSpec, COORDINATOR_PORT};
+use self::args::{ClusterArgs, COORDINATOR_PORT};
 use self::launcher::{Coordinator, Place};
 use self::schedule::{Rounds, ScheduleError};
+use self::spec::SweepSpec;
 use self::worker::Worker;
 use crate::control::{anyone_may_join, Greeting, Listener};
 use crate::exit::SweepFindings;
@@ -57,7 +60,7 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     }
     if args.dry_run {
         let rails = dry_run_rails(args);
-        let rounds = schedule::for_sweep(&spec, &dry_run_local_ranks(place.size, rails));
+        let rounds = spec::for_sweep(&spec, &dry_run_local_ranks(place.size, rails));
         print!(
             "{}",
             dry_run(
@@ -208,7 +211,7 @@ fn dry_run(
     (rounds, rails): (&Result<Rounds, ScheduleError>, Option<usize>),
 ) -> String {
     let rounds = rounds.as_ref().map(Vec::len);
-    let across = spec.fabric.is_some() && spec.pattern == args::Pattern::Quick && !spec.per_rail;
+    let across = spec.fabric.is_some() && spec.pattern == spec::Pattern::Quick && !spec.per_rail;
     let within = match rails {
         Some(r) => format!(
             ", the {r} rail(s) side by side ({r} rank(s) a node, one on each device of -d; \

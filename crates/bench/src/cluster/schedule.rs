@@ -14,8 +14,6 @@ use std::collections::{HashMap, HashSet};
 
 use thiserror::Error;
 
-use super::args::SweepSpec;
-
 /// Two ranks that test against each other; `a` serves, `b` is the client.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct Pair {
@@ -335,18 +333,6 @@ pub fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleErro
         }
     }
     Ok(rounds)
-}
-
-/// The rounds a sweep runs over ranks whose local ranks are `local_ranks` (one entry per
-/// rank): `spec`'s pattern over all of them, or with `--per-rail` within each rail (the
-/// ranks of one local rank), the rails' rounds side by side ([`rail_aligned`]). Rank 0
-/// schedules the sweep by it and `--dry-run` plans by it, so the plan is what runs.
-pub fn for_sweep(spec: &SweepSpec, local_ranks: &[usize]) -> Result<Rounds, ScheduleError> {
-    if spec.per_rail {
-        rail_aligned(local_ranks, |n| spec.rounds(n))
-    } else {
-        spec.rounds(local_ranks.len())
-    }
 }
 
 /// Rail-aligned rounds (`--per-rail`): ranks meet only ranks of the same rail (local rank),

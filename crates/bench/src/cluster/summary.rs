@@ -6,9 +6,9 @@ use std::fmt::Write as _;
 
 pub(super) use crate::units::four_digits as number;
 
-use super::args::{SweepSpec, SETUP_SECS};
 use super::launcher::Place;
 use super::locate::headline;
+use super::spec::{SweepSpec, SETUP_SECS};
 use super::verdict::{badness, label, vs_median};
 use crate::report::sweep::lower_is_better;
 use crate::report::{PairRecord, SweepRecord};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 
-use super::args::SweepTest;
+use super::spec::SweepTest;
 use super::worker::{partner_address, record_or_error, PairTest};
 use crate::control::{Channel, FlowDone, FlowFrom, FlowTo, Listener, Message};
 use crate::placement::PinChoice;

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
-use super::args::{SweepSpec, SweepTest};
 use super::launcher::{Coordinator, Place};
+use super::spec::{SweepSpec, SweepTest};
 use super::together::run_together;
 use crate::control::{dial, printable, Channel, Greeting, Joining, Listener, Message, Work};
 use crate::report::RunRecord;
