@@ -10,6 +10,22 @@ use topo::Sysfs;
 
 use crate::memory::{GpuPath, GpuRuntime, MemMode};
 
+/// The kernel release: `/proc/sys/kernel/osrelease`, else the `BOOT_IMAGE` of the command
+/// line (`/boot/vmlinuz-5.15.0-1042-nvidia`).
+pub fn kernel_release(sysfs: &Sysfs) -> Option<String> {
+    if let Some(release) = sysfs.read_text(Path::new("/proc/sys/kernel/osrelease")) {
+        if !release.is_empty() {
+            return Some(release);
+        }
+    }
+    let cmdline = sysfs.read_text(Path::new("/proc/cmdline"))?;
+    cmdline
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("BOOT_IMAGE="))
+        .and_then(|image| image.rsplit_once("vmlinuz-"))
+        .map(|(_, release)| release.to_string())
+}
+
 /// The most bytes `/proc/config.gz` may inflate to: a distribution kernel's configuration is
 /// about 300 KB.
 pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
@@ -139,7 +155,7 @@ impl RocmDmabufKernel {
 
     /// The running kernel's, below `sysfs`'s root.
     pub fn read(sysfs: &Sysfs) -> Self {
-        let release = crate::doctor::host::kernel_release(sysfs);
+        let release = kernel_release(sysfs);
         Self::from_config(&KernelConfig::read(sysfs, release.as_deref()))
     }
 

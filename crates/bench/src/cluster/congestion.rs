@@ -17,9 +17,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use super::median::label;
 use super::pattern::Pattern;
 use super::schedule::{Pair, Rounds, ScheduleError};
-use super::verdict::label;
 use crate::doctor::congestion::{classify, Kind};
 use crate::report::{GroupRecord, PairRecord, RunRecord, SweepRecord};
 use crate::text::printable;

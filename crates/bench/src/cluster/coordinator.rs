@@ -11,10 +11,11 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Result};
 
 use super::launcher::Place;
+use super::median::label;
 use super::schedule::{self, Pair};
 use super::spec::{differing_options, Pattern, SweepSpec, SweepTest};
 use super::summary;
-use super::verdict::{self, alarming, judge, label, reruns};
+use super::verdict::{self, alarming, judge, reruns};
 use super::worker::SweepEnd;
 use super::{congestion, fabric, locate, preflight};
 use crate::control::{

@@ -5,8 +5,9 @@
 
 use thiserror::Error;
 
-/// The most hosts [`expand`] gives: as many as a sweep takes ranks.
-pub const MAX_HOSTS: usize = super::launcher::MAX_WORLD_SIZE;
+/// The most hosts [`expand`] gives: as many as a sweep takes ranks (the launcher's
+/// `MAX_WORLD_SIZE` is this).
+pub const MAX_HOSTS: usize = 131_072;
 
 /// A hostlist that is not Slurm's syntax.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]

@@ -50,7 +50,7 @@ impl Launcher {
 /// The most ranks a sweep takes: above the 100,000 ranks its plan and rank 0 were measured
 /// at (docs/cluster.md's scale table), within one host's open files (rank 0 holds a
 /// connection per rank). A larger world is refused before anything is sized by it.
-pub const MAX_WORLD_SIZE: usize = 131_072;
+pub const MAX_WORLD_SIZE: usize = super::hostlist::MAX_HOSTS;
 
 /// This process's place in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -39,7 +39,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::verdict::{bar, by_majority, fleet, label, spread, vs_median, SPREAD_PAIRS};
+use super::median::{bar, by_majority, fleet, label, spread, vs_median, SPREAD_PAIRS};
 use crate::compare::stats::median;
 use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, NamedPath, PairRecord, SweepRecord};

@@ -22,6 +22,8 @@ pub mod fabric;
 pub mod hostlist;
 pub mod launcher;
 pub mod locate;
+pub mod median;
+mod pair_test;
 pub mod pattern;
 pub mod preflight;
 pub mod schedule;
@@ -31,7 +33,8 @@ mod together;
 pub mod verdict;
 mod worker;
 
-pub use self::worker::{PairTest, SweepEnd, Verbs};
+pub use self::pair_test::{PairTest, Verbs};
+pub use self::worker::SweepEnd;
 
 use std::thread;
 

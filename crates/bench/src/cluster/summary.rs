@@ -8,8 +8,8 @@ pub(super) use crate::units::four_digits as number;
 
 use super::launcher::Place;
 use super::locate::headline;
+use super::median::{badness, label, vs_median};
 use super::spec::{SweepSpec, SETUP_SECS};
-use super::verdict::{badness, label, vs_median};
 use crate::report::sweep::lower_is_better;
 use crate::report::{PairRecord, SweepRecord};
 use crate::units::format_size;

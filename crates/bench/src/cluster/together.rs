@@ -11,8 +11,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Result};
 
+use super::pair_test::{partner_address, record_or_error, PairTest};
 use super::spec::SweepTest;
-use super::worker::{partner_address, record_or_error, PairTest};
 use crate::control::{Channel, FlowDone, FlowFrom, FlowTo, Listener, Message};
 use crate::placement::PinChoice;
 use crate::report::RunRecord;

@@ -27,17 +27,14 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::locate;
+use super::median::{
+    badness, bar, by_majority, fleet, label, partners_in, spread, vs_median, Partners,
+};
 use crate::compare::stats::median;
 use crate::doctor::congestion::classify;
 use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, NamedNic, PairRecord, SweepRecord};
 use crate::text::printable;
-
-/// A healthy pair may stray this many of the fleet's spreads from its median.
-const NOISE_SPREADS: f64 = 3.0;
-
-/// The fewest pairs of healthy NICs whose spread says how noisy the fleet is.
-pub(super) const SPREAD_PAIRS: usize = 5;
 
 /// Fills every pair's place against the median, the fleet's figures, the paths beyond one
 /// NIC (`locate.rs`) and the named NICs, in that order: the fleet's figures and suspects
@@ -152,94 +149,6 @@ fn mark_suspects(rec: &mut SweepRecord) {
     }
 }
 
-/// The value a pair of test `f` must cross to be a suspect: below `min_pct` of the median
-/// (bandwidth) or above `max_lat_factor` times it (latency), or further out where the healthy
-/// pairs spread wider.
-pub(super) fn bar(f: &FleetFigures, min_pct: f64, max_lat_factor: f64) -> f64 {
-    let noise = f.spread.map_or(1.0, |s| (NOISE_SPREADS * s).exp());
-    if lower_is_better(&f.unit) {
-        f.median * max_lat_factor.max(noise)
-    } else {
-        f.median * (min_pct / 100.0).min(1.0 / noise)
-    }
-}
-
-/// The spread of test `test`'s planned pairs between ranks not in `slow`: 1.4826 times the
-/// median absolute deviation of the logarithm of their values (a robust standard deviation
-/// of the ratio between pairs); `None` with fewer than [`SPREAD_PAIRS`] such pairs, too few
-/// to tell noise from a slow NIC (the threshold alone decides then).
-pub(super) fn spread(pairs: &[&PairRecord], test: &str, slow: &BTreeSet<u32>) -> Option<f64> {
-    let logs: Vec<f64> = pairs
-        .iter()
-        .filter(|p| p.test == test && !p.rerun)
-        .filter(|p| !slow.contains(&p.client) && !slow.contains(&p.server))
-        .filter_map(|p| p.value.filter(|v| *v > 0.0).map(f64::ln))
-        .collect();
-    if logs.len() < SPREAD_PAIRS {
-        return None;
-    }
-    let mid = median(&logs)?;
-    let deviations: Vec<f64> = logs.iter().map(|l| (l - mid).abs()).collect();
-    median(&deviations).map(|mad| 1.4826 * mad)
-}
-
-/// The fleet's figures of one test over its planned pairs (not re-runs). The median is the
-/// median over ranks of each rank's median pair: a slow rank is in n - 1 of the n(n-1)/2
-/// pairs (half of them for 4 ranks), which would drag a median over pairs toward it, but it
-/// is one rank among n.
-pub(super) fn fleet(pairs: &[&PairRecord], test: &str) -> Option<FleetFigures> {
-    let of_test = || pairs.iter().filter(|p| p.test == test && !p.rerun);
-    let values: Vec<f64> = of_test().filter_map(|p| p.value).collect();
-    let mut per_rank: BTreeMap<u32, Vec<f64>> = BTreeMap::new();
-    for p in of_test() {
-        if let Some(v) = p.value {
-            per_rank.entry(p.client).or_default().push(v);
-            per_rank.entry(p.server).or_default().push(v);
-        }
-    }
-    let rank_medians: Vec<f64> = per_rank.values().filter_map(|v| median(v)).collect();
-    let median = median(&rank_medians)?;
-    let unit = of_test().next().map(|p| p.unit.clone()).unwrap_or_default();
-    // A bandwidth ceiling bounds bandwidth only: a latency test has none (its bound would be
-    // a floor, which the ceilings model does not give).
-    let ceiling_gbps = of_test()
-        .filter(|_| !lower_is_better(&unit))
-        .filter_map(|p| p.record.as_ref().and_then(|r| r.ceilings.limit_gbps))
-        .min_by(f64::total_cmp);
-    Some(FleetFigures {
-        test: test.to_string(),
-        unit,
-        pairs: values.len() as u32,
-        median,
-        min: values.iter().copied().fold(f64::INFINITY, f64::min),
-        max: values.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-        ceiling_gbps,
-        spread: None,
-        suspect_bar: median,
-    })
-}
-
-/// Per rank, over `tests` (the two ranks of a test, and whether it went bad): its partners,
-/// and those of them in a bad test with it. Tests with a rank in `leave_out` do not count.
-type Partners = BTreeMap<u32, (BTreeSet<u32>, BTreeSet<u32>)>;
-
-fn partners_in(tests: &[(u32, u32, bool)], leave_out: &BTreeSet<u32>) -> Partners {
-    let mut out = Partners::new();
-    for &(a, b, bad) in tests {
-        if leave_out.contains(&a) || leave_out.contains(&b) {
-            continue;
-        }
-        for (me, other) in [(a, b), (b, a)] {
-            let entry = out.entry(me).or_default();
-            entry.0.insert(other);
-            if bad {
-                entry.1.insert(other);
-            }
-        }
-    }
-    out
-}
-
 /// The planned pairs that measured a figure and that no path explains, and whether each is
 /// a suspect.
 fn measured(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> Vec<(u32, u32, bool)> {
@@ -254,28 +163,6 @@ fn measured(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> Vec<(u32,
 /// suspect pair.
 fn partners(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> Partners {
     partners_in(&measured(pairs, explained), &BTreeSet::new())
-}
-
-/// Ranks named one at a time, worst first: a rank most of whose partners (at least two) are
-/// in a bad test with it, counting only tests between ranks not named yet.
-pub(super) fn by_majority(tests: &[(u32, u32, bool)]) -> BTreeSet<u32> {
-    let mut named = BTreeSet::new();
-    loop {
-        let worst = partners_in(tests, &named)
-            .into_iter()
-            .filter(|(_, (all, bad))| bad.len() >= 2 && 2 * bad.len() > all.len())
-            .max_by(|(ra, (all_a, bad_a)), (rb, (all_b, bad_b))| {
-                // The largest share of bad partners, then the most, then the lowest rank.
-                (bad_a.len() * all_b.len())
-                    .cmp(&(bad_b.len() * all_a.len()))
-                    .then(bad_a.len().cmp(&bad_b.len()))
-                    .then(rb.cmp(ra))
-            });
-        match worst {
-            Some((rank, _)) => named.insert(rank),
-            None => return named,
-        };
-    }
 }
 
 /// Ranks named slow by their planned pairs that no path explains.
@@ -599,34 +486,6 @@ fn name_failing(rec: &SweepRecord) -> Vec<NamedNic> {
         .collect()
 }
 
-/// How far a pair is from the fleet's median on the bad side (higher is worse): low
-/// bandwidth, high latency.
-pub fn badness(p: &PairRecord) -> f64 {
-    let pct = p.pct_of_median.unwrap_or(100.0);
-    if lower_is_better(&p.unit) {
-        pct
-    } else {
-        -pct
-    }
-}
-
-/// A figure against the fleet's median (`pct` percent of it), one rule for bandwidth and
-/// latency: up to twice the median as a percentage ("14% of the median"), beyond that as a
-/// multiple ("380x the median", not "37952%").
-pub fn vs_median(pct: f64) -> String {
-    let times = pct / 100.0;
-    if pct < 0.95 {
-        // Never "0%" of a figure that is there.
-        format!("{pct:.1}% of the median")
-    } else if times <= 2.0 {
-        format!("{pct:.0}% of the median")
-    } else if times < 10.0 {
-        format!("{times:.1}x the median")
-    } else {
-        format!("{times:.0}x the median")
-    }
-}
-
 /// "write-bw 14% of the median" for a rank's worst suspect pair.
 fn worst_pct(rec: &SweepRecord, rank: u32, rerun: bool) -> String {
     rec.pairs
@@ -645,14 +504,6 @@ fn named(rec: &SweepRecord, rank: u32, kind: &str, why: String) -> NamedNic {
         kind: kind.to_string(),
         why,
     }
-}
-
-/// The rank's label, or "rank N" for a rank the record does not list: at its index, where
-/// rank 0 lists every rank (a search per flow made an incast's summary the square of the ranks).
-pub fn label(rec: &SweepRecord, rank: u32) -> String {
-    let at = rec.ranks.get(rank as usize).filter(|r| r.rank == rank);
-    at.or_else(|| rec.ranks.iter().find(|r| r.rank == rank))
-        .map_or_else(|| format!("rank {rank}"), |r| r.label.clone())
 }
 
 /// The counters that climbed on each side of one pair's test, by rank.

@@ -3,69 +3,18 @@
 //! or rest — and answer each assignment, until the coordinator ends the sweep. What a rank
 //! measures with is a [`PairTest`]: [`Verbs`] in the product, a double in the scale test.
 
-use std::net::{IpAddr, SocketAddr, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, Context, Result};
 
 use super::launcher::{Coordinator, Place};
+use super::pair_test::{partner_address, record_or_error, PairTest};
 use super::spec::{SweepSpec, SweepTest};
 use super::together::run_together;
 use crate::control::{dial, printable, Channel, Greeting, Joining, Listener, Message, Work};
 use crate::report::RunRecord;
-use crate::run::{run_client, ServerSide};
-
-/// How a rank measures its side of one pair's test. The product's is [`Verbs`], an ordinary
-/// run over RDMA; `tests/cluster_scale.rs` stands a double in for it (no device) to run the
-/// sweep's protocol, rank 0 and its verdict at a scale no guest reaches.
-pub trait PairTest: Sync {
-    /// The device this rank measures on, as its `Join` names it.
-    fn device(&self) -> &str;
-    /// Serves one run of `test` on `listener` for rank `client` (the listener already admits
-    /// only that rank's address); the server's record, if it keeps one.
-    fn serve(
-        &self,
-        test: &SweepTest,
-        listener: &Listener,
-        client: u32,
-    ) -> Result<Option<RunRecord>>;
-    /// Runs `test`'s client side against rank `server`, whose measuring server listens at
-    /// `host:port`; the client's record.
-    fn measure(&self, test: &SweepTest, server: u32, host: &str, port: u16) -> Result<RunRecord>;
-}
-
-/// Measuring over RDMA: each pair's test is an ordinary two-node run.
-#[derive(Debug)]
-pub struct Verbs {
-    device: String,
-}
-
-impl Verbs {
-    /// Opens the sweep's device once, so that a rank that could never measure fails at once.
-    pub fn open(spec: &SweepSpec) -> Result<Self> {
-        let first = spec.tests.first().context("the sweep has no test")?;
-        let device = crate::engine::Local::open(&first.opts.side)?
-            .device_name()
-            .to_string();
-        Ok(Verbs { device })
-    }
-}
-
-impl PairTest for Verbs {
-    fn device(&self) -> &str {
-        &self.device
-    }
-
-    fn serve(&self, test: &SweepTest, listener: &Listener, _: u32) -> Result<Option<RunRecord>> {
-        let side = ServerSide::open(&test.opts)?;
-        Ok(Some(side.serve(&test.opts, listener)?.record))
-    }
-
-    fn measure(&self, test: &SweepTest, _: u32, host: &str, port: u16) -> Result<RunRecord> {
-        Ok(run_client(&test.opts, &test.plan, host, port)?.record)
-    }
-}
 
 /// How a sweep ended for this rank: the status all ranks exit with, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -192,26 +141,6 @@ impl<'a> Worker<'a> {
             Work::Together { .. } => Err(anyhow!("a congestion round's work comes alone")),
         };
         done(result)
-    }
-}
-
-/// The address rank 0 says rank `client` connects from.
-pub(super) fn partner_address(client: u32, from: &str) -> Result<IpAddr> {
-    from.parse::<IpAddr>().map_err(|_| {
-        anyhow!(
-            "rank 0 assigned rank {client} at '{}', which is no address",
-            printable(from)
-        )
-    })
-}
-
-/// A run's outcome as an answer carries it: its record, or its error.
-pub(super) fn record_or_error(
-    result: Result<Option<RunRecord>>,
-) -> (Option<Box<RunRecord>>, Option<String>) {
-    match result {
-        Ok(record) => (record.map(Box::new), None),
-        Err(e) => (None, Some(format!("{e:#}"))),
     }
 }
 

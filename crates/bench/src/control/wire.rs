@@ -40,8 +40,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use sha2::Sha256;
 
-use super::handshake::printable;
 use super::token::FrameKeys;
+use crate::text::printable;
 
 /// The largest message accepted, in bytes.
 pub const MAX_MESSAGE: u32 = 1 << 20;

@@ -2,7 +2,7 @@
 //! sent (the notification point, this port as a receiver), CNPs handled or ignored (the
 //! reaction point, this port as a sender). Working, half off, or absent under congestion.
 
-use super::findings::{finding, grouped, note, Finding};
+use super::finding::{finding, grouped, note, Finding};
 use super::lossless::{Lossless, PauseSide};
 use super::parse::Source;
 use super::rates::{compact, Rates};

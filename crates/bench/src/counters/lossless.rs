@@ -3,7 +3,7 @@
 //! pause counters only where PFC is enabled), else none known (then the port's global pause
 //! counters stand for it).
 
-use super::findings::grouped;
+use super::finding::grouped;
 use super::parse::Source;
 use super::rates::{compact, Rates};
 

@@ -11,6 +11,7 @@
 //! samples.
 
 pub mod ecn;
+pub mod finding;
 pub mod findings;
 pub mod lossless;
 pub mod parse;
@@ -25,7 +26,7 @@ use clap::Args;
 use crate::exit::CounterFindings;
 use crate::files::{check_input, check_writable, read_bounded, write_atomically};
 use crate::plan::PlanError;
-use findings::{Finding, Severity};
+use finding::{Finding, Severity};
 use lossless::Lossless;
 pub use parse::{Dump, Source};
 use rates::Rates;

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::findings::{grouped, Finding, Severity};
+use super::finding::{grouped, Finding, Severity};
 use super::parse::Source;
 use super::rates::{Change, Class, Unit};
 use super::Reading;

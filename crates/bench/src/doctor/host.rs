@@ -8,7 +8,7 @@ use std::path::Path;
 
 use topo::Sysfs;
 
-pub use crate::kconfig::ConfigFact;
+pub use crate::kconfig::{kernel_release, ConfigFact};
 use crate::kconfig::{KernelConfig, RocmDmabufKernel};
 
 /// Where the kernel lists NUMA nodes and CPUs.
@@ -118,22 +118,6 @@ pub fn governors(sysfs: &Sysfs) -> BTreeMap<u32, String> {
             Some((cpu, sysfs.read_text(&path)?))
         })
         .collect()
-}
-
-/// The kernel release: `/proc/sys/kernel/osrelease`, else the `BOOT_IMAGE` of the command
-/// line (`/boot/vmlinuz-5.15.0-1042-nvidia`).
-pub fn kernel_release(sysfs: &Sysfs) -> Option<String> {
-    if let Some(release) = sysfs.read_text(Path::new("/proc/sys/kernel/osrelease")) {
-        if !release.is_empty() {
-            return Some(release);
-        }
-    }
-    let cmdline = sysfs.read_text(Path::new("/proc/cmdline"))?;
-    cmdline
-        .split_whitespace()
-        .find_map(|word| word.strip_prefix("BOOT_IMAGE="))
-        .and_then(|image| image.rsplit_once("vmlinuz-"))
-        .map(|(_, release)| release.to_string())
 }
 
 /// (major, minor) of a release such as "5.15.0-1042-nvidia".

@@ -23,7 +23,7 @@ use plotters::style::FontTransform;
 use super::text_style as style;
 use super::{draw_titles, FONT_FAMILY as FONT, SUBTITLE_GREY as GREY};
 use crate::cluster::locate::headline;
-use crate::cluster::verdict::{badness, vs_median};
+use crate::cluster::median::{badness, vs_median};
 use crate::report::sweep::lower_is_better;
 use crate::report::{RunStatus, SweepRecord};
 use crate::text::printable_within;
