@@ -12,7 +12,7 @@
 //! the wire, the record, the header, the CSV and `compare`, and that no field of those
 //! types lacks a row: ARCHITECTURE.md's "Adding a parameter" says what to touch.
 
-use crate::plan::{Connection, Mode, TestKind, Verb};
+use crate::kinds::{Connection, Mode, TestKind, Verb};
 use crate::record::ParamsRecord;
 
 /// What `compare` makes of two records that differ in a parameter.
@@ -160,7 +160,7 @@ pub const PARAMS: &[Param] = &[
         flag: Some("--qps"),
         perftest: Some("-q"),
         applies: BANDWIDTH_ONLY,
-        range: Some((1, crate::plan::MAX_QPS as u64)),
+        range: Some((1, crate::limits::MAX_QPS as u64)),
         label: "QPs",
         value: |p| text(p.qps),
         ..PLANNED
@@ -256,7 +256,7 @@ pub const PARAMS: &[Param] = &[
             to: |_, c| c == Connection::Rc,
             why: "only RC waits for acknowledgements",
         },
-        range: Some((1, crate::plan::MAX_QP_TIMEOUT as u64)),
+        range: Some((1, crate::limits::MAX_QP_TIMEOUT as u64)),
         label: "QP timeout",
         // Changes no figure unless packets are lost, and then it is what is being compared.
         compare: Compared::Info,

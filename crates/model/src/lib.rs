@@ -10,6 +10,8 @@ pub mod catalogue;
 pub mod figures;
 pub mod files;
 pub mod intervals;
+pub mod kinds;
+pub mod limits;
 pub mod plan;
 pub mod record;
 pub mod stats;

@@ -4,10 +4,11 @@
 //! ([`remote_access`]: only what the test needs); and, with `--use-hugepages`, the host
 //! buffer on huge pages ([`host_buffer`]).
 
-use anyhow::{anyhow, Result};
+use accel::StagingConfig;
+use anyhow::{anyhow, Context, Result};
 use verbs::{Access, HostBuffer, OdpCaps};
 
-use super::{recv_len, staged, transport};
+use super::{recv_len, transport};
 use crate::memory::{slot_len, MemMode};
 use crate::plan::{Mode, Role, TestPlan, Verb};
 
@@ -61,7 +62,7 @@ impl Footprint {
         let half = slot_len(recv_len(transport(plan.connection), plan.max_size()));
         let peer_slot = 2 * half;
         let (slot, bounce) = if mem.is_staged() {
-            let buffer_len = staged::bounce_len(staging, plan.test.verb, plan.max_size())?;
+            let buffer_len = bounce_len(staging, plan.test.verb, plan.max_size())?;
             let slot = 2 * half.max(slot_len(buffer_len as u64));
             let stride =
                 slot_len((buffer_len as u64).saturating_mul(staging.depth as u64)).max(slot);
@@ -226,6 +227,17 @@ fn huge_refusal(len: usize, pool: HugePool, error: &verbs::VerbsError) -> String
         pool.total,
         pool.total.saturating_sub(pool.free) + need as u64
     )
+}
+
+/// Bytes of one bounce buffer for `verb` up to `max_size`: the chunk, or for SEND (never
+/// split) the largest message rounded up to whole pages when that is larger.
+pub(super) fn bounce_len(config: StagingConfig, verb: Verb, max_size: u64) -> Result<usize> {
+    let whole = usize::try_from(slot_len(max_size)).context("message size too large")?;
+    Ok(if verb == Verb::Send {
+        config.chunk.max(whole)
+    } else {
+        config.chunk
+    })
 }
 
 #[cfg(test)]

@@ -293,14 +293,14 @@ impl Local {
         Footprint::new(plan, &self.mem, self.staging)
     }
 
-    /// Where this side's buffers live (its memory mode, staging and GPU's size), for a
-    /// server's rails' budget.
-    pub fn rail_mem(&self) -> crate::run::rails::RailMem {
-        crate::run::rails::RailMem {
-            mem: self.mem.clone(),
-            staging: self.staging,
-            gpu_total: self.gpu_memory(),
-        }
+    /// Where this side's buffers live: its memory mode.
+    pub fn mem(&self) -> &MemMode {
+        &self.mem
+    }
+
+    /// How a staged memory mode bounces through host memory.
+    pub fn staging(&self) -> accel::StagingConfig {
+        self.staging
     }
 
     /// The GPU's memory in bytes, for the GPU memory modes.

@@ -38,9 +38,14 @@ pub struct ServerSide {
 }
 
 impl ServerSide {
-    /// Where this side's buffers live, for its rails' budget.
+    /// Where this side's buffers live (its memory mode, staging and GPU's size), for its
+    /// rails' budget.
     pub fn rail_mem(&self) -> crate::run::rails::RailMem {
-        self.local.rail_mem()
+        crate::run::rails::RailMem {
+            mem: self.local.mem().clone(),
+            staging: self.local.staging(),
+            gpu_total: self.local.gpu_memory(),
+        }
     }
 
     /// Opens the device (and the GPU) and chooses the CPU and clock.

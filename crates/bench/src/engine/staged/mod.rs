@@ -41,7 +41,6 @@ use anyhow::{bail, Context, Result};
 
 use super::buffer::Footprint;
 use super::Connected;
-use crate::memory::slot_len;
 use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
 
 /// The staged side's own resources: pinned bounce buffers (the registered region), the copy
@@ -203,17 +202,6 @@ pub fn check_peer(
         target.buffer_len,
         target.depth
     )))
-}
-
-/// Bytes of one bounce buffer for `verb` up to `max_size`: the chunk, or for SEND (never
-/// split) the largest message rounded up to whole pages when that is larger.
-pub(super) fn bounce_len(config: StagingConfig, verb: Verb, max_size: u64) -> Result<usize> {
-    let whole = usize::try_from(slot_len(max_size)).context("message size too large")?;
-    Ok(if verb == Verb::Send {
-        config.chunk.max(whole)
-    } else {
-        config.chunk
-    })
 }
 
 /// Why `plan` cannot run with a staged buffer on this side (server or client), if it cannot.
@@ -436,9 +424,18 @@ mod tests {
     #[test]
     fn a_send_is_never_split() {
         let cfg = config(4096);
-        assert_eq!(bounce_len(cfg, Verb::Send, 10 << 10).unwrap(), 12 << 10);
-        assert_eq!(bounce_len(cfg, Verb::Write, 10 << 10).unwrap(), 4096);
-        assert_eq!(bounce_len(cfg, Verb::Send, 64).unwrap(), 4096);
+        assert_eq!(
+            crate::engine::buffer::bounce_len(cfg, Verb::Send, 10 << 10).unwrap(),
+            12 << 10
+        );
+        assert_eq!(
+            crate::engine::buffer::bounce_len(cfg, Verb::Write, 10 << 10).unwrap(),
+            4096
+        );
+        assert_eq!(
+            crate::engine::buffer::bounce_len(cfg, Verb::Send, 64).unwrap(),
+            4096
+        );
         let layout = Layout::new(cfg, 12 << 10, 10 << 10, 3).unwrap();
         assert!(all_work(&layout)
             .iter()
