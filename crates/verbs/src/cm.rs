@@ -33,34 +33,39 @@
 //! the deadline: in the soft-RoCE guest a first request can wait for its own timeout on a
 //! neighbour that a new request finds resolved.
 //!
-//! Long because librdmacm is called directly through rdma-mummy-sys: sideway 0.4.3's wrapper
-//! carries no QP number in its connection parameters, no `rdma_set_option` or
-//! `rdma_reject`, and panics on event types it does not know. A third is tests.
+//! librdmacm is called directly through rdma-mummy-sys: sideway 0.4.3's wrapper carries no QP
+//! number in its connection parameters, no `rdma_set_option` or `rdma_reject`, and panics on
+//! event types it does not know. The libc side (socket addresses, the event channel's
+//! descriptor) is `cm/sys.rs`; the tests are `cm/tests.rs`.
 
 use std::borrow::Cow;
-use std::ffi::CStr;
 use std::fmt;
 use std::io;
 use std::mem;
-use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6};
+use std::net::{IpAddr, SocketAddr};
 use std::os::raw::{c_int, c_void};
 use std::ptr::{self, NonNull};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rdma_mummy_sys::{
-    ibv_context, ibv_get_device_name, ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_state, rdma_accept,
-    rdma_ack_cm_event, rdma_bind_addr, rdma_cm_event, rdma_cm_event_type as ev, rdma_cm_id,
-    rdma_conn_param, rdma_connect, rdma_create_event_channel, rdma_create_id,
-    rdma_destroy_event_channel, rdma_destroy_id, rdma_disconnect, rdma_establish,
-    rdma_event_channel, rdma_get_cm_event, rdma_init_qp_attr, rdma_listen, rdma_port_space,
-    rdma_reject, rdma_resolve_addr, rdma_resolve_route, rdma_set_option,
+    ibv_qp_attr, ibv_qp_attr_mask, ibv_qp_state, rdma_accept, rdma_ack_cm_event, rdma_bind_addr,
+    rdma_cm_event, rdma_cm_event_type as ev, rdma_cm_id, rdma_conn_param, rdma_connect,
+    rdma_create_event_channel, rdma_create_id, rdma_destroy_event_channel, rdma_destroy_id,
+    rdma_disconnect, rdma_establish, rdma_event_channel, rdma_get_cm_event, rdma_init_qp_attr,
+    rdma_listen, rdma_port_space, rdma_reject, rdma_resolve_addr, rdma_resolve_route,
+    rdma_set_option,
 };
 use sideway::ibverbs::queue_pair::QueuePairAttribute;
 
 use crate::device::mtu_from_bytes;
 use crate::error::{Result, VerbsError};
 use crate::qp::{Created, PathConfig, QueuePair, ReadyToSend, Transport};
+
+mod sys;
+use sys::{
+    context_device_name, from_sockaddr, last_error, set_nonblocking, to_sockaddr, wait_readable,
+};
 
 /// How many connection requests a listener queues in the kernel before it accepts them.
 const LISTEN_BACKLOG: c_int = 128;
@@ -952,357 +957,5 @@ fn cm_timeout_ms(deadline: Instant) -> c_int {
     millis_ceil(remaining(deadline, Instant::now()).unwrap_or(Duration::ZERO))
 }
 
-fn to_sockaddr(addr: SocketAddr) -> libc::sockaddr_storage {
-    // SAFETY: sockaddr_storage is plain data; zero is valid.
-    let mut storage: libc::sockaddr_storage = unsafe { mem::zeroed() };
-    match addr {
-        SocketAddr::V4(a) => {
-            let sin = libc::sockaddr_in {
-                sin_family: libc::AF_INET as libc::sa_family_t,
-                sin_port: a.port().to_be(),
-                sin_addr: libc::in_addr {
-                    s_addr: u32::from_ne_bytes(a.ip().octets()),
-                },
-                sin_zero: [0; 8],
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in.
-            unsafe { ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin) };
-        }
-        SocketAddr::V6(a) => {
-            let sin6 = libc::sockaddr_in6 {
-                sin6_family: libc::AF_INET6 as libc::sa_family_t,
-                sin6_port: a.port().to_be(),
-                // As std's own conversion: the flow information is passed through as is.
-                sin6_flowinfo: a.flowinfo(),
-                sin6_addr: libc::in6_addr {
-                    s6_addr: a.ip().octets(),
-                },
-                sin6_scope_id: a.scope_id(),
-            };
-            // SAFETY: sockaddr_storage is larger than and aligned for sockaddr_in6.
-            unsafe { ptr::write((&mut storage as *mut libc::sockaddr_storage).cast(), sin6) };
-        }
-    }
-    storage
-}
-
-fn from_sockaddr(storage: &libc::sockaddr_storage) -> Option<SocketAddr> {
-    let p: *const libc::sockaddr_storage = storage;
-    match c_int::from(storage.ss_family) {
-        libc::AF_INET => {
-            // SAFETY: the family says the storage holds a sockaddr_in; it is large and aligned.
-            let sin = unsafe { &*p.cast::<libc::sockaddr_in>() };
-            Some(SocketAddr::V4(SocketAddrV4::new(
-                Ipv4Addr::from(sin.sin_addr.s_addr.to_ne_bytes()),
-                u16::from_be(sin.sin_port),
-            )))
-        }
-        libc::AF_INET6 => {
-            // SAFETY: the family says the storage holds a sockaddr_in6; it is large and aligned.
-            let sin6 = unsafe { &*p.cast::<libc::sockaddr_in6>() };
-            Some(SocketAddr::V6(SocketAddrV6::new(
-                Ipv6Addr::from(sin6.sin6_addr.s6_addr),
-                u16::from_be(sin6.sin6_port),
-                sin6.sin6_flowinfo,
-                sin6.sin6_scope_id,
-            )))
-        }
-        _ => None,
-    }
-}
-
-/// The name of the device behind a verbs context, none for a null context.
-///
-/// # Safety
-/// `ctx` is null or a live `ibv_context`.
-unsafe fn context_device_name(ctx: *mut ibv_context) -> Option<String> {
-    if ctx.is_null() {
-        return None;
-    }
-    // SAFETY: a live context has a live device, whose name is a NUL-terminated string it owns.
-    unsafe {
-        let device = (*ctx).device;
-        if device.is_null() {
-            return None;
-        }
-        let name = ibv_get_device_name(device);
-        (!name.is_null()).then(|| CStr::from_ptr(name).to_string_lossy().into_owned())
-    }
-}
-
-fn set_nonblocking(fd: c_int) -> io::Result<()> {
-    // SAFETY: fcntl on a descriptor this process owns; no pointers.
-    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
-    if flags < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: as above.
-    if unsafe { libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK) } < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
-/// Waits up to `timeout_ms` for `fd` to be readable; an interrupted wait just returns.
-fn wait_readable(fd: c_int, timeout_ms: c_int) -> io::Result<()> {
-    let mut pfd = libc::pollfd {
-        fd,
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    // SAFETY: one pollfd on the stack.
-    if unsafe { libc::poll(&mut pfd, 1, timeout_ms) } < 0 {
-        let err = io::Error::last_os_error();
-        if err.kind() != io::ErrorKind::Interrupted {
-            return Err(err);
-        }
-    }
-    Ok(())
-}
-
-fn last_error(call: &'static str) -> VerbsError {
-    VerbsError::Call {
-        call,
-        reason: io::Error::last_os_error(),
-    }
-}
-
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn path() -> PathConfig {
-        PathConfig {
-            mtu: 2048,
-            max_dest_rd_atomic: 16,
-            max_rd_atomic: 8,
-            qp_timeout: 18,
-            ..PathConfig::default()
-        }
-    }
-
-    fn zeroed_attr() -> ibv_qp_attr {
-        // SAFETY: ibv_qp_attr is plain data; zero is valid.
-        unsafe { mem::zeroed() }
-    }
-
-    #[test]
-    fn error_events_fail_the_wait_and_name_event_and_status() {
-        for kind in [
-            ev::RDMA_CM_EVENT_REJECTED,
-            ev::RDMA_CM_EVENT_UNREACHABLE,
-            ev::RDMA_CM_EVENT_CONNECT_ERROR,
-            ev::RDMA_CM_EVENT_ADDR_ERROR,
-            ev::RDMA_CM_EVENT_ROUTE_ERROR,
-        ] {
-            assert_eq!(
-                classify(kind, -110, ev::RDMA_CM_EVENT_ESTABLISHED),
-                Disposition::Failed
-            );
-        }
-        let e = event_error("rdma_resolve_addr", ev::RDMA_CM_EVENT_ADDR_ERROR, -110);
-        let text = e.to_string();
-        assert!(
-            text.starts_with("rdma_resolve_addr failed: RDMA_CM_EVENT_ADDR_ERROR (status -110: ")
-        );
-        assert!(text.contains("timed out"), "{text}");
-    }
-
-    #[test]
-    fn a_rejection_says_why_in_words() {
-        let e = event_error("rdma_connect", ev::RDMA_CM_EVENT_REJECTED, 8);
-        assert!(e
-            .to_string()
-            .contains("RDMA_CM_EVENT_REJECTED (reject reason 8, invalid service ID"));
-        let e = event_error("rdma_connect", ev::RDMA_CM_EVENT_REJECTED, 5);
-        assert!(e
-            .to_string()
-            .ends_with("RDMA_CM_EVENT_REJECTED (IB CM reject reason 5)"));
-        match event_error("rdma_connect", ev::RDMA_CM_EVENT_REJECTED, 28) {
-            VerbsError::Call { reason, .. } => {
-                assert_eq!(reason.kind(), io::ErrorKind::ConnectionRefused)
-            }
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn the_wanted_event_passes_unless_its_status_says_otherwise() {
-        let want = ev::RDMA_CM_EVENT_CONNECT_RESPONSE;
-        assert_eq!(classify(want, 0, want), Disposition::Wanted);
-        assert_eq!(classify(want, -22, want), Disposition::Failed);
-        assert_eq!(
-            classify(ev::RDMA_CM_EVENT_ADDR_CHANGE, 0, want),
-            Disposition::Ignored
-        );
-        assert_eq!(
-            classify(ev::RDMA_CM_EVENT_TIMEWAIT_EXIT, 0, want),
-            Disposition::Ignored
-        );
-        assert_eq!(
-            classify(ev::RDMA_CM_EVENT_DISCONNECTED, 0, want),
-            Disposition::Failed
-        );
-        // Newer librdmacm event types (ADDRINFO_*, 16 and up) neither panic nor fail a wait.
-        assert_eq!(classify(16, 0, want), Disposition::Ignored);
-        assert_eq!(event_name(16), "RDMA CM event 16");
-        assert_eq!(
-            event_name(ev::RDMA_CM_EVENT_ESTABLISHED),
-            "RDMA_CM_EVENT_ESTABLISHED"
-        );
-    }
-
-    #[test]
-    fn deadlines_round_up_and_end() {
-        let now = Instant::now();
-        assert_eq!(remaining(now, now), None);
-        assert_eq!(remaining(now, now + Duration::from_millis(1)), None);
-        assert_eq!(
-            remaining(now + Duration::from_millis(5), now),
-            Some(Duration::from_millis(5))
-        );
-        assert_eq!(millis_ceil(Duration::from_nanos(1)), 1);
-        assert_eq!(millis_ceil(Duration::ZERO), 1);
-        assert_eq!(millis_ceil(Duration::from_millis(1)), 1);
-        assert_eq!(millis_ceil(Duration::from_micros(1500)), 2);
-        assert_eq!(millis_ceil(Duration::from_secs(u64::MAX)), c_int::MAX);
-        assert_eq!(cm_timeout_ms(now), 1);
-        let later = cm_timeout_ms(Instant::now() + Duration::from_secs(2));
-        assert!((1900..=2000).contains(&later), "{later}");
-    }
-
-    #[test]
-    fn rtr_takes_the_smaller_mtu_and_our_limits() {
-        let mut attr = zeroed_attr();
-        attr.path_mtu = 5; // 4096 from the CM
-        attr.min_rnr_timer = 0;
-        attr.ah_attr.is_global = 1;
-        attr.ah_attr.grh.traffic_class = 0;
-        let mut mask = ibv_qp_attr_mask::IBV_QP_STATE.0 | ibv_qp_attr_mask::IBV_QP_AV.0 | (1 << 22);
-        let p = PathConfig {
-            traffic_class: 106,
-            service_level: 3,
-            ..path()
-        };
-        override_rtr(&mut attr, &mut mask, &p).unwrap();
-        assert_eq!(attr.path_mtu, 4); // 2048, ours
-        assert_eq!(attr.max_dest_rd_atomic, 16);
-        assert_eq!(attr.min_rnr_timer, 12);
-        assert_eq!(attr.ah_attr.grh.traffic_class, 106);
-        assert_eq!(attr.ah_attr.sl, 3);
-        assert_eq!(mask & (1 << 22), 0, "RoCE-era kernel bits are masked off");
-        for bit in [
-            ibv_qp_attr_mask::IBV_QP_STATE,
-            ibv_qp_attr_mask::IBV_QP_AV,
-            ibv_qp_attr_mask::IBV_QP_PATH_MTU,
-            ibv_qp_attr_mask::IBV_QP_MAX_DEST_RD_ATOMIC,
-            ibv_qp_attr_mask::IBV_QP_MIN_RNR_TIMER,
-        ] {
-            assert_ne!(mask & bit.0, 0);
-        }
-
-        let mut attr = zeroed_attr();
-        attr.path_mtu = 3; // 1024 from the CM, smaller than ours
-        attr.ah_attr.is_global = 1;
-        attr.ah_attr.grh.traffic_class = 32; // e.g. default_roce_tos
-        attr.ah_attr.sl = 2;
-        let mut mask = ibv_qp_attr_mask::IBV_QP_AV.0;
-        override_rtr(&mut attr, &mut mask, &path()).unwrap();
-        assert_eq!(attr.path_mtu, 3);
-        assert_eq!(attr.ah_attr.grh.traffic_class, 32, "0 keeps the CM's");
-        assert_eq!(attr.ah_attr.sl, 2, "0 keeps the CM's");
-
-        let mut mask = 0;
-        let bad = PathConfig {
-            mtu: 1500,
-            ..path()
-        };
-        assert!(override_rtr(&mut zeroed_attr(), &mut mask, &bad).is_err());
-    }
-
-    #[test]
-    fn mtu_codes_are_bytes() {
-        assert_eq!(
-            (1..=5).map(mtu_code_bytes).collect::<Vec<_>>(),
-            [256, 512, 1024, 2048, 4096]
-        );
-        assert_eq!(mtu_code_bytes(0), 0);
-        for bytes in [256, 512, 1024, 2048, 4096] {
-            let code = mtu_from_bytes(bytes).unwrap() as u32;
-            assert_eq!(mtu_code_bytes(code), bytes);
-        }
-    }
-
-    #[test]
-    fn rts_retries_seven_times_with_our_timeout() {
-        let mut attr = zeroed_attr();
-        let mut mask = ibv_qp_attr_mask::IBV_QP_STATE.0 | ibv_qp_attr_mask::IBV_QP_SQ_PSN.0;
-        override_rts(&mut attr, &mut mask, &path());
-        assert_eq!(
-            (
-                attr.timeout,
-                attr.retry_cnt,
-                attr.rnr_retry,
-                attr.max_rd_atomic
-            ),
-            (18, 7, 7, 8)
-        );
-        assert_ne!(mask & ibv_qp_attr_mask::IBV_QP_SQ_PSN.0, 0);
-        assert_ne!(mask & ibv_qp_attr_mask::IBV_QP_MAX_QP_RD_ATOMIC.0, 0);
-    }
-
-    #[test]
-    fn the_connection_parameters_carry_our_qp_and_retries() {
-        let p = conn_param(0x0100_1234, &path());
-        assert_eq!(p.qp_num, 0x1234);
-        assert_eq!((p.retry_count, p.rnr_retry_count), (7, 7));
-        assert_eq!((p.responder_resources, p.initiator_depth), (16, 8));
-    }
-
-    #[test]
-    fn socket_addresses_survive_the_round_trip() {
-        for text in ["192.0.2.7:18515", "[fe80::1%3]:4791", "0.0.0.0:0"] {
-            let addr: SocketAddr = text.parse().unwrap();
-            assert_eq!(from_sockaddr(&to_sockaddr(addr)), Some(addr), "{text}");
-        }
-        let storage = to_sockaddr("10.0.0.1:258".parse().unwrap());
-        // SAFETY: to_sockaddr wrote a sockaddr_in.
-        let sin =
-            unsafe { &*(&storage as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
-        assert_eq!(sin.sin_port.to_ne_bytes(), [1, 2], "network byte order");
-        assert_eq!(sin.sin_addr.s_addr.to_ne_bytes(), [10, 0, 0, 1]);
-    }
-
-    #[test]
-    fn listeners_and_connections_can_move_to_another_thread() {
-        fn send<T: Send>() {}
-        send::<CmListener>();
-        send::<CmConnection>();
-    }
-
-    #[test]
-    fn a_device_mismatch_names_both_sides() {
-        assert!(check_device("rxe0", 1, "rxe0", 1, "x").is_ok());
-        let e = check_device("rxe1", 1, "rxe0", 1, "the route 10.0.0.2 -> 10.0.0.1:1")
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("rxe1 port 1") && e.contains("rxe0 port 1"),
-            "{e}"
-        );
-        assert!(check_device("rxe0", 2, "rxe0", 1, "x").is_err());
-    }
-
-    #[test]
-    fn binding_without_an_rdma_stack_is_an_error_not_a_panic() {
-        // On a host with the RDMA CM this listens on a free port; without one it must say
-        // which call failed.
-        match CmListener::bind("0.0.0.0:0".parse().unwrap()) {
-            Ok(l) => assert!(l.local_addr().is_some()),
-            Err(e) => {
-                let text = e.to_string();
-                assert!(text.contains("rdma_"), "{text}");
-            }
-        }
-    }
-}
+mod tests;

@@ -20,6 +20,7 @@ pub mod congestion;
 mod coordinator;
 pub mod fabric;
 pub mod hostlist;
+mod join;
 pub mod launcher;
 pub mod locate;
 pub mod median;

@@ -13,6 +13,7 @@ pub mod bw;
 pub mod cm;
 pub mod effective;
 pub mod lat;
+mod register;
 pub mod staged;
 pub mod validate;
 
@@ -20,17 +21,18 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use verbs::{
-    Access, AddressHandle, Completion, CompletionQueue, Created, Device, Endpoint, GidEntry,
-    LinkLayer, MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder,
-    ReadyToSend, SharedReceiveQueue, Transport, UD_GRH_BYTES,
+    AddressHandle, Completion, CompletionQueue, Created, Device, Endpoint, GidEntry, LinkLayer,
+    MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder, ReadyToSend,
+    SharedReceiveQueue, Transport, UD_GRH_BYTES,
 };
 
-use crate::memory::{DmaBufVia, GpuPath, MemMode};
+use crate::memory::{GpuPath, MemMode};
 use crate::plan::{
     Connection, Mode, PlanError, Role, TestPlan, Verb, DEFAULT_QP_TIMEOUT, SOFTWARE_QP_TIMEOUT,
 };
 use buffer::{remote_access, Footprint};
 use effective::{Effective, Settled};
+use register::{open_gpu, register, Target};
 
 /// What one side was told about its own hardware.
 #[derive(Debug, Clone, Default)]
@@ -602,166 +604,6 @@ fn responder_rd_atomic(f: &verbs::DeviceFacts, plan: &TestPlan) -> u32 {
         .min(plan.outs.unwrap_or(u32::MAX))
 }
 
-/// Opens the GPU of a GPU memory mode and checks what the mode needs of it.
-fn open_gpu(mem: &MemMode) -> Result<Option<Box<dyn accel::Gpu>>> {
-    let (Some(g), Some(runtime)) = (mem.gpu_mem(), mem.runtime()) else {
-        return Ok(None);
-    };
-    let gpu = runtime.open(&g.gpu)?;
-    if mem.gdr() {
-        gpu.require_gpu_direct_rdma()?;
-    }
-    if g.path == GpuPath::DmaBuf {
-        gpu.require_dma_buf()?;
-    }
-    Ok(Some(gpu))
-}
-
-/// What a memory mode registered: the region, the GPU memory behind it, and a staged side's
-/// bounce buffers (which are the region).
-type Registered = (MemoryRegion, Option<GpuMemory>, Option<staged::Staging>);
-
-/// Where and how memory is registered.
-struct Target<'a> {
-    pd: &'a ProtectionDomain,
-    device: &'a Device,
-    access: Access,
-    /// Host memory on huge pages (`--use-hugepages`).
-    hugepages: bool,
-}
-
-/// Allocates the `footprint` (one slot per QP) where `mem` says and registers it with the NIC;
-/// a staged side registers its pinned bounce buffers instead, the slots living on the GPU.
-/// Every region holds what keeps this side's memory allocated (the host buffer, or guards of the
-/// GPU and pinned allocations), so it is always deregistered before any of it is freed.
-fn register(
-    target: &Target,
-    mem: &MemMode,
-    gpu: Option<&dyn accel::Gpu>,
-    footprint: &Footprint,
-    staging: accel::StagingConfig,
-) -> Result<Registered> {
-    let Target {
-        pd,
-        device,
-        access,
-        hugepages,
-    } = *target;
-    let len =
-        usize::try_from(footprint.payload_bytes()).context("buffer too large for this machine")?;
-    let what = || {
-        format!(
-            "registering {len} bytes of {} memory on {}",
-            mem.name(),
-            device.name()
-        )
-    };
-    match (mem.gpu_mem().map(|g| g.path), gpu) {
-        (None, _) => {
-            let buffer = buffer::host_buffer(len, hugepages)?;
-            let mr = MemoryRegion::register_host(pd, buffer, access).with_context(what)?;
-            Ok((mr, None, None))
-        }
-        (Some(GpuPath::DmaBuf), Some(gpu)) => {
-            let via = mem.gpu_mem().map(|g| g.dmabuf).unwrap_or_default();
-            let (mr, buf) = register_dmabuf(target, gpu, len, via).with_context(what)?;
-            Ok((mr, Some(GpuMemory { buf }), None))
-        }
-        (Some(GpuPath::PeerMem), Some(gpu)) => {
-            let buf = gpu.alloc(len)?;
-            // SAFETY: the region holds a guard of the device memory.
-            let mr = unsafe {
-                MemoryRegion::register_raw(pd, buf.device_ptr(), len, access, buf.guard())
-            }
-            .map_err(|e| peer_memory_refused(&what(), &e, mem))?;
-            Ok((mr, Some(GpuMemory { buf }), None))
-        }
-        (Some(GpuPath::Staged), Some(gpu)) => {
-            let buf = gpu.alloc(len)?;
-            let s = staged::Staging::new(gpu, staging, footprint, buf.as_ref())?;
-            // SAFETY: the region holds a guard of the pinned memory (and of the GPU payload, so
-            // that no memory of this side is freed while it is registered); the pipeline posts a
-            // bounce buffer (inline or not) only after its copy completed, and copies into it
-            // only after its operations completed.
-            let mr = unsafe {
-                MemoryRegion::register_host_raw(
-                    pd,
-                    s.pinned.as_ptr() as u64,
-                    s.pinned.len(),
-                    access,
-                    (s.pinned.guard(), buf.guard()),
-                )
-            }
-            .with_context(|| {
-                format!(
-                    "registering {} bytes of pinned bounce buffers on {}",
-                    s.pinned.len(),
-                    device.name()
-                )
-            })?;
-            Ok((mr, Some(GpuMemory { buf }), Some(s)))
-        }
-        (_, None) => bail!("--mem {}: no GPU was opened", mem.name()),
-    }
-}
-
-/// `len` bytes of `gpu`'s memory exported as a dma-buf and registered, `via` saying how: mapped
-/// through PCIe (CUDA 12.8+), and through the NIC's Data Direct function (checked before any GPU
-/// memory is allocated).
-fn register_dmabuf(
-    target: &Target,
-    gpu: &dyn accel::Gpu,
-    len: usize,
-    via: DmaBufVia,
-) -> Result<(MemoryRegion, Box<dyn accel::GpuBuffer>)> {
-    if via == DmaBufVia::DataDirect {
-        target.device.data_direct_path()?;
-    }
-    let buf = gpu.alloc(len)?;
-    let dmabuf = buf.export_dmabuf_mapped(0, len, via.mapping())?;
-    let (fd, offset, iova, len) = (
-        dmabuf.raw_fd(),
-        dmabuf.offset(),
-        dmabuf.iova(),
-        dmabuf.len(),
-    );
-    let (pd, access) = (target.pd, target.access);
-    // SAFETY: the region holds the dma-buf, which holds the memory it exports.
-    let mr = unsafe {
-        MemoryRegion::register_dmabuf(
-            pd,
-            fd,
-            offset,
-            len,
-            iova,
-            access,
-            via.registration(),
-            dmabuf,
-        )
-    }?;
-    Ok((mr, buf))
-}
-
-/// Why `ibv_reg_mr` of `mem`'s GPU memory failed with `e`: its runtime's peer memory, loaded
-/// or not, and what to do.
-fn peer_memory_refused(what: &str, e: &verbs::VerbsError, mem: &MemMode) -> anyhow::Error {
-    let Some(peer) = mem.runtime().map(|r| r.peer_memory()) else {
-        return anyhow::anyhow!("{what}: {e}");
-    };
-    let state = if peer.loaded().is_some() {
-        "loaded (so the NIC driver refused anyway)"
-    } else {
-        "not loaded"
-    };
-    anyhow::anyhow!(
-        "{what}: {e}; ibv_reg_mr on GPU memory needs {}, which is {state}: {}, or use --mem {} \
-         (dma-buf)",
-        peer.name,
-        peer.how,
-        mem.with_path(GpuPath::DmaBuf)
-    )
-}
-
 /// The largest inline size for which `creates` succeeds (verbs has no query for it), found
 /// by bisection; `None` when even 0 fails (the failure is not about inline data).
 fn max_inline(creates: impl Fn(u32) -> bool) -> Option<u32> {
@@ -1116,94 +958,4 @@ impl Connected {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tclass_without_a_grh_is_refused_naming_x() {
-        let plan = |tclass| {
-            crate::plan::PlanRequest {
-                tclass,
-                ..Default::default()
-            }
-            .resolve(crate::plan::TestKind::ALL[0])
-            .unwrap()
-        };
-        let e = check_tclass(&plan(Some(106)), false).unwrap_err().0;
-        assert!(e.starts_with("--tclass 106 is a field of the GRH"), "{e}");
-        assert!(e.contains("give -x GID_INDEX"), "{e}");
-        assert!(check_tclass(&plan(Some(106)), true).is_ok());
-        assert!(check_tclass(&plan(None), false).is_ok());
-    }
-
-    #[test]
-    fn outs_above_the_devices_limit_names_the_limit_as_a_range() {
-        let facts = verbs::DeviceFacts {
-            name: "rxe0".into(),
-            fw_ver: String::new(),
-            vendor_id: 0,
-            part_id: 0,
-            port_count: 1,
-            max_qp_wr: 1 << 14,
-            max_cqe: 1 << 16,
-            max_qp_rd_atom: 128,
-            max_qp_init_rd_atom: 16,
-            max_mr_size: u64::MAX,
-            ..verbs::DeviceFacts::default()
-        };
-        let plan = |outs| {
-            crate::plan::PlanRequest {
-                outs: Some(outs),
-                ..Default::default()
-            }
-            .resolve(crate::plan::TestKind::new(Verb::Read, Mode::Bw))
-            .unwrap()
-        };
-        assert!(check_outs(&plan(16), &facts).is_ok());
-        assert_eq!(
-            check_outs(&plan(200), &facts).unwrap_err().0,
-            "--outs 200 exceeds rxe0's limit of 16 outstanding READs/atomics per QP: give \
-             --outs 1 to 16, or leave it out"
-        );
-        assert_eq!(
-            check_outs(&plan(1000), &facts).unwrap_err().0,
-            "--outs 1000 exceeds rxe0's limit of 16 outstanding READs/atomics per QP: give \
-             --outs 1 to 16, or leave it out"
-        );
-    }
-
-    #[test]
-    fn the_inline_limit_is_found_by_bisection() {
-        assert_eq!(max_inline(|n| n <= 400), Some(400));
-        assert_eq!(max_inline(|n| n <= 220), Some(220));
-        assert_eq!(max_inline(|_| false), None);
-        assert_eq!(max_inline(|n| n == 0), Some(0));
-    }
-
-    #[test]
-    fn a_ud_message_above_the_path_mtu_is_refused_naming_what_fits() {
-        use crate::plan::{PlanRequest, TestKind};
-        let plan = |size: Option<u64>, all: bool| {
-            PlanRequest {
-                size,
-                all,
-                connection: Some(Connection::Ud),
-                ..Default::default()
-            }
-            .resolve(TestKind::new(Verb::Send, Mode::Bw))
-            .unwrap()
-        };
-        assert!(check_ud_size(&plan(Some(1024), false), 1024, "rxe0's port 1").is_ok());
-        let err = check_ud_size(&plan(Some(4096), false), 1024, "rxe0's port 1").unwrap_err();
-        assert_eq!(
-            err.0,
-            "-c UD sends one packet per message: -s 4096 exceeds the path MTU of 1024 bytes \
-             (rxe0's port 1); give -s 1024 or less, or -c RC"
-        );
-        let err = check_ud_size(&plan(None, true), 4096, "-m 4096").unwrap_err();
-        assert!(err.0.contains("the sweep's 8388608-byte messages"), "{err}");
-        // A refusal, so the process exits 2 (usage), not 1 (a failed run).
-        let exit = crate::exit::Exit::of(&err.into());
-        assert_eq!(exit, crate::exit::Exit::Usage);
-    }
-}
+mod tests;
