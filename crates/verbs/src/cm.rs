@@ -509,34 +509,9 @@ pub fn cm_connect(
     )?;
 
     if path.traffic_class != 0 {
-        let mut tos = path.traffic_class;
-        // SAFETY: the id is alive; the option is one byte on the stack, copied by the call.
-        let rc = unsafe {
-            rdma_set_option(
-                id.as_ptr(),
-                RDMA_OPTION_ID,
-                RDMA_OPTION_ID_TOS,
-                (&mut tos as *mut u8).cast::<c_void>(),
-                1,
-            )
-        };
-        if rc != 0 {
-            return Err(last_error("rdma_set_option(TOS)").with_hint(format!("TOS {tos}")));
-        }
+        set_tos(&id, path.traffic_class)?;
     }
-
-    // SAFETY: the id is alive and its address resolved.
-    if unsafe { rdma_resolve_route(id.as_ptr(), cm_timeout_ms(deadline)) } != 0 {
-        return Err(last_error("rdma_resolve_route").with_hint(format!("{src} -> {dst}")));
-    }
-    wait_for(
-        &channel,
-        &id,
-        ev::RDMA_CM_EVENT_ROUTE_RESOLVED,
-        "rdma_resolve_route",
-        deadline,
-        on_other,
-    )?;
+    resolve_route(&channel, &id, (src, dst), deadline)?;
 
     let mut param = conn_param(qp.qpn(), path);
     // SAFETY: the id is alive with its route resolved; param lives through the call.
@@ -578,6 +553,47 @@ pub fn cm_connect(
 
 // ---------------------------------------------------------------------------------------------
 // The steps.
+
+/// Gives the CM id the IP type of service `tos`, so that its connection's packets carry it.
+fn set_tos(id: &Id, tos: u8) -> Result<()> {
+    let mut tos = tos;
+    // SAFETY: the id is alive; the option is one byte on the stack, copied by the call.
+    let rc = unsafe {
+        rdma_set_option(
+            id.as_ptr(),
+            RDMA_OPTION_ID,
+            RDMA_OPTION_ID_TOS,
+            (&mut tos as *mut u8).cast::<c_void>(),
+            1,
+        )
+    };
+    if rc != 0 {
+        return Err(last_error("rdma_set_option(TOS)").with_hint(format!("TOS {tos}")));
+    }
+    Ok(())
+}
+
+/// Resolves the route of `id`, whose address is resolved, from `src` to `dst` by `deadline`.
+fn resolve_route(
+    channel: &Arc<Channel>,
+    id: &Id,
+    (src, dst): (IpAddr, SocketAddr),
+    deadline: Instant,
+) -> Result<()> {
+    // SAFETY: the id is alive and its address resolved.
+    if unsafe { rdma_resolve_route(id.as_ptr(), cm_timeout_ms(deadline)) } != 0 {
+        return Err(last_error("rdma_resolve_route").with_hint(format!("{src} -> {dst}")));
+    }
+    wait_for(
+        channel,
+        id,
+        ev::RDMA_CM_EVENT_ROUTE_RESOLVED,
+        "rdma_resolve_route",
+        deadline,
+        |_: Event| {},
+    )?;
+    Ok(())
+}
 
 fn require_rc(qp: &QueuePair<Created>) -> Result<()> {
     if qp.transport() != Transport::Rc {

@@ -528,78 +528,9 @@ fn gone(stream: &TcpStream) -> bool {
 /// wait (up to `--timeout`) in between.
 fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &Admitted) {
     let g = &lobby.greeting;
-    let until = Instant::now() + g.timeout;
-    let mut state = lobby.lock();
-    let (hand, seated) = loop {
-        if state.closing {
-            let reason = "the server is shutting down".to_string();
-            let _ = write_message(
-                &mut stream,
-                &Message::Reject {
-                    reason,
-                    refused: false,
-                },
-                Instant::now() + g.hello_deadline,
-            );
-            return;
-        }
-        // A running client that is gone (killed mid-run) ends its run as soon as the server
-        // reads from it again: the newcomer waits for that, not told Busy.
-        let running_gone = state.running_peer.as_ref().is_some_and(gone);
-        if state.running >= state.seats && g.one_at_a_time && !running_gone {
-            if let Some((tx, left)) = state.joining.as_mut().filter(|(_, left)| *left > 0) {
-                *left -= 1;
-                break (tx.clone(), false);
-            }
-            drop(state);
-            let _ = write_message(
-                &mut stream,
-                &Message::Busy,
-                Instant::now() + g.hello_deadline,
-            );
-            eprintln!("rdmabench: told {peer} that the server is busy with another run");
-            return;
-        }
-        if !state.waiting.is_empty() && gone(&stream) {
-            // A client killed while it waited must not take the seat from the next one.
-            drop(state);
-            dropped(
-                peer,
-                "it closed the connection while it waited for the server",
-            );
-            return;
-        }
-        if let Some(w) = state.waiting.pop_front() {
-            if g.one_at_a_time {
-                state.running += 1;
-            }
-            state.running_peer = stream.try_clone().ok();
-            state.joining = Some(w.joining);
-            break (w.hand, true);
-        }
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            drop(state);
-            let reason = format!(
-                "the server did not become free within {} s",
-                g.timeout.as_secs_f64()
-            );
-            let _ = write_message(
-                &mut stream,
-                &Message::Reject {
-                    reason,
-                    refused: false,
-                },
-                Instant::now() + g.hello_deadline,
-            );
-            return;
-        }
-        state = match lobby.changed.wait_timeout(state, left) {
-            Ok((s, _)) => s,
-            Err(poisoned) => poisoned.into_inner().0,
-        };
+    let Some((hand, seated)) = take_seat(&mut stream, peer, lobby) else {
+        return;
     };
-    drop(state);
     // From here the seat is taken: dropping the channel (a failed welcome, or the run's end)
     // frees it. A further rail's channel joins the run's seat.
     let seat = seated.then(|| Seat(Arc::clone(lobby)));
@@ -620,6 +551,83 @@ fn seat(mut stream: TcpStream, peer: SocketAddr, lobby: &Arc<Lobby>, admitted: &
             dropped(peer, &format!("{e:#}"));
         }
     }
+}
+
+/// Waits (up to `--timeout`) for the server's place: where the client's channel is to be
+/// handed, and whether it takes a seat (a further rail's channel joins the run's). `None`
+/// when the client was told no (busy, shutting down, not free in time) or left.
+fn take_seat(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    lobby: &Arc<Lobby>,
+) -> Option<(mpsc::Sender<Channel>, bool)> {
+    let g = &lobby.greeting;
+    let until = Instant::now() + g.timeout;
+    let mut state = lobby.lock();
+    loop {
+        if state.closing {
+            not_now(stream, "the server is shutting down".to_string(), g);
+            return None;
+        }
+        // A running client that is gone (killed mid-run) ends its run as soon as the server
+        // reads from it again: the newcomer waits for that, not told Busy.
+        let running_gone = state.running_peer.as_ref().is_some_and(gone);
+        if state.running >= state.seats && g.one_at_a_time && !running_gone {
+            if let Some((tx, left)) = state.joining.as_mut().filter(|(_, left)| *left > 0) {
+                *left -= 1;
+                return Some((tx.clone(), false));
+            }
+            drop(state);
+            let _ = write_message(stream, &Message::Busy, Instant::now() + g.hello_deadline);
+            eprintln!("rdmabench: told {peer} that the server is busy with another run");
+            return None;
+        }
+        if !state.waiting.is_empty() && gone(stream) {
+            // A client killed while it waited must not take the seat from the next one.
+            drop(state);
+            dropped(
+                peer,
+                "it closed the connection while it waited for the server",
+            );
+            return None;
+        }
+        if let Some(w) = state.waiting.pop_front() {
+            if g.one_at_a_time {
+                state.running += 1;
+            }
+            state.running_peer = stream.try_clone().ok();
+            state.joining = Some(w.joining);
+            return Some((w.hand, true));
+        }
+        let left = until.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            drop(state);
+            let secs = g.timeout.as_secs_f64();
+            not_now(
+                stream,
+                format!("the server did not become free within {secs} s"),
+                g,
+            );
+            return None;
+        }
+        state = match lobby.changed.wait_timeout(state, left) {
+            Ok((s, _)) => s,
+            Err(poisoned) => poisoned.into_inner().0,
+        };
+    }
+}
+
+/// Tells a client the server will not take it now, for `reason` (not a refusal of its
+/// plan or its token: it may try again).
+fn not_now(stream: &mut TcpStream, reason: String, g: &Greeting) {
+    let _ = write_message(
+        stream,
+        &Message::Reject {
+            reason,
+            refused: false,
+        },
+        Instant::now() + g.hello_deadline,
+    );
 }
 
 #[cfg(test)]

@@ -21,9 +21,9 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use verbs::{
-    AddressHandle, Completion, CompletionQueue, Created, Device, Endpoint, GidEntry, LinkLayer,
-    MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder, ReadyToSend,
-    SharedReceiveQueue, Transport, UD_GRH_BYTES,
+    Access, AddressHandle, Completion, CompletionQueue, Created, Device, Endpoint, GidEntry,
+    LinkLayer, MemoryRegion, PathConfig, PortInfo, ProtectionDomain, QueuePair, QueuePairBuilder,
+    ReadyToSend, SharedReceiveQueue, Transport, UD_GRH_BYTES,
 };
 
 use crate::memory::{GpuPath, MemMode};
@@ -399,15 +399,7 @@ impl Local {
         check_tclass(plan, sends_grh(&port, gid_given))?;
 
         let pd = device.alloc_pd()?;
-        if let Some(why) = odp
-            .then(|| buffer::odp_refusal(device.name(), device.facts().odp, plan))
-            .flatten()
-        {
-            return Err(PlanError(why).into());
-        }
-        let access = remote_access(plan, role)
-            .with_relaxed_ordering(buffer::relaxed_ordering(relaxed_ordering, plan, &mem))
-            .with_on_demand(odp);
+        let access = access_for(plan, role, &device, &mem, (relaxed_ordering, odp))?;
         let target = Target {
             pd: &pd,
             device: &device,
@@ -432,44 +424,7 @@ impl Local {
             (true, None) => Some(SharedReceiveQueue::new(&pd, rx_depth)?),
             _ => None,
         };
-        let builder = || {
-            let b = QueuePairBuilder::new(&pd, &cq)
-                .transport(transport)
-                .port(port.port)
-                .max_send_wr(plan.tx_depth)
-                .max_recv_wr(rx_depth);
-            match &srq {
-                Some(srq) => b.srq(srq),
-                None => b,
-            }
-        };
-        let what = || {
-            format!(
-                "creating a {} QP on {}",
-                plan.connection.name(),
-                device.name()
-            )
-        };
-        let mut qps = Vec::with_capacity(plan.qps as usize);
-        for _ in 0..plan.qps {
-            let qp = match builder().max_inline_data(plan.inline).build() {
-                Ok(qp) => qp,
-                Err(e) if qps.is_empty() && plan.inline > 0 => {
-                    // Verbs cannot be asked for the inline limit: find it, and name it.
-                    return Err(
-                        match max_inline(|n| builder().max_inline_data(n).build().is_ok()) {
-                            Some(max) => inline_refusal(plan, &device, max).into(),
-                            None => anyhow::Error::new(e).context(what()),
-                        },
-                    );
-                }
-                Err(e) => return Err(anyhow::Error::new(e).context(what())),
-            };
-            if qp.caps().max_inline_data < plan.inline {
-                return Err(inline_refusal(plan, &device, qp.caps().max_inline_data).into());
-            }
-            qps.push(qp);
-        }
+        let qps = create_qps(plan, &device, (&pd, &cq, srq.as_ref()), port.port, rx_depth)?;
         let psns = (0..qps.len()).map(first_psn).collect();
         Ok(Prepared {
             device,
@@ -498,6 +453,81 @@ impl Local {
             srq,
         })
     }
+}
+
+/// What the peer may do with this side's memory for `plan`, registered with relaxed ordering
+/// and on-demand paging as asked and allowed; on-demand paging the device cannot give is
+/// refused naming why.
+fn access_for(
+    plan: &TestPlan,
+    role: Role,
+    device: &Device,
+    mem: &MemMode,
+    (relaxed_ordering, odp): (bool, bool),
+) -> Result<Access> {
+    if let Some(why) = odp
+        .then(|| buffer::odp_refusal(device.name(), device.facts().odp, plan))
+        .flatten()
+    {
+        return Err(PlanError(why).into());
+    }
+    Ok(remote_access(plan, role)
+        .with_relaxed_ordering(buffer::relaxed_ordering(relaxed_ordering, plan, mem))
+        .with_on_demand(odp))
+}
+
+/// Creates `plan`'s QPs on `pd` and `cq` (taking receives from `srq` when given), each with
+/// the inline size the plan asks for: a device that cannot give it is refused naming the
+/// most it can (verbs has no query for it: QPs are created until one fits).
+fn create_qps(
+    plan: &TestPlan,
+    device: &Device,
+    (pd, cq, srq): (
+        &ProtectionDomain,
+        &CompletionQueue,
+        Option<&SharedReceiveQueue>,
+    ),
+    port: u8,
+    rx_depth: u32,
+) -> Result<Vec<QueuePair<Created>>> {
+    let builder = || {
+        let b = QueuePairBuilder::new(pd, cq)
+            .transport(transport(plan.connection))
+            .port(port)
+            .max_send_wr(plan.tx_depth)
+            .max_recv_wr(rx_depth);
+        match srq {
+            Some(srq) => b.srq(srq),
+            None => b,
+        }
+    };
+    let what = || {
+        format!(
+            "creating a {} QP on {}",
+            plan.connection.name(),
+            device.name()
+        )
+    };
+    let mut qps = Vec::with_capacity(plan.qps as usize);
+    for _ in 0..plan.qps {
+        let qp = match builder().max_inline_data(plan.inline).build() {
+            Ok(qp) => qp,
+            Err(e) if qps.is_empty() && plan.inline > 0 => {
+                return Err(
+                    match max_inline(|n| builder().max_inline_data(n).build().is_ok()) {
+                        Some(max) => inline_refusal(plan, device, max).into(),
+                        None => anyhow::Error::new(e).context(what()),
+                    },
+                );
+            }
+            Err(e) => return Err(anyhow::Error::new(e).context(what())),
+        };
+        if qp.caps().max_inline_data < plan.inline {
+            return Err(inline_refusal(plan, device, qp.caps().max_inline_data).into());
+        }
+        qps.push(qp);
+    }
+    Ok(qps)
 }
 
 /// `-I` above what the device creates QPs with.
@@ -673,7 +703,64 @@ impl Prepared {
         plan: &TestPlan,
     ) -> Result<Connected> {
         staged::check_peer(plan, self.role, self.bounce(), peer_bounce)?;
-        let rx_depth = plan.rx_depth;
+        self.check_remote(&remote, plan)?;
+        let use_grh = sends_grh(&self.port, self.gid_given);
+        let (path, rd_atomic) = self.path_config(&remote, plan, use_grh)?;
+        // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
+        if self.posts_receives && !self.loop_posts_receives {
+            self.post_first_receives(plan.rx_depth)?;
+        }
+        let mut ah = Vec::new();
+        if self.transport == Transport::Ud {
+            for peer in &remote {
+                ah.push(AddressHandle::new(&self.pd, &path, peer)?);
+            }
+        }
+        let (qps, cm_links) = self.connect_qps(&remote, &path)?;
+        // The CM's path may be narrower than the ports' (it follows the netdev's MTU).
+        let path_mtu = cm_links
+            .iter()
+            .map(verbs::CmConnection::path_mtu)
+            .fold(path.mtu, u32::min);
+        let settled = Settled {
+            path_mtu,
+            rd_atomic,
+            qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
+            tclass: use_grh.then_some(path.traffic_class),
+            relaxed_ordering: self.mr.relaxed_ordering(),
+            hugepages: self.mr.huge_pages(),
+            odp: self.mr.on_demand(),
+            rdma_cm: plan.rdma_cm,
+        };
+        let srq_qpns = srq_numbers(&qps, self.srq.is_some());
+        Ok(Connected {
+            device: self.device,
+            port: self.port,
+            gid: self.gid,
+            cq: self.cq,
+            mr: self.mr,
+            staging: self.staging,
+            gpu: self.gpu,
+            mem: self.mem,
+            gpu_device: self.gpu_device,
+            gpu_chosen: self.gpu_chosen,
+            qps,
+            remote,
+            ah,
+            slot: self.slot,
+            stride: self.stride,
+            transport: self.transport,
+            effective: Effective::of(plan, settled),
+            peer_bounce,
+            cm_links,
+            srq_qpns,
+            srq: self.srq,
+        })
+    }
+
+    /// Refuses a peer whose endpoints do not fit this side's plan: a way to connect not set
+    /// up for it, another number of QPs, or a buffer smaller than the plan needs.
+    fn check_remote(&self, remote: &[Endpoint], plan: &TestPlan) -> Result<()> {
         if plan.rdma_cm != self.cm.is_some() {
             bail!("-R: the QPs' way to connect was not set up for this plan");
         }
@@ -695,8 +782,18 @@ impl Prepared {
                 self.peer_slot
             );
         }
+        Ok(())
+    }
+
+    /// The path both ends allow (MTU, outstanding READs/atomics, timeout, class, level) and
+    /// the READs/atomics this side's QPs may have in flight.
+    fn path_config(
+        &self,
+        remote: &[Endpoint],
+        plan: &TestPlan,
+        use_grh: bool,
+    ) -> Result<(PathConfig, u32)> {
         let f = self.device.facts();
-        let use_grh = sends_grh(&self.port, self.gid_given);
         let local_mtu = self
             .mtu
             .unwrap_or(self.port.active_mtu)
@@ -730,103 +827,74 @@ impl Prepared {
             traffic_class: plan.tclass.unwrap_or(0),
             service_level: plan.sl.unwrap_or(0),
         };
-        // A staged receiver posts its receives into bounce buffers as its pipeline frees them.
-        if self.posts_receives && !self.loop_posts_receives {
-            let half = self.slot / 2;
-            match self.srq.as_mut() {
-                // rx-depth receives in all, spread over the QPs' receive halves.
-                Some(srq) => {
-                    for i in 0..rx_depth as usize {
-                        let q = i % self.qps.len().max(1);
+        Ok((path, rd_atomic))
+    }
+
+    /// Posts `rx_depth` receives per QP into the QPs' receive halves, or with a shared
+    /// receive queue `rx_depth` in all, spread over them.
+    fn post_first_receives(&mut self, rx_depth: u32) -> Result<()> {
+        let half = self.slot / 2;
+        match self.srq.as_mut() {
+            Some(srq) => {
+                for i in 0..rx_depth as usize {
+                    let q = i % self.qps.len().max(1);
+                    let offset = q as u64 * self.slot;
+                    srq.post_recv(&self.mr, bw::recv_wr_id(q), offset, half as u32)?;
+                }
+            }
+            None => {
+                for (q, qp) in self.qps.iter_mut().enumerate() {
+                    for _ in 0..rx_depth {
                         let offset = q as u64 * self.slot;
-                        srq.post_recv(&self.mr, bw::recv_wr_id(q), offset, half as u32)?;
-                    }
-                }
-                None => {
-                    for (q, qp) in self.qps.iter_mut().enumerate() {
-                        for _ in 0..rx_depth {
-                            let offset = q as u64 * self.slot;
-                            qp.post_recv(&self.mr, bw::recv_wr_id(q), offset, half as u32)?;
-                        }
+                        qp.post_recv(&self.mr, bw::recv_wr_id(q), offset, half as u32)?;
                     }
                 }
             }
         }
-        let mut ah = Vec::new();
-        if self.transport == Transport::Ud {
-            for peer in &remote {
-                ah.push(AddressHandle::new(&self.pd, &path, peer)?);
-            }
-        }
+        Ok(())
+    }
+
+    /// Brings every QP to ready-to-send against its peer's, through the RDMA CM (`-R`) or
+    /// directly; the CM's connections are kept for the run.
+    fn connect_qps(
+        &mut self,
+        remote: &[Endpoint],
+        path: &PathConfig,
+    ) -> Result<(Vec<QueuePair<ReadyToSend>>, Vec<verbs::CmConnection>)> {
         let mut qps = Vec::with_capacity(self.qps.len());
         let mut cm_links = Vec::new();
-        for ((qp, peer), psn) in self.qps.into_iter().zip(&remote).zip(&self.psns) {
+        let created = std::mem::take(&mut self.qps);
+        for ((qp, peer), psn) in created.into_iter().zip(remote).zip(&self.psns) {
             let qp = match self.cm.as_mut() {
                 Some((side, timeout)) => {
-                    let (qp, link) = side.connect(qp, peer, self.gid.as_ref(), &path, *timeout)?;
+                    let (qp, link) = side.connect(qp, peer, self.gid.as_ref(), path, *timeout)?;
                     cm_links.push(link);
                     qp
                 }
                 None => qp
-                    .ready_to_receive(peer, &path)
+                    .ready_to_receive(peer, path)
                     .with_context(|| format!("connecting to the peer's QP {}", peer.qpn))?
-                    .ready_to_send(*psn, &path)?,
+                    .ready_to_send(*psn, path)?,
             };
             qps.push(qp);
         }
-        // The CM's path may be narrower than the ports' (it follows the netdev's MTU).
-        let path_mtu = cm_links
-            .iter()
-            .map(verbs::CmConnection::path_mtu)
-            .fold(path_mtu, u32::min);
-        let (relaxed_ordering, hugepages) = (self.mr.relaxed_ordering(), self.mr.huge_pages());
-        // With a shared receive queue a completion names its QP by number only.
-        let mut srq_qpns: Vec<(u32, usize)> = match self.srq {
-            Some(_) => qps
-                .iter()
-                .enumerate()
-                .map(|(q, qp)| (qp.qpn(), q))
-                .collect(),
-            None => Vec::new(),
-        };
-        srq_qpns.sort_unstable();
-        let odp = self.mr.on_demand();
-        Ok(Connected {
-            device: self.device,
-            port: self.port,
-            gid: self.gid,
-            cq: self.cq,
-            mr: self.mr,
-            staging: self.staging,
-            gpu: self.gpu,
-            mem: self.mem,
-            gpu_device: self.gpu_device,
-            gpu_chosen: self.gpu_chosen,
-            qps,
-            remote,
-            ah,
-            slot: self.slot,
-            stride: self.stride,
-            transport: self.transport,
-            effective: Effective::of(
-                plan,
-                Settled {
-                    path_mtu,
-                    rd_atomic,
-                    qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
-                    tclass: use_grh.then_some(path.traffic_class),
-                    relaxed_ordering,
-                    hugepages,
-                    odp,
-                    rdma_cm: plan.rdma_cm,
-                },
-            ),
-            peer_bounce,
-            cm_links,
-            srq_qpns,
-            srq: self.srq,
-        })
+        Ok((qps, cm_links))
     }
+}
+
+/// With a shared receive queue a completion names its QP by number only: each QP's number
+/// and index, sorted by number; empty without one.
+fn srq_numbers(qps: &[QueuePair<ReadyToSend>], srq: bool) -> Vec<(u32, usize)> {
+    if !srq {
+        return Vec::new();
+    }
+    let mut numbers: Vec<(u32, usize)> = qps
+        .iter()
+        .enumerate()
+        .map(|(q, qp)| (qp.qpn(), q))
+        .collect();
+    numbers.sort_unstable();
+    numbers
 }
 
 /// The RC acknowledgement timeout `plan` runs with on `device`: `-u`, else perftest's 14 (67 ms
