@@ -10,6 +10,7 @@ use crate::plan::{Mode, TestKind, Verb};
 pub mod applies;
 pub mod help;
 pub mod reference;
+pub mod run_options;
 pub mod test_args;
 
 pub use test_args::{MemArg, TestArgs};

@@ -27,6 +27,7 @@ pub mod median;
 mod pair_test;
 pub mod pattern;
 pub mod preflight;
+mod resolve;
 pub mod schedule;
 pub mod spec;
 mod summary;

@@ -10,6 +10,7 @@
 
 pub mod buffer;
 pub mod bw;
+mod checks;
 pub mod cm;
 pub mod effective;
 pub mod lat;
@@ -26,11 +27,13 @@ use verbs::{
     ReadyToSend, SharedReceiveQueue, Transport, UD_GRH_BYTES,
 };
 
-use crate::memory::{GpuPath, MemMode};
+use crate::memory::MemMode;
 use crate::plan::{
     Connection, Mode, PlanError, Role, TestPlan, Verb, DEFAULT_QP_TIMEOUT, SOFTWARE_QP_TIMEOUT,
 };
 use buffer::{remote_access, Footprint};
+use checks::{check_device_limits, check_tclass, check_ud_size};
+pub use checks::{check_loopback_memory, check_memory_mode};
 use effective::{Effective, Settled};
 use register::{open_gpu, register, Target};
 
@@ -195,93 +198,6 @@ pub fn recv_len(transport: Transport, size: u64) -> u64 {
     } else {
         size
     }
-}
-
-/// Checks the plan against what this device and port can do, before anything is created.
-fn check_device_limits(
-    device: &Device,
-    port: &PortInfo,
-    plan: &TestPlan,
-    slot: u64,
-) -> Result<(), PlanError> {
-    let f = device.facts();
-    let depth = plan.tx_depth.max(plan.rx_depth);
-    if depth > f.max_qp_wr {
-        return Err(PlanError(format!(
-            "--tx-depth {} / --rx-depth {} exceed {}'s limit of {} work requests per queue: give \
-             both {} or less",
-            plan.tx_depth, plan.rx_depth, f.name, f.max_qp_wr, f.max_qp_wr
-        )));
-    }
-    let cqe = u64::from(plan.qps) * u64::from(plan.tx_depth + plan.rx_depth);
-    if cqe > u64::from(f.max_cqe) {
-        return Err(PlanError(format!(
-            "--qps {} x (--tx-depth {} + --rx-depth {}) needs a CQ of {cqe} entries; {} allows {}: \
-             lower one of them",
-            plan.qps,
-            plan.tx_depth,
-            plan.rx_depth,
-            f.name,
-            f.max_cqe
-        )));
-    }
-    let total = slot * u64::from(plan.qps);
-    if f.max_mr_size > 0 && total > f.max_mr_size {
-        return Err(PlanError(format!(
-            "{} QPs x {slot} bytes = {total} bytes exceeds {}'s largest memory region ({} bytes)",
-            plan.qps, f.name, f.max_mr_size
-        )));
-    }
-    if plan.connection == Connection::Ud {
-        let mtu = plan
-            .path_mtu
-            .unwrap_or(port.active_mtu)
-            .min(port.active_mtu);
-        let whose = if mtu < port.active_mtu {
-            format!("-m {mtu}")
-        } else {
-            format!("{}'s port {}", f.name, port.port)
-        };
-        check_ud_size(plan, mtu, &whose)?;
-    }
-    if matches!(plan.test.verb, Verb::Read | Verb::Atomic) && f.max_qp_rd_atom == 0 {
-        return Err(PlanError(format!(
-            "{} does not support RDMA READ or atomics (max_qp_rd_atom is 0)",
-            f.name
-        )));
-    }
-    check_outs(plan, f)
-}
-
-/// `-o` above what the device lets a QP keep outstanding, naming the device's limit.
-fn check_outs(plan: &TestPlan, f: &verbs::DeviceFacts) -> Result<(), PlanError> {
-    let most = f.max_qp_init_rd_atom.min(f.max_qp_rd_atom);
-    match plan.outs {
-        Some(o) if o > most => Err(PlanError(format!(
-            "--outs {o} exceeds {}'s limit of {most} outstanding READs/atomics per QP: give \
-             --outs 1 to {most}, or leave it out",
-            f.name
-        ))),
-        _ => Ok(()),
-    }
-}
-
-/// UD carries one packet per message: every size of the plan must fit the path MTU that
-/// `whose` (a port, or the peer's) allows.
-fn check_ud_size(plan: &TestPlan, mtu: u32, whose: &str) -> Result<(), PlanError> {
-    let largest = plan.max_size();
-    if largest <= u64::from(mtu) {
-        return Ok(());
-    }
-    let asked = if plan.sizes.len() > 1 {
-        format!("the sweep's {largest}-byte messages")
-    } else {
-        format!("-s {largest}")
-    };
-    Err(PlanError(format!(
-        "-c UD sends one packet per message: {asked} exceeds the path MTU of {mtu} bytes \
-         ({whose}); give -s {mtu} or less, or -c RC"
-    )))
 }
 
 impl Local {
@@ -541,89 +457,9 @@ fn inline_refusal(plan: &TestPlan, device: &Device, max: u32) -> PlanError {
     ))
 }
 
-/// What a memory mode cannot do with this plan: inline data or write-lat's CPU polling on GPU
-/// memory, and what the staged path refuses (`staged::refusal`). Pure: the command line
-/// checks it before anything loads the CUDA driver or opens a device (`TestArgs::
-/// check_memory`), and `prepare` again on the plan this side runs (a server's is the
-/// client's). `flag` is the option that gave `mem` (`--mem`, or `--peer-mem`).
-pub fn check_memory_mode(
-    flag: &str,
-    mem: &MemMode,
-    plan: &TestPlan,
-    role: Role,
-) -> Result<(), PlanError> {
-    // The NIC reaches the GPU's memory itself (dma-buf or peer memory): the CPU cannot.
-    let direct = mem.gdr();
-    let staged = mem.is_staged();
-    if direct && plan.inline > 0 {
-        return Err(PlanError(format!(
-            "{flag} {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
-             which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
-             --mem {} (which posts from host bounce buffers)",
-            mem.name(),
-            plan.inline,
-            mem.with_path(GpuPath::Staged)
-        )));
-    }
-    if staged && plan.srq {
-        return Err(PlanError(format!(
-            "{flag} {}: --srq: the staged pipeline posts its receives into its own bounce \
-             buffers; leave one of them out",
-            mem.name()
-        )));
-    }
-    if let (true, Some(r)) = (staged, plan.rate_limit) {
-        return Err(PlanError(format!(
-            "{flag} {}: --rate-limit {r} paces the host loop's posts; the staged pipeline \
-             posts as its bounce buffers fill: leave one of them out",
-            mem.name()
-        )));
-    }
-    if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
-        return Err(PlanError(format!("{flag} {}: {why}", mem.name())));
-    }
-    let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
-    if direct && lat_write {
-        return Err(PlanError(format!(
-            "{flag} {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
-             use send-lat, --mem {} (it polls the bounce buffer), or --mem host",
-            mem.name(),
-            mem.with_path(GpuPath::Staged)
-        )));
-    }
-    Ok(())
-}
-
-/// The memory rules of a run whose two sides are both in this invocation (`--loopback`):
-/// each side's mode (`client_flag` names the option that gave the client's), and a staged
-/// server's need of a staged client with the same bounce buffers (`staged::check_peer`).
-pub fn check_loopback_memory(
-    plan: &TestPlan,
-    server: &SideConfig,
-    client: &SideConfig,
-    client_flag: &str,
-) -> Result<(), PlanError> {
-    check_memory_mode("--mem", &server.mem, plan, Role::Server)?;
-    check_memory_mode(client_flag, &client.mem, plan, Role::Client)?;
-    let layout = |side: &SideConfig| staged::planned_layout(plan, &side.mem, side.staging);
-    staged::check_peer(plan, Role::Server, layout(server), layout(client))
-}
-
 /// True when this side's QPs send a GRH: always on RoCE, on InfiniBand when `-x` named a GID.
 fn sends_grh(port: &PortInfo, gid_given: bool) -> bool {
     port.link_layer == LinkLayer::Ethernet || gid_given
-}
-
-/// `--tclass` is a field of the GRH: refused, before anything is allocated, where the QPs
-/// send none.
-fn check_tclass(plan: &TestPlan, grh: bool) -> Result<(), PlanError> {
-    match (plan.tclass, grh) {
-        (Some(tc), false) => Err(PlanError(format!(
-            "--tclass {tc} is a field of the GRH, which this InfiniBand port sends only with \
-             -x: give -x GID_INDEX too, or leave --tclass out"
-        ))),
-        _ => Ok(()),
-    }
 }
 
 /// The READs/atomics a QP accepts outstanding as a responder: what the device allows, or

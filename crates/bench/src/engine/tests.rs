@@ -1,4 +1,5 @@
 use super::*;
+use crate::engine::checks::check_outs;
 
 #[test]
 fn tclass_without_a_grh_is_refused_naming_x() {
