@@ -18,7 +18,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use topo::{list_rdma_devices, parse_bdf, GpuInfo, PairInfo, PciPath, RdmaDevice, Sysfs, Topology};
+use topo::{
+    list_rdma_devices, parse_bdf, GpuInfo, PairInfo, PciPath, RdmaDevice, RdmaPort, Sysfs, Topology,
+};
 
 use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
 use crate::text::printable;
@@ -238,7 +240,6 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     let live = is_live(sysfs);
     let nic = choose_device(sysfs, opts)?;
     let mut checks = Vec::new();
-    let mut heading = Vec::new();
     let topology = match Topology::scan(sysfs) {
         Ok(t) => Some(t),
         Err(e) => {
@@ -253,16 +254,62 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
         Some(t) => choose_gpu(t, nic.as_ref(), opts.gpu.as_deref())?,
         None => None,
     };
-    let pair: Option<&PairInfo> = match (&topology, &nic, &gpu) {
-        (Some(t), Some(nic), Some((gpu, _))) => t.pair(&nic.name, &gpu.bdf),
+    let heading = heading_lines(sysfs, opts, live, nic.as_ref(), gpu.as_ref());
+    let gpu_info: Option<&GpuInfo> = gpu.as_ref().map(|(gpu, _)| *gpu);
+
+    let port = nic.as_ref().and_then(|n| n.port(opts.port));
+    let netdev: Option<String> = match (&nic, port) {
+        (Some(nic), Some(port)) => port.netdevs.first().or(nic.netdevs.first()).cloned(),
+        _ => None,
+    };
+    let started = Instant::now();
+    let before = match (&nic, port) {
+        (Some(nic), Some(_)) => Some(read_counters(sysfs, opts, nic, netdev.as_deref())),
         _ => None,
     };
 
-    match &nic {
+    checks.extend(nic_checks(sysfs, opts, nic.as_ref(), port));
+    checks.push(gpu_link(gpu_info));
+    let (mtu, mtu_active) = mtu_checks(sysfs, opts, live, nic.as_ref(), port, netdev.as_deref());
+    checks.extend(mtu);
+    let counters_at = checks.len();
+    checks.extend(gpudirect_checks(
+        sysfs,
+        live,
+        topology.as_ref(),
+        nic.as_ref(),
+        gpu_info,
+    ));
+    checks.push(iommu_check(topology.as_ref(), nic.as_ref()));
+    checks.extend(cpu_checks(sysfs, opts, live, nic.as_ref()));
+    if let (Some(nic), Some(port)) = (&nic, port) {
+        let link = nic.pci.as_ref().map(|p| &p.link);
+        checks.push(checks::ceilings(port, mtu_active, link));
+    }
+
+    if let (Some(nic), Some(port), Some(before)) = (&nic, port, &before) {
+        let [congestion, errors] =
+            sample_counters(sysfs, opts, nic, port, before, started, netdev.as_deref());
+        checks.insert(counters_at, errors);
+        checks.insert(counters_at, congestion);
+    }
+    Ok(Diagnosis { heading, checks })
+}
+
+/// The heading's lines: the device and port, the GPU and, for a snapshot, the sysfs root.
+fn heading_lines(
+    sysfs: &Sysfs,
+    opts: &Options,
+    live: bool,
+    nic: Option<&RdmaDevice>,
+    gpu: Option<&(&GpuInfo, String)>,
+) -> Vec<String> {
+    let mut heading = Vec::new();
+    match nic {
         Some(nic) => heading.push(format!("rdmabench doctor: {} port {}", nic.name, opts.port)),
         None => heading.push("rdmabench doctor: no RDMA device".to_string()),
     }
-    match &gpu {
+    match gpu {
         Some((gpu, why)) => heading.push(format!("GPU {} ({why})", gpu.bdf)),
         None => heading.push("GPU: none".to_string()),
     }
@@ -272,80 +319,100 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
             sysfs.root().display()
         ));
     }
+    heading
+}
 
-    let port = nic.as_ref().and_then(|n| n.port(opts.port));
-    let netdev: Option<String> = match (&nic, port) {
-        (Some(nic), Some(port)) => port.netdevs.first().or(nic.netdevs.first()).cloned(),
-        _ => None,
-    };
-    let sample_netdevs: Vec<String> = netdev.iter().cloned().collect();
-    let started = Instant::now();
-    let before = match (&nic, port) {
-        (Some(nic), Some(_)) => Some(congestion::read(
-            sysfs,
-            &nic.name,
-            opts.port,
-            &sample_netdevs,
-        )),
-        _ => None,
-    };
-
-    let mut mtu_active = None;
-    match &nic {
-        None => checks.push(
-            Check::fail(
-                "RDMA device",
-                format!(
-                    "no RDMA device under {}",
-                    sysfs
-                        .host_path(std::path::Path::new("/sys/class/infiniband"))
-                        .display()
-                ),
-            )
-            .fix(
-                "load the NIC's RDMA driver (mlx5_ib, ...) and install rdma-core; `rdma link` \
-                 lists devices; for soft-RoCE `rdma link add rxe0 type rxe netdev eth0`",
+/// The device, port state, port rate and NIC PCIe link checks; one FAIL without a device.
+fn nic_checks(
+    sysfs: &Sysfs,
+    opts: &Options,
+    nic: Option<&RdmaDevice>,
+    port: Option<&RdmaPort>,
+) -> Vec<Check> {
+    let Some(nic) = nic else {
+        return vec![Check::fail(
+            "RDMA device",
+            format!(
+                "no RDMA device under {}",
+                sysfs
+                    .host_path(std::path::Path::new("/sys/class/infiniband"))
+                    .display()
             ),
-        ),
-        Some(nic) => {
-            checks.push(checks::device(nic));
-            checks.push(checks::port_state(nic, opts.port));
-            match port {
-                Some(port) => checks.push(checks::port_rate(nic, port, opts.expect_gbps)),
-                None => checks.push(Check::skip("port rate", format!("no port {}", opts.port))),
-            }
-            checks.push(nic_link(sysfs, nic));
-        }
+        )
+        .fix(
+            "load the NIC's RDMA driver (mlx5_ib, ...) and install rdma-core; `rdma link` \
+             lists devices; for soft-RoCE `rdma link add rxe0 type rxe netdev eth0`",
+        )];
+    };
+    let mut checks = vec![checks::device(nic), checks::port_state(nic, opts.port)];
+    match port {
+        Some(port) => checks.push(checks::port_rate(nic, port, opts.expect_gbps)),
+        None => checks.push(Check::skip("port rate", format!("no port {}", opts.port))),
     }
-    checks.push(match &gpu {
-        Some((gpu, _)) => {
+    checks.push(nic_link(sysfs, nic));
+    checks
+}
+
+/// The GPU's PCIe link check, against the port above it.
+fn gpu_link(gpu: Option<&GpuInfo>) -> Check {
+    match gpu {
+        Some(gpu) => {
             let port = gpu.path.bridges().last().map(|h| h.bdf.as_str());
             let check = pcie::pcie_link("GPU PCIe link", &gpu.bdf, &gpu.link, port, true);
             pcie::with_uplinks(check, &pcie::downtrained_uplinks(&gpu.path))
         }
         None => Check::skip("GPU PCIe link", "no GPU found"),
-    });
-    if let (Some(nic), Some(port)) = (&nic, port) {
-        let verbs = live.then(|| verbs_active_mtu(&nic.name, opts.port));
-        let fact = checks::mtu_fact(sysfs, port.layer(), netdev.as_deref(), verbs);
-        mtu_active = fact.active;
-        let iwarp = checks::is_iwarp(nic);
-        checks.push(checks::mtu(&nic.name, port, &fact, iwarp));
-        let gids = checks::read_gids(sysfs, &nic.name, opts.port);
-        checks.push(checks::roce_gid(port, &gids, netdev.as_deref(), iwarp));
-    } else if nic.is_some() {
-        checks.push(Check::skip("MTU", format!("no port {}", opts.port)));
-        checks.push(Check::skip("RoCEv2 GID", format!("no port {}", opts.port)));
     }
-    let counters_at = checks.len();
+}
 
-    let gdr_skip = match (&nic, &gpu) {
+/// The MTU and RoCEv2 GID checks (none without a device), and the active MTU when known.
+fn mtu_checks(
+    sysfs: &Sysfs,
+    opts: &Options,
+    live: bool,
+    nic: Option<&RdmaDevice>,
+    port: Option<&RdmaPort>,
+    netdev: Option<&str>,
+) -> (Vec<Check>, Option<u32>) {
+    match (nic, port) {
+        (Some(nic), Some(port)) => {
+            let verbs = live.then(|| verbs_active_mtu(&nic.name, opts.port));
+            let fact = checks::mtu_fact(sysfs, port.layer(), netdev, verbs);
+            let iwarp = checks::is_iwarp(nic);
+            let mtu = checks::mtu(&nic.name, port, &fact, iwarp);
+            let gids = checks::read_gids(sysfs, &nic.name, opts.port);
+            let gid = checks::roce_gid(port, &gids, netdev, iwarp);
+            (vec![mtu, gid], fact.active)
+        }
+        (Some(_), None) => {
+            let mtu = Check::skip("MTU", format!("no port {}", opts.port));
+            let gid = Check::skip("RoCEv2 GID", format!("no port {}", opts.port));
+            (vec![mtu, gid], None)
+        }
+        (None, _) => (Vec::new(), None),
+    }
+}
+
+/// The NIC-GPU path, ACS, GPUDirect RDMA and GPU dma-buf checks, skipped where they do not apply.
+fn gpudirect_checks(
+    sysfs: &Sysfs,
+    live: bool,
+    topology: Option<&Topology>,
+    nic: Option<&RdmaDevice>,
+    gpu: Option<&GpuInfo>,
+) -> Vec<Check> {
+    let pair: Option<&PairInfo> = match (topology, nic, gpu) {
+        (Some(t), Some(nic), Some(gpu)) => t.pair(&nic.name, &gpu.bdf),
+        _ => None,
+    };
+    let gdr_skip = match (nic, gpu) {
         (Some(nic), _) if nic.is_virtual() => Some(format!("{VIRTUAL}: GPUDirect needs a PCI NIC")),
         (None, _) => Some("no RDMA device".to_string()),
         (_, None) => Some("no GPU found".to_string()),
         _ => None,
     };
-    match (&gdr_skip, pair, &topology) {
+    let mut checks = Vec::new();
+    match (&gdr_skip, pair, topology) {
         (None, Some(pair), Some(topology)) => {
             checks.push(checks::path_class(topology, pair));
             checks.push(checks::acs(pair));
@@ -360,11 +427,9 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     }
     match &gdr_skip {
         None => {
-            let (bdf, kind) = gpu
-                .as_ref()
-                .map_or(("", topo::Accelerator::Nvidia), |(g, _)| {
-                    (g.bdf.as_str(), g.kind)
-                });
+            let (bdf, kind) = gpu.map_or(("", topo::Accelerator::Nvidia), |g| {
+                (g.bdf.as_str(), g.kind)
+            });
             checks.push(checks::gpudirect_for(kind, &GdrFacts::read(sysfs)));
             checks.push(checks::gpu_dmabuf_attribute(bdf, kind, live));
         }
@@ -373,20 +438,28 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
             checks.push(Check::skip("GPU dma-buf support", why.clone()));
         }
     }
-    match &topology {
+    checks
+}
+
+/// The IOMMU check, with the NIC's IOMMU group type where it has one.
+fn iommu_check(topology: Option<&Topology>, nic: Option<&RdmaDevice>) -> Check {
+    match topology {
         Some(t) => {
             let group = nic
-                .as_ref()
                 .and_then(|n| n.pci.as_ref())
                 .and_then(|p| p.iommu_type.as_deref());
-            checks.push(checks::iommu(&t.iommu, group));
+            checks::iommu(&t.iommu, group)
         }
-        None => checks.push(Check::skip("IOMMU", "topology unreadable")),
+        None => Check::skip("IOMMU", "topology unreadable"),
     }
+}
 
+/// The NUMA locality check (with a device) and the CPU governor check.
+fn cpu_checks(sysfs: &Sysfs, opts: &Options, live: bool, nic: Option<&RdmaDevice>) -> Vec<Check> {
+    let mut checks = Vec::new();
     let cpus = cpus(live, opts);
     let nodes = host::nodes(sysfs);
-    if let Some(nic) = &nic {
+    if let Some(nic) = nic {
         checks.push(if nic.is_virtual() {
             Check::skip("NUMA locality", VIRTUAL)
         } else {
@@ -398,29 +471,42 @@ pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
         Cpus::Unknown(_) => None,
     };
     checks.push(checks::governor(&host::governors(sysfs), known));
-    if let (Some(nic), Some(port)) = (&nic, port) {
-        let link = nic.pci.as_ref().map(|p| &p.link);
-        checks.push(checks::ceilings(port, mtu_active, link));
-    }
+    checks
+}
 
-    if let (Some(nic), Some(port), Some(before)) = (&nic, port, &before) {
-        // Nothing to watch, nothing to wait for.
-        if !before.is_empty() {
-            thread::sleep(opts.sample.saturating_sub(started.elapsed()));
-        }
-        let elapsed = if opts.sample.is_zero() {
-            Duration::ZERO
-        } else {
-            started.elapsed()
-        };
-        let after = congestion::read(sysfs, &nic.name, opts.port, &sample_netdevs);
-        let ethernet = port.layer() == Some(topo::LinkLayer::Ethernet);
-        let [congestion, errors] =
-            congestion::checks(before, &after, elapsed, ethernet, netdev.as_deref());
-        checks.insert(counters_at, errors);
-        checks.insert(counters_at, congestion);
+/// The port's congestion and error counters, and those of its netdev where it has one.
+fn read_counters(
+    sysfs: &Sysfs,
+    opts: &Options,
+    nic: &RdmaDevice,
+    netdev: Option<&str>,
+) -> congestion::Sample {
+    let netdevs: Vec<String> = netdev.iter().map(|n| n.to_string()).collect();
+    congestion::read(sysfs, &nic.name, opts.port, &netdevs)
+}
+
+/// The congestion and error checks: the counters read again once `--sample-secs` has passed.
+fn sample_counters(
+    sysfs: &Sysfs,
+    opts: &Options,
+    nic: &RdmaDevice,
+    port: &RdmaPort,
+    before: &congestion::Sample,
+    started: Instant,
+    netdev: Option<&str>,
+) -> [Check; 2] {
+    // Nothing to watch, nothing to wait for.
+    if !before.is_empty() {
+        thread::sleep(opts.sample.saturating_sub(started.elapsed()));
     }
-    Ok(Diagnosis { heading, checks })
+    let elapsed = if opts.sample.is_zero() {
+        Duration::ZERO
+    } else {
+        started.elapsed()
+    };
+    let after = read_counters(sysfs, opts, nic, netdev);
+    let ethernet = port.layer() == Some(topo::LinkLayer::Ethernet);
+    congestion::checks(before, &after, elapsed, ethernet, netdev)
 }
 
 /// The NIC's PCIe link check, against the port above it.
