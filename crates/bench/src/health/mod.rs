@@ -157,67 +157,21 @@ pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport>
     let margin = (args.budget / 10.0).min(0.5);
     let deadline = start + Duration::from_secs_f64(args.budget - margin);
     let sysfs = sysfs_for(args.sysfs_root.as_deref());
-    let unread = |path: &Path| sysfs.why_unreadable(path);
     let given = args.expect.as_deref().map(Expectations::read).transpose()?;
     let mut times = Vec::new();
     let topology = timed(&mut times, "inventory", String::new(), || {
         Topology::scan(&sysfs)
     })
     .context("cannot read the PCIe and RDMA devices")?;
-    let mut found: Vec<Finding> = Vec::new();
-    if given.is_none() {
-        found.extend(findings::as_found(&topology, &unread));
-    }
-    let want = given.unwrap_or_else(|| findings::of_node(&topology));
-    let note = format!("{} NIC(s)", want.nics.len());
-    found.extend(timed(&mut times, "nics", note, || {
-        findings::nics(&topology, &want, &unread)
-    }));
-    let note = format!("{} GPU(s)", want.gpus.len());
-    found.extend(timed(&mut times, "gpus", note, || {
-        findings::gpus(&topology, &want, &unread)
-    }));
-    found.extend(timed(&mut times, "gdr", String::new(), || {
-        findings::gdr(want.gdr, gdr_ready(&sysfs, &topology))
-    }));
-    let gone = findings::gone(&found);
-    let up: Vec<(String, u32, Option<f64>)> = want
-        .nics
-        .iter()
-        .filter(|n| !gone.contains(&n.name))
-        .map(|n| (n.name.clone(), n.port, n.min_gbits))
-        .collect();
+    let (mut found, want) = device_findings(&sysfs, &topology, given, &mut times);
+    let up = nics_up(&want, &found);
     // The counters' wait takes at most half of what is left of the budget.
     let left = deadline
         .saturating_duration_since(Instant::now())
         .as_secs_f64();
     let sample = args.sample_secs.min(left / 2.0);
     found.extend(watch_counters(&sysfs, &up, sample, wait, &mut times));
-    let runs = if !is_live(&sysfs) {
-        skipped(&mut times, "bandwidth", "a copy of another machine's sysfs");
-        Vec::new()
-    } else if args.bw_secs == 0.0 {
-        skipped(&mut times, "bandwidth", "--bw-secs 0");
-        Vec::new()
-    } else {
-        // Learning takes each NIC's least of a few rounds; a check, one round.
-        let rounds = if args.learn.is_some() {
-            bandwidth::LEARN_ROUNDS
-        } else {
-            1
-        };
-        let note = format!("{} NIC(s) at once, {} s each", up.len(), args.bw_secs);
-        let (runs, ran) = timed(&mut times, "bandwidth", note, || {
-            bandwidth::least_of_rounds(&up, args.bw_secs, deadline, rounds)
-        });
-        if let Some(t) = times.last_mut().filter(|_| rounds > 1) {
-            t.note += &format!(", the least of {ran} rounds");
-            if ran < rounds {
-                t.note += &format!(" (no more fitted the budget; {rounds} are run when they do)");
-            }
-        }
-        runs
-    };
+    let runs = bandwidth_runs(&sysfs, args, &up, deadline, &mut times);
     found.extend(findings::bandwidth(&runs));
     found.sort_by_key(|f| std::cmp::Reverse(f.severity.rank()));
     // A node teaches only what it has: one with a finding writes nothing (`run` says why).
@@ -230,6 +184,78 @@ pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport>
         (found, runs, times),
         &want,
     ))
+}
+
+/// The findings of the device checks, from `nics` to `gdr`, and what was expected.
+fn device_findings(
+    sysfs: &Sysfs,
+    topology: &Topology,
+    given: Option<Expectations>,
+    times: &mut Vec<CheckTime>,
+) -> (Vec<Finding>, Expectations) {
+    let unread = |path: &Path| sysfs.why_unreadable(path);
+    let mut found: Vec<Finding> = Vec::new();
+    if given.is_none() {
+        found.extend(findings::as_found(topology, &unread));
+    }
+    let want = given.unwrap_or_else(|| findings::of_node(topology));
+    let note = format!("{} NIC(s)", want.nics.len());
+    found.extend(timed(times, "nics", note, || {
+        findings::nics(topology, &want, &unread)
+    }));
+    let note = format!("{} GPU(s)", want.gpus.len());
+    found.extend(timed(times, "gpus", note, || {
+        findings::gpus(topology, &want, &unread)
+    }));
+    found.extend(timed(times, "gdr", String::new(), || {
+        findings::gdr(want.gdr, gdr_ready(sysfs, topology))
+    }));
+    (found, want)
+}
+
+/// The expected NICs that are neither missing nor down: name, port and least bandwidth.
+fn nics_up(want: &Expectations, found: &[Finding]) -> Vec<(String, u32, Option<f64>)> {
+    let gone = findings::gone(found);
+    want.nics
+        .iter()
+        .filter(|n| !gone.contains(&n.name))
+        .map(|n| (n.name.clone(), n.port, n.min_gbits))
+        .collect()
+}
+
+/// The loopback bandwidth runs on the NICs `up`: none on a sysfs copy or with `--bw-secs 0`.
+fn bandwidth_runs(
+    sysfs: &Sysfs,
+    args: &HealthArgs,
+    up: &[(String, u32, Option<f64>)],
+    deadline: Instant,
+    times: &mut Vec<CheckTime>,
+) -> Vec<BandwidthRun> {
+    if !is_live(sysfs) {
+        skipped(times, "bandwidth", "a copy of another machine's sysfs");
+        return Vec::new();
+    }
+    if args.bw_secs == 0.0 {
+        skipped(times, "bandwidth", "--bw-secs 0");
+        return Vec::new();
+    }
+    // Learning takes each NIC's least of a few rounds; a check, one round.
+    let rounds = if args.learn.is_some() {
+        bandwidth::LEARN_ROUNDS
+    } else {
+        1
+    };
+    let note = format!("{} NIC(s) at once, {} s each", up.len(), args.bw_secs);
+    let (runs, ran) = timed(times, "bandwidth", note, || {
+        bandwidth::least_of_rounds(up, args.bw_secs, deadline, rounds)
+    });
+    if let Some(t) = times.last_mut().filter(|_| rounds > 1) {
+        t.note += &format!(", the least of {ran} rounds");
+        if ran < rounds {
+            t.note += &format!(" (no more fitted the budget; {rounds} are run when they do)");
+        }
+    }
+    runs
 }
 
 /// Whether GPUDirect RDMA can work here for the node's GPUs (the first one's vendor: a node
