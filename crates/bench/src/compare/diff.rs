@@ -168,6 +168,19 @@ pub fn check_shared_figure(records: &[(&str, &RunRecord)]) -> Result<(), PlanErr
 
 /// Compares everything but the figures.
 pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
+    let mut w = device_differences(a, b);
+    let (param_warnings, mut i) = param_differences(a, b);
+    w.extend(param_warnings);
+    w.extend(size_differences(a, b));
+    i.extend(setup_differences(a, b));
+    Differences {
+        warnings: w,
+        info: i,
+    }
+}
+
+/// The differences in the device's model, link layer, link rate and MTU (warnings).
+fn device_differences(a: &RunRecord, b: &RunRecord) -> Vec<Difference> {
     let mut w = Vec::new();
     let (da, db) = (&a.device, &b.device);
     push(
@@ -194,6 +207,12 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
         da.active_mtu.to_string(),
         db.active_mtu.to_string(),
     );
+    w
+}
+
+/// The differences in the parameters: the warnings, then the information.
+fn param_differences(a: &RunRecord, b: &RunRecord) -> (Vec<Difference>, Vec<Difference>) {
+    let mut w = Vec::new();
     let mut i = Vec::new();
     for param in PARAMS {
         let list = match param.compare {
@@ -209,6 +228,12 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
             shown(b),
         );
     }
+    (w, i)
+}
+
+/// The difference in the message sizes measured, if any (a warning).
+fn size_differences(a: &RunRecord, b: &RunRecord) -> Vec<Difference> {
+    let mut w = Vec::new();
     let (sa, sb) = (sizes(a), sizes(b));
     if sa != sb {
         push(
@@ -218,7 +243,13 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
             describe_sizes(&sb),
         );
     }
+    w
+}
 
+/// The differences in firmware, host, tool, PCIe links and ceiling (information).
+fn setup_differences(a: &RunRecord, b: &RunRecord) -> Vec<Difference> {
+    let mut i = Vec::new();
+    let (da, db) = (&a.device, &b.device);
     push(
         &mut i,
         "firmware (device.fw_ver)",
@@ -268,10 +299,7 @@ pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
         ceiling(a),
         ceiling(b),
     );
-    Differences {
-        warnings: w,
-        info: i,
-    }
+    i
 }
 
 fn tool(r: &RunRecord) -> String {
