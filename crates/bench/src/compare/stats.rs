@@ -143,16 +143,8 @@ pub fn judge_adjusted(
     let bm = median(baseline).unwrap_or(f64::NAN);
     let cm = median(candidate).unwrap_or(f64::NAN);
     let change_pct = (bm.is_finite() && bm > 0.0 && cm.is_finite()).then(|| (cm - bm) / bm * 100.0);
-    // Beyond the threshold, the test is against the baseline moved by the threshold in the
-    // direction of the change; within it, against the baseline itself (for information).
     let up = cm >= bm;
-    let beyond = change_pct.is_some_and(|c| c.abs() > s.threshold_pct);
-    let factor = if beyond {
-        1.0 + if up { 1.0 } else { -1.0 } * s.threshold_pct / 100.0
-    } else {
-        1.0
-    };
-    let moved: Vec<f64> = baseline.iter().map(|v| v * factor).collect();
+    let moved = moved_baseline(baseline, change_pct, up, s.threshold_pct);
     let spread = spread_test(&moved, candidate, s.alpha, up);
     let mut j = Judgement {
         baseline_median: bm,
@@ -177,58 +169,91 @@ pub fn judge_adjusted(
     }
     // With several sizes tested, the p-value adjusted across them decides.
     let q = match (spread, adjusted) {
-        (SpreadTest::MannWhitney { .. }, Some((q, _family))) => {
-            j.q = Some(q);
-            Some(q)
-        }
+        (SpreadTest::MannWhitney { .. }, Some((q, _family))) => Some(q),
         _ => None,
     };
-    let shown = |p: f64| match q {
-        Some(q) => format!("q={}", fmt_p(q)),
-        None => format!("p={}", fmt_p(p)),
-    };
-    let significant = match spread {
-        SpreadTest::MannWhitney { p, .. } => q.unwrap_or(p) < s.alpha,
-        SpreadTest::NoOverlap { separated, .. } => separated,
-        SpreadTest::ThresholdOnly => true,
-    };
-    let better = (change > 0.0) == s.higher_is_better;
-    let alpha = s.alpha;
-    if !significant {
-        j.reason = match spread {
-            SpreadTest::MannWhitney { p, .. } => {
-                format!("inside the noise ({} ≥ {alpha})", shown(p))
-            }
-            _ => format!(
-                "inside the noise: the repetitions overlap ({} vs {})",
-                baseline.len(),
-                candidate.len()
-            ),
-        };
+    j.q = q;
+    let reps = (baseline.len(), candidate.len());
+    if !significant(spread, q, s.alpha) {
+        j.reason = noise_reason(spread, q, s.alpha, reps);
         return j;
     }
+    let better = (change > 0.0) == s.higher_is_better;
     j.verdict = if better {
         Verdict::Faster
     } else {
         Verdict::Slower
     };
-    j.reason = match spread {
+    j.reason = beyond_reason(spread, q, s, reps);
+    j
+}
+
+/// The baseline's values to test against, moved by the threshold when the change is beyond it.
+fn moved_baseline(
+    baseline: &[f64],
+    change_pct: Option<f64>,
+    up: bool,
+    threshold_pct: f64,
+) -> Vec<f64> {
+    // Beyond the threshold, the test is against the baseline moved by the threshold in the
+    // direction of the change; within it, against the baseline itself (for information).
+    let beyond = change_pct.is_some_and(|c| c.abs() > threshold_pct);
+    let factor = if beyond {
+        1.0 + if up { 1.0 } else { -1.0 } * threshold_pct / 100.0
+    } else {
+        1.0
+    };
+    baseline.iter().map(|v| v * factor).collect()
+}
+
+/// Whether the spread test says the change is beyond the noise (`q` deciding when given).
+fn significant(spread: SpreadTest, q: Option<f64>, alpha: f64) -> bool {
+    match spread {
+        SpreadTest::MannWhitney { p, .. } => q.unwrap_or(p) < alpha,
+        SpreadTest::NoOverlap { separated, .. } => separated,
+        SpreadTest::ThresholdOnly => true,
+    }
+}
+
+/// "q=..." when the p-value was adjusted, else "p=...".
+fn shown_p(p: f64, q: Option<f64>) -> String {
+    match q {
+        Some(q) => format!("q={}", fmt_p(q)),
+        None => format!("p={}", fmt_p(p)),
+    }
+}
+
+/// Why a change beyond the threshold is inside the noise; `reps`: the repetitions on each side.
+fn noise_reason(spread: SpreadTest, q: Option<f64>, alpha: f64, reps: (usize, usize)) -> String {
+    match spread {
+        SpreadTest::MannWhitney { p, .. } => {
+            format!("inside the noise ({} ≥ {alpha})", shown_p(p, q))
+        }
+        _ => format!(
+            "inside the noise: the repetitions overlap ({} vs {})",
+            reps.0, reps.1
+        ),
+    }
+}
+
+/// Why a change is beyond the threshold and the noise; `reps`: the repetitions on each side.
+fn beyond_reason(spread: SpreadTest, q: Option<f64>, s: &Settings, reps: (usize, usize)) -> String {
+    let (threshold, alpha) = (s.threshold_pct, s.alpha);
+    match spread {
         SpreadTest::MannWhitney { p, .. } => {
             format!(
                 "beyond ±{threshold}% and the noise ({} < {alpha})",
-                shown(p)
+                shown_p(p, q)
             )
         }
         SpreadTest::NoOverlap { .. } => format!(
             "beyond ±{threshold}%, no overlap ({} vs {} repetitions)",
-            baseline.len(),
-            candidate.len()
+            reps.0, reps.1
         ),
         SpreadTest::ThresholdOnly => {
             format!("beyond ±{threshold}% (no repetitions: threshold only)")
         }
-    };
-    j
+    }
 }
 
 /// Benjamini-Hochberg adjusted p-values ("q-values"), in the order given: comparing them
