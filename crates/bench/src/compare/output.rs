@@ -284,74 +284,8 @@ pub fn markdown(report: &Report) -> String {
         if i > 0 {
             out.push('\n');
         }
-        let _ = writeln!(
-            out,
-            "### rdmabench compare: `{}` against `{}`\n",
-            md(&c.candidate),
-            md(&c.baseline)
-        );
-        let _ = writeln!(
-            out,
-            "- **Baseline**: `{}`: {}",
-            md(&c.baseline),
-            md(&c.baseline_desc)
-        );
-        let _ = writeln!(
-            out,
-            "- **Candidate**: `{}`: {}",
-            md(&c.candidate),
-            md(&c.candidate_desc)
-        );
-        for d in &c.differences.info {
-            let _ = writeln!(
-                out,
-                "- Changed: {}: `{}` → `{}`",
-                md(&d.what),
-                md(&d.baseline),
-                md(&d.candidate)
-            );
-        }
-        out.push('\n');
-        if !c.differences.warnings.is_empty() {
-            let _ = writeln!(
-                out,
-                "> **Warning**: the records differ in what makes runs comparable; read the verdicts with care:"
-            );
-            for d in &c.differences.warnings {
-                let _ = writeln!(
-                    out,
-                    "> - {}: `{}` → `{}`",
-                    md(&d.what),
-                    md(&d.baseline),
-                    md(&d.candidate)
-                );
-            }
-            out.push('\n');
-        }
-        let latency = has_latency(c);
-        let h = header(latency);
-        let _ = writeln!(out, "| {} |", h.join(" | ").replace("[us]", "[µs]"));
-        let aligns: Vec<&str> = h
-            .iter()
-            .map(|t| match *t {
-                "size" | "metric" | "verdict" | "why" => ":--",
-                _ => "--:",
-            })
-            .collect();
-        let _ = writeln!(out, "|{}|", aligns.join("|"));
-        for r in &c.rows {
-            let mut cells = cells(r, latency);
-            let v = cells.len() - 2;
-            if r.judgement.verdict != Verdict::Same {
-                cells[v] = format!("**{}**", cells[v]);
-            }
-            let cells: Vec<String> = cells
-                .iter()
-                .map(|s| md(&s.replace("[us]", "[µs]")))
-                .collect();
-            let _ = writeln!(out, "| {} |", cells.join(" | "));
-        }
-        out.push('\n');
+        out.push_str(&markdown_heading(c));
+        out.push_str(&markdown_table(c));
         only_in(&mut out, c, |s| format!("{s}  "));
         if let Some(l) = legend(c) {
             let _ = writeln!(out, "{l}\n");
@@ -362,6 +296,86 @@ pub fn markdown(report: &Report) -> String {
         let _ = writeln!(out, "**Summary**: {}\n", summary(c));
     }
     let _ = writeln!(out, "*Method*: {METHOD} ({}).", thresholds(report));
+    out
+}
+
+/// The Markdown heading of a comparison: its two records, what changed and the warnings.
+fn markdown_heading(c: &Comparison) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "### rdmabench compare: `{}` against `{}`\n",
+        md(&c.candidate),
+        md(&c.baseline)
+    );
+    let _ = writeln!(
+        out,
+        "- **Baseline**: `{}`: {}",
+        md(&c.baseline),
+        md(&c.baseline_desc)
+    );
+    let _ = writeln!(
+        out,
+        "- **Candidate**: `{}`: {}",
+        md(&c.candidate),
+        md(&c.candidate_desc)
+    );
+    for d in &c.differences.info {
+        let _ = writeln!(
+            out,
+            "- Changed: {}: `{}` → `{}`",
+            md(&d.what),
+            md(&d.baseline),
+            md(&d.candidate)
+        );
+    }
+    out.push('\n');
+    if !c.differences.warnings.is_empty() {
+        let _ = writeln!(
+            out,
+            "> **Warning**: the records differ in what makes runs comparable; read the verdicts with care:"
+        );
+        for d in &c.differences.warnings {
+            let _ = writeln!(
+                out,
+                "> - {}: `{}` → `{}`",
+                md(&d.what),
+                md(&d.baseline),
+                md(&d.candidate)
+            );
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The Markdown table of a comparison's rows, the verdicts other than "same" in bold.
+fn markdown_table(c: &Comparison) -> String {
+    let mut out = String::new();
+    let latency = has_latency(c);
+    let h = header(latency);
+    let _ = writeln!(out, "| {} |", h.join(" | ").replace("[us]", "[µs]"));
+    let aligns: Vec<&str> = h
+        .iter()
+        .map(|t| match *t {
+            "size" | "metric" | "verdict" | "why" => ":--",
+            _ => "--:",
+        })
+        .collect();
+    let _ = writeln!(out, "|{}|", aligns.join("|"));
+    for r in &c.rows {
+        let mut cells = cells(r, latency);
+        let v = cells.len() - 2;
+        if r.judgement.verdict != Verdict::Same {
+            cells[v] = format!("**{}**", cells[v]);
+        }
+        let cells: Vec<String> = cells
+            .iter()
+            .map(|s| md(&s.replace("[us]", "[µs]")))
+            .collect();
+        let _ = writeln!(out, "| {} |", cells.join(" | "));
+    }
+    out.push('\n');
     out
 }
 
