@@ -14,7 +14,7 @@ use super::launcher::Place;
 use super::median::label;
 use super::schedule::{self, Pair};
 use super::spec::{Pattern, SweepSpec, SweepTest};
-use super::summary;
+use super::summary::{self, SummaryExporter};
 use super::verdict::{self, alarming, judge, reruns};
 use super::worker::SweepEnd;
 use super::{congestion, fabric, locate, preflight};
@@ -22,8 +22,8 @@ use crate::control::{printable, FlowDone, FlowFrom, FlowTo, Listener, Message, W
 use crate::files::write_atomically;
 use crate::plan::{Mode, PlanError};
 use crate::report::{
-    now_rfc3339, PairRecord, RankRecord, RunRecord, RunStatus, SweepRecord, ToolRecord,
-    Unreachable, FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
+    now_rfc3339, Exporter, JsonExporter, PairRecord, PromExporter, RankRecord, RunRecord,
+    RunStatus, SweepRecord, ToolRecord, Unreachable, FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
 };
 
 /// How often a sweep's record is rewritten while the sweep goes on.
@@ -63,14 +63,14 @@ pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Resul
     let end = match sweep(spec, &mut members, &mut rec, &rounds) {
         Ok(()) => {
             rec.status = RunStatus::Complete;
-            print!("{}", summary::render(&rec));
+            print_summary(&rec)?;
             println!("{}", summary::timing(&rec, spec, rounds.len()));
             verdict_end(&rec, spec.json.as_deref())
         }
         Err(e) => {
             rec.status = RunStatus::Failed;
             rec.error = Some(format!("{e:#}"));
-            print!("{}", summary::render(&rec));
+            print_summary(&rec)?;
             SweepEnd {
                 exit: 1,
                 reason: format!("{e:#}"),
@@ -899,12 +899,18 @@ fn pair_record(
 /// The sweep record to `--json`, its metrics to `--prom`.
 fn write_record(spec: &SweepSpec, rec: &SweepRecord) -> Result<()> {
     if let Some(path) = &spec.json {
-        let bytes = serde_json::to_vec_pretty(rec)?;
-        write_atomically(path, &bytes)?;
+        write_atomically(path, &JsonExporter.render(rec)?)?;
     }
     if let Some(path) = &spec.prom {
-        write_atomically(path, crate::report::render_sweep(rec).as_bytes())?;
+        write_atomically(path, &PromExporter.render(rec)?)?;
     }
+    Ok(())
+}
+
+/// The sweep's summary on stdout.
+fn print_summary(rec: &SweepRecord) -> Result<()> {
+    let bytes = SummaryExporter.render(rec)?;
+    print!("{}", String::from_utf8_lossy(&bytes));
     Ok(())
 }
 

@@ -40,9 +40,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::median::{bar, by_majority, fleet, label, spread, vs_median, SPREAD_PAIRS};
-use crate::compare::stats::median;
 use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, NamedPath, PairRecord, SweepRecord};
+use model::stats::median;
 
 /// Every pair across two leaves slow, the pairs inside each fine.
 pub const BETWEEN: &str = "between leaves";

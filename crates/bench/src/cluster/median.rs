@@ -4,9 +4,9 @@
 
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 
-use crate::compare::stats::median;
 use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, PairRecord, SweepRecord};
+use model::stats::median;
 
 /// A healthy pair may stray this many of the fleet's spreads from its median.
 const NOISE_SPREADS: f64 = 3.0;

@@ -11,7 +11,7 @@ use super::locate::headline;
 use super::median::{badness, label, vs_median};
 use super::spec::{SweepSpec, SETUP_SECS};
 use crate::report::sweep::lower_is_better;
-use crate::report::{PairRecord, SweepRecord};
+use crate::report::{Exporter, PairRecord, SweepRecord};
 use crate::units::format_size;
 
 /// Worst pairs shown per test.
@@ -97,8 +97,19 @@ pub fn timing(rec: &SweepRecord, spec: &SweepSpec, planned: usize) -> String {
     line
 }
 
+/// The summary rank 0 prints after the sweep: the fleet's figures, the worst pairs, the
+/// failed tests and the NICs and paths named.
+#[derive(Debug, Clone, Copy)]
+pub struct SummaryExporter;
+
+impl Exporter<SweepRecord> for SummaryExporter {
+    fn render(&self, rec: &SweepRecord) -> anyhow::Result<Vec<u8>> {
+        Ok(render(rec).into_bytes())
+    }
+}
+
 /// The summary after the sweep.
-pub fn render(rec: &SweepRecord) -> String {
+pub(super) fn render(rec: &SweepRecord) -> String {
     let mut out = String::new();
     if !rec.groups.is_empty() {
         out.push_str(&super::congestion::render(rec));

@@ -30,11 +30,11 @@ use super::locate;
 use super::median::{
     badness, bar, by_majority, fleet, label, partners_in, spread, vs_median, Partners,
 };
-use crate::compare::stats::median;
 use crate::doctor::congestion::classify;
 use crate::report::sweep::lower_is_better;
 use crate::report::{FleetFigures, NamedNic, PairRecord, SweepRecord};
 use crate::text::printable;
+use model::stats::median;
 
 /// Fills every pair's place against the median, the fleet's figures, the paths beyond one
 /// NIC (`locate.rs`) and the named NICs, in that order: the fleet's figures and suspects

@@ -1,11 +1,26 @@
-//! The outputs of `compare` on two sweeps: a terminal table and Markdown (`--json` is the
-//! serialized [`SweepComparison`]).
+//! The outputs of `compare` on two sweeps: the terminal table and Markdown exporters
+//! (`--json` is the JSON exporter's, of the serialized [`SweepComparison`]).
 
 use std::fmt::Write as _;
 
+use anyhow::Result;
+
 use super::fleet::{LonePair, PairChange, PairVerdict, SweepComparison};
-use super::output::{columns, md, sig4};
+use super::output::{columns, md, sig4, MarkdownExporter, TableExporter};
+use crate::report::Exporter;
 use crate::text::printable;
+
+impl Exporter<SweepComparison> for TableExporter {
+    fn render(&self, c: &SweepComparison) -> Result<Vec<u8>> {
+        Ok(table(c).into_bytes())
+    }
+}
+
+impl Exporter<SweepComparison> for MarkdownExporter {
+    fn render(&self, c: &SweepComparison) -> Result<Vec<u8>> {
+        Ok(markdown(c).into_bytes())
+    }
+}
 
 /// The method, in one sentence for the outputs.
 pub const SWEEP_METHOD: &str = "pairs matched by test and by the host and device of both \
@@ -123,7 +138,7 @@ fn findings(c: &SweepComparison, bullet: &str) -> Vec<String> {
 }
 
 /// The terminal table.
-pub fn table(c: &SweepComparison) -> String {
+fn table(c: &SweepComparison) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Before: {}: {}", c.before, c.before_desc);
     let _ = writeln!(out, "After : {}: {}", c.after, c.after_desc);
@@ -151,7 +166,7 @@ pub fn table(c: &SweepComparison) -> String {
 }
 
 /// Markdown for a pull request or a ticket.
-pub fn markdown(c: &SweepComparison) -> String {
+fn markdown(c: &SweepComparison) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,

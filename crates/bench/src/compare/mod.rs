@@ -36,10 +36,11 @@ use clap::Args;
 use serde::Serialize;
 
 use crate::plan::PlanError;
-use crate::report::{RunRecord, RunStatus, SizeResult, SCHEMA};
+use crate::report::{Exporter, JsonExporter, RunRecord, RunStatus, SizeResult, SCHEMA};
 use diff::{
     check_shared_figure, check_together, describe_sizes, differences, sizes, Differences, Together,
 };
+use output::{MarkdownExporter, TableExporter};
 use stats::{judge, median, Judgement, Settings, Verdict};
 
 /// The schema of `compare --json`.
@@ -559,13 +560,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         return run_sweeps(args);
     }
     let report = build_report(args)?;
-    emit(
-        args,
-        &report,
-        output::markdown,
-        output::table,
-        regression(&report),
-    )
+    emit(args, &report, regression(&report))
 }
 
 /// What regressed, in a few words for stderr; `None` when nothing did.
@@ -584,33 +579,30 @@ fn regression(report: &Report) -> Option<String> {
 
 /// Prints `report` as `args` asks (JSON, Markdown or the terminal table); a regression
 /// (`regressed` says what) makes the run exit 3.
-fn emit<T: Serialize>(
-    args: &CompareArgs,
-    report: &T,
-    markdown: fn(&T) -> String,
-    table: fn(&T) -> String,
-    regressed: Option<String>,
-) -> Result<()> {
-    let text = if args.json {
-        let mut s = serde_json::to_string_pretty(report)?;
-        s.push('\n');
-        s
+fn emit<T>(args: &CompareArgs, report: &T, regressed: Option<String>) -> Result<()>
+where
+    JsonExporter: Exporter<T>,
+    MarkdownExporter: Exporter<T>,
+    TableExporter: Exporter<T>,
+{
+    let exporter: &dyn Exporter<T> = if args.json {
+        &JsonExporter
     } else if args.markdown {
-        markdown(report)
+        &MarkdownExporter
     } else {
-        table(report)
+        &TableExporter
     };
-    print(&text)?;
+    print(&exporter.render(report)?)?;
     if let Some(what) = regressed {
         return Err(crate::exit::Regressed(what).into());
     }
     Ok(())
 }
 
-fn print(text: &str) -> Result<()> {
+fn print(bytes: &[u8]) -> Result<()> {
     let mut stdout = std::io::stdout().lock();
     stdout
-        .write_all(text.as_bytes())
+        .write_all(bytes)
         .and_then(|()| stdout.flush())
         .context("writing the comparison to stdout")
 }
@@ -618,13 +610,8 @@ fn print(text: &str) -> Result<()> {
 /// `rdmabench compare BEFORE.json AFTER.json` on two sweep records.
 fn run_sweeps(args: &CompareArgs) -> Result<()> {
     let comp = fleet::build(args)?;
-    emit(
-        args,
-        &comp,
-        fleet_output::markdown,
-        fleet_output::table,
-        comp.regression(),
-    )
+    let regressed = comp.regression();
+    emit(args, &comp, regressed)
 }
 
 #[cfg(test)]

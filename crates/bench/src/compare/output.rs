@@ -1,11 +1,35 @@
-//! The outputs of `compare`: a terminal table and Markdown (`--json` is the serialized
-//! [`Report`]).
+//! The outputs of `compare`: a terminal table and Markdown, each an [`Exporter`] (`--json`
+//! is the JSON exporter's, of the serialized [`Report`]).
 
 use std::fmt::Write as _;
 
+use anyhow::Result;
+
 use super::stats::{fmt_p, SpreadTest, Verdict};
 use super::{Comparison, Metric, Report, Row, METHOD};
+use crate::report::Exporter;
 use crate::units::format_size;
+
+/// `compare`'s terminal table, of one run's comparisons ([`Report`]) or of two sweeps'
+/// ([`SweepComparison`](super::fleet::SweepComparison), `fleet_output.rs`).
+#[derive(Debug, Clone, Copy)]
+pub struct TableExporter;
+
+/// `compare --markdown`: Markdown for a pull request or a ticket, of either comparison.
+#[derive(Debug, Clone, Copy)]
+pub struct MarkdownExporter;
+
+impl Exporter<Report> for TableExporter {
+    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+        Ok(table(report).into_bytes())
+    }
+}
+
+impl Exporter<Report> for MarkdownExporter {
+    fn render(&self, report: &Report) -> Result<Vec<u8>> {
+        Ok(markdown(report).into_bytes())
+    }
+}
 
 /// A number with four significant digits (12.35, 0.0001230), never in exponent form.
 pub fn sig4(x: f64) -> String {
@@ -186,7 +210,7 @@ fn differences(out: &mut String, heading: &str, list: &[super::diff::Difference]
 }
 
 /// The terminal table.
-pub fn table(report: &Report) -> String {
+fn table(report: &Report) -> String {
     let mut out = String::new();
     for (i, c) in report.comparisons.iter().enumerate() {
         if i > 0 {
@@ -278,7 +302,7 @@ pub(super) fn md(text: &str) -> String {
 }
 
 /// Markdown for a pull request or a ticket.
-pub fn markdown(report: &Report) -> String {
+fn markdown(report: &Report) -> String {
     let mut out = String::new();
     for (i, c) in report.comparisons.iter().enumerate() {
         if i > 0 {

@@ -9,10 +9,10 @@ use anyhow::{bail, Result};
 use super::axis::linear_axis;
 use super::spec::SpecOptions;
 use super::spec::{bw_unit, legend_labels, subtitle, ChartSpec, Dash, Input, Marker, Series};
-use crate::compare::stats::median;
 use crate::plan::PlanError;
 use crate::report::{IntervalFigures, SizeResult};
 use crate::units::format_size;
+use model::stats::median;
 
 /// The size of `input` to draw and its intervals: `wanted`, else its only size with
 /// intervals, else 64 KiB among them, else the largest.

@@ -1,8 +1,10 @@
-//! The JSON exporter: the record as one pretty-printed document.
+//! The JSON exporter: a record (a run's, a sweep's, a comparison) as one pretty-printed
+//! document ending in a newline.
 
 use anyhow::Result;
+use serde::Serialize;
 
-use super::{Exporter, Format, RunRecord};
+use super::{Exporter, Format};
 
 /// `--json FILE`: the whole record.
 pub const JSON: Format = Format {
@@ -18,8 +20,8 @@ pub const JSON: Format = Format {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct JsonExporter;
 
-impl Exporter for JsonExporter {
-    fn render(&self, record: &RunRecord) -> Result<Vec<u8>> {
+impl<R: Serialize + ?Sized> Exporter<R> for JsonExporter {
+    fn render(&self, record: &R) -> Result<Vec<u8>> {
         let mut bytes = serde_json::to_vec_pretty(record)?;
         bytes.push(b'\n');
         Ok(bytes)
@@ -29,6 +31,7 @@ impl Exporter for JsonExporter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::report::RunRecord;
 
     use crate::report::samples;
 

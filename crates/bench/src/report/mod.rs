@@ -31,11 +31,13 @@ use std::path::Path;
 
 use anyhow::Result;
 
-/// A way to write a whole run record to a file. Exporters hold no state (`Sync`: the
-/// registry's entries are shared by every thread of a run).
-pub trait Exporter: Sync {
+/// A way to write a whole document of type `R` (a run record unless said otherwise; a sweep
+/// record, a comparison) as one format. Every output format is one: the run record's files,
+/// the sweep's summary and metrics, `compare`'s table, Markdown and JSON. Exporters hold no
+/// state (`Sync`: the registry's entries are shared by every thread of a run).
+pub trait Exporter<R: ?Sized = RunRecord>: Sync {
     /// The bytes of the file.
-    fn render(&self, record: &RunRecord) -> Result<Vec<u8>>;
+    fn render(&self, record: &R) -> Result<Vec<u8>>;
 }
 
 /// An output format of the run record: a test's `--FLAG FILE` and the exporter behind it.

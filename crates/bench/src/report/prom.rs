@@ -13,7 +13,7 @@ use std::fmt::Write as _;
 
 use anyhow::Result;
 
-use crate::compare::stats::median;
+use model::stats::median;
 
 use super::{
     CeilingsRecord, DeviceRecord, Exporter, Format, RunRecord, RunStatus, SizeResult, SweepRecord,
@@ -36,6 +36,13 @@ pub struct PromExporter;
 impl Exporter for PromExporter {
     fn render(&self, record: &RunRecord) -> Result<Vec<u8>> {
         Ok(render(record).into_bytes())
+    }
+}
+
+/// A sweep's metrics (`cluster --prom`).
+impl Exporter<SweepRecord> for PromExporter {
+    fn render(&self, record: &SweepRecord) -> Result<Vec<u8>> {
+        Ok(render_sweep(record).into_bytes())
     }
 }
 

@@ -347,7 +347,7 @@ impl SweepRecord {
                 .values()
                 .filter_map(|p| p.value)
                 .collect();
-            crate::compare::stats::median(&values)
+            model::stats::median(&values)
         })
     }
 

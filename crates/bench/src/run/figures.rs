@@ -164,7 +164,7 @@ fn combine_figures(
 
 /// The median of `values` (`compare`'s), 0 for none.
 fn median(values: Vec<f64>) -> f64 {
-    crate::compare::stats::median(&values).unwrap_or(0.0)
+    model::stats::median(&values).unwrap_or(0.0)
 }
 
 /// Each latency statistic's median over the repetitions; `None` when there are none.
