@@ -161,6 +161,48 @@ fn run(args: Args) -> Result<Report, CudaError> {
     };
 
     println!("== 1. driver and devices");
+    print_gpus(&driver)?;
+    let (gpu, bus_id) = open_gpu(&selector, &sysfs)?;
+    let exports = check_attributes(&mut report, &gpu)?;
+
+    println!("\n== 2. allocation and the --validate pattern");
+    let buf = check_allocation(&mut report, &gpu)?;
+
+    println!("\n== 3. dma-buf export");
+    check_dmabuf(&mut report, &buf, 0, buf.len(), exports);
+    check_dmabuf(&mut report, &buf, 12_345, MIB, exports);
+    check_dmabuf(&mut report, &buf, 5 * MIB, 3 * 4096, exports);
+
+    println!("\n== 4. pinned host <-> device copy bandwidth (one stream, GB/s = 1e9 B/s)");
+    let max = 256 * MIB;
+    let dev = DeviceBuffer::new(&gpu, max)?;
+    let host = PinnedBuffer::new(&gpu, max)?;
+    let stream = Stream::new(&gpu)?;
+    let (start, end) = (Event::with_timing(&gpu)?, Event::with_timing(&gpu)?);
+    let d2h_at = copy_table(&stream, &start, &end, &dev, &host, max)?;
+    let peak = check_copies(&mut report, &sysfs, &bus_id, &stream, &dev, &host, &d2h_at)?;
+
+    println!("\n== 5. staged pipeline, copy half (through K pinned bounce buffers, events, staging scheduler)");
+    staged_correctness(&mut report, &gpu, &stream)?;
+    staged_table(&gpu, &stream, &dev, &d2h_at, max, peak)?;
+
+    println!("\n== 6. threads: made on one, used on a second, released on a third");
+    let threads = across_threads(&gpu);
+    report.check(
+        "buffer, pinned memory, stream and event across three threads",
+        threads.is_ok(),
+        &threads.unwrap_or_else(|e| e),
+    );
+
+    println!("\n== 7. small and odd sizes, each exported as a dma-buf");
+    for len in [1, 4097, 65_537, 3 * 64 * KIB + 5, 2 * MIB + 1] {
+        odd_size(&mut report, &gpu, len, exports)?;
+    }
+    Ok(report)
+}
+
+/// Prints the driver's version and every GPU: name, bus id, memory, dma-buf and GPUDirect RDMA.
+fn print_gpus(driver: &cuda::DriverInfo) -> Result<(), CudaError> {
     println!(
         "CUDA driver API {} ({}), {} GPU(s)",
         driver.version_string(),
@@ -182,7 +224,12 @@ fn run(args: Args) -> Result<Report, CudaError> {
             },
         );
     }
-    let gpu = Device::open(&selector)?;
+    Ok(())
+}
+
+/// The GPU `selector` names and its PCI bus id, printed with its PCIe link at idle.
+fn open_gpu(selector: &DeviceSelector, sysfs: &Sysfs) -> Result<(Device, String), CudaError> {
+    let gpu = Device::open(selector)?;
     println!(
         "using GPU {} ({}, {})",
         gpu.ordinal(),
@@ -191,10 +238,16 @@ fn run(args: Args) -> Result<Report, CudaError> {
     );
     let bus_id = gpu.pci_bus_id().to_string();
     // Read again under load (section 4) for the judgement: a GPU lowers its link speed at idle.
-    match PciFunction::read(&sysfs, &bus_id) {
+    match PciFunction::read(sysfs, &bus_id) {
         Ok(f) => println!("PCIe link at idle (sysfs, before any copy): {}", f.link),
         Err(e) => println!("PCIe link at idle (sysfs, before any copy): unknown ({e})"),
     }
+    Ok((gpu, bus_id))
+}
+
+/// Whether the driver exports dma-bufs, after checking the GPU's GPUDirect RDMA and dma-buf
+/// attributes, printing its write-ordering and flush options, and flushing a NIC's writes.
+fn check_attributes(report: &mut Report, gpu: &Device) -> Result<bool, CudaError> {
     report.check(
         "GPUDirect RDMA attribute",
         gpu.gpu_direct_rdma_supported(),
@@ -238,10 +291,14 @@ fn run(args: Args) -> Result<Report, CudaError> {
             Err(e) => e.to_string(),
         },
     );
+    Ok(exports)
+}
 
-    println!("\n== 2. allocation and the --validate pattern");
+/// A 64 MiB + 1 B buffer, after checking its rounding, alignment and SYNC_MEMOPS, the pattern
+/// written and read back, a planted corruption found, and a fill.
+fn check_allocation(report: &mut Report, gpu: &Device) -> Result<DeviceBuffer, CudaError> {
     let len = 64 * MIB + 1;
-    let buf = DeviceBuffer::new(&gpu, len)?;
+    let buf = DeviceBuffer::new(gpu, len)?;
     report.check(
         "rounded to 64 KiB",
         buf.allocated_len() == 64 * MIB + 64 * KIB,
@@ -290,29 +347,44 @@ fn run(args: Args) -> Result<Report, CudaError> {
     let mut tail = [0u8; 4];
     buf.copy_to_host(len - 4, &mut tail)?;
     report.check("fill", tail == [0xA5; 4], &format!("{tail:02x?}"));
+    Ok(buf)
+}
 
-    println!("\n== 3. dma-buf export");
-    check_dmabuf(&mut report, &buf, 0, buf.len(), exports);
-    check_dmabuf(&mut report, &buf, 12_345, MIB, exports);
-    check_dmabuf(&mut report, &buf, 5 * MIB, 3 * 4096, exports);
-
-    println!("\n== 4. pinned host <-> device copy bandwidth (one stream, GB/s = 1e9 B/s)");
-    let max = 256 * MIB;
-    let dev = DeviceBuffer::new(&gpu, max)?;
-    let host = PinnedBuffer::new(&gpu, max)?;
-    let stream = Stream::new(&gpu)?;
-    let (start, end) = (Event::with_timing(&gpu)?, Event::with_timing(&gpu)?);
+/// The copy bandwidth table, 4 KiB .. `max` by fours, printed: (size, D2H GB/s, H2D GB/s)
+/// of each size.
+fn copy_table(
+    stream: &Stream,
+    start: &Event,
+    end: &Event,
+    dev: &DeviceBuffer,
+    host: &PinnedBuffer,
+    max: usize,
+) -> Result<Vec<(usize, f64, f64)>, CudaError> {
     println!("  {:>10} {:>12} {:>12}", "size", "H2D GB/s", "D2H GB/s");
     let mut d2h_at = Vec::new();
     let mut size = 4 * KIB;
     while size <= max {
         let reps = (1usize << 30).div_ceil(size).clamp(4, 2000);
-        let h2d = copy_bandwidth(&stream, &start, &end, &dev, &host, size, reps, true)?;
-        let d2h = copy_bandwidth(&stream, &start, &end, &dev, &host, size, reps, false)?;
+        let h2d = copy_bandwidth(stream, start, end, dev, host, size, reps, true)?;
+        let d2h = copy_bandwidth(stream, start, end, dev, host, size, reps, false)?;
         println!("  {:>10} {:>12.2} {:>12.2}", human(size), h2d, d2h);
         d2h_at.push((size, d2h, h2d));
         size *= 4;
     }
+    Ok(d2h_at)
+}
+
+/// The peak D2H bandwidth of the table, after checking it was measured and judging the peaks
+/// against the GPU's PCIe link read under load.
+fn check_copies(
+    report: &mut Report,
+    sysfs: &Sysfs,
+    bus_id: &str,
+    stream: &Stream,
+    dev: &DeviceBuffer,
+    host: &PinnedBuffer,
+    d2h_at: &[(usize, f64, f64)],
+) -> Result<f64, CudaError> {
     let peak = d2h_at.iter().map(|x| x.1).fold(0.0, f64::max);
     report.check(
         "copy bandwidth measured",
@@ -320,20 +392,29 @@ fn run(args: Args) -> Result<Report, CudaError> {
         &format!("peak D2H {peak:.2} GB/s"),
     );
     let peak_h2d = d2h_at.iter().map(|x| x.2).fold(0.0, f64::max);
-    match link_under_load(&sysfs, &bus_id, &stream, &dev, &host)? {
+    match link_under_load(sysfs, bus_id, stream, dev, host)? {
         Ok(link) => {
             println!("  PCIe link under load (sysfs, read while copies run): {link}");
-            judge_copies(&mut report, &link, peak_h2d, peak);
+            judge_copies(report, &link, peak_h2d, peak);
         }
         Err(e) => report.skip(
             "copy bandwidth against the GPU's PCIe link",
             &format!("the link is unknown ({e})"),
         ),
     }
+    Ok(peak)
+}
 
-    println!("\n== 5. staged pipeline, copy half (through K pinned bounce buffers, events, staging scheduler)");
-    staged_correctness(&mut report, &gpu, &stream)?;
-    // Each half as a share of the plain copy in its direction at 256 MiB (section 4): what the staging costs.
+/// Prints the staged pipeline's speed for a few chunk sizes and depths, each half as a share
+/// of the plain copy in its direction at `max` (section 4's table): what the staging costs.
+fn staged_table(
+    gpu: &Device,
+    stream: &Stream,
+    dev: &DeviceBuffer,
+    d2h_at: &[(usize, f64, f64)],
+    max: usize,
+    peak: f64,
+) -> Result<(), CudaError> {
     let plain_d2h = d2h_at.iter().find(|x| x.0 == max).map_or(peak, |x| x.1);
     let plain_h2d = d2h_at.iter().find(|x| x.0 == max).map_or(peak, |x| x.2);
     println!(
@@ -344,8 +425,8 @@ fn run(args: Args) -> Result<Report, CudaError> {
         for depth in [2, 4, 8] {
             let cfg = StagingConfig::new(chunk, depth)?;
             let messages = 4;
-            let send = staged_send(&gpu, &stream, &dev, cfg, messages)?;
-            let recv = staged_recv(&gpu, &stream, &dev, cfg, messages)?;
+            let send = staged_send(gpu, stream, dev, cfg, messages)?;
+            let recv = staged_recv(gpu, stream, dev, cfg, messages)?;
             println!(
                 "  {:>8} {:>5} {:>14.2} {:>6.0}% {:>14.2} {:>6.0}%",
                 human(chunk),
@@ -357,20 +438,7 @@ fn run(args: Args) -> Result<Report, CudaError> {
             );
         }
     }
-
-    println!("\n== 6. threads: made on one, used on a second, released on a third");
-    let threads = across_threads(&gpu);
-    report.check(
-        "buffer, pinned memory, stream and event across three threads",
-        threads.is_ok(),
-        &threads.unwrap_or_else(|e| e),
-    );
-
-    println!("\n== 7. small and odd sizes, each exported as a dma-buf");
-    for len in [1, 4097, 65_537, 3 * 64 * KIB + 5, 2 * MIB + 1] {
-        odd_size(&mut report, &gpu, len, exports)?;
-    }
-    Ok(report)
+    Ok(())
 }
 
 /// Why the dma-buf checks skip where the driver cannot export.

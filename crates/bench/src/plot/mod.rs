@@ -4,7 +4,7 @@
 //!   when it has repetitions), each record's binding ceiling as a dashed line;
 //! - `--kind lat`: latency percentiles p50 / p99 / p99.9 vs message size;
 //! - `--kind trend`: one size's bandwidth (or p50/p99 latency) across records ordered by
-//!   `started_at` or by firmware version, with each run's ceiling;
+//!   `started_at` or by firmware version, with each run's ceiling (`trend.rs`);
 //! - `--kind timeline`: a `-D --interval` run's bandwidth interval by interval
 //!   (`timeline.rs`).
 //!
@@ -21,6 +21,7 @@ mod render;
 pub mod shares;
 pub mod spec;
 mod timeline;
+pub mod trend;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -250,7 +251,7 @@ pub fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::Char
     let spec = match kind {
         Kind::Bw => spec::bw_spec(inputs, &opts)?,
         Kind::Lat => spec::lat_spec(inputs, &opts)?,
-        Kind::Trend => spec::trend_spec(inputs, &opts)?,
+        Kind::Trend => trend::trend_spec(inputs, &opts)?,
         Kind::Timeline => timeline::timeline_spec(inputs, &opts)?,
     };
     Ok((kind, spec))

@@ -123,11 +123,31 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
     let (w, h) = root.dim_in_pixel();
     let margin = 14;
     let legend_style = TextStyle::from((FONT, 15).into_font()).color(&BLACK);
-    let label_style = TextStyle::from((FONT, 14).into_font()).color(&BLACK);
-    let desc_style = TextStyle::from((FONT, 15).into_font()).color(&BLACK);
     let avail = w as i32 - 2 * margin;
 
     // The legend's strip.
+    let (labels, pos, rows) = legend_entries(root, spec, &legend_style, avail);
+    let legend_h = (rows * ROW_H + 16).min(h as i32 / 2);
+    let (upper, lower) = root.split_vertically(h as i32 - legend_h);
+
+    let upper = title_area(root, upper, spec, avail)?;
+    let mut chart = draw_axes(root, &upper, spec, margin)?;
+    for s in &spec.series {
+        draw_series(&mut chart, s)?;
+    }
+    draw_legend(&lower, spec, &labels, &pos, margin, &legend_style)?;
+    root.present().map_err(err)?;
+    Ok(())
+}
+
+/// The legend's labels (shortened to fit `avail`), the (row, x) of each entry, and the
+/// number of rows.
+fn legend_entries<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    legend_style: &TextStyle,
+    avail: i32,
+) -> (Vec<String>, Vec<(i32, i32)>, i32) {
     let labels: Vec<String> = spec
         .series
         .iter()
@@ -135,7 +155,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
             fit(
                 root,
                 &s.label,
-                &legend_style,
+                legend_style,
                 (avail - SWATCH - 8).max(40) as u32,
             )
         })
@@ -143,27 +163,43 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
     let widths: Vec<i32> = labels
         .iter()
         .map(|l| {
-            root.estimate_text_size(l, &legend_style)
+            root.estimate_text_size(l, legend_style)
                 .map(|s| s.0 as i32)
                 .unwrap_or(0)
         })
         .collect();
     let (pos, rows) = legend_layout(&widths, avail);
-    let legend_h = (rows * ROW_H + 16).min(h as i32 / 2);
-    let (upper, lower) = root.split_vertically(h as i32 - legend_h);
+    (labels, pos, rows)
+}
 
-    // Title and subtitle.
+/// The area under the title and subtitle, drawn on `upper`.
+fn title_area<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    upper: DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    avail: i32,
+) -> Result<DrawingArea<DB, Shift>> {
     let title_style = TextStyle::from((FONT, 22).into_font()).color(&BLACK);
     let sub_style = TextStyle::from((FONT, 14).into_font()).color(&GREY);
     let title = fit(root, &spec.title, &title_style, avail as u32);
     let upper = upper.titled(&title, title_style).map_err(err)?;
-    let upper = if spec.subtitle.is_empty() {
-        upper
+    if spec.subtitle.is_empty() {
+        Ok(upper)
     } else {
         let sub = fit(root, &spec.subtitle, &sub_style, avail as u32);
-        upper.titled(&sub, sub_style).map_err(err)?
-    };
+        upper.titled(&sub, sub_style).map_err(err)
+    }
+}
 
+/// The chart on `upper`, its axes, tick labels, descriptions and grid drawn.
+fn draw_axes<'a, DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    upper: &'a DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    margin: i32,
+) -> Result<Chart<'a, DB>> {
+    let label_style = TextStyle::from((FONT, 14).into_font()).color(&BLACK);
+    let desc_style = TextStyle::from((FONT, 15).into_font()).color(&BLACK);
     // Room for the widest y label and the axis description.
     let y_label_w = spec
         .y
@@ -176,7 +212,7 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
         })
         .max()
         .unwrap_or(0);
-    let mut chart = ChartBuilder::on(&upper)
+    let mut chart = ChartBuilder::on(upper)
         .margin_left(margin)
         .margin_right(margin + 12)
         .margin_top(8)
@@ -200,54 +236,65 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
         .axis_style(GREY)
         .draw()
         .map_err(err)?;
+    Ok(chart)
+}
 
-    for s in &spec.series {
-        let c = color(s);
-        let line = ShapeStyle::from(&c).stroke_width(2);
-        match s.dash {
-            Dash::Solid => {
-                chart
-                    .draw_series(LineSeries::new(s.points.iter().copied(), line))
-                    .map_err(err)?;
-            }
-            Dash::Dashed => {
-                chart
-                    .draw_series(DashedLineSeries::new(s.points.iter().copied(), 10, 6, line))
-                    .map_err(err)?;
-            }
-            Dash::Dotted => {
-                chart
-                    .draw_series(DashedLineSeries::new(s.points.iter().copied(), 3, 4, line))
-                    .map_err(err)?;
-            }
-        }
-        let bar = ShapeStyle::from(&c).stroke_width(1);
-        for &(x, lo, hi) in &s.bars {
+/// Draws one series: its line, its error bars and its markers.
+fn draw_series<DB: DrawingBackend>(chart: &mut Chart<'_, DB>, s: &Series) -> Result<()> {
+    let c = color(s);
+    let line = ShapeStyle::from(&c).stroke_width(2);
+    match s.dash {
+        Dash::Solid => {
             chart
-                .draw_series(std::iter::once(PathElement::new(
-                    vec![(x, lo), (x, hi)],
-                    bar,
-                )))
+                .draw_series(LineSeries::new(s.points.iter().copied(), line))
                 .map_err(err)?;
-            for y in [lo, hi] {
-                chart
-                    .draw_series(std::iter::once(
-                        EmptyElement::at((x, y)) + PathElement::new(vec![(-4, 0), (4, 0)], bar),
-                    ))
-                    .map_err(err)?;
-            }
         }
-        draw_markers(&mut chart, s, c)?;
+        Dash::Dashed => {
+            chart
+                .draw_series(DashedLineSeries::new(s.points.iter().copied(), 10, 6, line))
+                .map_err(err)?;
+        }
+        Dash::Dotted => {
+            chart
+                .draw_series(DashedLineSeries::new(s.points.iter().copied(), 3, 4, line))
+                .map_err(err)?;
+        }
     }
+    let bar = ShapeStyle::from(&c).stroke_width(1);
+    for &(x, lo, hi) in &s.bars {
+        chart
+            .draw_series(std::iter::once(PathElement::new(
+                vec![(x, lo), (x, hi)],
+                bar,
+            )))
+            .map_err(err)?;
+        for y in [lo, hi] {
+            chart
+                .draw_series(std::iter::once(
+                    EmptyElement::at((x, y)) + PathElement::new(vec![(-4, 0), (4, 0)], bar),
+                ))
+                .map_err(err)?;
+        }
+    }
+    draw_markers(chart, s, c)
+}
 
-    // The legend, in its strip under the chart.
-    for ((s, label), (row, x)) in spec.series.iter().zip(&labels).zip(&pos) {
+/// Draws the legend in its strip under the chart: each entry's swatch and label at `pos`.
+fn draw_legend<DB: DrawingBackend>(
+    lower: &DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+    labels: &[String],
+    pos: &[(i32, i32)],
+    margin: i32,
+    legend_style: &TextStyle,
+) -> Result<()> {
+    for ((s, label), (row, x)) in spec.series.iter().zip(labels).zip(pos) {
         let c = color(s);
         let x0 = margin + x;
         let yc = 8 + row * ROW_H + ROW_H / 2;
-        legend_swatch(&lower, s, c, x0, yc)?;
+        legend_swatch(lower, s, c, x0, yc)?;
         let th = lower
-            .estimate_text_size(label, &legend_style)
+            .estimate_text_size(label, legend_style)
             .map(|s| s.1 as i32)
             .unwrap_or(15);
         lower
@@ -258,7 +305,6 @@ pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec)
             ))
             .map_err(err)?;
     }
-    root.present().map_err(err)?;
     Ok(())
 }
 
