@@ -1,5 +1,6 @@
 //! The structure ARCHITECTURE.md states, checked: the model crate names no device crate, the
-//! engine imports nothing from the layers above it, and no source file is over 1,000 lines.
+//! engine imports nothing from the layers above it, no source file is over 1,000 lines and
+//! no function outside the tests over 80.
 //! (The crate graph itself is checked by the compiler: a crate cannot import one that does
 //! not name it.)
 
@@ -121,4 +122,85 @@ fn no_source_file_is_over_a_thousand_lines() {
         }
     }
     assert!(checked > 200, "checked only {checked} files");
+}
+
+/// The longest function of `text` outside its tests, as (lines, first line, name): from the
+/// line that declares it to the brace that closes it at its indentation (`rustfmt`'s layout).
+fn functions(text: &str) -> Vec<(usize, usize, String)> {
+    let lines: Vec<&str> = text.lines().collect();
+    let end = lines
+        .windows(2)
+        .position(|w| {
+            w[0] == "#[cfg(test)]" && w[1].trim_start_matches("pub(crate) ") == "mod tests {"
+        })
+        .unwrap_or(lines.len());
+    let mut out = Vec::new();
+    for (i, line) in lines[..end].iter().enumerate() {
+        let body = line.trim_start();
+        let indent = &line[..line.len() - body.len()];
+        let mut rest = body;
+        for prefix in [
+            "pub(crate) ",
+            "pub(super) ",
+            "pub ",
+            "const ",
+            "unsafe ",
+            "extern \"C\" ",
+        ] {
+            rest = rest.strip_prefix(prefix).unwrap_or(rest);
+        }
+        let Some(name) = rest.strip_prefix("fn ") else {
+            continue;
+        };
+        let name: String = name
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let Some(open) = (i..end).find(|&j| lines[j].ends_with('{') || lines[j].ends_with(';'))
+        else {
+            continue;
+        };
+        if lines[open].ends_with(';') {
+            continue; // a declaration without a body
+        }
+        let close = format!("{indent}}}");
+        if let Some(last) = (open + 1..end).find(|&j| lines[j] == close) {
+            out.push((last - i + 1, i + 1, name));
+        }
+    }
+    out
+}
+
+#[test]
+fn no_function_outside_the_tests_is_over_80_lines() {
+    let mut checked = 0;
+    for dir in ["crates", "benches"] {
+        for file in sources(&root().join(dir)) {
+            let path = file.to_string_lossy().to_string();
+            if path.contains("/tests/") || path.ends_with("/tests.rs") {
+                continue;
+            }
+            let text = fs::read_to_string(&file).unwrap();
+            for (lines, at, name) in functions(&text) {
+                checked += 1;
+                assert!(
+                    lines <= 80,
+                    "{}:{at}: fn {name} has {lines} lines: split it into steps",
+                    file.display()
+                );
+            }
+        }
+    }
+    assert!(checked > 2000, "checked only {checked} functions");
+}
+
+#[test]
+fn a_long_function_is_found() {
+    let body = "    let x = 1;\n".repeat(90);
+    let text =
+        format!("fn short() {{\n}}\n\npub(crate) fn long(\n    a: u8,\n) -> u8 {{\n{body}}}\n");
+    assert_eq!(
+        functions(&text),
+        vec![(2, 1, "short".to_string()), (94, 4, "long".to_string())]
+    );
 }
