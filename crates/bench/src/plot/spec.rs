@@ -572,18 +572,18 @@ pub fn lat_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::*;
     use crate::compare::tests::{lat_record, record, with_reps};
 
-    fn input(stem: &str, r: RunRecord) -> Input {
+    pub(in crate::plot) fn input(stem: &str, r: RunRecord) -> Input {
         Input {
             stem: stem.to_string(),
             record: r,
         }
     }
 
-    fn opts() -> SpecOptions {
+    pub(in crate::plot) fn opts() -> SpecOptions {
         SpecOptions {
             width_px: 900,
             ..Default::default()

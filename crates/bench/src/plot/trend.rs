@@ -279,20 +279,7 @@ fn dates_of(r: &RunRecord, len: usize) -> String {
 mod tests {
     use super::*;
     use crate::compare::tests::record;
-
-    fn input(stem: &str, r: RunRecord) -> Input {
-        Input {
-            stem: stem.to_string(),
-            record: r,
-        }
-    }
-
-    fn opts() -> SpecOptions {
-        SpecOptions {
-            width_px: 900,
-            ..Default::default()
-        }
-    }
+    use crate::plot::spec::tests::{input, opts};
 
     #[test]
     fn trends_order_by_date_or_firmware() {
