@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use super::fleet::{LonePair, PairChange, PairVerdict, SweepComparison};
-use super::output::{columns, md, sig4, MarkdownExporter, TableExporter};
+use super::output::{columns, markdown_title, md, sig4, MarkdownExporter, TableExporter};
 use crate::report::Exporter;
 use crate::text::printable;
 
@@ -167,24 +167,10 @@ fn table(c: &SweepComparison) -> String {
 
 /// Markdown for a pull request or a ticket.
 fn markdown(c: &SweepComparison) -> String {
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "### rdmabench compare: sweep `{}` against `{}`\n",
-        md(&c.after),
-        md(&c.before)
-    );
-    let _ = writeln!(
-        out,
-        "- **Before**: `{}`: {}",
-        md(&c.before),
-        md(&c.before_desc)
-    );
-    let _ = writeln!(
-        out,
-        "- **After**: `{}`: {}",
-        md(&c.after),
-        md(&c.after_desc)
+    let mut out = markdown_title(
+        "sweep ",
+        ("Before", &c.before, &c.before_desc),
+        ("After", &c.after, &c.after_desc),
     );
     for f in &c.firmware {
         let _ = writeln!(

@@ -323,26 +323,32 @@ fn markdown(report: &Report) -> String {
     out
 }
 
-/// The Markdown heading of a comparison: its two records, what changed and the warnings.
-fn markdown_heading(c: &Comparison) -> String {
+/// A comparison's Markdown title ("### rdmabench compare: `after` against `before`", `what`
+/// before the first name) and a line for each of its two inputs: (label, name, description),
+/// the earlier first.
+pub(super) fn markdown_title(
+    what: &str,
+    (label_a, name_a, desc_a): (&str, &str, &str),
+    (label_b, name_b, desc_b): (&str, &str, &str),
+) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "### rdmabench compare: `{}` against `{}`\n",
-        md(&c.candidate),
-        md(&c.baseline)
+        "### rdmabench compare: {what}`{}` against `{}`\n",
+        md(name_b),
+        md(name_a)
     );
-    let _ = writeln!(
-        out,
-        "- **Baseline**: `{}`: {}",
-        md(&c.baseline),
-        md(&c.baseline_desc)
-    );
-    let _ = writeln!(
-        out,
-        "- **Candidate**: `{}`: {}",
-        md(&c.candidate),
-        md(&c.candidate_desc)
+    let _ = writeln!(out, "- **{label_a}**: `{}`: {}", md(name_a), md(desc_a));
+    let _ = writeln!(out, "- **{label_b}**: `{}`: {}", md(name_b), md(desc_b));
+    out
+}
+
+/// The Markdown heading of a comparison: its two records, what changed and the warnings.
+fn markdown_heading(c: &Comparison) -> String {
+    let mut out = markdown_title(
+        "",
+        ("Baseline", &c.baseline, &c.baseline_desc),
+        ("Candidate", &c.candidate, &c.candidate_desc),
     );
     for d in &c.differences.info {
         let _ = writeln!(
