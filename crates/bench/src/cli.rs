@@ -230,7 +230,10 @@ mod tests {
             Ok(RailGpus::Map(m)) if m.len() == 2
         ));
         let e = rail_gpus_of(&["write-bw", "-d", "mlx5_0", "--gpu-map", "4"]).unwrap_err();
-        assert!(e.0.contains("--gpu-map gives each rail its GPU"), "{e}");
+        assert!(
+            e.message().contains("--gpu-map gives each rail its GPU"),
+            "{e}"
+        );
         assert!(parse(&["write-bw", "--gpu-map", "4,gpu"]).is_err());
     }
 
@@ -383,7 +386,7 @@ mod tests {
             let cli = parse(args).unwrap();
             let (kind, a) = cli.command.test().unwrap();
             let plan = a.plan.resolve(kind).unwrap();
-            a.check_memory(&plan).map_err(|e| e.0)
+            a.check_memory(&plan).map_err(|e| e.message().to_string())
         };
         assert!(check(&["write-lat", "--mem", "cuda"])
             .unwrap_err()
@@ -437,7 +440,7 @@ mod tests {
         let check = |args: &[&str]| {
             let cli = parse(args).unwrap();
             let (_, a) = cli.command.test().unwrap();
-            a.check_pairs().map_err(|e| e.0)
+            a.check_pairs().map_err(|e| e.message().to_string())
         };
         assert_eq!(
             check(&["write-bw", "--peer-dev", "rxe1"]).unwrap_err(),
@@ -510,7 +513,7 @@ mod tests {
         let threads = |args: &[&str]| {
             let cli = parse(args).unwrap();
             let (kind, a) = cli.command.test().unwrap();
-            a.threads(kind).map_err(|e| e.0)
+            a.threads(kind).map_err(|e| e.message().to_string())
         };
         assert_eq!(threads(&["write-bw", "h"]), Ok(1));
         assert_eq!(threads(&["read-bw", "h", "--threads", "4"]), Ok(4));

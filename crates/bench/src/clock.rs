@@ -107,7 +107,7 @@ pub fn choose(choice: ClockChoice, facts: TscFacts) -> Result<ClockKind, PlanErr
     match (choice, facts.distrust()) {
         (ClockChoice::Monotonic, _) | (ClockChoice::Auto, Some(_)) => Ok(ClockKind::Monotonic),
         (ClockChoice::Auto | ClockChoice::Tsc, None) => Ok(ClockKind::Tsc),
-        (ClockChoice::Tsc, Some(why)) => Err(PlanError(format!(
+        (ClockChoice::Tsc, Some(why)) => Err(PlanError::Value(format!(
             "--clock tsc: {why}; use --clock monotonic{}",
             if facts.present && !facts.pinned {
                 ", or let rdmabench pin the thread (drop --no-pin)"
@@ -408,11 +408,11 @@ mod tests {
     fn asking_for_an_untrusted_tsc_is_a_usage_error() {
         let e = choose(ClockChoice::Tsc, facts(true, false, false)).unwrap_err();
         assert!(
-            e.0.contains("--no-pin") && e.0.contains("--clock monotonic"),
+            e.message().contains("--no-pin") && e.message().contains("--clock monotonic"),
             "{e}"
         );
         let e = choose(ClockChoice::Tsc, facts(false, false, true)).unwrap_err();
-        assert!(e.0.contains("x86_64"), "{e}");
+        assert!(e.message().contains("x86_64"), "{e}");
         assert_eq!(
             choose(ClockChoice::Monotonic, facts(true, true, true)),
             Ok(ClockKind::Monotonic)

@@ -55,8 +55,10 @@ impl Exit {
     pub fn of(e: &anyhow::Error) -> Exit {
         if let Some(HealthStatus(code)) = e.downcast_ref::<HealthStatus>() {
             Exit::Health(*code)
-        } else if e.is::<PlanError>() {
-            Exit::Usage
+        } else if let Some(usage) = e.downcast_ref::<PlanError>() {
+            match usage {
+                PlanError::Value(_) | PlanError::Device(_) | PlanError::Refused(_) => Exit::Usage,
+            }
         } else if e.is::<BelowLimit>()
             || e.is::<Regressed>()
             || e.is::<SweepFindings>()
@@ -112,7 +114,9 @@ mod tests {
 
     #[test]
     fn each_error_maps_to_its_documented_code() {
-        assert_eq!(Exit::of(&PlanError("bad".into()).into()).code(), 2);
+        for usage in [PlanError::Value, PlanError::Device, PlanError::Refused] {
+            assert_eq!(Exit::of(&usage("bad".into()).into()).code(), 2);
+        }
         assert_eq!(Exit::of(&BelowLimit(vec!["x".into()]).into()).code(), 3);
         assert_eq!(Exit::of(&Regressed("1 size".into()).into()).code(), 3);
         assert_eq!(Exit::of(&SweepFindings("rxe2".into()).into()).code(), 3);

@@ -97,7 +97,7 @@ pub fn choose_for_rail(
         Role::Server => set.iter().rev().nth(nth),
     };
     let Some(&cpu) = cpu else {
-        return Err(PlanError(
+        return Err(PlanError::Value(
             "this process may run on no CPU (sched_getaffinity returned none)".to_string(),
         ));
     };
@@ -126,7 +126,7 @@ pub fn choose_for_slot(
         PinChoice::Auto => auto_set(facts),
     };
     let Some(&cpu) = set.get(slot % set.len().max(1)) else {
-        return Err(PlanError(
+        return Err(PlanError::Value(
             "this process may run on no CPU (sched_getaffinity returned none)".to_string(),
         ));
     };
@@ -150,7 +150,7 @@ fn checked(list: &[u32], allowed: &[u32]) -> Result<Vec<u32>, PlanError> {
     if bad.is_empty() {
         return Ok(list.to_vec());
     }
-    Err(PlanError(format!(
+    Err(PlanError::Value(format!(
         "--cpus: CPU {} is not among the CPUs this process may run on ({})",
         format_cpulist(&bad),
         format_cpulist(allowed)
@@ -360,7 +360,10 @@ mod tests {
         let c = choose(&PinChoice::Cpus(vec![2, 3]), &f, Role::Client).unwrap();
         assert_eq!(c.cpu, Some(2));
         let e = choose(&PinChoice::Cpus(vec![1, 7, 8]), &f, Role::Client).unwrap_err();
-        assert!(e.0.contains("CPU 7-8 ") && e.0.contains("(0-3)"), "{e}");
+        assert!(
+            e.message().contains("CPU 7-8 ") && e.message().contains("(0-3)"),
+            "{e}"
+        );
     }
 
     #[test]

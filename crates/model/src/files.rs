@@ -29,7 +29,7 @@ pub fn check_record_outputs(outputs: &[(&str, Option<&Path>)]) -> Result<(), Pla
         .map(|(flag, _)| *flag)
         .collect();
     if to_stdout.len() > 1 {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{} both name '-': stdout can hold one of them only; give the other a file path",
             to_stdout.join(" and ")
         )));
@@ -82,18 +82,18 @@ fn create_temp(path: &Path, suffix: &str) -> io::Result<(PathBuf, File)> {
 pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
     let shown = path.display();
     if is_dash(path) {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} '-': this command writes {flag} to a file, not to stdout; give a file path \
              (./- for a file named -)"
         )));
     }
     if path.is_dir() {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} '{shown}' is a folder; give the path of a file (in it, or elsewhere)"
         )));
     }
     if path.file_name().is_none() {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} '{shown}' is not a file path; give a file name"
         )));
     }
@@ -104,7 +104,7 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
         } else {
             "does not exist"
         };
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} '{shown}': the folder '{}' {what}; create it first, or give a path in an \
              existing folder",
             folder.display()
@@ -115,7 +115,7 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
             let _ = std::fs::remove_file(&tmp);
             Ok(())
         }
-        Err(e) => Err(PlanError(format!(
+        Err(e) => Err(PlanError::Value(format!(
             "{flag} '{shown}': cannot create a file in the folder '{}' ({e}); give a path in a \
              folder you can write to",
             folder.display()
@@ -131,7 +131,7 @@ pub fn check_writable(flag: &str, path: &Path) -> Result<(), PlanError> {
 pub fn check_input(what: &str, path: &Path, expected: &str) -> Result<(), PlanError> {
     let shown = path.display();
     if path.is_dir() {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{what} '{shown}' is a folder; give {expected} (the folder holds {})",
             listing(path)
         )));
@@ -151,7 +151,7 @@ pub fn check_input(what: &str, path: &Path, expected: &str) -> Result<(), PlanEr
         })
         .find(|a| a.is_dir())
         .unwrap_or(Path::new("."));
-    Err(PlanError(format!(
+    Err(PlanError::Value(format!(
         "{what} '{shown}' does not exist; give {expected} ('{}' holds {})",
         nearest.display(),
         listing(nearest)
@@ -197,7 +197,7 @@ pub fn read_bounded(what: &str, path: &Path, limit: u64) -> Result<Vec<u8>> {
         .read_to_end(&mut bytes)
         .with_context(|| format!("cannot read {what} '{shown}'"))?;
     if bytes.len() as u64 > limit {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{what} '{shown}' is larger than the {} this reads (its limit); give a smaller \
              file, e.g. the lines that matter (grep)",
             crate::units::format_size(limit)
@@ -321,7 +321,7 @@ mod tests {
         let path = dir.join("nope").join("run.json");
         let err = check_writable("--json", &path).unwrap_err();
         assert_eq!(
-            err.0,
+            err.message(),
             format!(
                 "--json '{}': the folder '{}' does not exist; create it first, or give a path in \
                  an existing folder",
@@ -337,14 +337,15 @@ mod tests {
         let dir = scratch("folder");
         let err = check_writable("--csv", &dir).unwrap_err();
         assert!(
-            err.0.contains("is a folder; give the path of a file"),
+            err.message()
+                .contains("is a folder; give the path of a file"),
             "{err}"
         );
         std::fs::write(dir.join("file"), b"").unwrap();
         let err = check_writable("-o", &dir.join("file").join("x.svg")).unwrap_err();
-        assert!(err.0.contains("is not a folder"), "{err}");
+        assert!(err.message().contains("is not a folder"), "{err}");
         let err = check_writable("--json", Path::new("..")).unwrap_err();
-        assert!(err.0.contains("'..'"), "{err}");
+        assert!(err.message().contains("'..'"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
@@ -358,7 +359,7 @@ mod tests {
         let missing = dir.join("baselines/fw_old/write-bw.json");
         let err = check_input("the baseline", &missing, "a record").unwrap_err();
         assert_eq!(
-            err.0,
+            err.message(),
             format!(
                 "the baseline '{}' does not exist; give a record ('{}' holds fw-old/)",
                 missing.display(),
@@ -367,7 +368,7 @@ mod tests {
         );
         let err = check_input("--topo", &dir.join("baselines/fw-old"), "a file").unwrap_err();
         assert!(
-            err.0
+            err.message()
                 .ends_with("is a folder; give a file (the folder holds write-bw.json)"),
             "{err}"
         );
@@ -392,13 +393,13 @@ mod tests {
         let err =
             check_record_outputs(&[("--json", Some(dash)), ("--csv", Some(dash))]).unwrap_err();
         assert_eq!(
-            err.0,
+            err.message(),
             "--json and --csv both name '-': stdout can hold one of them only; give the other a \
              file path"
         );
         let err = check_writable("--json", dash).unwrap_err();
         assert_eq!(
-            err.0,
+            err.message(),
             "--json '-': this command writes --json to a file, not to stdout; give a file path \
              (./- for a file named -)"
         );

@@ -287,7 +287,7 @@ fn check_range<T: PartialOrd + fmt::Display>(
     hi: T,
 ) -> Result<(), PlanError> {
     if v < lo || v > hi {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} {v} is out of range: valid values are {lo} to {hi}"
         )));
     }
@@ -295,12 +295,12 @@ fn check_range<T: PartialOrd + fmt::Display>(
 }
 
 fn refuse(text: String) -> Result<(), PlanError> {
-    Err(PlanError(text))
+    Err(PlanError::Value(text))
 }
 
 /// `value` as JSON, as the wire and the catalogue's checks read it.
 fn json_of<T: Serialize>(value: &T) -> Result<serde_json::Value, PlanError> {
-    serde_json::to_value(value).map_err(|e| PlanError(e.to_string()))
+    serde_json::to_value(value).map_err(|e| PlanError::Value(e.to_string()))
 }
 
 impl PlanRequest {
@@ -321,7 +321,7 @@ impl PlanRequest {
                 } else {
                     format!("-s {}", self.size.unwrap_or(0))
                 };
-                return Err(PlanError(format!(
+                return Err(PlanError::Value(format!(
                     "{test} moves {ATOMIC_SIZE} bytes per operation: {asked} is not possible; leave -s out or give -s 8"
                 )));
             }
@@ -582,7 +582,7 @@ impl TestPlan {
         server: &PlanRequest,
     ) -> Result<TestPlan, PlanError> {
         if client.test != server_test {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "plan mismatch: the server runs {server_test} but the client asked for {}",
                 client.test
             )));
@@ -612,7 +612,7 @@ impl TestPlan {
             ));
         }
         if !diffs.is_empty() {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "plan mismatch ({}); give both sides the same values or leave them off the server",
                 diffs.join("; ")
             )));

@@ -288,7 +288,9 @@ mod tests {
         let line = start.iter().chain(args);
         let cli = Cli::try_parse_from(line).map_err(|e| e.to_string())?;
         let (kind, a) = cli.command.test().unwrap();
-        a.check(kind).map(|_| ()).map_err(|e| e.0)
+        a.check(kind)
+            .map(|_| ())
+            .map_err(|e| e.message().to_string())
     }
 
     #[test]

@@ -35,14 +35,14 @@ impl TestArgs {
             .iter()
             .find(|(_, given)| *given && !self.loopback)
         {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "{flag} needs --loopback: it sets the client side of a run in one invocation; \
                  add --loopback, or give the client its own -d/--mem where it runs"
             )));
         }
         let rails = self.rails.is_some() || self.ib_dev.as_deref().is_some_and(|d| d.contains(','));
         if rails && self.loopback {
-            return Err(PlanError(
+            return Err(PlanError::Value(
                 "--loopback runs one rail: give -d one device (and --peer-dev the client's); \
                  run several rails as a server and a client"
                     .to_string(),
@@ -51,7 +51,7 @@ impl TestArgs {
         let several =
             self.rails.is_some() || self.ib_dev.as_deref().is_some_and(|d| d.contains(','));
         if self.gpu_map.is_some() && !several {
-            return Err(PlanError(
+            return Err(PlanError::Value(
                 "--gpu-map gives each rail its GPU: it needs several rails (-d a,b or --rails \
                  all); for one device, name the GPU in --mem (e.g. --mem cuda:3)"
                     .to_string(),
@@ -62,7 +62,7 @@ impl TestArgs {
             (self.use_rocm_dmabuf, &self.use_rocm, "rocm"),
         ] {
             if dmabuf && index.is_none() {
-                return Err(PlanError(format!(
+                return Err(PlanError::Value(format!(
                     "--use_{runtime}_dmabuf needs --use_{runtime}=N (perftest's pair for GPU N's \
                      memory through dma-buf); or give --mem {runtime}:N"
                 )));
@@ -81,7 +81,7 @@ impl TestArgs {
             ),
         ] {
             if given && !(self.use_cuda_dmabuf && self.use_cuda.is_some()) {
-                return Err(PlanError(format!(
+                return Err(PlanError::Value(format!(
                     "{flag} needs --use_cuda=N --use_cuda_dmabuf (perftest's way to a dma-buf of \
                      GPU N); or give --mem {mode}:N"
                 )));
@@ -98,18 +98,18 @@ impl TestArgs {
                 let via =
                     DmaBufVia::from_perftest(self.use_cuda_pcie_mapping, self.use_data_direct);
                 let dmabuf = self.use_cuda_dmabuf.then_some(via);
-                MemMode::from_perftest(GpuRuntime::Cuda, n, dmabuf).map_err(PlanError)?
+                MemMode::from_perftest(GpuRuntime::Cuda, n, dmabuf).map_err(PlanError::Value)?
             }
             (None, None, Some(n)) => {
                 let dmabuf = self.use_rocm_dmabuf.then_some(DmaBufVia::Default);
-                MemMode::from_perftest(GpuRuntime::Rocm, n, dmabuf).map_err(PlanError)?
+                MemMode::from_perftest(GpuRuntime::Rocm, n, dmabuf).map_err(PlanError::Value)?
             }
             (None, None, None) => MemMode::Host,
         };
         let staging = self.staging(&mem)?;
         for (given, flag) in [(self.use_hugepages, "--use-hugepages"), (self.odp, "--odp")] {
             if given && !matches!(mem, MemMode::Host) {
-                return Err(PlanError(format!(
+                return Err(PlanError::Value(format!(
                     "{flag} applies to --mem host: this side's buffer is {} (GPU memory)",
                     mem.name()
                 )));
@@ -117,7 +117,7 @@ impl TestArgs {
         }
         let rocm_dmabuf = [Some(&mem), self.peer_mem.as_ref()];
         if self.force_rocm_dmabuf && !rocm_dmabuf.into_iter().flatten().any(is_rocm_dmabuf) {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "--force-rocm-dmabuf applies to --mem rocm (dma-buf): this side's buffer is {}",
                 mem.name()
             )));
@@ -168,7 +168,7 @@ impl TestArgs {
         let given = self.staging_chunk.is_some() || self.staging_depth.is_some();
         let staged = |m: &MemMode| m.is_staged();
         if given && !staged(mem) && !self.peer_mem.as_ref().is_some_and(staged) {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "--staging-chunk and --staging-depth apply to --mem cuda-staged and rocm-staged \
                  only (this side's memory is {})",
                 mem.name()
@@ -177,11 +177,12 @@ impl TestArgs {
         let default = accel::StagingConfig::default();
         let chunk = match self.staging_chunk {
             None => default.chunk,
-            Some(c) => usize::try_from(c)
-                .map_err(|_| PlanError(format!("--staging-chunk {c} is too large: at most 1G")))?,
+            Some(c) => usize::try_from(c).map_err(|_| {
+                PlanError::Value(format!("--staging-chunk {c} is too large: at most 1G"))
+            })?,
         };
         accel::StagingConfig::new(chunk, self.staging_depth.unwrap_or(default.depth))
-            .map_err(|e| PlanError(format!("--staging-chunk/--staging-depth: {e}")))
+            .map_err(|e| PlanError::Value(format!("--staging-chunk/--staging-depth: {e}")))
     }
 
     /// `--threads`: how many measuring threads this side runs, checked against the test and
@@ -204,7 +205,9 @@ impl TestArgs {
             None
         };
         match other {
-            Some(why) => Err(PlanError(format!("--threads {n} is not possible: {why}"))),
+            Some(why) => Err(PlanError::Value(format!(
+                "--threads {n} is not possible: {why}"
+            ))),
             None => Ok(n),
         }
     }
@@ -219,7 +222,9 @@ impl TestArgs {
         ];
         for (flag, _) in given.into_iter().filter(|(_, given)| *given) {
             if let Err(why) = applies::applies(kind, flag) {
-                return Err(PlanError(format!("{flag} does not apply to {kind}: {why}")));
+                return Err(PlanError::Value(format!(
+                    "{flag} does not apply to {kind}: {why}"
+                )));
             }
         }
         Ok(())

@@ -257,14 +257,20 @@ mod tests {
 
     #[test]
     fn bad_values_and_two_node_options_are_refused_by_name() {
-        let e = spec(&["--tests", "write-bw,fast-bw"]).unwrap_err().0;
+        let e = spec(&["--tests", "write-bw,fast-bw"])
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(
             e.contains("'fast-bw' is not a test") && e.contains("read-lat"),
             "{e}"
         );
-        let e = spec(&["somehost"]).unwrap_err().0;
+        let e = spec(&["somehost"]).unwrap_err().message().to_string();
         assert!(e.contains("SERVER_HOST has no meaning"), "{e}");
-        let e = spec(&["--pattern", "file"]).unwrap_err().0;
+        let e = spec(&["--pattern", "file"])
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("--pairs-file"), "{e}");
         assert!(Wrap::try_parse_from(["c", "--min-pct", "120"]).is_err());
         assert!(Wrap::try_parse_from(["c", "--max-lat-factor", "0.5"]).is_err());
@@ -279,7 +285,8 @@ mod tests {
         assert!(spec(&[]).unwrap().fabric.is_none());
         let e = spec(&["--topology", &format!("{dir}/absent.txt")])
             .unwrap_err()
-            .0;
+            .message()
+            .to_string();
         assert!(
             e.starts_with("--topology ") && e.contains("absent.txt"),
             "{e}"
@@ -298,7 +305,7 @@ mod tests {
         let s = spec(&["--pattern", "incast", "--fan-in", "3", "--root", "2"]).unwrap();
         assert_eq!(s.rounds(4).unwrap().len(), 1);
         let refused = |args: &[&str], says: &str| {
-            let e = spec(args).unwrap_err().0;
+            let e = spec(args).unwrap_err().message().to_string();
             assert!(e.contains(says), "{args:?}: {e}");
         };
         refused(

@@ -167,7 +167,7 @@ fn planned_rounds(
         .map(|m| m.joining.local_rank as usize)
         .collect();
     let mut rounds = crate::cluster::spec::for_sweep(spec, &local_ranks)
-        .map_err(|e| PlanError(e.to_string()))?;
+        .map_err(|e| PlanError::Value(e.to_string()))?;
     if spec.pattern == Pattern::Quick && !spec.per_rail {
         let leaf_of = leaf_numbers(rec);
         let more = schedule::across_leaves(&leaf_of, &rounds, schedule::QUICK_CROSSINGS);

@@ -198,9 +198,9 @@ pub fn read(path: &Path) -> Result<Fabric, PlanError> {
     } else {
         read_file(path)
     }
-    .map_err(|e| PlanError(format!("--topology {shown}: {e}")))?;
+    .map_err(|e| PlanError::Value(format!("--topology {shown}: {e}")))?;
     if fabric.is_empty() {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "--topology {shown}: places no host on a leaf ({} found no host attached to a \
              switch); {VALID}",
             fabric.format.name()
@@ -648,7 +648,7 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let bad = dir.join("bad.txt");
         std::fs::write(&bad, "node1\n").unwrap();
-        let e = read(&bad).unwrap_err().0;
+        let e = read(&bad).unwrap_err().message().to_string();
         assert!(
             e.starts_with(&format!("--topology {}: line 1:", bad.display()))
                 && e.contains("HOST LEAF [RAIL]")
@@ -658,9 +658,12 @@ mod tests {
         std::fs::write(&bad, "# nobody\n").unwrap();
         assert!(read(&bad)
             .unwrap_err()
-            .0
+            .message()
             .contains("places no host on a leaf"));
-        let e = read(&dir.join("absent.txt")).unwrap_err().0;
+        let e = read(&dir.join("absent.txt"))
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("absent.txt: cannot read it"), "{e}");
         std::fs::remove_dir_all(&dir).unwrap();
     }

@@ -100,7 +100,7 @@ pub(super) fn accept_joins(
         }
     }
     if let Some(why) = refused {
-        return Err(PlanError(why).into());
+        return Err(PlanError::Value(why).into());
     }
     let mut members = absent_ranks(spec, joined)?;
     reachable_addresses(&mut members);

@@ -56,9 +56,9 @@ use crate::plan::PlanError;
 pub fn run(args: &ClusterArgs) -> Result<()> {
     let mut spec = args.resolve()?;
     let env = |k: &str| std::env::var(k).ok();
-    let place = launcher::place(&env).map_err(|e| PlanError(e.to_string()))?;
+    let place = launcher::place(&env).map_err(|e| PlanError::Value(e.to_string()))?;
     let coordinator = launcher::coordinator(args.coordinator.as_deref(), &env, COORDINATOR_PORT)
-        .map_err(|e| PlanError(e.to_string()))?;
+        .map_err(|e| PlanError::Value(e.to_string()))?;
     let device = rank_device(args, &place)?;
     for t in &mut spec.tests {
         t.opts.side.device = device.clone();
@@ -79,7 +79,7 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
         // A plan that cannot be built is refused as the sweep would refuse it.
         return match rounds {
             Ok(_) => Ok(()),
-            Err(e) => Err(PlanError(format!(
+            Err(e) => Err(PlanError::Value(format!(
                 "--pattern {} cannot be built for {} ranks: {e}",
                 spec.pattern.name(),
                 place.size
@@ -99,7 +99,7 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     let end = take_part(&spec, &place, &coordinator, at, &verbs)?;
     match end.exit {
         0 => Ok(()),
-        2 => Err(PlanError(end.reason).into()),
+        2 => Err(PlanError::Refused(end.reason).into()),
         3 => Err(SweepFindings(end.reason).into()),
         _ => Err(anyhow!("the sweep failed: {}", end.reason)),
     }
@@ -167,7 +167,7 @@ fn rank_device(args: &ClusterArgs, place: &Place) -> Result<Option<String>, Plan
     let given = args.test.ib_dev.as_deref();
     if !args.per_rail {
         if given.is_some_and(|d| d.contains(',')) {
-            return Err(PlanError(
+            return Err(PlanError::Value(
                 "-d lists several devices: add --per-rail (one rank per rail, each taking the \
                  device at its local rank)"
                     .into(),
@@ -182,7 +182,7 @@ fn rank_device(args: &ClusterArgs, place: &Place) -> Result<Option<String>, Plan
         .collect();
     match rails.get(place.local_rank) {
         Some(dev) => Ok(Some(dev.to_string())),
-        None => Err(PlanError(format!(
+        None => Err(PlanError::Value(format!(
             "--per-rail: local rank {} has no device in -d '{}' ({} listed); list one device per \
              rank of a node, e.g. -d mlx5_0,mlx5_1",
             place.local_rank,

@@ -24,13 +24,15 @@ impl ClusterArgs {
             .map(|name| self.sweep_test(name))
             .collect::<Result<Vec<_>, _>>()?;
         if tests.is_empty() {
-            return Err(PlanError("--tests is empty: name at least one test".into()));
+            return Err(PlanError::Value(
+                "--tests is empty: name at least one test".into(),
+            ));
         }
         if let (true, Some(t)) = (
             self.pattern.is_congestion(),
             tests.iter().find(|t| t.kind.mode != Mode::Bw),
         ) {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "--pattern {} measures bandwidth under load: {} is a latency test; give \
                  bandwidth tests, e.g. --tests write-bw,read-bw",
                 self.pattern.name(),
@@ -40,10 +42,12 @@ impl ClusterArgs {
         let file_pairs = match (self.pattern, &self.pairs_file) {
             (Pattern::File, Some(path)) => read_pairs(path)?,
             (Pattern::File, None) => {
-                return Err(PlanError("--pattern file needs --pairs-file FILE".into()))
+                return Err(PlanError::Value(
+                    "--pattern file needs --pairs-file FILE".into(),
+                ))
             }
             (_, Some(_)) => {
-                return Err(PlanError(
+                return Err(PlanError::Value(
                     "--pairs-file needs --pattern file (it gives the pairs)".into(),
                 ))
             }
@@ -82,25 +86,25 @@ impl ClusterArgs {
     fn check_congestion(&self) -> Result<(), PlanError> {
         let p = self.pattern;
         match (p, self.fan_in) {
-            (Pattern::Incast, None) => Err(PlanError(
+            (Pattern::Incast, None) => Err(PlanError::Value(
                 "--pattern incast needs --fan-in K: how many senders write into each receiver \
                  at once (1 to the ranks less one)"
                     .into(),
             )),
-            (Pattern::Incast, Some(0)) => Err(PlanError(
+            (Pattern::Incast, Some(0)) => Err(PlanError::Value(
                 "--fan-in 0: give at least 1 sender per receiver".into(),
             )),
             (Pattern::Incast, Some(_)) => Ok(()),
-            (_, Some(k)) => Err(PlanError(format!(
+            (_, Some(k)) => Err(PlanError::Value(format!(
                 "--fan-in {k} needs --pattern incast (it is the senders per receiver)"
             ))),
-            _ if p.is_congestion() && self.per_rail => Err(PlanError(format!(
+            _ if p.is_congestion() && self.per_rail => Err(PlanError::Value(format!(
                 "--per-rail with --pattern {}: a congestion pattern loads NICs across the \
                  fleet as one group; leave out --per-rail (or run one sweep per rail)",
                 p.name()
             ))),
             _ if self.root.is_some() && !matches!(p, Pattern::OneToAll | Pattern::Incast) => {
-                Err(PlanError(format!(
+                Err(PlanError::Value(format!(
                     "--root has no meaning for --pattern {} (it goes with one-to-all and incast)",
                     p.name()
                 )))
@@ -114,7 +118,7 @@ impl ClusterArgs {
             .into_iter()
             .find(|(_, given)| given(&self.test))
         {
-            Some((flag, _)) => Err(PlanError(format!(
+            Some((flag, _)) => Err(PlanError::Value(format!(
                 "{flag} has no meaning in a cluster sweep (rank 0 pairs the ranks, one rank per \
                  node or with --per-rail per rail; --json FILE holds every pair's record; the \
                  verdict uses --min-pct and --max-lat-factor)"
@@ -128,7 +132,7 @@ impl ClusterArgs {
     fn sweep_test(&self, name: &str) -> Result<SweepTest, PlanError> {
         let kind = TestKind::parse(name).ok_or_else(|| {
             let all: Vec<String> = TestKind::ALL.iter().map(|t| t.to_string()).collect();
-            PlanError(format!(
+            PlanError::Value(format!(
                 "--tests: '{name}' is not a test; valid tests are {}",
                 all.join(", ")
             ))
@@ -150,6 +154,7 @@ impl ClusterArgs {
 /// --pairs-file: "SERVER CLIENT" per line.
 fn read_pairs(path: &Path) -> Result<Vec<(usize, usize)>, PlanError> {
     let text = std::fs::read_to_string(path)
-        .map_err(|e| PlanError(format!("--pairs-file {}: {e}", path.display())))?;
-    parse_pairs(&text).map_err(|e| PlanError(format!("--pairs-file {}: {e}", path.display())))
+        .map_err(|e| PlanError::Value(format!("--pairs-file {}: {e}", path.display())))?;
+    parse_pairs(&text)
+        .map_err(|e| PlanError::Value(format!("--pairs-file {}: {e}", path.display())))
 }

@@ -136,7 +136,7 @@ pub fn check_together(
         }
     };
     let shown = |r: &RunRecord| format!("{} ({})", r.params.test, measure(r));
-    Err(PlanError(format!(
+    Err(PlanError::Value(format!(
         "'{first}' is {} and '{other}' is {}: {why}, or add --mixed-tests to use them together \
          anyway",
         shown(a),
@@ -156,7 +156,7 @@ pub fn check_shared_figure(records: &[(&str, &RunRecord)]) -> Result<(), PlanErr
         return Ok(());
     };
     let shown = |r: &RunRecord| format!("{} ({})", r.params.test, measure(r));
-    Err(PlanError(format!(
+    Err(PlanError::Value(format!(
         "'{first}' is {} and '{other}' is {}: they share no figure to compare, even with \
          --mixed-tests (a bandwidth test's figure is its GB/s, a latency test's its p99; a \
          latency record's GB/s is a ping-pong's, one message in flight); give bandwidth \
@@ -332,13 +332,16 @@ mod tests {
         let err = check_together(&[("a", &bw), ("b", &bw), ("c", &read)], same, false);
         assert!(err
             .unwrap_err()
-            .0
+            .message()
             .starts_with("'a' is write-bw (bandwidth) and 'c' is read-bw (bandwidth): a verdict"));
         assert!(check_together(&[("a", &bw), ("c", &read)], same, true).is_ok());
         // A chart takes several bandwidth tests, but not bandwidth with latency.
         assert!(check_together(&[("a", &bw), ("c", &read)], two, false).is_ok());
         let err = check_together(&[("a", &bw), ("l", &lat)], two, false).unwrap_err();
-        assert!(err.0.contains("'l' is write-lat (latency)"), "{err}");
+        assert!(
+            err.message().contains("'l' is write-lat (latency)"),
+            "{err}"
+        );
         assert!(check_together(&[("a", &bw), ("l", &lat)], two, true).is_ok());
         // A test this version does not know is judged by its figures.
         let mut odd = lat.clone();
@@ -358,7 +361,7 @@ mod tests {
         assert!(check_shared_figure(&[("l", &lat), ("r", &read_lat)]).is_ok());
         let err = check_shared_figure(&[("a", &bw), ("c", &read), ("l", &lat)]).unwrap_err();
         assert!(
-            err.0.starts_with(
+            err.message().starts_with(
                 "'a' is write-bw (bandwidth) and 'l' is write-lat (latency): they share no \
                  figure to compare, even with --mixed-tests"
             ),

@@ -426,7 +426,7 @@ fn refuse_record_options(args: &CompareArgs) -> Result<(), PlanError> {
     if given.is_empty() {
         return Ok(());
     }
-    Err(PlanError(format!(
+    Err(PlanError::Value(format!(
         "{} appl{} to result records, not to sweeps (a sweep's pair has one figure)",
         given.join(", "),
         if given.len() == 1 { "ies" } else { "y" }
@@ -438,7 +438,7 @@ pub fn build(args: &CompareArgs) -> Result<SweepComparison> {
     refuse_record_options(args)?;
     let after_path = match args.candidates.as_slice() {
         [one] => one,
-        more => bail!(PlanError(format!(
+        more => bail!(PlanError::Value(format!(
             "two sweeps are compared at a time (before and after); {} after-sweeps were given",
             more.len()
         ))),
@@ -451,7 +451,7 @@ pub fn build(args: &CompareArgs) -> Result<SweepComparison> {
     );
     for (name, s) in [(&bname, &before), (&aname, &after)] {
         if !s.groups.is_empty() {
-            bail!(PlanError(format!(
+            bail!(PlanError::Value(format!(
                 "'{name}' is a congestion sweep (--pattern {}): compare diffs the pairs of \
                  pair sweeps (quick, pairs, ring, one-to-all, file); read a congestion \
                  sweep's groups in its record, or draw them with plot",
@@ -465,7 +465,7 @@ pub fn build(args: &CompareArgs) -> Result<SweepComparison> {
     };
     let comp = compare_sweeps((&bname, &before), (&aname, &after), thresholds);
     if comp.pairs.is_empty() {
-        bail!(PlanError(format!(
+        bail!(PlanError::Value(format!(
             "nothing to compare: '{bname}' and '{aname}' share no pair of NICs (host and \
              device) with a test in common"
         )));

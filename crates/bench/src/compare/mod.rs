@@ -491,7 +491,7 @@ pub fn build_report(args: &CompareArgs) -> Result<Report> {
         if !args.sizes.is_empty() {
             for size in &args.sizes {
                 if !comp.rows.iter().any(|r| r.size == *size) {
-                    bail!(PlanError(format!(
+                    bail!(PlanError::Value(format!(
                         "--size {size}: not measured in both '{bname}' ({}) and '{cname}' ({})",
                         describe_sizes(&sizes(&baseline)),
                         describe_sizes(&sizes(c))
@@ -507,7 +507,7 @@ pub fn build_report(args: &CompareArgs) -> Result<Report> {
             comp.adjust_across_sizes(args.alpha);
         }
         if comp.rows.is_empty() {
-            bail!(PlanError(format!(
+            bail!(PlanError::Value(format!(
                 "nothing to compare: '{bname}' ({}) and '{cname}' ({}) share no message size; run both with the same -s or -a",
                 describe_sizes(&sizes(&baseline)),
                 describe_sizes(&sizes(c))
@@ -537,7 +537,7 @@ pub fn run(args: &CompareArgs) -> Result<()> {
         .map(PathBuf::as_path)
         .collect();
     if paths.iter().any(|p| crate::files::is_dash(p)) {
-        bail!(PlanError(
+        bail!(PlanError::Value(
             "'-' is not a record: compare reads records from files, not from stdin (and --json \
              takes no FILE: it prints the comparison to stdout)"
                 .to_string()

@@ -43,7 +43,7 @@ fn rejected(reason: String, refused: bool) -> anyhow::Error {
     // The peer's words are shown as text, never as terminal control sequences.
     let reason = handshake::printable(&reason);
     if refused {
-        PlanError(reason).into()
+        PlanError::Refused(reason).into()
     } else {
         anyhow!("the peer ended the run: {reason}")
     }
@@ -360,6 +360,16 @@ impl Channel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_peers_refusal_of_the_plan_is_a_refused_usage_error_and_an_ending_is_not() {
+        let e = rejected("--size 4K differs".to_string(), true);
+        let usage = e.downcast_ref::<PlanError>();
+        assert!(matches!(usage, Some(PlanError::Refused(_))), "{e:?}");
+        assert_eq!(e.to_string(), "--size 4K differs");
+        let e = rejected("the server is shutting down".to_string(), false);
+        assert!(e.downcast_ref::<PlanError>().is_none(), "{e:?}");
+    }
     use crate::engine::bw::PeerState;
     use std::io::{Read, Write};
     use std::net::TcpListener;
@@ -609,7 +619,7 @@ mod tests {
         let err = client.recv("the plan verdict").unwrap_err();
         assert!(err.to_string().contains("protocol mismatch"), "{err}");
         assert!(!err.is::<PlanError>(), "a failure, not a refusal: {err}");
-        let refusal = PlanError("plan mismatch (size: server 64 KiB, client 4 KiB)".into());
+        let refusal = PlanError::Value("plan mismatch (size: server 64 KiB, client 4 KiB)".into());
         server.end_with("the server", &refusal.into());
         let err = client.recv("the plan verdict").unwrap_err();
         assert_eq!(

@@ -46,7 +46,7 @@ impl Token {
     pub fn new(text: &[u8], origin: &str) -> Result<Token, PlanError> {
         let secret = text.trim_ascii();
         if secret.len() < MIN_TOKEN_BYTES {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "{origin}: the token has {} bytes, fewer than the {MIN_TOKEN_BYTES} required; \
                  make one with `head -c 32 /dev/urandom | base64`",
                 secret.len()
@@ -61,8 +61,9 @@ impl Token {
     /// taken with a warning on stderr.
     pub fn from_file(path: &Path) -> Result<Token, PlanError> {
         let origin = format!("--token {}", path.display());
-        let cannot =
-            |e: std::io::Error| PlanError(format!("{origin}: cannot read the token file: {e}"));
+        let cannot = |e: std::io::Error| {
+            PlanError::Value(format!("{origin}: cannot read the token file: {e}"))
+        };
         let file = std::fs::File::open(path).map_err(cannot)?;
         let meta = file.metadata().map_err(cannot)?;
         let mut text = Vec::new();
@@ -71,7 +72,7 @@ impl Token {
             .read_to_end(&mut text)
             .map_err(cannot)?;
         if text.len() as u64 > MAX_TOKEN_FILE {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "{origin}: the token file has {} bytes, more than the {MAX_TOKEN_FILE}-byte \
                  limit; a token is one line (`head -c 32 /dev/urandom | base64`)",
                 meta.len().max(text.len() as u64)
@@ -366,7 +367,7 @@ mod tests {
         let file = token_file("token-size", &[b'a'; 5000], 0o600);
         let err = Token::from_file(&file).unwrap_err();
         assert_eq!(
-            err.0,
+            err.message(),
             format!(
                 "--token {}: the token file has 5000 bytes, more than the 4096-byte limit; a \
                  token is one line (`head -c 32 /dev/urandom | base64`)",
@@ -382,13 +383,16 @@ mod tests {
     fn bad_tokens_are_usage_errors_that_show_no_secret() {
         let err = Token::resolve_from(None, Some(OsStr::new("short"))).unwrap_err();
         assert!(
-            err.0.contains("RDMABENCH_TOKEN") && err.0.contains("5 bytes"),
+            err.message().contains("RDMABENCH_TOKEN") && err.message().contains("5 bytes"),
             "{err}"
         );
-        assert!(!err.0.contains("short"), "{err}");
+        assert!(!err.message().contains("short"), "{err}");
         let missing = Path::new("/nonexistent/rdmabench-token");
         let err = Token::resolve_from(Some(missing), None).unwrap_err();
-        assert!(err.0.contains("/nonexistent/rdmabench-token"), "{err}");
+        assert!(
+            err.message().contains("/nonexistent/rdmabench-token"),
+            "{err}"
+        );
         let t = token("a secret nobody may print");
         assert!(!format!("{t:?}").contains("secret"));
     }

@@ -254,7 +254,7 @@ fn load(what: &str, path: &Path) -> Result<Dump> {
     let bytes = read_bounded(what, path, MAX_DUMP_BYTES)?;
     let text = String::from_utf8_lossy(&bytes);
     let dump = parse::parse(&text).map_err(|e| {
-        PlanError(format!(
+        PlanError::Value(format!(
             "{what} '{}', {}: give one NIC's dump per file",
             shown(path),
             e.0
@@ -280,7 +280,7 @@ fn interval_of(before: &Path, after: &Path) -> Result<f64, PlanError> {
         _ => 0.0,
     };
     if secs <= 0.0 || secs > MAX_INTERVAL {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "the files' modification times give no interval (AFTER '{}' is not newer than \
              BEFORE '{}', or by more than a week): give --interval SECS",
             shown(after),

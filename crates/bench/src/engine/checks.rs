@@ -19,7 +19,7 @@ pub(super) fn check_device_limits(
     let f = device.facts();
     let depth = plan.tx_depth.max(plan.rx_depth);
     if depth > f.max_qp_wr {
-        return Err(PlanError(format!(
+        return Err(PlanError::Device(format!(
             "--tx-depth {} / --rx-depth {} exceed {}'s limit of {} work requests per queue: give \
              both {} or less",
             plan.tx_depth, plan.rx_depth, f.name, f.max_qp_wr, f.max_qp_wr
@@ -27,7 +27,7 @@ pub(super) fn check_device_limits(
     }
     let cqe = u64::from(plan.qps) * u64::from(plan.tx_depth + plan.rx_depth);
     if cqe > u64::from(f.max_cqe) {
-        return Err(PlanError(format!(
+        return Err(PlanError::Device(format!(
             "--qps {} x (--tx-depth {} + --rx-depth {}) needs a CQ of {cqe} entries; {} allows {}: \
              lower one of them",
             plan.qps,
@@ -39,7 +39,7 @@ pub(super) fn check_device_limits(
     }
     let total = slot * u64::from(plan.qps);
     if f.max_mr_size > 0 && total > f.max_mr_size {
-        return Err(PlanError(format!(
+        return Err(PlanError::Device(format!(
             "{} QPs x {slot} bytes = {total} bytes exceeds {}'s largest memory region ({} bytes)",
             plan.qps, f.name, f.max_mr_size
         )));
@@ -57,7 +57,7 @@ pub(super) fn check_device_limits(
         check_ud_size(plan, mtu, &whose)?;
     }
     if matches!(plan.test.verb, Verb::Read | Verb::Atomic) && f.max_qp_rd_atom == 0 {
-        return Err(PlanError(format!(
+        return Err(PlanError::Device(format!(
             "{} does not support RDMA READ or atomics (max_qp_rd_atom is 0)",
             f.name
         )));
@@ -69,7 +69,7 @@ pub(super) fn check_device_limits(
 pub(super) fn check_outs(plan: &TestPlan, f: &verbs::DeviceFacts) -> Result<(), PlanError> {
     let most = f.max_qp_init_rd_atom.min(f.max_qp_rd_atom);
     match plan.outs {
-        Some(o) if o > most => Err(PlanError(format!(
+        Some(o) if o > most => Err(PlanError::Device(format!(
             "--outs {o} exceeds {}'s limit of {most} outstanding READs/atomics per QP: give \
              --outs 1 to {most}, or leave it out",
             f.name
@@ -90,7 +90,7 @@ pub(super) fn check_ud_size(plan: &TestPlan, mtu: u32, whose: &str) -> Result<()
     } else {
         format!("-s {largest}")
     };
-    Err(PlanError(format!(
+    Err(PlanError::Device(format!(
         "-c UD sends one packet per message: {asked} exceeds the path MTU of {mtu} bytes \
          ({whose}); give -s {mtu} or less, or -c RC"
     )))
@@ -111,7 +111,7 @@ pub fn check_memory_mode(
     let direct = mem.gdr();
     let staged = mem.is_staged();
     if direct && plan.inline > 0 {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} {}: --inline-size {}: inline data is copied from the buffer by the CPU, \
              which cannot read GPU memory; drop -I (the NIC reads GPU memory itself), or use \
              --mem {} (which posts from host bounce buffers)",
@@ -121,25 +121,25 @@ pub fn check_memory_mode(
         )));
     }
     if staged && plan.srq {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} {}: --srq: the staged pipeline posts its receives into its own bounce \
              buffers; leave one of them out",
             mem.name()
         )));
     }
     if let (true, Some(r)) = (staged, plan.rate_limit) {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} {}: --rate-limit {r} paces the host loop's posts; the staged pipeline \
              posts as its bounce buffers fill: leave one of them out",
             mem.name()
         )));
     }
     if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
-        return Err(PlanError(format!("{flag} {}: {why}", mem.name())));
+        return Err(PlanError::Value(format!("{flag} {}: {why}", mem.name())));
     }
     let lat_write = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
     if direct && lat_write {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "{flag} {}: write-lat polls the last byte with the CPU, which cannot read GPU memory; \
              use send-lat, --mem {} (it polls the bounce buffer), or --mem host",
             mem.name(),
@@ -168,7 +168,7 @@ pub fn check_loopback_memory(
 /// send none.
 pub(super) fn check_tclass(plan: &TestPlan, grh: bool) -> Result<(), PlanError> {
     match (plan.tclass, grh) {
-        (Some(tc), false) => Err(PlanError(format!(
+        (Some(tc), false) => Err(PlanError::Device(format!(
             "--tclass {tc} is a field of the GRH, which this InfiniBand port sends only with \
              -x: give -x GID_INDEX too, or leave --tclass out"
         ))),

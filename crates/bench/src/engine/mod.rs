@@ -385,7 +385,7 @@ fn access_for(
         .then(|| buffer::odp_refusal(device.name(), device.facts().odp, plan))
         .flatten()
     {
-        return Err(PlanError(why).into());
+        return Err(PlanError::Device(why).into());
     }
     Ok(remote_access(plan, role)
         .with_relaxed_ordering(buffer::relaxed_ordering(relaxed_ordering, plan, mem))
@@ -448,7 +448,7 @@ fn create_qps(
 
 /// `-I` above what the device creates QPs with.
 fn inline_refusal(plan: &TestPlan, device: &Device, max: u32) -> PlanError {
-    PlanError(format!(
+    PlanError::Device(format!(
         "--inline-size {} exceeds {}'s inline limit of {max} bytes for a {} QP: give -I {max} or \
          less",
         plan.inline,

@@ -35,7 +35,7 @@ pub fn run(args: &HealthArgs) -> Result<()> {
     };
     deliver(args, &report);
     if let (Some(path), false) = (&args.learn, report.status == Severity::Ok) {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "health --learn {}: refused, nothing written: this node is not healthy ({}); a \
              node teaches only what it has: mend it, or learn on a healthy node of its SKU",
             path.display(),

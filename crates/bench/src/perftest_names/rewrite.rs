@@ -230,10 +230,10 @@ fn answer(
         (Some(_), None) => Some(
             rest.pop_front()
                 .and_then(|v| v.into_string().ok())
-                .ok_or_else(|| PlanError(format!("perftest's {typed} needs a value")))?,
+                .ok_or_else(|| PlanError::Value(format!("perftest's {typed} needs a value")))?,
         ),
         (None, Some(v)) => {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "perftest's {typed} takes no value: '{v}' was given"
             )))
         }
@@ -254,7 +254,7 @@ fn answer(
 }
 
 fn refused(typed: &str, why: &str, instead: &str) -> PlanError {
-    PlanError(format!(
+    PlanError::Value(format!(
         "perftest's {typed} is not supported: {why}; instead: {instead}"
     ))
 }
@@ -295,7 +295,7 @@ fn translate(
                 "rdmabench paces bytes, not packets",
                 "--rate-limit RATE in Gb/s (packets/s x size x 8 / 1e9)",
             )),
-            _ => Err(PlanError(format!(
+            _ => Err(PlanError::Value(format!(
                 "perftest's {typed} takes M (MiB/s), g (Gb/s) or p (packets/s): '{v}' is none"
             ))),
         },
@@ -306,7 +306,7 @@ fn translate(
                 "rdmabench paces in software only (no NIC rate limiter or packet pacing)",
                 "--rate-limit RATE, software pacing as --rate_limit_type SW",
             )),
-            _ => Err(PlanError(format!(
+            _ => Err(PlanError::Value(format!(
                 "perftest's {typed} takes HW, SW or PP: '{v}' is none"
             ))),
         },
@@ -323,7 +323,7 @@ fn translate(
         }
         Translation::CudaDmabuf if ctx.cuda_bus_id => Ok(vec![]),
         Translation::CudaDmabuf => Ok(vec!["--use_cuda_dmabuf".into()]),
-        Translation::CudaDmabufVia if !ctx.cuda_dmabuf => Err(PlanError(format!(
+        Translation::CudaDmabufVia if !ctx.cuda_dmabuf => Err(PlanError::Value(format!(
             "perftest's {typed} needs --use_cuda_dmabuf (it changes how a dma-buf is mapped); \
              rdmabench's: --mem cuda{}:GPU",
             ctx.cuda_via().suffix()
@@ -347,7 +347,7 @@ mod tests {
     }
 
     fn parse(args: &[&str]) -> Result<Cli, String> {
-        let args = rewrite(words(args)).map_err(|e| e.0)?;
+        let args = rewrite(words(args)).map_err(|e| e.message().to_string())?;
         clap::Parser::try_parse_from(args).map_err(|e: clap::Error| e.to_string())
     }
 

@@ -209,26 +209,26 @@ fn register_font() -> Result<()> {
 pub fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::ChartSpec)> {
     let kind = args.kind.unwrap_or_else(|| default_kind(inputs));
     if args.log_y && kind != Kind::Bw {
-        bail!(PlanError(
+        bail!(PlanError::Value(
             "--log-y applies to --kind bw only (latency charts choose a log axis themselves)"
                 .to_string()
         ));
     }
     if !matches!(kind, Kind::Trend | Kind::Timeline) {
         if let Some(s) = args.size {
-            bail!(PlanError(format!(
+            bail!(PlanError::Value(format!(
                 "--size {s} applies to --kind trend and timeline only; bw and lat charts show \
                  every size"
             )));
         }
     }
     if kind != Kind::Trend && args.order.is_some() {
-        bail!(PlanError(
+        bail!(PlanError::Value(
             "--order applies to --kind trend only".to_string()
         ));
     }
     if args.labels.len() > inputs.len() {
-        bail!(PlanError(format!(
+        bail!(PlanError::Value(format!(
             "{} --label values for {} records; give at most one per record",
             args.labels.len(),
             inputs.len()
@@ -310,14 +310,14 @@ pub fn render_heat_map(map: &HeatMap, format: Format, size: (u32, u32)) -> Resul
 
 /// Runs `rdmabench plot`.
 pub fn run(args: &PlotArgs) -> Result<()> {
-    let format = format_of(&args.output).map_err(PlanError)?;
+    let format = format_of(&args.output).map_err(PlanError::Value)?;
     check_writable("-o", &args.output)?;
     let paths: Vec<&Path> = args.records.iter().map(PathBuf::as_path).collect();
     if all_sweeps(&paths)? {
         return run_sweep(args, format);
     }
     if args.test.is_some() {
-        bail!(PlanError(
+        bail!(PlanError::Value(
             "--test applies to sweep records only (a result record holds one test)".to_string()
         ));
     }
@@ -392,14 +392,14 @@ fn chart_options_given(args: &PlotArgs) -> Vec<&'static str> {
 pub fn build_heat_map(sweep: &crate::report::SweepRecord, args: &PlotArgs) -> Result<HeatMap> {
     let given = chart_options_given(args);
     if !given.is_empty() {
-        bail!(PlanError(format!(
+        bail!(PlanError::Value(format!(
             "{} appl{} to charts of result records, not to a sweep's heat map",
             given.join(", "),
             if given.len() == 1 { "ies" } else { "y" }
         )));
     }
     let test = match &args.test {
-        Some(t) if !sweep.tests.contains(t) => bail!(PlanError(format!(
+        Some(t) if !sweep.tests.contains(t) => bail!(PlanError::Value(format!(
             "--test {t}: the sweep ran {}",
             sweep.tests.join(", ")
         ))),
@@ -415,7 +415,7 @@ pub fn build_heat_map(sweep: &crate::report::SweepRecord, args: &PlotArgs) -> Re
 /// `rdmabench plot SWEEP.json`: the heat map of one test of one sweep.
 fn run_sweep(args: &PlotArgs, format: Format) -> Result<()> {
     if let [first, second, ..] = args.records.as_slice() {
-        bail!(PlanError(format!(
+        bail!(PlanError::Value(format!(
             "'{}' and '{}': plot draws one sweep at a time; give one sweep record",
             first.display(),
             second.display()
@@ -462,14 +462,14 @@ fn run_sweep(args: &PlotArgs, format: Format) -> Result<()> {
 fn run_shares(args: &PlotArgs, format: Format, sweep: &crate::report::SweepRecord) -> Result<()> {
     let given = chart_options_given(args);
     if !given.is_empty() {
-        bail!(PlanError(format!(
+        bail!(PlanError::Value(format!(
             "{} appl{} to charts of result records, not to a congestion sweep's shares",
             given.join(", "),
             if given.len() == 1 { "ies" } else { "y" }
         )));
     }
     let test = match &args.test {
-        Some(t) if !sweep.groups.iter().any(|g| &g.test == t) => bail!(PlanError(format!(
+        Some(t) if !sweep.groups.iter().any(|g| &g.test == t) => bail!(PlanError::Value(format!(
             "--test {t}: the sweep ran {}",
             sweep.tests.join(", ")
         ))),

@@ -514,7 +514,7 @@ pub(super) fn pct(l: &LatencyStats, k: usize) -> f64 {
 pub fn lat_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
     for i in inputs {
         if !i.record.results.iter().any(|r| r.lat_us.is_some()) {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "'{}' has no latency figures (it is a {} record); plot it with --kind bw",
                 i.stem, i.record.params.test
             ))

@@ -24,7 +24,7 @@ fn intervals_of(input: &Input, wanted: Option<u64>) -> Result<(u64, &IntervalFig
         .filter(|r| r.intervals.is_some())
         .collect();
     if with.is_empty() {
-        bail!(PlanError(format!(
+        bail!(PlanError::Value(format!(
             "'{}' has no intervals to draw: run the test with -D SECS --interval SECS",
             input.stem
         )));
@@ -36,7 +36,7 @@ fn intervals_of(input: &Input, wanted: Option<u64>) -> Result<(u64, &IntervalFig
             .copied()
             .ok_or_else(|| {
                 let sizes: Vec<String> = with.iter().map(|r| format_size(r.size)).collect();
-                PlanError(format!(
+                PlanError::Value(format!(
                     "--size {size}: '{}' has intervals at {} only",
                     input.stem,
                     sizes.join(", ")

@@ -45,7 +45,7 @@ pub fn trend_size(inputs: &[Input], wanted: Option<u64>) -> Result<u64> {
             .map(|(i, _)| i.stem.as_str())
             .collect();
         if !missing.is_empty() {
-            bail!(PlanError(format!(
+            bail!(PlanError::Value(format!(
                 "--size {size}: not measured in {}; sizes every record has: {}",
                 missing.join(", "),
                 list_sizes(&common)

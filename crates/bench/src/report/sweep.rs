@@ -415,18 +415,18 @@ pub fn load_sweep(path: &Path) -> Result<SweepRecord> {
     let shown = path.display();
     let text = std::fs::read_to_string(path)
         .with_context(|| format!("cannot read the sweep record '{shown}'"))?;
-    let schema =
-        schema_of(&text).map_err(|e| PlanError(format!("'{shown}' is not valid JSON: {e}")))?;
+    let schema = schema_of(&text)
+        .map_err(|e| PlanError::Value(format!("'{shown}' is not valid JSON: {e}")))?;
     match schema.as_deref() {
         Some(SWEEP_SCHEMA) => {}
-        other => bail!(PlanError(format!(
+        other => bail!(PlanError::Value(format!(
             "'{shown}' has schema '{}', but this rdmabench reads sweep records of '{SWEEP_SCHEMA}'",
             other.unwrap_or("none")
         ))),
     }
     // Parsed again from the text, so that an error says the line and column.
     serde_json::from_str(&text).map_err(|e| {
-        PlanError(format!(
+        PlanError::Value(format!(
             "'{shown}' is not a valid {SWEEP_SCHEMA} record ({e}); see results/schema.md"
         ))
         .into()
@@ -440,7 +440,7 @@ pub fn all_sweeps(paths: &[&Path]) -> Result<bool, PlanError> {
     let sweep = kinds.iter().position(|&k| k);
     let result = kinds.iter().position(|&k| !k);
     match (sweep, result) {
-        (Some(s), Some(r)) => Err(PlanError(format!(
+        (Some(s), Some(r)) => Err(PlanError::Value(format!(
             "'{}' is a sweep record ({SWEEP_SCHEMA}) and '{}' is not: sweeps and result \
              records cannot be used together; give sweep records only, or result records only",
             paths[s].display(),
@@ -673,7 +673,10 @@ mod tests {
         assert_eq!(load_sweep(&sweep).unwrap(), sample_sweep());
         assert_eq!(all_sweeps(&[&sweep, &sweep]), Ok(true));
         assert_eq!(all_sweeps(&[&result]), Ok(false));
-        let e = all_sweeps(&[&result, &sweep]).unwrap_err().0;
+        let e = all_sweeps(&[&result, &sweep])
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(
             e.contains("'") && e.contains("sweep.json") && e.contains("result.json"),
             "{e}"

@@ -435,12 +435,16 @@ mod tests {
     fn the_outputs_are_checked_together_each_named_by_its_flag() {
         let both = RecordFiles::default().with(&JSON, "-").with(&CSV, "-");
         let e = both.check().unwrap_err();
-        assert!(e.0.starts_with("--json and --csv both name '-'"), "{e}");
+        assert!(
+            e.message().starts_with("--json and --csv both name '-'"),
+            "{e}"
+        );
         let csv_only = both.with(&JSON, "/nonexistent-rdmabench-dir/run.json");
         assert_eq!(csv_only.get(&CSV), Some(Path::new("-")));
         let e = csv_only.check().unwrap_err();
         assert!(
-            e.0.starts_with("--json '/nonexistent-rdmabench-dir/run.json'"),
+            e.message()
+                .starts_with("--json '/nonexistent-rdmabench-dir/run.json'"),
             "{e}"
         );
         assert!(RecordFiles::default().check().is_ok());

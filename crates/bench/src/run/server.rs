@@ -100,12 +100,12 @@ fn serve(
     let plan = TestPlan::adopt(*asked, opts.test, &opts.request)?;
     // Above this server's limits is a plan that cannot run as asked: a refusal (exit 2 on
     // both sides), said before anything is allocated.
-    admit_plan(&opts.admission, &plan, &local).map_err(|r| PlanError(r.0))?;
+    admit_plan(&opts.admission, &plan, &local).map_err(|r| PlanError::Refused(r.0))?;
     if let Some(l) = &opts.rail {
         l.board
             .budget
             .admit(l.index, &plan, &opts.admission)
-            .map_err(|r| PlanError(r.0))?;
+            .map_err(|r| PlanError::Refused(r.0))?;
     }
     let admitted = Instant::now();
     ch.send(&Message::PlanAccepted)?;
@@ -183,7 +183,7 @@ fn serve_sizes(
                 }
                 opts.admission
                     .check_elapsed(admitted.elapsed())
-                    .map_err(|r| PlanError(r.0))?;
+                    .map_err(|r| PlanError::Refused(r.0))?;
                 // The size's deadlines end with the run's --max-duration too.
                 let left = opts.admission.time_left(admitted.elapsed());
                 last = planned_length(plan, size, opts.timeout).min(left);
@@ -205,7 +205,7 @@ fn serve_sizes(
 /// deadlines end there), which is what ended it then.
 fn beyond_max_duration(opts: &RunOptions, admitted: Instant, e: anyhow::Error) -> anyhow::Error {
     match opts.admission.check_elapsed(admitted.elapsed()) {
-        Err(r) => PlanError(r.0).into(),
+        Err(r) => PlanError::Refused(r.0).into(),
         Ok(()) => e,
     }
 }

@@ -189,7 +189,7 @@ pub fn check_peer(
     let source = source.map_or("host or GPU memory, not staged".to_string(), |s| {
         s.to_string()
     });
-    Err(PlanError(format!(
+    Err(PlanError::Value(format!(
         "the server stages what is {} (a staged --mem, {target}), which needs a staged \
          client with the same bounce buffers: the client has {source}; give the client a \
          staged --mem (cuda-staged, rocm-staged) with --staging-chunk {} --staging-depth {}, \

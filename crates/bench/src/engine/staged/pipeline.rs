@@ -200,7 +200,7 @@ impl Protocol {
         };
         if (p.expects_notices() || p.sends_notices()) && matches!(shape.stop, Stop::Duration { .. })
         {
-            return Err(PlanError(
+            return Err(PlanError::Value(
                 "staged at both ends, a bandwidth test needs -n (a message count), not -D".into(),
             )
             .into());

@@ -54,7 +54,7 @@ pub fn rail_mems(
     let gpus = match choice {
         RailGpus::AsGiven => return Ok(same()),
         RailGpus::Map(map) if map.len() != nics.len() => {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "--gpu-map names {} GPU(s) for {} rail(s) ({}): give one per rail",
                 map.len(),
                 nics.len(),
@@ -149,7 +149,7 @@ mod tests {
             &nics,
             Some(&t),
         );
-        assert!(e.unwrap_err().0.contains("1 GPU(s) for 2 rail(s)"));
+        assert!(e.unwrap_err().message().contains("1 GPU(s) for 2 rail(s)"));
         assert!(parse_gpu_map("0,x")
             .unwrap_err()
             .contains("'x' is not a GPU"));

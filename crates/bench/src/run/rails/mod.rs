@@ -32,13 +32,13 @@ pub fn parse_device_list(text: &str) -> Result<Vec<String>, PlanError> {
     let mut out: Vec<String> = Vec::new();
     for name in text.split(',').map(str::trim) {
         if name.is_empty() {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "-d '{text}': an empty device name; give names separated by commas, as in \
                  -d mlx5_0,mlx5_1"
             )));
         }
         if out.iter().any(|n| n == name) {
-            return Err(PlanError(format!(
+            return Err(PlanError::Value(format!(
                 "-d '{text}': device {name} is given twice; each rail needs a device of its own"
             )));
         }
@@ -51,7 +51,7 @@ pub fn parse_device_list(text: &str) -> Result<Vec<String>, PlanError> {
 pub fn check_known(list: &[String], known: &[String]) -> Result<(), PlanError> {
     match list.iter().find(|d| !known.contains(d)) {
         None => Ok(()),
-        Some(d) => Err(PlanError(format!(
+        Some(d) => Err(PlanError::Value(format!(
             "-d: no RDMA device named {d}; this host has {}",
             if known.is_empty() {
                 "none".to_string()
@@ -75,7 +75,9 @@ pub fn rail_devices(sysfs: &Sysfs, ib_dev: Option<&str>, all: bool) -> Result<Ve
             .collect();
         active.sort();
         if active.is_empty() {
-            return Err(PlanError("--rails all: no RDMA device has an ACTIVE port".into()).into());
+            return Err(
+                PlanError::Value("--rails all: no RDMA device has an ACTIVE port".into()).into(),
+            );
         }
         return Ok(active);
     }
@@ -102,7 +104,7 @@ pub fn read_rail(ch: &mut Channel, own: &[String]) -> Result<(usize, String)> {
         bail!("protocol error: expected the client's rail");
     };
     if count as usize != own.len() {
-        return Err(PlanError(format!(
+        return Err(PlanError::Value(format!(
             "the client runs {count} rail(s) ({}), this server {} ({}): start both sides with \
              the same number of devices in -d, and the same --threads",
             crate::control::printable(&devices.join(",")),
@@ -515,9 +517,15 @@ mod tests {
             vec!["mlx5_0".to_string(), "mlx5_1".to_string()]
         );
         assert_eq!(parse_device_list("rxe0").unwrap(), vec!["rxe0".to_string()]);
-        let e = parse_device_list("rxe0,rxe1,rxe0").unwrap_err().0;
+        let e = parse_device_list("rxe0,rxe1,rxe0")
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("device rxe0 is given twice"), "{e}");
-        let e = parse_device_list("rxe0,,rxe1").unwrap_err().0;
+        let e = parse_device_list("rxe0,,rxe1")
+            .unwrap_err()
+            .message()
+            .to_string();
         assert!(e.contains("'rxe0,,rxe1': an empty device name"), "{e}");
     }
 
@@ -525,13 +533,16 @@ mod tests {
     fn an_unknown_device_is_named_with_the_ones_that_exist() {
         let known = vec!["rxe0".to_string(), "rxe1".to_string()];
         let list = vec!["rxe0".to_string(), "mlx5_9".to_string()];
-        let e = check_known(&list, &known).unwrap_err().0;
+        let e = check_known(&list, &known)
+            .unwrap_err()
+            .message()
+            .to_string();
         assert_eq!(
             e,
             "-d: no RDMA device named mlx5_9; this host has rxe0, rxe1"
         );
         assert!(check_known(&known, &known).is_ok());
-        let e = check_known(&list, &[]).unwrap_err().0;
+        let e = check_known(&list, &[]).unwrap_err().message().to_string();
         assert!(e.ends_with("this host has none"), "{e}");
     }
 
