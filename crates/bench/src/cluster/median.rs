@@ -108,20 +108,23 @@ pub(super) fn partners_in(tests: &[(u32, u32, bool)], leave_out: &BTreeSet<u32>)
 /// the tests (times a logarithm), however many ranks are named.
 pub(super) fn by_majority(tests: &[(u32, u32, bool)]) -> BTreeSet<u32> {
     let mut tally = partners_in(tests, &BTreeSet::new());
-    let mut queue: BinaryHeap<Standing> = tally
+    let mut queue: BinaryHeap<BadShare> = tally
         .iter()
-        .filter_map(|(&rank, sets)| Standing::of(rank, sets))
+        .filter_map(|(&rank, sets)| BadShare::of(rank, sets))
         .collect();
     let mut named = BTreeSet::new();
     while let Some(worst) = queue.pop() {
         let current = tally
             .get(&worst.rank)
-            .and_then(|s| Standing::of(worst.rank, s));
+            .and_then(|s| BadShare::of(worst.rank, s));
         if named.contains(&worst.rank) || current != Some(worst) {
             continue; // named already, or its tally changed since it was queued
         }
         named.insert(worst.rank);
-        let partners = tally.get(&worst.rank).map(|(all, _)| all.clone());
+        // A named rank's own tally is not read again: its partners move out of it.
+        let partners = tally
+            .get_mut(&worst.rank)
+            .map(|(all, _)| std::mem::take(all));
         for other in partners.into_iter().flatten() {
             let Some(sets) = tally.get_mut(&other) else {
                 continue;
@@ -129,31 +132,31 @@ pub(super) fn by_majority(tests: &[(u32, u32, bool)]) -> BTreeSet<u32> {
             sets.0.remove(&worst.rank);
             sets.1.remove(&worst.rank);
             if !named.contains(&other) {
-                queue.extend(Standing::of(other, sets));
+                queue.extend(BadShare::of(other, sets));
             }
         }
     }
     named
 }
 
-/// A rank's standing among those a majority of bad partners could name: the largest share
+/// A rank's share of bad partners, by which a majority names it: the largest share
 /// of bad partners first, then the most, then the lowest rank.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Standing {
+struct BadShare {
     rank: u32,
     bad: usize,
     all: usize,
 }
 
-impl Standing {
-    /// Its standing, where most of its partners (at least two) are bad.
-    fn of(rank: u32, (all, bad): &(BTreeSet<u32>, BTreeSet<u32>)) -> Option<Standing> {
+impl BadShare {
+    /// Its share, where most of its partners (at least two) are bad.
+    fn of(rank: u32, (all, bad): &(BTreeSet<u32>, BTreeSet<u32>)) -> Option<BadShare> {
         let (bad, all) = (bad.len(), all.len());
-        (bad >= 2 && 2 * bad > all).then_some(Standing { rank, bad, all })
+        (bad >= 2 && 2 * bad > all).then_some(BadShare { rank, bad, all })
     }
 }
 
-impl Ord for Standing {
+impl Ord for BadShare {
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
         (self.bad * other.all)
             .cmp(&(other.bad * self.all))
@@ -162,7 +165,7 @@ impl Ord for Standing {
     }
 }
 
-impl PartialOrd for Standing {
+impl PartialOrd for BadShare {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
     }
