@@ -145,12 +145,25 @@ impl SizeResult {
         }
         let bw = gbytes_per_sec(size as f64 * iterations as f64, seconds);
         Ok(SizeResult {
-            size,
             iterations,
             seconds,
             bw_gbps: bw,
             gbits: gbits_from_gbytes(bw),
             msg_rate_mpps: iterations as f64 / seconds / 1e6,
+            ..SizeResult::empty(size)
+        })
+    }
+
+    /// A size with no figures: nothing measured, every optional part absent (a failed size's
+    /// report).
+    pub fn empty(size: u64) -> Self {
+        SizeResult {
+            size,
+            iterations: 0,
+            seconds: 0.0,
+            bw_gbps: 0.0,
+            gbits: 0.0,
+            msg_rate_mpps: 0.0,
             pct_of_ceiling: None,
             lat_us: None,
             hdr: None,
@@ -159,7 +172,7 @@ impl SizeResult {
             in_flight_max: None,
             window: None,
             intervals: None,
-        })
+        }
     }
 
     /// Fills in the percentage of a ceiling given in GB/s.

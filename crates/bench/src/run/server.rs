@@ -398,10 +398,11 @@ fn serve_size(
         (Ok(_), Err(e)) => (false, format!("refused the client's figures: {e:#}")),
         (Ok(what), Ok(_)) => (true, what.clone()),
     };
-    let report = figures.as_ref().cloned().unwrap_or_else(|_| SizeResult {
-        pct_of_ceiling: None,
-        ..empty(size)
-    });
+    // A failed size's report holds no figures (the client stops on `ok: false`).
+    let report = figures
+        .as_ref()
+        .cloned()
+        .unwrap_or_else(|_| SizeResult::empty(size));
     ch.send(&Message::SizeReport {
         result: Box::new(report),
         ok,
@@ -412,26 +413,6 @@ fn serve_size(
         bail!("size {size}: {detail}");
     }
     figures
-}
-
-/// A placeholder result for a failed size's report (the client stops on `ok: false`).
-fn empty(size: u64) -> SizeResult {
-    SizeResult {
-        size,
-        iterations: 0,
-        seconds: 0.0,
-        bw_gbps: 0.0,
-        gbits: 0.0,
-        msg_rate_mpps: 0.0,
-        pct_of_ceiling: None,
-        lat_us: None,
-        hdr: None,
-        directions: None,
-        repetitions: Vec::new(),
-        in_flight_max: None,
-        window: None,
-        intervals: None,
-    }
 }
 
 #[cfg(test)]
