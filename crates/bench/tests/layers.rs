@@ -125,16 +125,21 @@ fn no_source_file_is_over_a_thousand_lines() {
     assert!(checked > 200, "checked only {checked} files");
 }
 
-/// The longest function of `text` outside its tests, as (lines, first line, name): from the
-/// line that declares it to the brace that closes it at its indentation (`rustfmt`'s layout).
+/// `text` up to its inline test module (`#[cfg(test)]` then `mod tests {`), if it has one.
+fn outside_tests(text: &str) -> &str {
+    let inline = [
+        "#[cfg(test)]\nmod tests {",
+        "#[cfg(test)]\npub(crate) mod tests {",
+    ];
+    let end = inline.iter().filter_map(|m| text.find(m)).min();
+    &text[..end.unwrap_or(text.len())]
+}
+
+/// Every function of `text` outside its tests, as (lines, first line, name): from the line
+/// that declares it to the brace that closes it at its indentation (`rustfmt`'s layout).
 fn functions(text: &str) -> Vec<(usize, usize, String)> {
-    let lines: Vec<&str> = text.lines().collect();
-    let end = lines
-        .windows(2)
-        .position(|w| {
-            w[0] == "#[cfg(test)]" && w[1].trim_start_matches("pub(crate) ") == "mod tests {"
-        })
-        .unwrap_or(lines.len());
+    let lines: Vec<&str> = outside_tests(text).lines().collect();
+    let end = lines.len();
     let mut out = Vec::new();
     for (i, line) in lines[..end].iter().enumerate() {
         let body = line.trim_start();
@@ -228,11 +233,7 @@ fn modules(src: &Path) -> Vec<(String, String)> {
             _ => parts.iter().map(String::as_str).collect(),
         };
         let text = fs::read_to_string(&file).unwrap();
-        let code = match text.find("#[cfg(test)]\nmod tests") {
-            Some(at) => text[..at].to_string(),
-            None => text,
-        };
-        out.push((keep.join("::"), code));
+        out.push((keep.join("::"), outside_tests(&text).to_string()));
     }
     out
 }
