@@ -12,8 +12,10 @@
 //! the wire, the record, the header, the CSV and `compare`, and that no field of those
 //! types lacks a row: ARCHITECTURE.md's "Adding a parameter" says what to touch.
 
-use crate::kinds::{Connection, Mode, TestKind, Verb};
-use crate::record::ParamsRecord;
+use crate::declare::params;
+use crate::kinds::{AtomicOp, Connection, Mode, TestKind, Verb};
+use crate::limits::*;
+use crate::units::{parse_class, parse_rate, parse_secs, parse_size, parse_size_u32, RateUnit};
 
 /// What `compare` makes of two records that differ in a parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -100,14 +102,6 @@ impl Param {
     }
 }
 
-fn text<T: ToString>(v: T) -> Option<String> {
-    Some(v.to_string())
-}
-
-fn opt<T: ToString>(v: Option<T>) -> Option<String> {
-    v.map(|v| v.to_string())
-}
-
 /// A row with the common settings: planned, every test, no range, in the header, warned.
 const PLANNED: Param = Param {
     key: "",
@@ -127,64 +121,101 @@ pub fn param(key: &str) -> Option<&'static Param> {
     PARAMS.iter().find(|p| p.key == key)
 }
 
-/// Every parameter, in the order the header and the CSV show them.
-pub const PARAMS: &[Param] = &[
-    Param {
-        key: "test",
-        agree: Agree::Found,
+params! {
+    fill(req, test, sizes);
+    record(plan);
+    request_first {
+    /// Message size: bytes, or 64K, 1M [default: 64K, latency tests 2]
+    ///
+    /// Message size in bytes; accepts K, M and G suffixes (64K, 1M) [default: 64K, latency 2]
+    #[arg(short = 's', long = "size", value_parser = parse_size, conflicts_with = "all", value_name = "SIZE")]
+    pub size: Option<u64>,
+
+    /// Sweep sizes 2 B .. 8 MiB in powers of two
+    #[arg(short = 'a', long = "all")]
+    pub all: bool,
+
+    }
+
+    test: Found {
         label: "Test",
         in_header: false,
-        value: |p| text(&p.test),
-        ..PLANNED
-    },
-    Param {
-        key: "mem",
+    }
+    record
+        /// Test name, e.g. "write-bw".
+        (String = plan.test.to_string())
+
+    mem: Side {
         flag: Some("--mem"),
         perftest: Some("--use_cuda"),
-        agree: Agree::Side,
         label: "Memory",
         in_header: false,
-        value: |p| text(&p.mem),
-        ..PLANNED
-    },
-    Param {
-        key: "connection",
+    }
+    record
+        /// Memory mode, e.g. "host".
+        (String = String::new())
+
+    connection: Plan {
         flag: Some("--connection"),
         perftest: Some("-c"),
         label: "Connection",
-        value: |p| text(&p.connection),
-        ..PLANNED
-    },
-    Param {
-        key: "qps",
+    }
+    request
+        /// Transport: RC, UC (WRITE, SEND) or UD (SEND) [default: RC]
+        ///
+        /// Transport: RC, UC (WRITE and SEND) or UD (SEND, one packet per message)
+        #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", value_parser = Connection::parse)]
+        (Option<Connection> => Connection = req.connection.unwrap_or(Connection::Rc))
+    record
+        /// Transport, e.g. "RC".
+        (String = plan.connection.name().to_string())
+
+    qps: Plan {
         flag: Some("--qps"),
         perftest: Some("-q"),
         applies: BANDWIDTH_ONLY,
         range: Some((1, crate::limits::MAX_QPS as u64)),
         label: "QPs",
-        value: |p| text(p.qps),
-        ..PLANNED
-    },
-    Param {
-        key: "tx_depth",
+    }
+    request
+        /// Number of QPs (1..1024) [default: 1]
+        #[arg(short = 'q', long = "qps", value_name = "N")]
+        (Option<u32> => u32 = req.qps.unwrap_or(1))
+    record
+        /// Number of QPs.
+        (u32 = plan.qps)
+
+    tx_depth: Plan {
         flag: Some("--tx-depth"),
         perftest: Some("-t"),
         range: Some((1, 1 << 16)),
         label: "TX depth",
-        value: |p| opt(p.tx_depth),
-        ..PLANNED
-    },
-    Param {
-        key: "rx_depth",
+    }
+    request
+        /// Operations in flight per QP [default: 128]
+        #[arg(short = 't', long = "tx-depth", value_name = "N")]
+        (Option<u32> => u32 = req.tx_depth.unwrap_or(DEFAULT_TX_DEPTH))
+    record
+        /// Operations in flight per QP (bandwidth tests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = bw(plan).then_some(plan.tx_depth))
+
+    rx_depth: Plan {
         flag: Some("--rx-depth"),
         perftest: Some("-r"),
         range: Some((1, 1 << 16)),
         label: "RX depth",
-        value: |p| opt(p.rx_depth),
-        ..PLANNED
-    },
-    Param {
-        key: "outs",
+    }
+    request
+        /// Receives kept posted per QP (SEND tests) [default: 512]
+        #[arg(short = 'r', long = "rx-depth", value_name = "N")]
+        (Option<u32> => u32 = req.rx_depth.unwrap_or(DEFAULT_RX_DEPTH))
+    record
+        /// Receives kept posted per QP (SEND tests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = (plan.test.verb == Verb::Send).then_some(plan.rx_depth))
+
+    outs: Plan {
         flag: Some("--outs"),
         perftest: Some("-o"),
         applies: Applies {
@@ -192,11 +223,20 @@ pub const PARAMS: &[Param] = &[
             why: "it caps outstanding READs and atomics (read-bw, read-lat, atomic-bw, atomic-lat)",
         },
         label: "Outstanding",
-        value: |p| opt(p.outs),
-        ..PLANNED
-    },
-    Param {
-        key: "atomic",
+    }
+    request
+        /// Outstanding READs/atomics per QP [default: what both allow]
+        ///
+        /// READs/atomics a QP keeps outstanding at the responder (read and atomic tests; a
+        /// ConnectX allows 16) [default: what both devices allow]
+        #[arg(short = 'o', long = "outs", value_name = "N")]
+        (Option<u32> => Option<u32> = req.outs)
+    record
+        /// READs/atomics outstanding per QP at the responder (READ and atomic tests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = reads(plan).then_some(plan.outs.unwrap_or(0)))
+
+    atomic: Plan {
         flag: Some("--atomic-type"),
         perftest: Some("-A"),
         applies: Applies {
@@ -204,19 +244,36 @@ pub const PARAMS: &[Param] = &[
             why: "it is the atomic tests' operation (atomic-bw, atomic-lat)",
         },
         label: "Atomic",
-        value: |p| opt(p.atomic.as_ref()),
-        ..PLANNED
-    },
-    Param {
-        key: "cq_mod",
+    }
+    request
+        /// Atomic op: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
+        ///
+        /// Atomic operation of the atomic tests: FETCH_AND_ADD or CMP_AND_SWAP [default: FETCH_AND_ADD]
+        #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
+        (Option<AtomicOp> => AtomicOp = req.atomic.unwrap_or(AtomicOp::FetchAdd))
+    record
+        /// The atomic operation (atomic tests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<String> = (plan.test.verb == Verb::Atomic).then(|| plan.atomic.name().to_string()))
+
+    cq_mod: Plan {
         flag: Some("--cq-mod"),
         perftest: Some("-Q"),
         label: "CQ moderation",
-        value: |p| opt(p.cq_mod),
-        ..PLANNED
-    },
-    Param {
-        key: "post_list",
+    }
+    request
+        /// A completion every N operations [default: -t/2 (64), at most 100]
+        ///
+        /// Request a completion every N operations [default: the lesser of 100 and half of -t
+        /// (so 64 at the default -t of 128), and less when -l is large]
+        #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
+        (Option<u32> => u32 = req.cq_mod.unwrap_or_else(|| default_cq_mod(tx_depth, req.post_list.unwrap_or(1))))
+    record
+        /// Completion moderation (bandwidth tests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = bw(plan).then_some(plan.cq_mod))
+
+    post_list: Plan {
         flag: Some("--post-list"),
         perftest: Some("-l"),
         applies: Applies {
@@ -224,11 +281,17 @@ pub const PARAMS: &[Param] = &[
             why: "a latency test posts one request at a time",
         },
         label: "Post list",
-        value: |p| opt(p.post_list),
-        ..PLANNED
-    },
-    Param {
-        key: "inline",
+    }
+    request
+        /// Work requests per doorbell [default: 1]
+        #[arg(short = 'l', long = "post-list", value_name = "N")]
+        (Option<u32> => u32 = req.post_list.unwrap_or(1))
+    record
+        /// Work requests per doorbell (bandwidth tests).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = bw(plan).then_some(plan.post_list))
+
+    inline: Plan {
         flag: Some("--inline-size"),
         perftest: Some("-I"),
         applies: Applies {
@@ -237,19 +300,36 @@ pub const PARAMS: &[Param] = &[
         },
         range: Some((0, 1 << 16)),
         label: "Inline bytes",
-        value: |p| text(p.inline),
-        ..PLANNED
-    },
-    Param {
-        key: "path_mtu",
+    }
+    request
+        /// Send messages up to BYTES inline [default: see --help]
+        ///
+        /// Send messages up to this many bytes inline [default: latency tests with host memory:
+        /// perftest's (WRITE 220, SEND 236, UD SEND 188) capped by what the client's device allows;
+        /// otherwise 0, off]
+        #[arg(short = 'I', long = "inline-size", value_name = "BYTES", value_parser = parse_size_u32)]
+        (Option<u32> => u32 = req.inline.unwrap_or(0))
+    record
+        /// Inline threshold in bytes.
+        (u32 = plan.inline)
+
+    path_mtu: Plan {
         flag: Some("--mtu"),
         perftest: Some("-m"),
         label: "Path MTU",
-        value: |p| opt(p.path_mtu),
-        ..PLANNED
-    },
-    Param {
-        key: "qp_timeout",
+    }
+    request
+        /// Path MTU: 256 .. 4096 [default: the ports' active MTU]
+        ///
+        /// Path MTU: 256, 512, 1024, 2048 or 4096 [default: the ports' active MTU]
+        #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
+        (Option<u32> => Option<u32> = req.path_mtu)
+    record
+        /// The path MTU in bytes (both ports' and `-m`'s smallest).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = plan.path_mtu)
+
+    qp_timeout: Plan {
         flag: Some("--qp-timeout"),
         perftest: Some("-u"),
         applies: Applies {
@@ -260,20 +340,41 @@ pub const PARAMS: &[Param] = &[
         label: "QP timeout",
         // Changes no figure unless packets are lost, and then it is what is being compared.
         compare: Compared::Info,
-        value: |p| opt(p.qp_timeout),
-        ..PLANNED
-    },
-    Param {
-        key: "tclass",
+    }
+    request
+        /// RC ack timeout, 4.096 us * 2^N a try [default: 14, rxe 18 but READ]
+        ///
+        /// RC acknowledgement timeout: 4.096 us * 2^N a try (1..31) [default: 14, on a software
+        /// device such as rxe 18 but for READs]
+        #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
+        (Option<u8> => Option<u8> = req.qp_timeout)
+    record
+        /// RC: the acknowledgement timeout exponent, 4.096 us * 2^N a try (`-u`, or 14 on a NIC
+        /// and 18 on a software device but for READs). Absent for UC/UD and in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u8> = plan.qp_timeout)
+
+    tclass: Plan {
         flag: Some("--tclass"),
         perftest: Some("--tclass"),
         range: Some((0, 255)),
         label: "Traffic class",
-        value: |p| opt(p.tclass),
-        ..PLANNED
-    },
-    Param {
-        key: "rdma_cm",
+    }
+    request
+        /// Traffic class (RoCE v2: the TOS byte), 0..255 or 0x68
+        ///
+        /// Traffic class of the GRH, 0..255 or hex (0x68): on RoCE v2 the IP TOS byte (DSCP = N >> 2,
+        /// ECN = N & 3), so that a run lands in the fabric's lossless (PFC) class, e.g. 106 for
+        /// DSCP 26; on InfiniBand it needs -x [default: 0]
+        #[arg(long = "tclass", value_name = "N", value_parser = parse_class)]
+        (Option<u8> => Option<u8> = req.tclass)
+    record
+        /// The GRH's traffic class the QPs sent (`--tclass`, else 0); absent without a GRH
+        /// (InfiniBand without `-x`) and in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u8> = plan.tclass)
+
+    rdma_cm: Plan {
         flag: Some("--rdma-cm"),
         perftest: Some("-R"),
         applies: Applies {
@@ -281,11 +382,20 @@ pub const PARAMS: &[Param] = &[
             why: "the RDMA CM connects RC QPs here; use -c RC",
         },
         label: "RDMA CM",
-        value: |p| text(p.rdma_cm),
-        ..PLANNED
-    },
-    Param {
-        key: "srq",
+    }
+    request
+        /// Connect the QPs through the RDMA CM, as perftest's -R
+        ///
+        /// Connect the QPs through the RDMA connection manager (librdmacm), as perftest's -R; the
+        /// control channel still carries the plan (RC only)
+        #[arg(short = 'R', long = "rdma-cm")]
+        (bool => bool = req.rdma_cm)
+    record
+        /// The QPs were connected through the RDMA CM (`-R`); false when absent.
+        #[serde(default)]
+        (bool = plan.rdma_cm)
+
+    srq: Plan {
         flag: Some("--srq"),
         perftest: Some("--use-srq"),
         applies: Applies {
@@ -293,79 +403,121 @@ pub const PARAMS: &[Param] = &[
             why: "a shared receive queue holds SEND receives (send-bw, send-lat)",
         },
         label: "Shared RQ",
-        value: |p| text(p.srq),
-        ..PLANNED
-    },
-    Param {
-        key: "rate_limit",
+    }
+    request
+        /// SEND tests: receive from one shared receive queue
+        ///
+        /// SEND tests: a receiving side's QPs take their receives from one shared receive queue of
+        /// -r receives in all (perftest's --use-srq)
+        #[arg(long = "srq", alias = "use-srq")]
+        (bool => bool = req.srq)
+    record
+        /// A receiving side's QPs took their receives from one shared receive queue (`--srq`);
+        /// false when absent.
+        #[serde(default)]
+        (bool = plan.srq)
+
+    rate_limit: Plan {
         flag: Some("--rate-limit"),
         applies: Applies {
             to: |t, _| t.mode == Mode::Bw,
             why: "it paces a bandwidth test's posts; a latency test has one operation in flight",
         },
         label: "Paced to GB/s",
-        value: |p| opt(p.rate_limit.map(serde_json::Value::from)),
-        ..PLANNED
-    },
-    Param {
-        key: "sl",
+    }
+    request
+        /// Pace the posts to at most RATE: Gb/s, or 10Gb, 3GB
+        ///
+        /// Pace the posts in software to at most RATE (bandwidth tests; each sending side, all QPs
+        /// together): a bare number is Gb/s, as perftest's --rate_limit; or 10Gb, 5Gbps, 3GB, 25GB/s
+        #[arg(long = "rate-limit", value_name = "RATE", value_parser = parse_gbits_rate)]
+        (Option<f64> => Option<f64> = req.rate_limit)
+    record
+        /// The run was paced: each sending side posted at most this many GB/s (`--rate-limit`);
+        /// absent when it was not.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<f64> = plan.rate_limit)
+
+    sl: Plan {
         flag: Some("--sl"),
         perftest: Some("-S"),
         range: Some((0, 15)),
         label: "Service level",
-        value: |p| text(p.sl),
-        ..PLANNED
-    },
-    Param {
-        key: "validate",
+    }
+    request
+        /// Service level, 0..15 [default: 0]
+        ///
+        /// Service level, 0..15: on InfiniBand the virtual lane the subnet manager maps it to; on
+        /// RoCE a ConnectX's 802.1p priority of VLAN-tagged frames (docs/running.md) [default: 0]
+        #[arg(short = 'S', long = "sl", value_name = "N")]
+        (Option<u8> => Option<u8> = req.sl)
+    record
+        /// The service level of the QPs' address vectors (`--sl`, else 0); 0 in older records.
+        #[serde(default)]
+        (u8 = plan.sl.unwrap_or(0))
+
+    validate: Plan {
         flag: Some("--validate"),
         label: "Validate",
-        value: |p| text(p.validate),
-        ..PLANNED
-    },
-    Param {
-        key: "relaxed_ordering",
+    }
+    request
+        /// Check the payload that arrived after each size
+        ///
+        /// Check the payload that arrived after each size (the run fails on a wrong byte)
+        #[arg(long)]
+        (bool => bool = req.validate)
+    record
+        /// The payload was checked after each size (`--validate`).
+        #[serde(default)]
+        (bool = plan.validate)
+
+    relaxed_ordering: Side {
         flag: Some("--disable-pcie-relaxed"),
         perftest: Some("--disable_pcie_relaxed"),
-        agree: Agree::Side,
         label: "Relaxed order",
-        value: |p| text(p.relaxed_ordering),
-        ..PLANNED
-    },
-    Param {
-        key: "hugepages",
+    }
+    record
+        /// This side's memory was registered with PCIe relaxed ordering (`--disable-pcie-relaxed`
+        /// turns it off; a device that refuses it runs without). Absent in older records: false.
+        #[serde(default)]
+        (bool = false)
+
+    hugepages: Side {
         flag: Some("--use-hugepages"),
         perftest: Some("--use-hugepages"),
-        agree: Agree::Side,
         label: "Huge pages",
-        value: |p| text(p.hugepages),
-        ..PLANNED
-    },
-    Param {
-        key: "odp",
+    }
+    record
+        /// This side's host buffer was on huge pages (`--use-hugepages`); false when absent.
+        #[serde(default)]
+        (bool = false)
+
+    odp: Side {
         flag: Some("--odp"),
         perftest: Some("--odp"),
-        agree: Agree::Side,
         label: "Demand paging",
-        value: |p| text(p.odp),
-        ..PLANNED
-    },
-    Param {
-        key: "threads",
+    }
+    record
+        /// This side's buffer was registered for on-demand paging (`--odp`); false when absent.
+        #[serde(default)]
+        (bool = false)
+
+    threads: Side {
         flag: Some("--threads"),
-        agree: Agree::Side,
         applies: Applies {
             to: |t, _| t.mode == Mode::Bw,
             why: "a latency test measures one QP ping-pong in one thread",
         },
         label: "Threads",
-        value: |p| text(p.threads),
-        ..PLANNED
-    },
-    Param {
-        key: "clock",
+    }
+    record
+        /// Measuring threads on this side's device (`--threads`), each with its own QPs and CQ;
+        /// 1 when absent.
+        #[serde(default = "one")]
+        (u32 = 1)
+
+    clock: Side {
         flag: Some("--clock"),
-        agree: Agree::Side,
         applies: Applies {
             to: |t, _| t.mode == Mode::Lat,
             why: "it times a latency test's round trips; a bandwidth test's window is timed \
@@ -373,76 +525,102 @@ pub const PARAMS: &[Param] = &[
         },
         label: "Clock",
         in_header: false,
-        value: |p| opt(p.clock.as_ref()),
-        ..PLANNED
-    },
-    Param {
-        key: "clock_hz",
-        agree: Agree::Found,
+    }
+    record
+        /// Latency tests: the clock that timed each round trip, "tsc" or "monotonic".
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<String> = None)
+
+    clock_hz: Found {
         label: "Clock rate (Hz)",
         in_header: false,
         compare: Compared::Skip,
-        value: |p| opt(p.clock_hz.map(serde_json::Value::from)),
-        ..PLANNED
-    },
-    Param {
-        key: "cpus",
+    }
+    record
+        /// Latency tests: that clock's ticks per second (the TSC's calibrated rate).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<f64> = None)
+
+    cpus: Side {
         flag: Some("--cpus"),
-        agree: Agree::Side,
         label: "CPUs",
         in_header: false,
-        value: |p| opt(p.cpus.as_ref()),
-        ..PLANNED
-    },
-    Param {
-        key: "numa_node",
-        agree: Agree::Found,
+    }
+    record
+        /// The CPU the measuring thread was pinned to; absent with `--no-pin`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<String> = None)
+
+    numa_node: Found {
         label: "NUMA node",
         in_header: false,
-        value: |p| opt(p.numa_node),
-        ..PLANNED
-    },
-    Param {
-        key: "placement",
-        agree: Agree::Found,
+    }
+    record
+        /// The NIC's NUMA node; absent where sysfs does not know it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = None)
+
+    placement: Found {
         label: "Placement",
         in_header: false,
         compare: Compared::Skip,
-        value: |p| opt(p.placement.as_ref()),
-        ..PLANNED
-    },
-    Param {
-        key: "iters",
+    }
+    record
+        /// Where the measuring thread's CPU was chosen from ("of the NIC's node 0 0-15"), or
+        /// "not pinned (--no-pin)"; absent in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<String> = None)
+
+    iters: Plan {
         flag: Some("--iters"),
         perftest: Some("-n"),
         range: Some((1, u32::MAX as u64)),
         label: "Iterations",
         in_header: false,
         compare: Compared::Info,
-        value: |p| opt(p.iters),
-        ..PLANNED
-    },
-    Param {
-        key: "warmup",
-        agree: Agree::Found,
+    }
+    request
+        /// Operations per QP and size [default: 5000, latency 1000]
+        #[arg(
+            short = 'n',
+            long = "iters",
+            value_name = "N",
+            conflicts_with = "duration"
+        )]
+        (Option<u64> => u64 = req.iters.unwrap_or(if test.mode == Mode::Lat { DEFAULT_ITERS_LAT } else { DEFAULT_ITERS_BW }))
+    record
+        /// Operations per QP and size (iteration-count runs).
+        (Option<u64> = plan.duration.is_none().then_some(plan.iters))
+
+    warmup: Found {
         label: "Warm-up",
         in_header: false,
         compare: Compared::Info,
-        value: |p| opt(p.warmup),
-        ..PLANNED
-    },
-    Param {
-        key: "duration",
+    }
+    record
+        /// Latency tests: round trips before each size's measured ones (absent in older records).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u64> = (!bw(plan)).then_some(LAT_WARMUP))
+
+    duration: Plan {
         flag: Some("--duration"),
         perftest: Some("-D"),
         label: "Duration (s)",
         in_header: false,
         compare: Compared::Info,
-        value: |p| opt(p.duration.map(serde_json::Value::from)),
-        ..PLANNED
-    },
-    Param {
-        key: "interval",
+    }
+    request
+        /// Run each size for SECS (or 10s, 2m) instead of -n iterations
+        ///
+        /// Run each size for SECS (seconds, or 10s, 500ms, 2m) instead of -n iterations (a tenth,
+        /// at most 2 s, is left out of the measured window at each end)
+        #[arg(short = 'D', long = "duration", value_name = "SECS", value_parser = parse_secs)]
+        (Option<f64> => Option<f64> = req.duration)
+    record
+        /// Seconds per size (duration runs).
+        (Option<f64> = plan.duration)
+
+    interval: Plan {
         flag: Some("--interval"),
         applies: Applies {
             to: |t, _| t.mode == Mode::Bw,
@@ -450,11 +628,22 @@ pub const PARAMS: &[Param] = &[
         },
         label: "Interval (s)",
         compare: Compared::Info,
-        value: |p| opt(p.interval.map(serde_json::Value::from)),
-        ..PLANNED
-    },
-    Param {
-        key: "bidirectional",
+    }
+    request
+        /// With -D: also the bandwidth of every SECS of the window
+        ///
+        /// With -D, also report the bandwidth of every SECS (seconds, or 500ms) of the measured
+        /// window, its worst interval and their coefficient of variation (bandwidth tests; 0.1 s
+        /// or more)
+        #[arg(long = "interval", value_name = "SECS", requires = "duration", value_parser = parse_secs)]
+        (Option<f64> => Option<f64> = req.interval)
+    record
+        /// Seconds per interval of a `-D` window (`--interval`): each size's `intervals` holds
+        /// them; absent when not asked for.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<f64> = plan.interval)
+
+    bidirectional: Plan {
         flag: Some("--bidirectional"),
         perftest: Some("-b"),
         applies: Applies {
@@ -463,39 +652,101 @@ pub const PARAMS: &[Param] = &[
         },
         label: "Bidirectional",
         in_header: false,
-        value: |p| text(p.bidirectional),
-        ..PLANNED
-    },
-    Param {
-        key: "latency",
-        agree: Agree::Found,
+    }
+    request
+        /// Both sides send at once; each measures what it sends
+        ///
+        /// Both sides send at once; each measures what it sends (bandwidth tests)
+        #[arg(short = 'b', long = "bidirectional")]
+        (bool => bool = req.bidirectional)
+    record
+        /// Both directions at once.
+        (bool = plan.bidirectional)
+
+    latency: Found {
         label: "Latency",
         in_header: false,
-        value: |p| opt(p.latency.as_ref()),
-        ..PLANNED
-    },
-    Param {
-        key: "repeat",
+    }
+    record
+        /// Latency tests: "one_way" (RTT/2: WRITE, SEND) or "round_trip" (READ, atomics).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<String> = (!bw(plan)).then(|| latency_kind(plan.test).to_string()))
+
+    repeat: Plan {
         flag: Some("--repeat"),
         range: Some((1, 1000)),
         label: "Repeat",
         in_header: false,
         compare: Compared::Info,
-        value: |p| text(p.repeat),
-        ..PLANNED
-    },
-    Param {
-        key: "report_gbits",
+    }
+    request
+        /// Run the whole plan N times; the table shows medians
+        ///
+        /// Run the whole plan N times; the record keeps every repetition, the table their medians
+        #[arg(long, value_name = "N")]
+        (Option<u32> => u32 = req.repeat.unwrap_or(1))
+    record
+        /// How many times the plan ran (`--repeat`).
+        #[serde(default = "one")]
+        (u32 = plan.repeat)
+
+    report_gbits: Plan {
         flag: Some("--report-gbits"),
         perftest: Some("--report_gbits"),
         label: "Report Gb/s",
         in_header: false,
         // The table's unit only: the record's figures are GB/s and Gb/s both.
         compare: Compared::Skip,
-        value: |p| text(p.report_gbits),
-        ..PLANNED
-    },
-];
+    }
+    request
+        /// Report bandwidth in Gb/s instead of GB/s
+        ///
+        /// Report bandwidth in Gb/s instead of GB/s (the client's choice holds on both sides)
+        #[arg(long, alias = "report_gbits")]
+        (bool => bool = req.report_gbits)
+    record
+        /// The table showed bandwidth in Gb/s (`--report-gbits`); the record's figures are in
+        /// both units whatever it is. Absent in older records: false.
+        #[serde(default)]
+        (bool = plan.report_gbits)
+}
+
+/// A bandwidth test's plan.
+fn bw(plan: &TestPlan) -> bool {
+    plan.test.mode == Mode::Bw
+}
+
+/// A plan whose QPs keep READs or atomics outstanding at the responder.
+fn reads(plan: &TestPlan) -> bool {
+    matches!(plan.test.verb, Verb::Read | Verb::Atomic)
+}
+
+/// A latency test's figure: half the round trip where one direction is timed.
+fn latency_kind(test: TestKind) -> &'static str {
+    if test.one_way() {
+        "one_way"
+    } else {
+        "round_trip"
+    }
+}
+
+/// A completion at most every half queue, so that the queue never drains before the loop
+/// sees room in it; and room for a whole post list beyond the unsignaled ones.
+fn default_cq_mod(tx_depth: u32, post_list: u32) -> u32 {
+    DEFAULT_CQ_MOD
+        .min(tx_depth / 2)
+        .min(tx_depth.saturating_sub(post_list) + 1)
+        .max(1)
+}
+
+/// `--rate-limit`'s value in GB/s, a bare number in Gb/s (perftest's `--rate_limit`).
+fn parse_gbits_rate(text: &str) -> Result<f64, String> {
+    parse_rate(text, RateUnit::Gbits)
+}
+
+fn one() -> u32 {
+    1
+}
 
 /// The header's parameter lines for `p`: label and value of each that applies.
 pub fn header_fields(p: &ParamsRecord) -> Vec<(&'static str, String)> {

@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod catalogue;
+mod declare;
 pub mod figures;
 pub mod files;
 pub mod intervals;

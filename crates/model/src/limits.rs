@@ -35,3 +35,5 @@ pub const PATH_MTUS: [u32; 5] = [256, 512, 1024, 2048, 4096];
 pub const MAX_SIZE: u64 = 1 << 31;
 /// Largest number of QPs.
 pub const MAX_QPS: u32 = 1024;
+/// Round trips before a latency test starts measuring.
+pub const LAT_WARMUP: u64 = 16;

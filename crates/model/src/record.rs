@@ -4,6 +4,7 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use crate::catalogue::ParamsRecord;
 use crate::figures::SizeResult;
 
 /// The schema name and version of the record.
@@ -243,125 +244,6 @@ pub struct PcieRecord {
     pub gpu: Option<PcieLinkRecord>,
     /// NIC-GPU path class (PIX, PXB, PHB, NODE, SYS).
     pub path_class: Option<String>,
-}
-
-/// The test's parameters as the loops ran them (the effective values: see
-/// `results/schema.md`); `catalogue::PARAMS` is how each shows and compares.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct ParamsRecord {
-    /// Test name, e.g. "write-bw".
-    pub test: String,
-    /// Memory mode, e.g. "host".
-    pub mem: String,
-    /// Transport, e.g. "RC".
-    pub connection: String,
-    /// Number of QPs.
-    pub qps: u32,
-    /// Operations in flight per QP (bandwidth tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tx_depth: Option<u32>,
-    /// Receives kept posted per QP (SEND tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rx_depth: Option<u32>,
-    /// READs/atomics outstanding per QP at the responder (READ and atomic tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub outs: Option<u32>,
-    /// The atomic operation (atomic tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub atomic: Option<String>,
-    /// Inline threshold in bytes.
-    pub inline: u32,
-    /// Work requests per doorbell (bandwidth tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub post_list: Option<u32>,
-    /// Completion moderation (bandwidth tests).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cq_mod: Option<u32>,
-    /// The path MTU in bytes (both ports' and `-m`'s smallest).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub path_mtu: Option<u32>,
-    /// RC: the acknowledgement timeout exponent, 4.096 us * 2^N a try (`-u`, or 14 on a NIC
-    /// and 18 on a software device but for READs). Absent for UC/UD and in older records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub qp_timeout: Option<u8>,
-    /// The GRH's traffic class the QPs sent (`--tclass`, else 0); absent without a GRH
-    /// (InfiniBand without `-x`) and in older records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tclass: Option<u8>,
-    /// A receiving side's QPs took their receives from one shared receive queue (`--srq`);
-    /// false when absent.
-    #[serde(default)]
-    pub srq: bool,
-    /// Measuring threads on this side's device (`--threads`), each with its own QPs and CQ;
-    /// 1 when absent.
-    #[serde(default = "one")]
-    pub threads: u32,
-    /// The QPs were connected through the RDMA CM (`-R`); false when absent.
-    #[serde(default)]
-    pub rdma_cm: bool,
-    /// The run was paced: each sending side posted at most this many GB/s (`--rate-limit`);
-    /// absent when it was not.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate_limit: Option<f64>,
-    /// Seconds per interval of a `-D` window (`--interval`): each size's `intervals` holds
-    /// them; absent when not asked for.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub interval: Option<f64>,
-    /// The service level of the QPs' address vectors (`--sl`, else 0); 0 in older records.
-    #[serde(default)]
-    pub sl: u8,
-    /// The payload was checked after each size (`--validate`).
-    #[serde(default)]
-    pub validate: bool,
-    /// Operations per QP and size (iteration-count runs).
-    pub iters: Option<u64>,
-    /// Seconds per size (duration runs).
-    pub duration: Option<f64>,
-    /// Latency tests: round trips before each size's measured ones (absent in older records).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub warmup: Option<u64>,
-    /// Both directions at once.
-    pub bidirectional: bool,
-    /// Latency tests: "one_way" (RTT/2: WRITE, SEND) or "round_trip" (READ, atomics).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub latency: Option<String>,
-    /// How many times the plan ran (`--repeat`).
-    #[serde(default = "one")]
-    pub repeat: u32,
-    /// This side's memory was registered with PCIe relaxed ordering (`--disable-pcie-relaxed`
-    /// turns it off; a device that refuses it runs without). Absent in older records: false.
-    #[serde(default)]
-    pub relaxed_ordering: bool,
-    /// This side's host buffer was on huge pages (`--use-hugepages`); false when absent.
-    #[serde(default)]
-    pub hugepages: bool,
-    /// This side's buffer was registered for on-demand paging (`--odp`); false when absent.
-    #[serde(default)]
-    pub odp: bool,
-    /// Latency tests: the clock that timed each round trip, "tsc" or "monotonic".
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock: Option<String>,
-    /// Latency tests: that clock's ticks per second (the TSC's calibrated rate).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub clock_hz: Option<f64>,
-    /// The CPU the measuring thread was pinned to; absent with `--no-pin`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cpus: Option<String>,
-    /// The NIC's NUMA node; absent where sysfs does not know it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub numa_node: Option<u32>,
-    /// Where the measuring thread's CPU was chosen from ("of the NIC's node 0 0-15"), or
-    /// "not pinned (--no-pin)"; absent in older records.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub placement: Option<String>,
-    /// The table showed bandwidth in Gb/s (`--report-gbits`); the record's figures are in
-    /// both units whatever it is. Absent in older records: false.
-    #[serde(default)]
-    pub report_gbits: bool,
-}
-
-fn one() -> u32 {
-    1
 }
 
 /// The physical ceilings in GB/s, and the binding one.

@@ -1,6 +1,6 @@
 //! The test engine: one side's verbs resources (device, port, GID, buffers, CQ, QPs), their
 //! connection to the peer's endpoints, and the measured loops: `bw/` (operations kept in
-//! flight) and `lat.rs` (ping-pong). `effective.rs` says what the loops run with;
+//! flight) and `lat.rs` (ping-pong). [`Connected::params`] says what the loops ran with;
 //! `validate.rs` checks what landed.
 //!
 //! Every QP owns one slot of the registered buffer, split in two halves: the *receive* half
@@ -12,7 +12,6 @@ pub mod buffer;
 pub mod bw;
 mod checks;
 pub mod cm;
-pub mod effective;
 pub mod lat;
 mod register;
 pub mod staged;
@@ -34,7 +33,7 @@ use crate::plan::{
 use buffer::{remote_access, Footprint};
 use checks::{check_device_limits, check_tclass, check_ud_size};
 pub use checks::{check_loopback_memory, check_memory_mode};
-use effective::{Effective, Settled};
+use model::record::ParamsRecord;
 use register::{open_gpu, register, Target};
 
 /// What one side was told about its own hardware.
@@ -163,10 +162,11 @@ pub struct Connected {
     /// `--srq`: the shared receive queue this side's QPs take their receives from. After
     /// the QPs, so that it is destroyed after them.
     srq: Option<SharedReceiveQueue>,
-    /// What the loops run with: the plan as the devices, the peer and the registration
-    /// allowed it (the path MTU, the READs/atomics in flight, the acknowledgement timeout:
-    /// `-u` or [`qp_timeout_for`]).
-    pub effective: Effective,
+    /// The record's parameters as this side runs them: the plan's, with what the devices,
+    /// the peer and the registration settled written over them (the path MTU, the
+    /// READs/atomics in flight, the acknowledgement timeout: `-u` or [`qp_timeout_for`], the
+    /// traffic class, the registration's flags). The run adds what its side found.
+    pub params: ParamsRecord,
     /// The peer's bounce buffers when its memory is staged (a staged WRITE target).
     pub peer_bounce: Option<staged::BounceLayout>,
 }
@@ -558,16 +558,14 @@ impl Prepared {
             .iter()
             .map(verbs::CmConnection::path_mtu)
             .fold(path.mtu, u32::min);
-        let settled = Settled {
-            path_mtu,
-            rd_atomic,
-            qp_timeout: (self.transport == Transport::Rc).then_some(path.qp_timeout),
-            tclass: use_grh.then_some(path.traffic_class),
-            relaxed_ordering: self.mr.relaxed_ordering(),
-            hugepages: self.mr.huge_pages(),
-            odp: self.mr.on_demand(),
-            rdma_cm: plan.rdma_cm,
-        };
+        let mut params = ParamsRecord::planned(plan);
+        params.path_mtu = Some(path_mtu);
+        params.outs = params.outs.map(|_| rd_atomic);
+        params.qp_timeout = (self.transport == Transport::Rc).then_some(path.qp_timeout);
+        params.tclass = use_grh.then_some(path.traffic_class);
+        params.relaxed_ordering = self.mr.relaxed_ordering();
+        params.hugepages = self.mr.huge_pages();
+        params.odp = self.mr.on_demand();
         let srq_qpns = srq_numbers(&qps, self.srq.is_some());
         Ok(Connected {
             device: self.device,
@@ -586,7 +584,7 @@ impl Prepared {
             slot: self.slot,
             stride: self.stride,
             transport: self.transport,
-            effective: Effective::of(plan, settled),
+            params,
             peer_bounce,
             cm_links,
             srq_qpns,

@@ -159,13 +159,30 @@ mod tests {
         assert_eq!(rows[1].len(), headers.len());
     }
 
+    /// The CSV as written, each line's parameter columns cut to one `..`: each parameter's
+    /// column is the catalogue's test (`catalogue_reach.rs`), so that a new parameter changes
+    /// no snapshot.
+    fn snapshot(record: &RunRecord) -> String {
+        let text = rendered(record);
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .from_reader(text.as_bytes());
+        let mut w = csv::Writer::from_writer(Vec::new());
+        for line in rdr.records() {
+            let line = line.unwrap();
+            let rest = line.iter().skip(PARAMS.len());
+            w.write_record(std::iter::once("..").chain(rest)).unwrap();
+        }
+        String::from_utf8(w.into_inner().unwrap()).unwrap()
+    }
+
     fn rendered(record: &RunRecord) -> String {
         String::from_utf8(CsvExporter.render(record).unwrap()).unwrap()
     }
 
     #[test]
     fn the_csv_of_a_bandwidth_run() {
-        insta::assert_snapshot!(rendered(&crate::report::samples::write_bw().record));
+        insta::assert_snapshot!(snapshot(&crate::report::samples::write_bw().record));
     }
 
     #[test]
@@ -194,6 +211,6 @@ mod tests {
 
     #[test]
     fn the_csv_of_a_latency_run() {
-        insta::assert_snapshot!(rendered(&crate::report::samples::write_lat().record));
+        insta::assert_snapshot!(snapshot(&crate::report::samples::write_lat().record));
     }
 }

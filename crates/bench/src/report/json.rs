@@ -88,8 +88,14 @@ mod tests {
         assert_eq!(row["size"], 65536);
     }
 
+    /// The record as written, its `params` object cut to one line: each parameter's place
+    /// in the record is the catalogue's test (`catalogue_reach.rs`), so that a new parameter
+    /// changes no snapshot.
     fn rendered(record: &RunRecord) -> String {
-        String::from_utf8(JsonExporter.render(record).unwrap()).unwrap()
+        let text = String::from_utf8(JsonExporter.render(record).unwrap()).unwrap();
+        let start = text.find("\n  \"params\": {\n").expect("a params object") + 1;
+        let end = start + text[start..].find("\n  },\n").expect("its end") + 5;
+        format!("{}  \"params\": {{ .. }},{}", &text[..start], &text[end..])
     }
 
     #[test]

@@ -12,7 +12,6 @@ use crate::control::{printable, Channel, Listen, Message};
 use crate::engine::bw::pace::LARGE_READ;
 use crate::engine::bw::{measure_bw, LoopShape, PeerState, Stop};
 use crate::engine::cm::CmSide;
-use crate::engine::effective::Effective;
 use crate::engine::lat::{initiate, LatShape};
 use crate::engine::staged::measure_staged;
 use crate::engine::validate::{check_received, prepare_buffers};
@@ -147,51 +146,37 @@ pub fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration
         .min(MAX_LENGTH)
 }
 
-/// The shape of this plan's bandwidth loop for one size, with the values the connection
-/// settled (`eff`). Every verb keeps `tx-depth` operations posted: the QP's outstanding-read
+/// The shape of this plan's bandwidth loop for one size. Every verb keeps `tx-depth` operations posted: the QP's outstanding-read
 /// limit (`-o`) holds back READs and atomics in the NIC, not in the loop.
-pub fn bw_shape(
-    opts: &RunOptions,
-    plan: &TestPlan,
-    eff: &Effective,
-    size: u64,
-    role: Role,
-) -> Result<LoopShape> {
+pub fn bw_shape(opts: &RunOptions, plan: &TestPlan, size: u64, role: Role) -> Result<LoopShape> {
     Ok(LoopShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
         size: u32::try_from(size).context("message size above 4 GiB")?,
         stop: stop_of(plan),
-        depth: eff.tx_depth,
+        depth: plan.tx_depth,
         rx_depth: plan.rx_depth,
-        post_list: eff.post_list,
-        cq_mod: eff.cq_mod,
-        inline: inline_for(plan, eff, size),
+        post_list: plan.post_list,
+        cq_mod: plan.cq_mod,
+        inline: inline_for(plan, size),
         send: plan.sends(role),
         recv: plan.receives(role).then_some(plan.iters),
         stall_timeout: opts.timeout,
-        rate_limit: eff.rate_limit.map(|gbps| gbps * 1e9),
-        interval: eff.interval.map(Duration::from_secs_f64),
+        rate_limit: plan.rate_limit.map(|gbps| gbps * 1e9),
+        interval: plan.interval.map(Duration::from_secs_f64),
     })
 }
 
-/// The shape of this plan's latency loop for one size, with the values the connection
-/// settled (`eff`).
-pub fn lat_shape(
-    opts: &RunOptions,
-    plan: &TestPlan,
-    eff: &Effective,
-    size: u64,
-    clock: Clock,
-) -> Result<LatShape> {
+/// The shape of this plan's latency loop for one size.
+pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64, clock: Clock) -> Result<LatShape> {
     Ok(LatShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
         size: u32::try_from(size).context("message size above 4 GiB")?,
         stop: stop_of(plan),
         warmup: LAT_WARMUP,
-        cq_mod: eff.cq_mod,
-        inline: inline_for(plan, eff, size),
+        cq_mod: plan.cq_mod,
+        inline: inline_for(plan, size),
         stall_timeout: opts.timeout,
         clock,
         rx_depth: plan.rx_depth,
@@ -235,9 +220,9 @@ fn no_window(plan: &TestPlan) -> String {
     }
 }
 
-fn inline_for(plan: &TestPlan, eff: &Effective, size: u64) -> bool {
-    eff.inline > 0
-        && size <= u64::from(eff.inline)
+fn inline_for(plan: &TestPlan, size: u64) -> bool {
+    plan.inline > 0
+        && size <= u64::from(plan.inline)
         && matches!(plan.test.verb, Verb::Write | Verb::Send)
 }
 
@@ -259,7 +244,7 @@ fn run_size(
     let length = planned_length(plan, size, opts.timeout);
     let (mine, ops_per_qp) = match plan.test.mode {
         Mode::Bw => {
-            let shape = bw_shape(opts, plan, &side.effective, size, Role::Client)?;
+            let shape = bw_shape(opts, plan, size, Role::Client)?;
             // With -b this side also receives: its receives end when the server's sends do.
             let listen = if plan.bidirectional {
                 Listen::SendsOver
@@ -284,7 +269,7 @@ fn run_size(
             (r, m.ops_per_qp)
         }
         Mode::Lat => {
-            let shape = lat_shape(opts, plan, &side.effective, size, measuring.clock)?;
+            let shape = lat_shape(opts, plan, size, measuring.clock)?;
             let (m, _) = ch.measuring(&peer, Listen::Nothing, length, || {
                 pinned(measuring, || initiate(side, &shape))
             })?;

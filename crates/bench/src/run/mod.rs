@@ -43,8 +43,7 @@ use crate::run::admission::Admission;
 use crate::run::limits::{run_limits, RunLimits};
 use crate::run::port_counters::Counters;
 
-/// Round trips before a latency test starts measuring.
-pub const LAT_WARMUP: u64 = 16;
+pub use crate::plan::LAT_WARMUP;
 
 /// Everything one side needs to run.
 #[derive(Debug, Clone)]
@@ -201,52 +200,16 @@ pub fn params_record(
     measuring: &Measuring,
     threads: u32,
 ) -> ParamsRecord {
-    let eff = &side.effective;
     let bw = plan.test.mode == Mode::Bw;
     ParamsRecord {
-        test: plan.test.to_string(),
         mem: side.mem.name(),
-        connection: plan.connection.name().to_string(),
-        qps: plan.qps,
-        tx_depth: bw.then_some(eff.tx_depth),
-        rx_depth: eff.rx_depth,
-        outs: eff.outs,
-        atomic: eff.atomic.map(|a| a.name().to_string()),
-        inline: eff.inline,
-        post_list: bw.then_some(eff.post_list),
-        cq_mod: bw.then_some(eff.cq_mod),
-        path_mtu: Some(eff.path_mtu),
-        qp_timeout: eff.qp_timeout,
-        tclass: eff.tclass,
-        sl: eff.sl,
-        rate_limit: eff.rate_limit,
-        interval: eff.interval,
-        validate: eff.validate,
-        relaxed_ordering: eff.relaxed_ordering,
-        hugepages: eff.hugepages,
-        odp: eff.odp,
-        rdma_cm: eff.rdma_cm,
-        srq: eff.srq,
         threads,
-        iters: plan.duration.is_none().then_some(plan.iters),
-        duration: plan.duration,
-        warmup: (!bw).then_some(LAT_WARMUP),
-        bidirectional: plan.bidirectional,
-        latency: (!bw).then(|| {
-            if plan.test.one_way() {
-                "one_way"
-            } else {
-                "round_trip"
-            }
-            .to_string()
-        }),
-        repeat: plan.repeat,
         clock: (!bw).then(|| measuring.clock.kind().name().to_string()),
         clock_hz: (!bw).then(|| measuring.clock.hz()),
         cpus: measuring.placement.cpu.map(|c| c.to_string()),
         numa_node: measuring.placement.numa_node,
         placement: Some(measuring.placement.source.clone()),
-        report_gbits: plan.report_gbits,
+        ..side.params.clone()
     }
 }
 

@@ -331,7 +331,7 @@ fn server_part(
                 || plan.receives(Role::Server)
                 || side.staging.is_some() =>
         {
-            let shape = bw_shape(opts, plan, &side.effective, size, Role::Server)?;
+            let shape = bw_shape(opts, plan, size, Role::Server)?;
             let staged = side.staging.is_some();
             let m = if staged {
                 measure_staged(side, &shape, peer)?
@@ -352,7 +352,7 @@ fn server_part(
             })
         }
         Mode::Lat if matches!(plan.test.verb, Verb::Write | Verb::Send) => {
-            let shape = lat_shape(opts, plan, &side.effective, size, measuring.clock)?;
+            let shape = lat_shape(opts, plan, size, measuring.clock)?;
             respond(side, &shape, peer)?;
             Ok(ServerPart::default())
         }
