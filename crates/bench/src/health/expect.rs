@@ -148,11 +148,6 @@ impl Expectations {
     pub fn nic(&self, name: &str) -> Option<&ExpectedNic> {
         self.nics.iter().find(|n| n.name == name)
     }
-
-    /// The file's text: pretty JSON and a newline.
-    pub fn to_text(&self) -> Result<String> {
-        Ok(serde_json::to_string_pretty(self)? + "\n")
-    }
 }
 
 /// The bytes of `path`, at most [`MAX_EXPECT_BYTES`] (`/dev/zero` is refused at the limit; a

@@ -38,7 +38,7 @@ use crate::doctor::congestion;
 use crate::doctor::host::GdrFacts;
 use crate::doctor::verdict::Verdict;
 use crate::files::write_atomically;
-use crate::report::HostRecord;
+use crate::report::{Exporter, HostRecord, JsonExporter};
 use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
 use bandwidth::BandwidthRun;
 use expect::Expectations;
@@ -301,7 +301,7 @@ fn watch_counters(
     })
 }
 
-/// Writes `--learn`'s file: the node as found, each NIC's `min_gbits` 90% of its least run.
+/// Writes `--learn`'s file (the expectations as JSON): the node as found, each NIC's `min_gbits` 90% of its least run.
 fn learn(path: &Path, mut learned: Expectations, runs: &[BandwidthRun]) -> Result<()> {
     for nic in &mut learned.nics {
         nic.min_gbits = runs
@@ -317,7 +317,7 @@ fn learn(path: &Path, mut learned: Expectations, runs: &[BandwidthRun]) -> Resul
             .unwrap_or_else(|| "this node".to_string()),
         crate::report::now_rfc3339()
     ));
-    write_atomically(path, learned.to_text()?.as_bytes())
+    write_atomically(path, &JsonExporter.render(&learned)?)
         .with_context(|| format!("--learn {}", path.display()))
 }
 

@@ -1,15 +1,18 @@
-//! What `health` reports: the report (`--json`, with a published schema), its text (the
-//! first line a Nagios status line and a Slurm drain reason, then a line per finding, then
-//! the time each check took against the budget) and its Prometheus metrics (`--prom`).
+//! What `health` reports: the report (`--json`, with a published schema: the JSON
+//! exporter's), its text (the first line a Nagios status line and a Slurm drain reason, then
+//! a line per finding, then the time each check took against the budget) and its Prometheus
+//! metrics (`--prom`), each an [`Exporter`] of the [`HealthReport`].
 
 use std::fmt::Write as _;
 
+use anyhow::Result;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::bandwidth::BandwidthRun;
 use super::findings::{Finding, Severity};
 use crate::report::prom::{escape, number};
+use crate::report::Exporter;
 use crate::text::printable;
 
 /// The `schema` of a health report.
@@ -58,6 +61,26 @@ pub struct HealthReport {
     pub seconds: f64,
     /// The budget it kept to (`--budget`).
     pub budget_s: f64,
+}
+
+/// `health`'s text, on stdout (on stderr when `--json -` or `--prom -` takes stdout).
+#[derive(Debug, Clone, Copy)]
+pub struct TextExporter;
+
+/// `health --prom`: the report as Prometheus metrics.
+#[derive(Debug, Clone, Copy)]
+pub struct PromExporter;
+
+impl Exporter<HealthReport> for TextExporter {
+    fn render(&self, report: &HealthReport) -> Result<Vec<u8>> {
+        Ok(report.render().into_bytes())
+    }
+}
+
+impl Exporter<HealthReport> for PromExporter {
+    fn render(&self, report: &HealthReport) -> Result<Vec<u8>> {
+        Ok(report.prom().into_bytes())
+    }
 }
 
 /// The status line: "HEALTH CRITICAL - mlx5_3 NIC_MISSING: expected, ...; 2 more" (at most

@@ -5,18 +5,18 @@
 //! is said on stderr, the other still written, the exit status the report's.
 
 use std::io::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use anyhow::Result;
 
 use super::findings::{Finding, Severity};
-use super::outcome::{self, HealthReport, HEALTH_SCHEMA};
+use super::outcome::{self, HealthReport, PromExporter, TextExporter, HEALTH_SCHEMA};
 use super::{check, HealthArgs, HealthStatus};
 use crate::files::write_atomically;
 use crate::plan::PlanError;
-use crate::report::HostRecord;
+use crate::report::{Exporter, HostRecord, JsonExporter};
 use crate::text::printable;
 
 /// The path that means stdout for `--json` and `--prom`.
@@ -107,33 +107,36 @@ fn unknown(args: &HealthArgs, (started_at, start): (String, Instant), why: &str)
 }
 
 /// Prints the text (on stderr when an output takes stdout) and writes `--json` and `--prom`,
-/// each failure said on stderr: none changes the verdict.
+/// each rendered by its [`Exporter`] and each failure said on stderr: none changes the verdict.
 fn deliver(args: &HealthArgs, report: &HealthReport) {
-    let text = report.render();
     let taken = [&args.json, &args.prom]
         .iter()
         .any(|o| o.as_deref() == Some(Path::new(STDOUT)));
-    if taken {
-        eprint!("{text}");
-    } else {
-        print!("{text}");
+    match TextExporter.render(report) {
+        Ok(text) if taken => eprint!("{}", String::from_utf8_lossy(&text)),
+        Ok(text) => print!("{}", String::from_utf8_lossy(&text)),
+        Err(e) => unwritten(report, "the text", &e),
     }
-    let json = serde_json::to_string_pretty(report).map(|t| t + "\n");
-    let outputs = [
-        ("--json", &args.json, json.map_err(anyhow::Error::from)),
-        ("--prom", &args.prom, Ok(report.prom())),
+    let outputs: [(&str, &Option<PathBuf>, &dyn Exporter<HealthReport>); 2] = [
+        ("--json", &args.json, &JsonExporter),
+        ("--prom", &args.prom, &PromExporter),
     ];
-    for (option, path, body) in outputs {
+    for (option, path, exporter) in outputs {
         let Some(path) = path else { continue };
-        if let Err(e) = body.and_then(|body| emit(path, body.as_bytes())) {
-            let why = printable(&format!("{e:#}"));
-            eprintln!(
-                "rdmabench: health: {option}: {why}; the status stays {} (exit {})",
-                report.status.word(),
-                report.exit_code
-            );
+        if let Err(e) = exporter.render(report).and_then(|body| emit(path, &body)) {
+            unwritten(report, option, &e);
         }
     }
+}
+
+/// Says on stderr that `what` could not be written, and that the status stays.
+fn unwritten(report: &HealthReport, what: &str, e: &anyhow::Error) {
+    let why = printable(&format!("{e:#}"));
+    eprintln!(
+        "rdmabench: health: {what}: {why}; the status stays {} (exit {})",
+        report.status.word(),
+        report.exit_code
+    );
 }
 
 /// Writes `body` to `path`, or to stdout for `-`.
