@@ -22,6 +22,7 @@ use topo::{
     list_rdma_devices, parse_bdf, GpuInfo, PairInfo, PciPath, RdmaDevice, RdmaPort, Sysfs, Topology,
 };
 
+use crate::report::Exporter;
 use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
 use crate::text::printable;
 use checks::{Cpus, VIRTUAL};
@@ -143,11 +144,22 @@ impl Diagnosis {
     }
 }
 
+/// `doctor`'s output: the [`Diagnosis`] as printed.
+#[derive(Debug, Clone, Copy)]
+pub struct TextExporter;
+
+impl Exporter<Diagnosis> for TextExporter {
+    fn render(&self, diagnosis: &Diagnosis) -> Result<Vec<u8>> {
+        Ok(diagnosis.render().into_bytes())
+    }
+}
+
 /// Runs `rdmabench doctor`: prints the checklist; an error (exit 1) when a check FAILs.
 pub fn run(args: &DoctorArgs) -> Result<()> {
     let sysfs = sysfs_for(args.sysfs_root.as_deref());
     let diagnosis = diagnose(&sysfs, &args.options())?;
-    print!("{}", diagnosis.render());
+    let text = TextExporter.render(&diagnosis)?;
+    print!("{}", String::from_utf8_lossy(&text));
     let failed = failures(&diagnosis.checks);
     if !failed.is_empty() {
         bail!(
