@@ -26,11 +26,12 @@ use clap::Args;
 use crate::exit::CounterFindings;
 use crate::files::{check_input, check_writable, read_bounded, write_atomically};
 use crate::plan::PlanError;
+use crate::report::{Exporter, JsonExporter};
 use finding::{Finding, Severity};
 use lossless::Lossless;
 pub use parse::{Dump, Source};
 use rates::Rates;
-use report::{CountersReport, IntervalFrom};
+use report::{CountersReport, IntervalFrom, ReadingText, TextExporter};
 
 /// What `counters --help` ends with: how to take the dumps, and the exit codes.
 pub const AFTER_HELP: &str = "Take each dump while the job runs, some seconds apart \
@@ -191,7 +192,8 @@ fn coverage(rates: &Rates, lossless: &Lossless) -> (Vec<String>, Vec<String>) {
     )
 }
 
-/// Runs `rdmabench counters`: the reading printed, the record written; exit 3 on a finding.
+/// Runs `rdmabench counters`: the reading printed, the record written (each by its
+/// exporter); exit 3 on a finding.
 pub fn run(args: &CountersArgs) -> Result<()> {
     let expected = "what `ethtool -S DEV` or `grep -r . /sys/class/infiniband/DEV/ports/1/\
                     counters /sys/class/infiniband/DEV/ports/1/hw_counters` printed, in a file";
@@ -224,20 +226,16 @@ pub fn run(args: &CountersArgs) -> Result<()> {
     let reading = read(&before, &after, secs, args.lossless_prio);
     let paths = [shown(&args.before), shown(&args.after)];
     let described = [before.describe(), after.describe()];
-    print!(
-        "{}",
-        report::text(
-            &reading,
-            [&paths[0], &paths[1]],
-            from,
-            [&described[0], &described[1]]
-        )
-    );
+    let text = TextExporter.render(&ReadingText {
+        reading: &reading,
+        paths: [&paths[0], &paths[1]],
+        from,
+        read: [&described[0], &described[1]],
+    })?;
+    print!("{}", String::from_utf8_lossy(&text));
     if let Some(json) = &args.json {
         let record = CountersReport::new(&reading, paths, from);
-        let mut bytes = serde_json::to_vec_pretty(&record)?;
-        bytes.push(b'\n');
-        write_atomically(json, &bytes)?;
+        write_atomically(json, &JsonExporter.render(&record)?)?;
     }
     match reading.found() {
         0 => Ok(()),

@@ -1,14 +1,17 @@
 //! A reading as a person reads it (the rates table, the findings with what they mean and
-//! what to touch first, what was checked) and as a record (`--json`, `rdmabench.counters/1`).
+//! what to touch first, what was checked: [`TextExporter`]) and as a record (`--json`,
+//! `rdmabench.counters/1`: the JSON exporter's of a [`CountersReport`]).
 
 use std::fmt::Write as _;
 
+use anyhow::Result;
 use serde::{Deserialize, Serialize};
 
 use super::finding::{grouped, Finding, Severity};
 use super::parse::Source;
 use super::rates::{Change, Class, Unit};
 use super::Reading;
+use crate::report::Exporter;
 use crate::text::{printable, printable_within};
 
 /// The record's `schema` value.
@@ -146,6 +149,30 @@ impl CountersReport {
             not_checked: reading.not_checked.clone(),
             exit_code: if reading.found() > 0 { 3 } else { 0 },
         }
+    }
+}
+
+/// What the text shows: a reading, the dumps' paths as given, how the interval between them
+/// was known and what each dump was read as (`Dump::describe`).
+#[derive(Debug, Clone, Copy)]
+pub struct ReadingText<'a> {
+    /// The two dumps compared and judged.
+    pub reading: &'a Reading,
+    /// BEFORE's and AFTER's paths, as given.
+    pub paths: [&'a str; 2],
+    /// How the interval was known.
+    pub from: IntervalFrom,
+    /// What each dump was read as.
+    pub read: [&'a str; 2],
+}
+
+/// `counters`' output on stdout: the text of a [`ReadingText`].
+#[derive(Debug, Clone, Copy)]
+pub struct TextExporter;
+
+impl Exporter<ReadingText<'_>> for TextExporter {
+    fn render(&self, t: &ReadingText<'_>) -> Result<Vec<u8>> {
+        Ok(text(t.reading, t.paths, t.from, t.read).into_bytes())
     }
 }
 
