@@ -18,6 +18,8 @@ use topo::{Sysfs, Topology};
 
 use crate::exit::LogFindings;
 use crate::files::{check_input, read_bounded};
+use crate::report::Exporter;
+use paths::{LogReport, TextExporter};
 
 /// The most bytes of logs read, all files together (a log of 300,000 ranks is about 60 MB).
 pub const MAX_LOG_BYTES: u64 = 512 << 20;
@@ -38,7 +40,8 @@ pub struct NcclLogArgs {
     pub topo: Option<PathBuf>,
 }
 
-/// Runs `rdmabench nccl-log`: the table, then the findings (exit 3 when there are any).
+/// Runs `rdmabench nccl-log`: the table, then the findings, rendered by [`TextExporter`]
+/// (exit 3 when there are any).
 pub fn run(args: &NcclLogArgs) -> Result<()> {
     for f in &args.files {
         check_input("the log", f, "a file of NCCL_DEBUG=INFO output")?;
@@ -86,20 +89,16 @@ pub fn run(args: &NcclLogArgs) -> Result<()> {
         scanned: OnceCell::new(),
         scan: &scan,
     };
-    print!("{}", paths::table(&log));
     let found = paths::findings(&log, &|host| trees.of(host));
-    for f in &found {
-        println!("{}", f.text);
+    let text = TextExporter.render(&LogReport {
+        log: &log,
+        findings: &found,
+    })?;
+    print!("{}", String::from_utf8_lossy(&text));
+    match found.len() {
+        0 => Ok(()),
+        n => Err(LogFindings(n).into()),
     }
-    if found.is_empty() {
-        println!(
-            "every network edge of {} GPU(s) used GPUDirect RDMA ({} NCCL INFO lines read)",
-            log.gpus.len(),
-            log.lines
-        );
-        return Ok(());
-    }
-    Err(LogFindings(found.len()).into())
 }
 
 /// The PCIe trees the findings judge by: `--topo`'s for every host, else this host's for its

@@ -10,6 +10,7 @@ use serde::Serialize;
 use topo::Topology;
 
 use super::parse::{split, Event, Source, Transport};
+use crate::report::Exporter;
 use crate::text::printable;
 
 /// One GPU's paths, as its process's lines tell them.
@@ -282,6 +283,39 @@ fn farther_nic(g: &GpuPaths, host: &str, t: &Topology) -> Option<Finding> {
             nearest.path.class
         ),
     })
+}
+
+/// What `nccl-log` prints of a log: its table, then its findings.
+#[derive(Debug, Clone, Copy)]
+pub struct LogReport<'a> {
+    /// The log's paths.
+    pub log: &'a LogPaths,
+    /// What is wrong with them ([`findings`]).
+    pub findings: &'a [Finding],
+}
+
+/// `nccl-log`'s output: the table, a line per finding, or without any the line saying every
+/// network edge used GPUDirect RDMA.
+#[derive(Debug, Clone, Copy)]
+pub struct TextExporter;
+
+impl Exporter<LogReport<'_>> for TextExporter {
+    fn render(&self, report: &LogReport<'_>) -> anyhow::Result<Vec<u8>> {
+        use std::fmt::Write as _;
+        let mut out = table(report.log);
+        for f in report.findings {
+            let _ = writeln!(out, "{}", f.text);
+        }
+        if report.findings.is_empty() {
+            let _ = writeln!(
+                out,
+                "every network edge of {} GPU(s) used GPUDirect RDMA ({} NCCL INFO lines read)",
+                report.log.gpus.len(),
+                report.log.lines
+            );
+        }
+        Ok(out.into_bytes())
+    }
 }
 
 /// The table: a row per GPU, host by host.
