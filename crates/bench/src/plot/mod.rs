@@ -12,7 +12,8 @@
 //! The file's extension picks the format: `.svg` or `.png`. PNG text is drawn with a bundled
 //! subset of DejaVu Sans (`assets/`, placed glyph by glyph in `png.rs`), so those charts look
 //! the same on machines without fonts; an SVG names the font ("DejaVu Sans, sans-serif") and
-//! its viewer draws the text.
+//! its viewer draws the text. Each format is an [`Exporter`] of a [`Picture`]:
+//! [`SvgExporter`], [`PngExporter`].
 
 mod axis;
 pub mod heatmap;
@@ -30,7 +31,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use image::ImageEncoder;
 use plotters::coord::Shift;
-use plotters::prelude::{BitMapBackend, DrawingArea, IntoDrawingArea, SVGBackend};
+use plotters::prelude::{BitMapBackend, DrawingArea, DrawingBackend, IntoDrawingArea, SVGBackend};
 use plotters::style::FontStyle;
 
 use crate::compare::diff::{check_together, Together};
@@ -38,10 +39,11 @@ use crate::compare::load_record;
 use crate::files::{check_writable, write_atomically};
 use crate::plan::PlanError;
 use crate::report::sweep::{all_sweeps, load_sweep};
-use crate::report::RunRecord;
+use crate::report::{Exporter, RunRecord};
 use crate::units::parse_size;
 use heatmap::{heat_map, HeatMap};
 use png::Png;
+use shares::SharesChart;
 use spec::{default_kind, Input, Kind, Order, SpecOptions};
 
 /// The bundled font (see `assets/DejaVuSans-subset.LICENSE`).
@@ -155,7 +157,7 @@ pub struct PlotArgs {
     pub height: u32,
 }
 
-/// The output formats.
+/// The output formats, each an [`Exporter`] of a [`Picture`] ([`Format::exporter`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     /// Scalable vector graphics.
@@ -290,22 +292,92 @@ fn to_png(
     Ok(png)
 }
 
+/// What a picture shows.
+#[derive(Debug, Clone, Copy)]
+pub enum Drawing<'a> {
+    /// A chart of result records (bw, lat, trend, timeline).
+    Chart(&'a spec::ChartSpec),
+    /// A sweep's rank x rank heat map.
+    HeatMap(&'a HeatMap),
+    /// A congestion sweep's senders' shares.
+    Shares(&'a SharesChart),
+}
+
+impl Drawing<'_> {
+    /// Draws it on `root`.
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<()> {
+        match *self {
+            Drawing::Chart(spec) => render::draw(root, spec),
+            Drawing::HeatMap(map) => heatmap::draw(root, map),
+            Drawing::Shares(chart) => shares::draw(root, chart),
+        }
+    }
+}
+
+/// What `plot` writes: a drawing, `size` pixels wide and high.
+#[derive(Debug, Clone, Copy)]
+pub struct Picture<'a> {
+    /// What it shows.
+    pub drawing: Drawing<'a>,
+    /// Width and height in pixels.
+    pub size: (u32, u32),
+}
+
+/// `plot -o FILE.svg`: the picture as SVG text.
+#[derive(Debug, Clone, Copy)]
+pub struct SvgExporter;
+
+/// `plot -o FILE.png`: the picture drawn in memory, then encoded as PNG.
+#[derive(Debug, Clone, Copy)]
+pub struct PngExporter;
+
+impl Exporter<Picture<'_>> for SvgExporter {
+    fn render(&self, picture: &Picture<'_>) -> Result<Vec<u8>> {
+        Ok(to_svg(picture.size, |root| picture.drawing.draw(root))?.into_bytes())
+    }
+}
+
+impl Exporter<Picture<'_>> for PngExporter {
+    fn render(&self, picture: &Picture<'_>) -> Result<Vec<u8>> {
+        to_png(picture.size, |root| picture.drawing.draw(root))
+    }
+}
+
+impl Format {
+    /// The exporter that writes this format.
+    pub fn exporter(self) -> &'static dyn for<'a> Exporter<Picture<'a>> {
+        match self {
+            Format::Svg => &SvgExporter,
+            Format::Png => &PngExporter,
+        }
+    }
+}
+
 /// Renders a chart to SVG text.
 pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
-    to_svg(size, |root| render::draw(root, spec))
+    let picture = Picture {
+        drawing: Drawing::Chart(spec),
+        size,
+    };
+    Ok(String::from_utf8(SvgExporter.render(&picture)?)?)
 }
 
 /// Renders a chart to PNG bytes (drawn in memory, then encoded).
 pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
-    to_png(size, |root| render::draw(root, spec))
+    let picture = Picture {
+        drawing: Drawing::Chart(spec),
+        size,
+    };
+    PngExporter.render(&picture)
 }
 
 /// Renders a heat map to SVG text or PNG bytes.
 pub fn render_heat_map(map: &HeatMap, format: Format, size: (u32, u32)) -> Result<Vec<u8>> {
-    match format {
-        Format::Svg => Ok(to_svg(size, |root| heatmap::draw(root, map))?.into_bytes()),
-        Format::Png => to_png(size, |root| heatmap::draw(root, map)),
-    }
+    let picture = Picture {
+        drawing: Drawing::HeatMap(map),
+        size,
+    };
+    format.exporter().render(&picture)
 }
 
 /// Runs `rdmabench plot`.
@@ -353,12 +425,11 @@ pub fn run(args: &PlotArgs) -> Result<()> {
         .collect();
     check_together(&named, Together::SameMeasure, args.mixed_tests)?;
     let (kind, spec) = build_spec(&inputs, args)?;
-    let size = (args.width, args.height);
-    let bytes = match format {
-        Format::Svg => render_svg(&spec, size)?.into_bytes(),
-        Format::Png => render_png(&spec, size)?,
+    let picture = Picture {
+        drawing: Drawing::Chart(&spec),
+        size: (args.width, args.height),
     };
-    write_atomically(&args.output, &bytes)?;
+    write_atomically(&args.output, &format.exporter().render(&picture)?)?;
     let kind = match kind {
         Kind::Bw => "bandwidth",
         Kind::Lat => "latency",
@@ -427,9 +498,11 @@ fn run_sweep(args: &PlotArgs, format: Format) -> Result<()> {
         return run_shares(args, format, &sweep);
     }
     let map = build_heat_map(&sweep, args)?;
-    let size = heatmap::picture_size(&map, (args.width, args.height));
-    let bytes = render_heat_map(&map, format, size)?;
-    write_atomically(&args.output, &bytes)?;
+    let picture = Picture {
+        drawing: Drawing::HeatMap(&map),
+        size: heatmap::picture_size(&map, (args.width, args.height)),
+    };
+    write_atomically(&args.output, &format.exporter().render(&picture)?)?;
     let test = args
         .test
         .as_deref()
@@ -477,12 +550,11 @@ fn run_shares(args: &PlotArgs, format: Format, sweep: &crate::report::SweepRecor
         None => sweep.groups[0].test.clone(),
     };
     let chart = shares::shares_chart(sweep, &test, args.title.as_deref());
-    let size = (args.width, args.height);
-    let bytes = match format {
-        Format::Svg => to_svg(size, |root| shares::draw(root, &chart))?.into_bytes(),
-        Format::Png => to_png(size, |root| shares::draw(root, &chart))?,
+    let picture = Picture {
+        drawing: Drawing::Shares(&chart),
+        size: (args.width, args.height),
     };
-    write_atomically(&args.output, &bytes)?;
+    write_atomically(&args.output, &format.exporter().render(&picture)?)?;
     println!(
         "rdmabench: wrote {} ({} of {}: {} group(s), each sender's share against the \
          receivers' ceiling)",
