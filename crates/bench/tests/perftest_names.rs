@@ -55,9 +55,9 @@ fn the_issues_refused_spellings_get_no_clap_tip() {
         "--perform_warm_up",
         "--run_infinitely",
         "--margin",
-        "--latency_gap",
-        "--retry_count",
-        "--mr_per_qp",
+        "--hop_limit",
+        "--flow_label",
+        "--use_old_post_send",
     ] {
         let out = bin().args(["write-bw", name, "1"]).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);

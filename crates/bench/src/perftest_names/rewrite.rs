@@ -570,9 +570,9 @@ mod tests {
             "--perform_warm_up",
             "--run_infinitely",
             "--margin=2",
-            "--latency_gap=1",
-            "--retry_count=3",
-            "--mr_per_qp",
+            "--hop_limit=1",
+            "--flow_label=3",
+            "--use_old_post_send",
         ] {
             let e = parse(&[name]).unwrap_err();
             assert!(
