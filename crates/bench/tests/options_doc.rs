@@ -25,6 +25,31 @@ fn the_options_reference_is_what_the_code_generates() {
     }
 }
 
+/// `results/schema.md`'s `params` table is what the catalogue and the record's field
+/// documentation say: a parameter declared once is documented there without a hand edit.
+#[test]
+fn the_schemas_params_table_is_what_the_code_generates() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../results/schema.md");
+    let doc = std::fs::read_to_string(&path).unwrap_or_default();
+    let heading = doc.find("\n### `params`\n").expect("a params section");
+    let start = heading + doc[heading..].find("\n| field |").expect("its table") + 1;
+    let end = start + doc[start..].find("\n\n").expect("the table's end") + 1;
+    let generated = rdmabench::report::schema::params_table();
+    if std::env::var_os("RDMABENCH_UPDATE_DOCS").is_some() {
+        let updated = format!("{}{generated}{}", &doc[..start], &doc[end..]);
+        std::fs::write(&path, updated).unwrap();
+        return;
+    }
+    let diff = similar::TextDiff::from_lines(&doc[start..end], &generated)
+        .unified_diff()
+        .header("results/schema.md", "generated")
+        .to_string();
+    assert!(
+        diff.is_empty(),
+        "results/schema.md's params table differs from what the code generates; run `{REGENERATE}`\n{diff}"
+    );
+}
+
 #[test]
 fn the_reference_has_every_option_with_perftests_spelling() {
     let doc = options_markdown();

@@ -91,6 +91,9 @@ pub struct Param {
     pub in_header: bool,
     /// What a difference in it means to `compare`.
     pub compare: Compared,
+    /// Its JSON type in the record and where it is present, as the schema's table says it:
+    /// "integer, bandwidth tests".
+    pub record_type: &'static str,
     /// The value as the record holds it, as text; `None` where it does not apply.
     pub value: fn(&ParamsRecord) -> Option<String>,
 }
@@ -113,6 +116,7 @@ const PLANNED: Param = Param {
     label: "",
     in_header: true,
     compare: Compared::Warn,
+    record_type: "",
     value: |_| None,
 };
 
@@ -138,24 +142,29 @@ params! {
     }
 
     test: Found {
+        record_type: "string",
         label: "Test",
         in_header: false,
     }
     record
-        /// Test name, e.g. "write-bw".
+        /// `write-bw`, `read-bw`, `send-bw`, `atomic-bw`, `write-lat`, `read-lat`, `send-lat` or
+        /// `atomic-lat`.
         (String = plan.test.to_string())
 
     mem: Side {
+        record_type: "string",
         flag: Some("--mem"),
         perftest: Some("--use_cuda"),
         label: "Memory",
         in_header: false,
     }
     record
-        /// Memory mode, e.g. "host".
+        /// Memory mode: `host`, `cuda:N`, `cuda-staged:N`, `cuda-peermem:N`, `rocm:N`,
+        /// `rocm-staged:N`, `rocm-peermem:N` (N a GPU index or PCI bus id).
         (String = String::new())
 
     connection: Plan {
+        record_type: "string",
         flag: Some("--connection"),
         perftest: Some("-c"),
         label: "Connection",
@@ -167,10 +176,11 @@ params! {
         #[arg(short = 'c', long = "connection", value_name = "RC|UC|UD", value_parser = Connection::parse)]
         (Option<Connection> => Connection = req.connection.unwrap_or(Connection::Rc))
     record
-        /// Transport, e.g. "RC".
+        /// Transport: `RC`, `UC` or `UD`.
         (String = plan.connection.name().to_string())
 
     qps: Plan {
+        record_type: "integer",
         flag: Some("--qps"),
         perftest: Some("-q"),
         applies: BANDWIDTH_ONLY,
@@ -186,6 +196,7 @@ params! {
         (u32 = plan.qps)
 
     tx_depth: Plan {
+        record_type: "integer, bandwidth tests",
         flag: Some("--tx-depth"),
         perftest: Some("-t"),
         range: Some((1, 1 << 16)),
@@ -196,11 +207,12 @@ params! {
         #[arg(short = 't', long = "tx-depth", value_name = "N")]
         (Option<u32> => u32 = req.tx_depth.unwrap_or(DEFAULT_TX_DEPTH))
     record
-        /// Operations in flight per QP (bandwidth tests).
+        /// Operations kept posted per QP (`-t`), every verb.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u32> = bw(plan).then_some(plan.tx_depth))
 
     rx_depth: Plan {
+        record_type: "integer, SEND tests",
         flag: Some("--rx-depth"),
         perftest: Some("-r"),
         range: Some((1, 1 << 16)),
@@ -211,11 +223,12 @@ params! {
         #[arg(short = 'r', long = "rx-depth", value_name = "N")]
         (Option<u32> => u32 = req.rx_depth.unwrap_or(DEFAULT_RX_DEPTH))
     record
-        /// Receives kept posted per QP (SEND tests).
+        /// Receives kept posted per QP (`-r`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u32> = (plan.test.verb == Verb::Send).then_some(plan.rx_depth))
 
     outs: Plan {
+        record_type: "integer, READ and atomic tests",
         flag: Some("--outs"),
         perftest: Some("-o"),
         applies: Applies {
@@ -232,11 +245,13 @@ params! {
         #[arg(short = 'o', long = "outs", value_name = "N")]
         (Option<u32> => Option<u32> = req.outs)
     record
-        /// READs/atomics outstanding per QP at the responder (READ and atomic tests).
+        /// *eff.*: READs/atomics a QP may have outstanding at the responder: the smaller of both
+        /// devices' limits, or `-o`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u32> = reads(plan).then_some(plan.outs.unwrap_or(0)))
 
     atomic: Plan {
+        record_type: "string, atomic tests",
         flag: Some("--atomic-type"),
         perftest: Some("-A"),
         applies: Applies {
@@ -252,11 +267,12 @@ params! {
         #[arg(short = 'A', long = "atomic-type", value_name = "TYPE", value_parser = AtomicOp::parse)]
         (Option<AtomicOp> => AtomicOp = req.atomic.unwrap_or(AtomicOp::FetchAdd))
     record
-        /// The atomic operation (atomic tests).
+        /// `"FETCH_AND_ADD"` or `"CMP_AND_SWAP"` (`-A`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<String> = (plan.test.verb == Verb::Atomic).then(|| plan.atomic.name().to_string()))
 
     cq_mod: Plan {
+        record_type: "integer, bandwidth tests",
         flag: Some("--cq-mod"),
         perftest: Some("-Q"),
         label: "CQ moderation",
@@ -269,11 +285,13 @@ params! {
         #[arg(short = 'Q', long = "cq-mod", value_name = "N")]
         (Option<u32> => u32 = req.cq_mod.unwrap_or_else(|| default_cq_mod(tx_depth, req.post_list.unwrap_or(1))))
     record
-        /// Completion moderation (bandwidth tests).
+        /// One signaled completion per this many operations (`-Q`; by default 100, at most half of
+        /// `tx_depth`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u32> = bw(plan).then_some(plan.cq_mod))
 
     post_list: Plan {
+        record_type: "integer, bandwidth tests",
         flag: Some("--post-list"),
         perftest: Some("-l"),
         applies: Applies {
@@ -287,11 +305,12 @@ params! {
         #[arg(short = 'l', long = "post-list", value_name = "N")]
         (Option<u32> => u32 = req.post_list.unwrap_or(1))
     record
-        /// Work requests per doorbell (bandwidth tests).
+        /// Work requests per doorbell (`-l`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u32> = bw(plan).then_some(plan.post_list))
 
     inline: Plan {
+        record_type: "integer",
         flag: Some("--inline-size"),
         perftest: Some("-I"),
         applies: Applies {
@@ -310,10 +329,11 @@ params! {
         #[arg(short = 'I', long = "inline-size", value_name = "BYTES", value_parser = parse_size_u32)]
         (Option<u32> => u32 = req.inline.unwrap_or(0))
     record
-        /// Inline threshold in bytes.
+        /// Inline threshold in bytes (`-I`, 0 = off).
         (u32 = plan.inline)
 
     path_mtu: Plan {
+        record_type: "integer",
         flag: Some("--mtu"),
         perftest: Some("-m"),
         label: "Path MTU",
@@ -325,11 +345,13 @@ params! {
         #[arg(short = 'm', long = "mtu", value_name = "BYTES")]
         (Option<u32> => Option<u32> = req.path_mtu)
     record
-        /// The path MTU in bytes (both ports' and `-m`'s smallest).
+        /// *eff.*: the path MTU in bytes, the smallest of both ports' active MTUs and `-m` (absent
+        /// in records before it was added).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u32> = plan.path_mtu)
 
     qp_timeout: Plan {
+        record_type: "integer, RC",
         flag: Some("--qp-timeout"),
         perftest: Some("-u"),
         applies: Applies {
@@ -349,12 +371,15 @@ params! {
         #[arg(short = 'u', long = "qp-timeout", value_name = "N")]
         (Option<u8> => Option<u8> = req.qp_timeout)
     record
-        /// RC: the acknowledgement timeout exponent, 4.096 us * 2^N a try (`-u`, or 14 on a NIC
-        /// and 18 on a software device but for READs). Absent for UC/UD and in older records.
+        /// *eff.*: this side's acknowledgement timeout exponent: a request is sent again after
+        /// 4.096 us x 2^N without an acknowledgement, up to 7 times (`-u`; by default 14, 67 ms, as
+        /// perftest, and 18, 1.07 s, on a software device such as rxe but for READs); absent for
+        /// UC/UD and in older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u8> = plan.qp_timeout)
 
     tclass: Plan {
+        record_type: "integer, with a GRH",
         flag: Some("--tclass"),
         perftest: Some("--tclass"),
         range: Some((0, 255)),
@@ -369,12 +394,13 @@ params! {
         #[arg(long = "tclass", value_name = "N", value_parser = parse_class)]
         (Option<u8> => Option<u8> = req.tclass)
     record
-        /// The GRH's traffic class the QPs sent (`--tclass`, else 0); absent without a GRH
-        /// (InfiniBand without `-x`) and in older records.
+        /// *eff.*: the GRH's traffic class the QPs sent, on RoCE v2 the IP TOS byte (`--tclass`,
+        /// else 0); absent without a GRH (InfiniBand without `-x`) and in older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u8> = plan.tclass)
 
     rdma_cm: Plan {
+        record_type: "boolean",
         flag: Some("--rdma-cm"),
         perftest: Some("-R"),
         applies: Applies {
@@ -396,6 +422,7 @@ params! {
         (bool = plan.rdma_cm)
 
     srq: Plan {
+        record_type: "boolean",
         flag: Some("--srq"),
         perftest: Some("--use-srq"),
         applies: Applies {
@@ -412,12 +439,13 @@ params! {
         #[arg(long = "srq", alias = "use-srq")]
         (bool => bool = req.srq)
     record
-        /// A receiving side's QPs took their receives from one shared receive queue (`--srq`);
-        /// false when absent.
+        /// A receiving side's QPs took their receives from one shared receive queue (`--srq`, SEND
+        /// tests); false when absent.
         #[serde(default)]
         (bool = plan.srq)
 
     rate_limit: Plan {
+        record_type: "number, paced runs",
         flag: Some("--rate-limit"),
         applies: Applies {
             to: |t, _| t.mode == Mode::Bw,
@@ -439,6 +467,7 @@ params! {
         (Option<f64> = plan.rate_limit)
 
     sl: Plan {
+        record_type: "integer",
         flag: Some("--sl"),
         perftest: Some("-S"),
         range: Some((0, 15)),
@@ -452,11 +481,12 @@ params! {
         #[arg(short = 'S', long = "sl", value_name = "N")]
         (Option<u8> => Option<u8> = req.sl)
     record
-        /// The service level of the QPs' address vectors (`--sl`, else 0); 0 in older records.
+        /// The service level of the QPs' address vectors (`--sl`, else 0); 0 when absent.
         #[serde(default)]
         (u8 = plan.sl.unwrap_or(0))
 
     validate: Plan {
+        record_type: "boolean",
         flag: Some("--validate"),
         label: "Validate",
     }
@@ -467,22 +497,26 @@ params! {
         #[arg(long)]
         (bool => bool = req.validate)
     record
-        /// The payload was checked after each size (`--validate`).
+        /// The payload was checked after each size (`--validate`); false when absent.
         #[serde(default)]
         (bool = plan.validate)
 
     relaxed_ordering: Side {
+        record_type: "boolean",
         flag: Some("--disable-pcie-relaxed"),
         perftest: Some("--disable_pcie_relaxed"),
         label: "Relaxed order",
     }
     record
-        /// This side's memory was registered with PCIe relaxed ordering (`--disable-pcie-relaxed`
-        /// turns it off; a device that refuses it runs without). Absent in older records: false.
+        /// This side's memory was registered with PCIe relaxed ordering
+        /// (`IBV_ACCESS_RELAXED_ORDERING`, on by default as in perftest; off with
+        /// `--disable-pcie-relaxed`, or when the provider refused it); false when absent (records
+        /// from before it existed).
         #[serde(default)]
         (bool = false)
 
     hugepages: Side {
+        record_type: "boolean",
         flag: Some("--use-hugepages"),
         perftest: Some("--use-hugepages"),
         label: "Huge pages",
@@ -493,6 +527,7 @@ params! {
         (bool = false)
 
     odp: Side {
+        record_type: "boolean",
         flag: Some("--odp"),
         perftest: Some("--odp"),
         label: "Demand paging",
@@ -503,6 +538,7 @@ params! {
         (bool = false)
 
     threads: Side {
+        record_type: "integer",
         flag: Some("--threads"),
         applies: Applies {
             to: |t, _| t.mode == Mode::Bw,
@@ -512,11 +548,12 @@ params! {
     }
     record
         /// Measuring threads on this side's device (`--threads`), each with its own QPs and CQ;
-        /// 1 when absent.
+        /// their figures are the record's `rails`, all together its `results`; 1 when absent.
         #[serde(default = "one")]
         (u32 = 1)
 
     clock: Side {
+        record_type: "string, absent for bandwidth tests",
         flag: Some("--clock"),
         applies: Applies {
             to: |t, _| t.mode == Mode::Lat,
@@ -527,51 +564,61 @@ params! {
         in_header: false,
     }
     record
-        /// Latency tests: the clock that timed each round trip, "tsc" or "monotonic".
+        /// The clock that timed each round trip: `"tsc"` (the CPU's time-stamp counter, calibrated)
+        /// or `"monotonic"` (`--clock`).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<String> = None)
 
     clock_hz: Found {
+        record_type: "number, absent for bandwidth tests",
         label: "Clock rate (Hz)",
         in_header: false,
         compare: Compared::Skip,
     }
     record
-        /// Latency tests: that clock's ticks per second (the TSC's calibrated rate).
+        /// That clock's ticks per second: the TSC's calibrated rate, or 1e9 for the monotonic
+        /// clock.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<f64> = None)
 
     cpus: Side {
+        record_type: "string, absent with `--no-pin`",
         flag: Some("--cpus"),
         label: "CPUs",
         in_header: false,
     }
     record
-        /// The CPU the measuring thread was pinned to; absent with `--no-pin`.
+        /// The CPU this side's measuring thread was pinned to while it measured, e.g. `"3"`.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<String> = None)
 
     numa_node: Found {
+        record_type: "integer, absent when unknown",
         label: "NUMA node",
         in_header: false,
     }
     record
-        /// The NIC's NUMA node; absent where sysfs does not know it.
+        /// The NIC's NUMA node from sysfs (absent for -1 and for virtual devices such as
+        /// soft-RoCE).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u32> = None)
 
     placement: Found {
+        record_type: "string",
         label: "Placement",
         in_header: false,
         compare: Compared::Skip,
     }
     record
-        /// Where the measuring thread's CPU was chosen from ("of the NIC's node 0 0-15"), or
-        /// "not pinned (--no-pin)"; absent in older records.
+        /// Where the CPU in `cpus` was chosen from, as the header's `Measuring on` line says it:
+        /// `"of the NIC's node 0 0-15"`, `"of --cpus 2-3"`, `"NIC's NUMA node unknown; one of the
+        /// allowed CPUs 0-1"`, or `"not pinned (--no-pin)"`; `compare` ignores it (`cpus` and
+        /// `numa_node` say what differs); absent in older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<String> = None)
 
     iters: Plan {
+        record_type: "integer or null",
         flag: Some("--iters"),
         perftest: Some("-n"),
         range: Some((1, u32::MAX as u64)),
@@ -589,20 +636,23 @@ params! {
         )]
         (Option<u64> => u64 = req.iters.unwrap_or(if test.mode == Mode::Lat { DEFAULT_ITERS_LAT } else { DEFAULT_ITERS_BW }))
     record
-        /// Operations per QP and size (iteration-count runs).
+        /// Operations per QP and size (`-n`), for iteration-count runs.
         (Option<u64> = plan.duration.is_none().then_some(plan.iters))
 
     warmup: Found {
+        record_type: "integer, latency tests",
         label: "Warm-up",
         in_header: false,
         compare: Compared::Info,
     }
     record
-        /// Latency tests: round trips before each size's measured ones (absent in older records).
+        /// Round trips before each size's measured ones (16); absent for bandwidth tests and in
+        /// older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u64> = (!bw(plan)).then_some(LAT_WARMUP))
 
     duration: Plan {
+        record_type: "number or null",
         flag: Some("--duration"),
         perftest: Some("-D"),
         label: "Duration (s)",
@@ -617,10 +667,11 @@ params! {
         #[arg(short = 'D', long = "duration", value_name = "SECS", value_parser = parse_secs)]
         (Option<f64> => Option<f64> = req.duration)
     record
-        /// Seconds per size (duration runs).
+        /// Seconds per size (`-D`), for duration runs.
         (Option<f64> = plan.duration)
 
     interval: Plan {
+        record_type: "number, `-D` runs with intervals",
         flag: Some("--interval"),
         applies: Applies {
             to: |t, _| t.mode == Mode::Bw,
@@ -638,12 +689,13 @@ params! {
         #[arg(long = "interval", value_name = "SECS", requires = "duration", value_parser = parse_secs)]
         (Option<f64> => Option<f64> = req.interval)
     record
-        /// Seconds per interval of a `-D` window (`--interval`): each size's `intervals` holds
-        /// them; absent when not asked for.
+        /// Seconds per interval of the measured window (`--interval`): each size's `intervals`
+        /// holds them; absent when not asked for.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<f64> = plan.interval)
 
     bidirectional: Plan {
+        record_type: "boolean",
         flag: Some("--bidirectional"),
         perftest: Some("-b"),
         applies: Applies {
@@ -660,19 +712,21 @@ params! {
         #[arg(short = 'b', long = "bidirectional")]
         (bool => bool = req.bidirectional)
     record
-        /// Both directions at once.
+        /// Both directions at once (`-b`).
         (bool = plan.bidirectional)
 
     latency: Found {
+        record_type: "string, absent for bandwidth tests",
         label: "Latency",
         in_header: false,
     }
     record
-        /// Latency tests: "one_way" (RTT/2: WRITE, SEND) or "round_trip" (READ, atomics).
+        /// `"one_way"` (RTT/2: WRITE, SEND) or `"round_trip"` (READ, atomics).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<String> = (!bw(plan)).then(|| latency_kind(plan.test).to_string()))
 
     repeat: Plan {
+        record_type: "integer",
         flag: Some("--repeat"),
         range: Some((1, 1000)),
         label: "Repeat",
@@ -686,11 +740,12 @@ params! {
         #[arg(long, value_name = "N")]
         (Option<u32> => u32 = req.repeat.unwrap_or(1))
     record
-        /// How many times the plan ran (`--repeat`).
+        /// How many times the plan ran (`--repeat N`); 1 when absent.
         #[serde(default = "one")]
         (u32 = plan.repeat)
 
     report_gbits: Plan {
+        record_type: "boolean",
         flag: Some("--report-gbits"),
         perftest: Some("--report_gbits"),
         label: "Report Gb/s",
@@ -705,8 +760,8 @@ params! {
         #[arg(long, alias = "report_gbits")]
         (bool => bool = req.report_gbits)
     record
-        /// The table showed bandwidth in Gb/s (`--report-gbits`); the record's figures are in
-        /// both units whatever it is. Absent in older records: false.
+        /// The table showed bandwidth in Gb/s (`--report-gbits`); the record's figures are in both
+        /// units either way, and `compare` ignores it; false when absent.
         #[serde(default)]
         (bool = plan.report_gbits)
 }
@@ -746,6 +801,26 @@ fn parse_gbits_rate(text: &str) -> Result<f64, String> {
 
 fn one() -> u32 {
     1
+}
+
+/// The record's `params` table of `results/schema.md`: each parameter's field, its JSON
+/// type and where it is present, and its meaning (the record field's documentation, from
+/// the record's JSON schema), in the table's order.
+pub fn params_table(descriptions: &serde_json::Value) -> String {
+    let mut out = String::from("| field | type | meaning |\n|---|---|---|\n");
+    for p in PARAMS {
+        let meaning = descriptions[p.key]["description"]
+            .as_str()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
+        out.push_str(&format!(
+            "| `{}` | {} | {meaning} |\n",
+            p.key, p.record_type
+        ));
+    }
+    out
 }
 
 /// The header's parameter lines for `p`: label and value of each that applies.

@@ -12,6 +12,14 @@ use crate::counters::report::{CountersReport, COUNTERS_SCHEMA};
 use crate::health::expect::{Expectations, EXPECT_SCHEMA};
 use crate::health::outcome::{HealthReport, HEALTH_SCHEMA};
 
+/// The `params` table of `results/schema.md`, from the catalogue and the record's own
+/// documentation (its JSON schema's descriptions).
+pub fn params_table() -> String {
+    let schema =
+        serde_json::to_value(schemars::schema_for!(super::ParamsRecord)).unwrap_or_default();
+    crate::catalogue::params_table(&schema["properties"])
+}
+
 /// A record kind's schema: the `schema` value its records carry, the file it is shipped
 /// as (under `results/schemas/`), and the schema's text.
 #[derive(Debug)]
