@@ -253,24 +253,34 @@ mod tests {
     use clap::Parser;
 
     /// Arguments that give `flag` a value other than its default, accepted by the tests it
-    /// applies to.
-    fn given(flag: &str) -> Vec<&'static str> {
-        let args: &[&str] = match flag {
+    /// applies to: a switch alone, a whole number one above the lowest its declaration allows,
+    /// and for the rest a value of their own.
+    fn given(flag: &str) -> Vec<String> {
+        let own: &[&str] = match flag {
             "--outs" => &["--outs", "4"],
-            "--atomic-type" => &["--atomic-type", "CMP_AND_SWAP"],
-            "--inline-size" => &["--inline-size", "16"],
-            "--srq" => &["--srq"],
-            "--rate-limit" => &["--rate-limit", "8"],
-            "--interval" => &["--duration", "5", "--interval", "1"],
-            "--bidirectional" => &["--bidirectional"],
-            "--qps" => &["--qps", "2"],
             "--post-list" => &["--post-list", "2"],
             "--threads" => &["--threads", "2"],
+            "--atomic-type" => &["--atomic-type", "CMP_AND_SWAP"],
+            "--rate-limit" => &["--rate-limit", "8"],
+            "--interval" => &["--duration", "5", "--interval", "1"],
             "--clock" => &["--clock", "monotonic"],
             "--limit-lat-p99" => &["--limit-lat-p99", "5"],
-            other => panic!("{other} applies to some tests only: give it a value here"),
+            _ => &[],
         };
-        args.to_vec()
+        if !own.is_empty() {
+            return own.iter().map(|a| a.to_string()).collect();
+        }
+        let cmd = TestArgs::augment_args(Command::new("test"));
+        let arg = cmd.get_arguments().find(|a| names(a, flag)).unwrap();
+        if !arg.get_action().takes_values() {
+            return vec![flag.to_string()];
+        }
+        let param = crate::catalogue::PARAMS
+            .iter()
+            .find(|p| p.flag == Some(flag));
+        let low = param.and_then(|p| p.range).map(|(lo, _)| lo);
+        let low = low.unwrap_or_else(|| panic!("{flag}: give it a value here"));
+        vec![flag.to_string(), (low.max(1) + 1).to_string()]
     }
 
     /// The long flags of a test's options that some test refuses.
@@ -307,7 +317,9 @@ mod tests {
             let help = cmd.clone().render_long_help().to_string();
             for flag in &flags {
                 let arg = cmd.get_arguments().find(|a| names(a, flag)).unwrap();
-                let verdict = verdict(&test, &given(flag));
+                let given = given(flag);
+                let given: Vec<&str> = given.iter().map(String::as_str).collect();
+                let verdict = verdict(&test, &given);
                 match applies(kind, flag) {
                     Ok(()) => {
                         assert!(!arg.is_hide_set(), "{test} --help hides {flag}");

@@ -98,6 +98,22 @@ pub(crate) fn every_param_present() -> RunRecord {
     p.tclass = Some(106);
     p.rate_limit = Some(12.5);
     p.interval = Some(0.5);
+    // Any other absent one: a value of its type, as the record's schema says it.
+    let schema = serde_json::to_value(schemars::schema_for!(ParamsRecord)).unwrap();
+    let mut params = serde_json::to_value(&r.params).unwrap();
+    for (key, field) in schema["properties"].as_object().unwrap() {
+        if params.get(key).is_none_or(serde_json::Value::is_null) {
+            let types = field["type"].as_array().cloned().unwrap_or_default();
+            params[key] = match types.first().and_then(|t| t.as_str()) {
+                Some("integer") => 1.into(),
+                Some("number") => 1.5.into(),
+                Some("boolean") => true.into(),
+                Some("string") => "other".into(),
+                other => panic!("params.{key} is of type {other:?}: give it a value here"),
+            };
+        }
+    }
+    r.params = serde_json::from_value(params).unwrap();
     r
 }
 
