@@ -246,7 +246,7 @@ pub const NAMES: &[PerftestName] = &[
     row("cpu_util", ' ', "", "CPU utilization (with -D)", R("CPU utilization is not measured", "the record's placement names the measuring thread's CPU")),
     row("out_json", ' ', "", "write the report as JSON", T(Tr::OutJson)),
     row("out_json_file", ' ', "run.json", "the JSON report's file", T(Tr::OutJsonFile)),
-    row("latency_gap", ' ', "10", "delay between posts of a latency test", R("latency tests ping-pong back to back", "--rate-limit RATE paces a bandwidth test")),
+    row("latency_gap", ' ', "10", "delay between posts of a latency test", A("--latency-gap", "the wait is not counted in the latency, as it is in perftest's")),
     row("flow_label", ' ', "1", "GRH flow label per QP", R("the flow label is not settable: rdmabench sends 0", NOT_SET)),
     row("retry_count", ' ', "7", "RDMA CM retry count", R("the CM's retry count is not settable", "-R with --timeout SECS, which bounds every wait")),
     row("dont_xchg_versions", ' ', "", "skip the version exchange", R("both sides always agree on the protocol and plan", NOT_SET)),

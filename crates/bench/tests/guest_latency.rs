@@ -156,3 +156,37 @@ fn bad_cpus_and_an_untrusted_tsc_are_usage_errors() {
     assert_eq!(out.status.code(), Some(2), "{}", text(&out));
     assert!(text(&out).contains("--no-pin"), "{}", text(&out));
 }
+
+/// perftest's `--latency_gap`: the initiator waits between round trips, and the wait is not
+/// counted in the latency (perftest's delta spans it): with a 5 ms gap the one-way p50 stays
+/// far below the 2.5 ms the gap would add, while the measured window holds every gap.
+#[test]
+fn latency_gap_spaces_the_round_trips_and_is_not_counted_in_them() {
+    if !rdma_ready("latency_gap_spaces_the_round_trips_and_is_not_counted_in_them") {
+        return;
+    }
+    let run = pair(
+        "write-lat",
+        19440,
+        &["-n", "100"],
+        &["-n", "100", "--latency_gap", "5000"],
+    );
+    run.assert_ok();
+    for (side, record) in [("client", &run.client_json), ("server", &run.server_json)] {
+        assert_eq!(
+            record["params"]["latency_gap"], 5000,
+            "{side}: {}",
+            record["params"]
+        );
+    }
+    let out = text(&run.client);
+    assert_eq!(header_line(&out, "Gap (us)").trim(), "5000", "{out}");
+    let result = &run.results()[0];
+    let p50 = result["lat_us"]["p50"].as_f64().unwrap();
+    assert!(p50 < 2500.0, "the gap was counted: p50 {p50} us\n{out}");
+    let seconds = result["seconds"].as_f64().unwrap();
+    assert!(
+        seconds >= 99.0 * 0.005,
+        "100 round trips 5 ms apart in {seconds} s"
+    );
+}

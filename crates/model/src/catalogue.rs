@@ -15,6 +15,9 @@
 use crate::declare::params;
 use crate::kinds::{AtomicOp, Connection, Mode, TestKind, Verb};
 use crate::limits::*;
+
+/// `--latency-gap`'s largest value: a second between round trips.
+const MAX_LATENCY_GAP_US: u64 = 1_000_000;
 use crate::units::{parse_class, parse_rate, parse_secs, parse_size, parse_size_u32, RateUnit};
 
 /// What `compare` makes of two records that differ in a parameter.
@@ -638,6 +641,31 @@ params! {
     record
         /// Operations per QP and size (`-n`), for iteration-count runs.
         (Option<u64> = plan.duration.is_none().then_some(plan.iters))
+
+    latency_gap: Plan {
+        record_type: "integer, latency tests with a gap",
+        flag: Some("--latency-gap"),
+        perftest: Some("--latency_gap"),
+        applies: Applies {
+            to: |t, _| t.mode == Mode::Lat,
+            why: "it spaces a latency test's round trips; --rate-limit paces a bandwidth test",
+        },
+        range: Some((0, MAX_LATENCY_GAP_US)),
+        label: "Gap (us)",
+    }
+    request
+        /// Latency tests: wait USECS between round trips [default: 0]
+        ///
+        /// Latency tests: the initiator waits USECS microseconds after each round trip before
+        /// posting the next (0 to 1000000), as perftest's --latency_gap; the wait is not
+        /// counted in the latency (perftest's is) [default: 0, back to back]
+        #[arg(long = "latency-gap", alias = "latency_gap", value_name = "USECS")]
+        (Option<u32> => u32 = req.latency_gap.unwrap_or(0))
+    record
+        /// Microseconds the initiator waited after each round trip before posting the next
+        /// (`--latency-gap`), not counted in the latencies; absent when it did not wait.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u32> = (plan.latency_gap > 0).then_some(plan.latency_gap))
 
     warmup: Found {
         record_type: "integer, latency tests",

@@ -52,6 +52,9 @@ pub struct LatShape {
     pub clock: Clock,
     /// Receives kept posted (SEND).
     pub rx_depth: u32,
+    /// How long the initiator waits after each round trip before posting the next
+    /// (`--latency-gap`); the wait is not counted in the latency.
+    pub gap: Duration,
 }
 
 /// What the initiator measured.
@@ -452,6 +455,7 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
     tally.last = schedule.start;
     // The stamp taken before posting the previous round trip.
     let mut started: Option<u64> = None;
+    let gap = clock.ticks(shape.gap);
     let mut i = 0u64;
     loop {
         // One clock read per round trip, as perftest: the stamp before posting round trip i
@@ -464,16 +468,34 @@ fn initiate_loop(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> 
             }
             break;
         }
+        // With a gap, round trip i starts when it ends, not at i - 1's end.
+        let start = if gap > 0 {
+            wait_until(&clock, now + gap)
+        } else {
+            now
+        };
         let signaled = send_ping(side, shape, &mut ping, i)?;
         if let Some(t0) = started {
             tally.add(&clock, &schedule, i - 1, t0, now);
         }
         await_pong(side, shape, &ping, i, signaled, recv_last)?;
-        started = Some(now);
+        started = Some(start);
         i += 1;
     }
     let closed = clock.mark();
     measured(&clock, (opened, closed), tally, i)
+}
+
+/// Spins on `clock` until it reads `until` or later (`--latency-gap`, as perftest's busy
+/// wait: a sleep would wake late by more than a short gap); returns that reading.
+fn wait_until(clock: &Clock, until: u64) -> u64 {
+    loop {
+        let now = clock.now();
+        if now >= until {
+            return now;
+        }
+        std::hint::spin_loop();
+    }
 }
 
 /// What a loop bracketed by `opened` and `closed` measured, in nanoseconds at the rate the
@@ -629,7 +651,18 @@ mod tests {
             stall_timeout: Duration::from_secs(1),
             clock: Clock::new(ClockKind::Monotonic),
             rx_depth: 1,
+            gap: Duration::ZERO,
         }
+    }
+
+    #[test]
+    fn a_gap_waits_on_the_clock_and_returns_the_reading_that_ends_it() {
+        let clock = Clock::new(ClockKind::Monotonic);
+        let before = clock.now();
+        let until = before + clock.ticks(Duration::from_millis(2));
+        let ended = wait_until(&clock, until);
+        assert!(ended >= until, "{ended} < {until}");
+        assert!(clock.now() >= ended);
     }
 
     #[test]

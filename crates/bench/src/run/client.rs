@@ -180,6 +180,7 @@ pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64, clock: Clock) ->
         stall_timeout: opts.timeout,
         clock,
         rx_depth: plan.rx_depth,
+        gap: Duration::from_micros(plan.latency_gap.into()),
     })
 }
 
