@@ -24,8 +24,8 @@
 //!   the service level from `PathConfig` where they are not 0 (0 keeps the CM's, e.g. the
 //!   kernel's `default_roce_tos`). The destination, its GID, the source GID index and the
 //!   PSNs are the CM's.
-//! - RTS: `timeout` from `PathConfig::qp_timeout`, retry and RNR retry 7, `max_rd_atomic`
-//!   from `PathConfig`.
+//! - RTS: `timeout` and `retry_count` from `PathConfig` (the connection parameters carry the
+//!   retry count too), RNR retry 7, `max_rd_atomic` from `PathConfig`.
 //!
 //! On the active side a non-zero traffic class is also given to the CM
 //! (`RDMA_OPTION_ID_TOS`, as perftest does), so that the route it resolves and the path the
@@ -719,7 +719,8 @@ fn absorb(
 // Pure parts: attributes, events, deadlines, addresses.
 
 /// The connection parameters rdmabench sends: our QP number, RDMA READ/atomic depths from
-/// `path`, retry and RNR retry 7 (sideway's `ConnectionParameter::new` would send 0).
+/// `path`, its retry count and RNR retry 7 (sideway's `ConnectionParameter::new` would send
+/// 0).
 fn conn_param(qpn: u32, path: &PathConfig) -> rdma_conn_param {
     rdma_conn_param {
         private_data: ptr::null(),
@@ -727,7 +728,7 @@ fn conn_param(qpn: u32, path: &PathConfig) -> rdma_conn_param {
         responder_resources: path.max_dest_rd_atomic,
         initiator_depth: path.max_rd_atomic,
         flow_control: 0,
-        retry_count: 7,
+        retry_count: path.retry_count,
         rnr_retry_count: 7,
         srq: 0,
         qp_num: qpn & 0x00ff_ffff,
@@ -783,11 +784,11 @@ fn mtu_code_bytes(code: u32) -> u32 {
     }
 }
 
-/// The CM's RTS attributes with rdmabench's: timeout, retry and RNR retry 7, `max_rd_atomic`.
+/// The CM's RTS attributes with rdmabench's: timeout, retry count, RNR retry 7, `max_rd_atomic`.
 fn override_rts(attr: &mut ibv_qp_attr, mask: &mut u32, path: &PathConfig) {
     *mask &= STANDARD_MASK;
     attr.timeout = path.qp_timeout;
-    attr.retry_cnt = 7;
+    attr.retry_cnt = path.retry_count;
     attr.rnr_retry = 7;
     attr.max_rd_atomic = path.max_rd_atomic;
     *mask |= ibv_qp_attr_mask::IBV_QP_TIMEOUT.0

@@ -319,6 +319,15 @@ impl Device {
         })
     }
 
+    /// How many entries the P_Key table of `port` has: a QP's P_Key index is below it.
+    pub fn pkey_table_len(&self, port: u8) -> Result<u16> {
+        let attr = self
+            .ctx
+            .query_port(port)
+            .map_err(|e| VerbsError::from_sideway("ibv_query_port", e))?;
+        Ok(attr.attr.pkey_tbl_len)
+    }
+
     /// Queries one port (validating its number) with its GID table and sysfs rate.
     pub fn port(&self, port: u8) -> Result<PortInfo> {
         if port == 0 || port > self.facts.port_count {

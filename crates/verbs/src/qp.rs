@@ -123,6 +123,10 @@ pub struct PathConfig {
     /// manager's SL-to-VL tables); on RoCE a ConnectX sends its low three bits as the 802.1p
     /// priority of VLAN-tagged frames, and soft-RoCE ignores it.
     pub service_level: u8,
+    /// RC only: how many times a request is sent again after its acknowledgement timeout,
+    /// 0..7 (7 by default, as perftest); both ways of connecting use it (the QP's RTS
+    /// attribute, and the RDMA CM's connection parameters and RTS).
+    pub retry_count: u8,
 }
 
 impl Default for PathConfig {
@@ -140,6 +144,7 @@ impl Default for PathConfig {
             qp_timeout: 14,
             traffic_class: 0,
             service_level: 0,
+            retry_count: 7,
         }
     }
 }
@@ -245,6 +250,7 @@ pub struct QueuePairBuilder<'a> {
     max_send_wr: u32,
     max_recv_wr: u32,
     max_inline_data: u32,
+    pkey_index: u16,
     srq: Option<&'a SharedReceiveQueue>,
 }
 
@@ -259,8 +265,17 @@ impl<'a> QueuePairBuilder<'a> {
             max_send_wr: 128,
             max_recv_wr: 1,
             max_inline_data: 0,
+            pkey_index: 0,
             srq: None,
         }
+    }
+
+    /// The entry of the port's P_Key table the QP uses (0 by default: the default
+    /// partition's key); [`Device::pkey_table_len`](crate::Device::pkey_table_len) says how
+    /// many there are.
+    pub fn pkey_index(mut self, index: u16) -> Self {
+        self.pkey_index = index;
+        self
     }
 
     /// Take receives from `srq` instead of a receive queue of the QP's own (the receive
@@ -343,7 +358,7 @@ impl<'a> QueuePairBuilder<'a> {
             })?;
 
         if self.transport == Transport::Ud {
-            init_ud(&qp, self.port)?;
+            init_ud(&qp, self.port, self.pkey_index)?;
         } else {
             let mut access = AccessFlags::LocalWrite | AccessFlags::RemoteWrite;
             if self.transport == Transport::Rc {
@@ -351,7 +366,7 @@ impl<'a> QueuePairBuilder<'a> {
             }
             let mut attr = QueuePairAttribute::new();
             attr.setup_state(QueuePairState::Init)
-                .setup_pkey_index(0)
+                .setup_pkey_index(self.pkey_index)
                 .setup_port(self.port)
                 .setup_access_flags(access);
             qp.modify(&attr)
@@ -377,11 +392,11 @@ impl<'a> QueuePairBuilder<'a> {
 }
 
 /// INIT for a UD QP needs a Q_Key, which sideway's attribute builder does not set.
-fn init_ud(qp: &ExtendedQueuePair, port: u8) -> Result<()> {
+fn init_ud(qp: &ExtendedQueuePair, port: u8, pkey_index: u16) -> Result<()> {
     // SAFETY: ibv_qp_attr is plain data; zero is a valid value for every field.
     let mut attr: ibv_qp_attr = unsafe { std::mem::zeroed() };
     attr.qp_state = ibv_qp_state::IBV_QPS_INIT;
-    attr.pkey_index = 0;
+    attr.pkey_index = pkey_index;
     attr.port_num = port;
     attr.qkey = UD_QKEY;
     let mask = ibv_qp_attr_mask::IBV_QP_STATE.0
@@ -579,7 +594,7 @@ impl QueuePair<ReadyToReceive> {
             .setup_sq_psn(psn);
         if self.transport == Transport::Rc {
             attr.setup_timeout(path.qp_timeout)
-                .setup_retry_cnt(7)
+                .setup_retry_cnt(path.retry_count)
                 .setup_rnr_retry(7)
                 .setup_max_read_atomic(path.max_rd_atomic);
         }
