@@ -248,7 +248,7 @@ pub const NAMES: &[PerftestName] = &[
     row("out_json_file", ' ', "run.json", "the JSON report's file", T(Tr::OutJsonFile)),
     row("latency_gap", ' ', "10", "delay between posts of a latency test", A("--latency-gap", "the wait is not counted in the latency, as it is in perftest's")),
     row("flow_label", ' ', "1", "GRH flow label per QP", R("the flow label is not settable: rdmabench sends 0", NOT_SET)),
-    row("retry_count", ' ', "7", "RDMA CM retry count", R("the CM's retry count is not settable", "-R with --timeout SECS, which bounds every wait")),
+    row("retry_count", ' ', "7", "RDMA CM retry count", A("--retry-count", "perftest sets it with -R only; rdmabench on every RC QP")),
     row("dont_xchg_versions", ' ', "", "skip the version exchange", R("both sides always agree on the protocol and plan", NOT_SET)),
     row("payload_file_path", ' ', "payload.txt", "payload pattern from a file", R("the payload is rdmabench's own pattern", "--validate checks it")),
     row("use_cuda", ' ', "0", "GPU memory on CUDA GPU N", S),

@@ -4,7 +4,8 @@
 //! `--use-hugepages` with huge pages reserved in the guest, and refused clearly without;
 //! `--rate-limit` holding a run to its pace; `--odp` refused on rxe, which has no on-demand
 //! paging; `-R` connecting every test through the RDMA CM; `--srq` feeding several QPs'
-//! SENDs from one shared receive queue; `--threads` adding up its threads' rates.
+//! SENDs from one shared receive queue; `--threads` adding up its threads' rates;
+//! `--retry_count` on both ways of connecting, refused for UD.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -286,4 +287,36 @@ fn threads_add_up_their_message_rates_against_one_ceiling() {
         record["ceilings"]["limit_gbps"],
         rails[0]["ceilings"]["limit_gbps"]
     );
+}
+
+#[test]
+fn retry_count_reaches_both_ways_of_connecting_and_ud_refuses_it() {
+    if !rdma_ready("retry_count_reaches_both_ways_of_connecting_and_ud_refuses_it") {
+        return;
+    }
+    let _alone = alone();
+    for (i, cm) in [&[][..], &["-R"][..]].into_iter().enumerate() {
+        let mut args = vec!["-n", "100", "--retry_count", "3"];
+        args.extend_from_slice(cm);
+        let run = pair("write-bw", 19590 + i as u16, cm, &args);
+        run.assert_ok();
+        both_record(&run, "retry_count", 3);
+    }
+    let run = pair("send-bw", 19592, &[], &["-n", "100"]);
+    run.assert_ok();
+    both_record(&run, "retry_count", 7);
+    let mut args = vec![
+        "send-bw",
+        "-c",
+        "UD",
+        "--retry-count",
+        "3",
+        "--timeout",
+        "20",
+    ];
+    args.extend(common::LOOPBACK);
+    let out = common::client(&args);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(said.contains("only RC sends a request again"), "{said}");
 }

@@ -18,6 +18,9 @@ use crate::limits::*;
 
 /// `--latency-gap`'s largest value: a second between round trips.
 const MAX_LATENCY_GAP_US: u64 = 1_000_000;
+
+/// `--retry-count`'s default, as perftest's and the most an RC QP takes.
+const DEFAULT_RETRY_COUNT: u8 = 7;
 use crate::units::{parse_class, parse_rate, parse_secs, parse_size, parse_size_u32, RateUnit};
 
 /// What `compare` makes of two records that differ in a parameter.
@@ -380,6 +383,34 @@ params! {
         /// UC/UD and in older records.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u8> = plan.qp_timeout)
+
+    retry_count: Plan {
+        record_type: "integer, RC",
+        flag: Some("--retry-count"),
+        perftest: Some("--retry_count"),
+        applies: Applies {
+            to: |_, c| c == Connection::Rc,
+            why: "only RC sends a request again",
+        },
+        range: Some((0, 7)),
+        label: "Retry count",
+        // Changes no figure unless packets are lost, as the acknowledgement timeout.
+        compare: Compared::Info,
+    }
+    request
+        /// RC: sends of a request after -u's timeout, 0..7 [default: 7]
+        ///
+        /// RC: how many times an unacknowledged request is sent again, each after -u's
+        /// timeout, before the QP fails with a retry-exceeded error: 0..7, as perftest's
+        /// --retry_count (which sets it with -R only; rdmabench on every RC QP) [default: 7]
+        #[arg(long = "retry-count", alias = "retry_count", value_name = "N")]
+        (Option<u8> => u8 = req.retry_count.unwrap_or(DEFAULT_RETRY_COUNT))
+    record
+        /// How many times a request was to be sent again after its acknowledgement timeout
+        /// before the QP failed (`--retry-count`; 7 by default, as perftest); absent for UC/UD
+        /// and in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u8> = (plan.connection == Connection::Rc).then_some(plan.retry_count))
 
     tclass: Plan {
         record_type: "integer, with a GRH",

@@ -660,7 +660,7 @@ impl Prepared {
             qp_timeout: qp_timeout_for(plan, &self.device),
             traffic_class: plan.tclass.unwrap_or(0),
             service_level: plan.sl.unwrap_or(0),
-            ..PathConfig::default()
+            retry_count: plan.retry_count,
         };
         Ok((path, rd_atomic))
     }
