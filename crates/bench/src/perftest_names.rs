@@ -235,7 +235,7 @@ pub const NAMES: &[PerftestName] = &[
     row("use-null-mr", ' ', "", "a null memory region", R("null memory regions are not offered", "--mem host")),
     row("report-both", ' ', "", "-b: report RX and TX apart", I("rdmabench's -b table always shows each direction under the total")),
     row("reversed", ' ', "", "the server sends to the client", R("the client always drives the run", "swap the hosts: start the server where the client ran")),
-    row("pkey_index", ' ', "0", "P_Key index", R("the P_Key index is not settable: rdmabench uses 0", NOT_SET)),
+    row("pkey_index", ' ', "0", "P_Key index", A("--pkey-index", "")),
     row("tcp", ' ', "", "raw Ethernet TCP packets", no(RAW)),
     row("burst_size", ' ', "16", "messages per burst of the rate limiter", R("the pacer's burst is one post list", "--rate-limit RATE with -l N")),
     row("typical_pkt_size", ' ', "1024", "packet size of packet pacing", R("packet pacing (raw Ethernet) is not offered", "--rate-limit RATE")),

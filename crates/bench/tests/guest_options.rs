@@ -5,7 +5,8 @@
 //! `--rate-limit` holding a run to its pace; `--odp` refused on rxe, which has no on-demand
 //! paging; `-R` connecting every test through the RDMA CM; `--srq` feeding several QPs'
 //! SENDs from one shared receive queue; `--threads` adding up its threads' rates;
-//! `--retry_count` on both ways of connecting, refused for UD.
+//! `--retry_count` on both ways of connecting, refused for UD; `--pkey_index` within the
+//! port's P_Key table, refused past it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -319,4 +320,42 @@ fn retry_count_reaches_both_ways_of_connecting_and_ud_refuses_it() {
     let said = text(&out);
     assert_eq!(out.status.code(), Some(2), "{said}");
     assert!(said.contains("only RC sends a request again"), "{said}");
+}
+
+/// On soft-RoCE's port, index 0 (the default partition's key) runs on RC and UD and is
+/// recorded as the default; an index past the port's table is refused before anything is
+/// allocated, naming the table's size.
+#[test]
+fn pkey_index_runs_within_the_ports_table_and_is_refused_past_it() {
+    if !rdma_ready("pkey_index_runs_within_the_ports_table_and_is_refused_past_it") {
+        return;
+    }
+    let _alone = alone();
+    for (i, (test, c)) in [("write-bw", "RC"), ("send-lat", "UD")]
+        .into_iter()
+        .enumerate()
+    {
+        let args = ["-n", "100", "-c", c, "--pkey_index", "0"];
+        let run = pair(test, 19595 + i as u16, &[], &args);
+        run.assert_ok();
+        both_record(&run, "pkey_index", serde_json::Value::Null);
+    }
+    let mut args = vec![
+        "write-bw",
+        "-n",
+        "10",
+        "--pkey-index",
+        "60000",
+        "--timeout",
+        "20",
+    ];
+    args.extend(common::LOOPBACK);
+    let out = common::client(&args);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--pkey-index 60000 is out of range"),
+        "{said}"
+    );
+    assert!(said.contains("(valid: 0 to "), "{said}");
 }

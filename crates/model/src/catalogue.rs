@@ -412,6 +412,27 @@ params! {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         (Option<u8> = (plan.connection == Connection::Rc).then_some(plan.retry_count))
 
+    pkey_index: Plan {
+        record_type: "integer, absent for 0",
+        flag: Some("--pkey-index"),
+        perftest: Some("--pkey_index"),
+        range: Some((0, u16::MAX as u64)),
+        label: "P_Key index",
+    }
+    request
+        /// The QPs' entry of the port's P_Key table [default: 0]
+        ///
+        /// The entry of the port's P_Key table the QPs use (their partition on InfiniBand),
+        /// as perftest's --pkey_index; refused past the port's table [default: 0, the
+        /// default partition's key]
+        #[arg(long = "pkey-index", alias = "pkey_index", value_name = "N")]
+        (Option<u16> => u16 = req.pkey_index.unwrap_or(0))
+    record
+        /// The entry of the port's P_Key table the QPs used (`--pkey-index`); absent for 0,
+        /// the default partition's key, and in older records.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        (Option<u16> = (plan.pkey_index > 0).then_some(plan.pkey_index))
+
     tclass: Plan {
         record_type: "integer, with a GRH",
         flag: Some("--tclass"),

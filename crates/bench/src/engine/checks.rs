@@ -1,6 +1,7 @@
 //! What a device or a memory mode refuses of a plan, checked before anything is allocated:
 //! the device's limits (QPs, depths, outstanding READs, a UD message within the MTU), the
-//! memory mode's rules, and a traffic class without a GRH. Each refusal names the value and
+//! memory mode's rules, a P_Key index past the port's table, and a traffic class without a
+//! GRH. Each refusal names the value and
 //! what would be valid.
 
 use verbs::{Device, PortInfo};
@@ -62,7 +63,32 @@ pub(super) fn check_device_limits(
             f.name
         )));
     }
+    check_pkey_index(device, port.port, plan)?;
     check_outs(plan, f)
+}
+
+/// `--pkey-index` past the port's P_Key table, naming how many entries it has.
+fn check_pkey_index(device: &Device, port: u8, plan: &TestPlan) -> Result<(), PlanError> {
+    if plan.pkey_index == 0 {
+        return Ok(());
+    }
+    let name = device.name();
+    let len = device.pkey_table_len(port).map_err(|e| {
+        PlanError::Device(format!(
+            "--pkey-index {}: cannot read the P_Key table of {name} port {port}: {e}",
+            plan.pkey_index
+        ))
+    })?;
+    if plan.pkey_index < len {
+        return Ok(());
+    }
+    let entries = if len == 1 { "entry" } else { "entries" };
+    Err(PlanError::Device(format!(
+        "--pkey-index {} is out of range: the P_Key table of {name} port {port} has {len} \
+         {entries} (valid: 0 to {}); leave it out for the default partition's key",
+        plan.pkey_index,
+        len.saturating_sub(1)
+    )))
 }
 
 /// `-o` above what the device lets a QP keep outstanding, naming the device's limit.

@@ -410,6 +410,7 @@ fn create_qps(
         let b = QueuePairBuilder::new(pd, cq)
             .transport(transport(plan.connection))
             .port(port)
+            .pkey_index(plan.pkey_index)
             .max_send_wr(plan.tx_depth)
             .max_recv_wr(rx_depth);
         match srq {
