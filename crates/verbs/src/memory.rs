@@ -18,6 +18,7 @@
 
 use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;
+use std::ops::Range;
 use std::ptr::NonNull;
 use std::sync::Arc;
 
@@ -261,6 +262,9 @@ pub struct MemoryRegion {
     cpu_readable: bool,
     addr: u64,
     len: usize,
+    /// The offsets a request may name: all `0..len`, but for a [part](Self::part) of another
+    /// region, whose offsets are that region's.
+    window: Range<u64>,
 }
 
 impl fmt::Debug for MemoryRegion {
@@ -296,6 +300,7 @@ impl MemoryRegion {
             cpu_readable: true,
             addr,
             len,
+            window: 0..len as u64,
         })
     }
 
@@ -326,6 +331,7 @@ impl MemoryRegion {
             cpu_readable: false,
             addr,
             len,
+            window: 0..len as u64,
         })
     }
 
@@ -418,7 +424,55 @@ impl MemoryRegion {
             cpu_readable: false,
             addr: iova,
             len,
+            window: 0..len as u64,
         }
+    }
+
+    /// Registers bytes `offset..offset + len` of this host region again, on their own (a
+    /// region per QP, as perftest's `--mr_per_qp`): the part keeps this region's coordinates
+    /// (its address, and offsets counted from it), so that a request names the same offset
+    /// through either, and it refuses a range outside its bytes.
+    ///
+    /// # Safety
+    /// This region must outlive the part, which does not keep its memory.
+    pub unsafe fn part(
+        &self,
+        pd: &ProtectionDomain,
+        offset: u64,
+        len: usize,
+        access: Access,
+    ) -> Result<MemoryRegion> {
+        if !self.cpu_readable {
+            return Err(VerbsError::InvalidRequest(
+                "a part of a region is registered over host memory only".to_string(),
+            ));
+        }
+        let end = offset
+            .checked_add(len as u64)
+            .filter(|&e| e <= self.len as u64);
+        let Some(end) = end else {
+            return Err(VerbsError::InvalidRequest(format!(
+                "part {offset}+{len} is outside the {}-byte region",
+                self.len
+            )));
+        };
+        let start = self.addr + offset;
+        let (mr, relaxed_ordering) = register_with(access, |flags| {
+            // SAFETY: the bytes are this region's, which the caller keeps alive longer.
+            unsafe { pd.pd.reg_mr(start as usize, len, flags) }
+                .map_err(|e| VerbsError::from_sideway("ibv_reg_mr", e))
+        })?;
+        Ok(MemoryRegion {
+            mr,
+            host: None,
+            _backing: None,
+            relaxed_ordering,
+            on_demand: access.on_demand,
+            cpu_readable: true,
+            addr: self.addr,
+            len: self.len,
+            window: offset..end,
+        })
     }
 
     /// True when the region is registered for on-demand paging ([`Access::on_demand`]).
@@ -496,15 +550,16 @@ impl MemoryRegion {
         self.cpu_readable
     }
 
-    /// Checks that `offset..offset+len` lies inside the region.
+    /// Checks that `offset..offset+len` lies inside the region (inside its bytes, for a
+    /// [part](Self::part)).
     #[inline]
     pub fn check_range(&self, offset: u64, len: u32) -> Result<()> {
         let end = offset.checked_add(u64::from(len));
         match end {
-            Some(end) if end <= self.len as u64 => Ok(()),
+            Some(end) if offset >= self.window.start && end <= self.window.end => Ok(()),
             _ => Err(VerbsError::InvalidRequest(format!(
-                "range {offset}+{len} is outside the {}-byte region",
-                self.len
+                "range {offset}+{len} is outside the region's bytes {}..{}",
+                self.window.start, self.window.end
             ))),
         }
     }

@@ -21,7 +21,7 @@ use verbs::{Completion, Op, SendRequest};
 
 use super::bw::{recv_wr_id, PeerState, Stop, Window};
 use super::staged::{copy_in, copy_out};
-use super::Connected;
+use super::{region, Connected};
 use crate::clock::{Clock, Mark};
 use crate::histogram::LatencyRecorder;
 use crate::plan::{AtomicOp, Verb};
@@ -217,8 +217,10 @@ impl Ping {
         }
         let wr = std::slice::from_ref(&self.wr);
         match side.ah.first() {
-            Some(ah) => side.qps[0].post_send_ud(&side.mr, wr, shape.inline, ah)?,
-            None => side.qps[0].post_send(&side.mr, wr, shape.inline)?,
+            Some(ah) => {
+                side.qps[0].post_send_ud(region(&side.parts, &side.mr, 0), wr, shape.inline, ah)?
+            }
+            None => side.qps[0].post_send(region(&side.parts, &side.mr, 0), wr, shape.inline)?,
         }
         Ok(signaled)
     }

@@ -96,6 +96,8 @@ pub struct Prepared {
     gid_given: bool,
     pd: ProtectionDomain,
     cq: CompletionQueue,
+    /// Before `mr`, so that they are deregistered first: see [`Connected::parts`].
+    parts: Vec<MemoryRegion>,
     mr: MemoryRegion,
     staging: Option<staged::Staging>,
     gpu: Option<GpuMemory>,
@@ -130,6 +132,10 @@ pub struct Connected {
     pub gid: Option<GidEntry>,
     /// The one CQ all QPs complete into.
     pub cq: CompletionQueue,
+    /// Each QP's own region over its slot of `mr`, in `mr`'s coordinates, where the plan
+    /// registers a region per QP; empty otherwise. Declared before `mr`, which holds their
+    /// memory, so that they are deregistered first. [`region`] picks a QP's.
+    pub parts: Vec<MemoryRegion>,
     /// The registered region: one slot per QP (the bounce buffers, for `--mem cuda-staged`).
     pub mr: MemoryRegion,
     /// `--mem cuda-staged`: the bounce buffers behind `mr`, their stream and events.
@@ -169,6 +175,17 @@ pub struct Connected {
     pub params: ParamsRecord,
     /// The peer's bounce buffers when its memory is staged (a staged WRITE target).
     pub peer_bounce: Option<staged::BounceLayout>,
+}
+
+/// The region QP `q`'s requests name: its own among `parts` where there is one, else the
+/// `whole` buffer's.
+#[inline]
+pub fn region<'a>(
+    parts: &'a [MemoryRegion],
+    whole: &'a MemoryRegion,
+    q: usize,
+) -> &'a MemoryRegion {
+    parts.get(q).unwrap_or(whole)
 }
 
 fn first_psn(index: usize) -> u32 {
@@ -349,6 +366,7 @@ impl Local {
             gid_given,
             pd,
             cq,
+            parts: Vec::new(),
             mr,
             staging,
             gpu,
@@ -523,7 +541,7 @@ impl Prepared {
                     .mtu
                     .unwrap_or(self.port.active_mtu)
                     .min(self.port.active_mtu),
-                rkey: self.mr.rkey(),
+                rkey: region(&self.parts, &self.mr, i).rkey(),
                 addr: self.mr.addr() + i as u64 * self.stride,
                 len: self.slot,
                 rd_atomic,
@@ -573,6 +591,7 @@ impl Prepared {
             port: self.port,
             gid: self.gid,
             cq: self.cq,
+            parts: self.parts,
             mr: self.mr,
             staging: self.staging,
             gpu: self.gpu,
@@ -682,7 +701,8 @@ impl Prepared {
                 for (q, qp) in self.qps.iter_mut().enumerate() {
                     for _ in 0..rx_depth {
                         let offset = q as u64 * self.slot;
-                        qp.post_recv(&self.mr, bw::recv_wr_id(q), offset, half as u32)?;
+                        let mr = region(&self.parts, &self.mr, q);
+                        qp.post_recv(mr, bw::recv_wr_id(q), offset, half as u32)?;
                     }
                 }
             }
@@ -825,7 +845,7 @@ impl Connected {
         let (offset, len) = (self.recv_offset(q), self.half() as u32);
         match self.srq.as_mut() {
             Some(srq) => srq.post_recv(&self.mr, wr_id, offset, len)?,
-            None => self.qps[q].post_recv(&self.mr, wr_id, offset, len)?,
+            None => self.qps[q].post_recv(region(&self.parts, &self.mr, q), wr_id, offset, len)?,
         }
         Ok(())
     }

@@ -24,7 +24,7 @@ use verbs::{Completion, Op, SendRequest};
 use super::{
     drive, fewest_in_flight, Counts, LoopBody, LoopShape, Measured, Pacer, PeerState, WrId, WrKind,
 };
-use crate::engine::Connected;
+use crate::engine::{region, Connected};
 use crate::plan::{AtomicOp, Verb};
 
 /// How long a receiver keeps polling after the peer said its sends are over (UC/UD may
@@ -294,8 +294,17 @@ fn post_ops<const PACED: bool>(
         }
         fill_batch(&mut batch[..count], q, progress, shape, &target);
         match side.ah.get(q) {
-            Some(ah) => side.qps[q].post_send_ud(&side.mr, &batch[..count], shape.inline, ah)?,
-            None => side.qps[q].post_send(&side.mr, &batch[..count], shape.inline)?,
+            Some(ah) => side.qps[q].post_send_ud(
+                region(&side.parts, &side.mr, q),
+                &batch[..count],
+                shape.inline,
+                ah,
+            )?,
+            None => side.qps[q].post_send(
+                region(&side.parts, &side.mr, q),
+                &batch[..count],
+                shape.inline,
+            )?,
         }
         progress.add_posted(q, count as u64);
     }
