@@ -284,7 +284,7 @@ pub const NAMES: &[PerftestName] = &[
     row("promiscuous", ' ', "", "raw Ethernet promiscuous mode", no(RAW)),
     row("sniffer", ' ', "", "raw Ethernet sniffer", no(RAW)),
     row("raw_mcast", ' ', "", "raw Ethernet multicast", no(RAW)),
-    row("mr_per_qp", ' ', "", "a memory region per QP", R("each side registers one region its QPs share", NOT_SET)),
+    row("mr_per_qp", ' ', "", "a memory region per QP", A("--mr-per-qp", "it goes with --validate too")),
     row("dlid", ' ', "1", "destination LID", R("the LID comes from the peer over the control channel", NOT_SET)),
     row("tclass", ' ', "0x68", "GRH traffic class", S),
     row("wait_destroy", ' ', "5", "seconds to wait before freeing resources", R("resources are freed as the run ends", NOT_SET)),

@@ -6,7 +6,8 @@
 //! paging; `-R` connecting every test through the RDMA CM; `--srq` feeding several QPs'
 //! SENDs from one shared receive queue; `--threads` adding up its threads' rates;
 //! `--retry_count` on both ways of connecting, refused for UD; `--pkey_index` within the
-//! port's P_Key table, refused past it.
+//! port's P_Key table, refused past it; `--mr_per_qp` carrying every verb's payload through
+//! each QP's own region, checked byte for byte.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -358,4 +359,35 @@ fn pkey_index_runs_within_the_ports_table_and_is_refused_past_it() {
         "{said}"
     );
     assert!(said.contains("(valid: 0 to "), "{said}");
+}
+
+#[test]
+fn mr_per_qp_carries_every_verb_through_each_qps_own_region() {
+    if !rdma_ready("mr_per_qp_carries_every_verb_through_each_qps_own_region") {
+        return;
+    }
+    let _alone = alone();
+    for (i, test) in ["write-bw", "read-bw", "send-bw", "write-lat"]
+        .into_iter()
+        .enumerate()
+    {
+        let qps: &[&str] = if test.ends_with("-bw") {
+            &["-q", "3"]
+        } else {
+            &[]
+        };
+        let mut args = vec!["-n", "100", "--mr_per_qp", "--validate"];
+        args.extend_from_slice(qps);
+        let run = pair(test, 19600 + i as u16, &[], &args);
+        run.assert_ok();
+        both_record(&run, "mr_per_qp", true);
+        header_says(&run, "MR per QP", "true");
+    }
+    let out = common::client(&["write-bw", "--mem", "cuda:0", "--mr-per-qp", "localhost"]);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    assert!(
+        said.contains("--mr-per-qp registers each QP's part"),
+        "{said}"
+    );
 }

@@ -540,6 +540,27 @@ params! {
         #[serde(default)]
         (u8 = plan.sl.unwrap_or(0))
 
+    mr_per_qp: Plan {
+        record_type: "boolean",
+        flag: Some("--mr-per-qp"),
+        perftest: Some("--mr_per_qp"),
+        label: "MR per QP",
+    }
+    request
+        /// Register each QP's part of the buffer as its own region
+        ///
+        /// Register each QP's part of the buffer as a memory region of its own (host memory),
+        /// as perftest's --mr_per_qp: a QP's requests and its peer's name that region's keys
+        /// (a shared receive queue takes the whole buffer's); unlike perftest, --validate may
+        /// go with it
+        #[arg(long = "mr-per-qp", alias = "mr_per_qp")]
+        (bool => bool = req.mr_per_qp)
+    record
+        /// Each QP's part of the buffer was registered as a memory region of its own
+        /// (`--mr-per-qp`); false when absent.
+        #[serde(default)]
+        (bool = plan.mr_per_qp)
+
     validate: Plan {
         record_type: "boolean",
         flag: Some("--validate"),

@@ -160,6 +160,13 @@ pub fn check_memory_mode(
             mem.name()
         )));
     }
+    if plan.mr_per_qp && mem.gpu_mem().is_some() {
+        return Err(PlanError::Value(format!(
+            "{flag} {}: --mr-per-qp registers each QP's part of a host buffer on its own; leave \
+             one of them out",
+            mem.name()
+        )));
+    }
     if let Some(why) = staged.then(|| staged::refusal(plan, role)).flatten() {
         return Err(PlanError::Value(format!("{flag} {}: {why}", mem.name())));
     }

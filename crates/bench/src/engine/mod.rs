@@ -177,6 +177,30 @@ pub struct Connected {
     pub peer_bounce: Option<staged::BounceLayout>,
 }
 
+/// `--mr-per-qp`: each QP's slot of the host buffer `whole`, registered on its own (as
+/// perftest's `--mr_per_qp`); none otherwise.
+fn register_parts(
+    plan: &TestPlan,
+    pd: &ProtectionDomain,
+    whole: &MemoryRegion,
+    slot: u64,
+    access: verbs::Access,
+) -> Result<Vec<MemoryRegion>> {
+    if !plan.mr_per_qp {
+        return Ok(Vec::new());
+    }
+    let len = usize::try_from(slot).context("a QP's slot is too large for this machine")?;
+    (0..u64::from(plan.qps))
+        .map(|q| {
+            // SAFETY: `Prepared` and `Connected` declare the parts before the whole region,
+            // so they are deregistered before its memory goes (and an error here drops them
+            // first, bound after it).
+            unsafe { whole.part(pd, q * slot, len, access) }
+                .with_context(|| format!("registering QP {q}'s region of {slot} bytes"))
+        })
+        .collect()
+}
+
 /// The region QP `q`'s requests name: its own among `parts` where there is one, else the
 /// `whole` buffer's.
 #[inline]
@@ -344,6 +368,7 @@ impl Local {
         let (mr, gpu, staging) =
             register(&target, &mem, gpu_device.as_deref(), &footprint, staging)?;
         let stride = staging.as_ref().map_or(slot, |s| s.stride);
+        let parts = register_parts(plan, &pd, &mr, slot, access)?;
         let posts_receives = plan.receives(role);
         let rx_depth = match (posts_receives, &staging) {
             (true, _) => plan.rx_depth,
@@ -366,7 +391,7 @@ impl Local {
             gid_given,
             pd,
             cq,
-            parts: Vec::new(),
+            parts,
             mr,
             staging,
             gpu,
