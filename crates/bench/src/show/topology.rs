@@ -5,8 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use serde::Serialize;
 use topo::{render_with, Sysfs, Topology};
 
+use crate::report::{Exporter, JsonExporter};
 use crate::sysroot::{is_live, parse_sysfs_root, sysfs_for};
 use crate::text::printable;
 
@@ -24,35 +26,59 @@ pub struct TopoArgs {
     pub json: bool,
 }
 
-/// Runs `rdmabench topo`.
+/// What `topo` shows: the machine's topology and, when it was read from a copy of another
+/// machine's sysfs, that copy's root. As JSON it is the topology alone.
+#[derive(Debug, Clone, Serialize)]
+#[serde(transparent)]
+pub struct TopoReport {
+    /// The sysfs root read, when it is not the live `/`; the text names it first.
+    #[serde(skip)]
+    pub root: Option<String>,
+    /// Every NIC and GPU, every pair, the IOMMU.
+    pub topology: Topology,
+}
+
+/// `topo`'s text: the tree, after the sysfs root when it is a copy.
+#[derive(Debug, Clone, Copy)]
+pub struct TextExporter;
+
+impl Exporter<TopoReport> for TextExporter {
+    fn render(&self, report: &TopoReport) -> Result<Vec<u8>> {
+        let mut out = String::new();
+        if let Some(root) = &report.root {
+            out.push_str(&format!("sysfs root: {}\n", printable(root)));
+        }
+        // Names, versions and states from sysfs: each line escaped once, as it is drawn.
+        out.push_str(&render_with(&report.topology, printable));
+        Ok(out.into_bytes())
+    }
+}
+
+/// Runs `rdmabench topo`: the tree, or with `--json` the topology as one document.
 pub fn run(args: &TopoArgs) -> Result<()> {
     let sysfs = sysfs_for(args.sysfs_root.as_deref());
-    print!("{}", report(&sysfs, args.json)?);
+    let report = scan(&sysfs)?;
+    let bytes = if args.json {
+        JsonExporter
+            .render(&report)
+            .context("writing the topology as JSON")?
+    } else {
+        TextExporter.render(&report)?
+    };
+    print!("{}", String::from_utf8_lossy(&bytes));
     Ok(())
 }
 
-/// The text (or JSON) `topo` prints for the machine below `sysfs`.
-pub fn report(sysfs: &Sysfs, json: bool) -> Result<String> {
+/// The machine below `sysfs`, as `topo` shows it.
+pub fn scan(sysfs: &Sysfs) -> Result<TopoReport> {
     let topology = Topology::scan(sysfs).with_context(|| {
         format!(
             "reading the PCIe topology under {}; `lspci -tv` shows the tree the kernel sees",
             sysfs.root().display()
         )
     })?;
-    if json {
-        let mut text =
-            serde_json::to_string_pretty(&topology).context("writing the topology as JSON")?;
-        text.push('\n');
-        return Ok(text);
-    }
-    let mut out = String::new();
-    if !is_live(sysfs) {
-        let root = sysfs.root().display().to_string();
-        out.push_str(&format!("sysfs root: {}\n", printable(&root)));
-    }
-    // Names, versions and states from sysfs: each line escaped once, as it is drawn.
-    out.push_str(&render_with(&topology, printable));
-    Ok(out)
+    let root = (!is_live(sysfs)).then(|| sysfs.root().display().to_string());
+    Ok(TopoReport { root, topology })
 }
 
 #[cfg(test)]
@@ -60,6 +86,17 @@ mod tests {
     use super::*;
 
     use crate::sysroot::fixture;
+
+    /// What `topo` (`--json` with `json`) prints for the machine below `sysfs`.
+    fn report(sysfs: &Sysfs, json: bool) -> Result<String> {
+        let report = scan(sysfs)?;
+        let bytes = if json {
+            JsonExporter.render(&report)?
+        } else {
+            TextExporter.render(&report)?
+        };
+        Ok(String::from_utf8(bytes).unwrap())
+    }
 
     #[test]
     fn the_tree_names_the_root_and_the_classes() {
