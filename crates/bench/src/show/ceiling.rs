@@ -10,6 +10,8 @@ use topo::{
     PortRate, Staged, Wire,
 };
 
+use crate::report::{Exporter, JsonExporter};
+
 /// The options of `rdmabench ceiling`.
 #[derive(Debug, Args)]
 pub struct CeilingArgs {
@@ -184,27 +186,34 @@ fn verdict(wire: &Wire, nic: &Pcie, result: &Ceilings) -> String {
     }
 }
 
-/// The text `ceiling` prints.
-pub fn render(report: &CeilingReport) -> String {
-    let mut out = String::new();
-    for line in &report.explain {
-        out.push_str(line);
+/// `ceiling`'s text: the worked arithmetic, then the verdict.
+#[derive(Debug, Clone, Copy)]
+pub struct TextExporter;
+
+impl Exporter<CeilingReport> for TextExporter {
+    fn render(&self, report: &CeilingReport) -> Result<Vec<u8>> {
+        let mut out = String::new();
+        for line in &report.explain {
+            out.push_str(line);
+            out.push('\n');
+        }
+        out.push_str(&report.verdict);
         out.push('\n');
+        Ok(out.into_bytes())
     }
-    out.push_str(&report.verdict);
-    out.push('\n');
-    out
 }
 
-/// Runs `rdmabench ceiling`.
+/// Runs `rdmabench ceiling`: the arithmetic, or with `--json` the [`CeilingReport`].
 pub fn run(args: &CeilingArgs) -> Result<()> {
     let report = args.report();
-    if args.json {
-        let text = serde_json::to_string_pretty(&report).context("writing the ceilings as JSON")?;
-        println!("{text}");
+    let bytes = if args.json {
+        JsonExporter
+            .render(&report)
+            .context("writing the ceilings as JSON")?
     } else {
-        print!("{}", render(&report));
-    }
+        TextExporter.render(&report)?
+    };
+    print!("{}", String::from_utf8_lossy(&bytes));
     Ok(())
 }
 
