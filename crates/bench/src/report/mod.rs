@@ -35,8 +35,9 @@ use anyhow::Result;
 /// record, a comparison, a health report, a picture) as one format. The output formats are
 /// these: the run record's files, the sweep's summary and metrics, `compare`'s table,
 /// Markdown and JSON, `health`'s text, JSON and metrics, `doctor`'s checklist, `counters`'
-/// and `nccl-log`'s text, `plot`'s SVG and PNG (not yet `topo`'s and `ceiling`'s). Exporters
-/// hold no state (`Sync`: the registry's entries are shared by every thread of a run).
+/// and `nccl-log`'s text, `plot`'s SVG and PNG, `topo`'s and `ceiling`'s text and JSON.
+/// Exporters hold no state (`Sync`: the registry's entries are shared by every thread of a
+/// run).
 pub trait Exporter<R: ?Sized = RunRecord>: Sync {
     /// The bytes of the file.
     fn render(&self, record: &R) -> Result<Vec<u8>>;
