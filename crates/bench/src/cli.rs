@@ -7,13 +7,14 @@ use std::ffi::OsString;
 
 use crate::plan::{Mode, TestKind, Verb};
 
-pub mod applies;
+pub(crate) mod applies;
 pub mod help;
 pub mod reference;
-pub mod run_options;
-pub mod test_args;
+pub(crate) mod run_options;
+pub(crate) mod test_args;
 
-pub use test_args::{MemArg, TestArgs};
+pub(crate) use test_args::MemArg;
+pub use test_args::TestArgs;
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.
 #[derive(Debug, Parser)]
@@ -104,7 +105,7 @@ impl Cli {
     /// command's own usage line ([`plain_usage`]).
     /// The command line as help, man pages and completions show it: every subcommand shaped
     /// by [`help::shape_subcommand`].
-    pub fn shaped() -> clap::Command {
+    pub(crate) fn shaped() -> clap::Command {
         Cli::command().mut_subcommands(help::shape_subcommand)
     }
 
@@ -147,7 +148,7 @@ impl Cli {
 
 /// Gives a conflict error (`-s` with `-a`) the usage line `--help` shows for its command:
 /// clap's own lists every flag the user gave, with their values, as if each were required.
-pub fn plain_usage(mut e: clap::Error, args: &[OsString]) -> clap::Error {
+pub(crate) fn plain_usage(mut e: clap::Error, args: &[OsString]) -> clap::Error {
     if e.kind() != ErrorKind::ArgumentConflict {
         return e;
     }

@@ -28,16 +28,16 @@ use std::time::{Duration, Instant};
 use crate::plan::PlanError;
 
 /// How long the TSC is counted against the monotonic clock, once per process.
-pub const CALIBRATION: Duration = Duration::from_millis(50);
+pub(crate) const CALIBRATION: Duration = Duration::from_millis(50);
 
 /// How many times each end of a calibration, and of a latency loop, is read; the narrowest
 /// read stands (one the thread was preempted in is wide).
-pub const MARK_TRIES: usize = 8;
+pub(crate) const MARK_TRIES: usize = 8;
 
 /// A loop whose own rate is known this closely (relative) times itself, whatever the
 /// calibration claims: its rate was kept while it measured, on its CPU. Under TCG a mark is
 /// a few microseconds wide: a loop of a few milliseconds reaches it.
-pub const LOOP_RATE_ERROR: f64 = 1e-3;
+pub(crate) const LOOP_RATE_ERROR: f64 = 1e-3;
 
 /// Which clock the user asked for (`--clock`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -53,7 +53,7 @@ pub enum ClockChoice {
 
 impl ClockChoice {
     /// clap value parser of `--clock`.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub(crate) fn parse(text: &str) -> Result<Self, String> {
         match text {
             "tsc" => Ok(ClockChoice::Tsc),
             "monotonic" => Ok(ClockChoice::Monotonic),
@@ -67,7 +67,7 @@ impl ClockChoice {
 
 /// What decides whether the TSC can be trusted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TscFacts {
+pub(crate) struct TscFacts {
     /// The CPU has a TSC this build can read (x86_64).
     pub present: bool,
     /// The CPU flags it invariant (CPUID 0x80000007, EDX bit 8).
@@ -78,7 +78,7 @@ pub struct TscFacts {
 
 impl TscFacts {
     /// This CPU's facts, for a thread that will (`pinned`) or will not stay on one CPU.
-    pub fn of_this_cpu(pinned: bool) -> Self {
+    pub(crate) fn of_this_cpu(pinned: bool) -> Self {
         TscFacts {
             present: cfg!(target_arch = "x86_64"),
             invariant: invariant_tsc(),
@@ -87,7 +87,7 @@ impl TscFacts {
     }
 
     /// Why the TSC cannot be trusted, or `None` when it can.
-    pub fn distrust(&self) -> Option<&'static str> {
+    pub(crate) fn distrust(&self) -> Option<&'static str> {
         if !self.present {
             Some("this CPU has no time-stamp counter this build can read (x86_64 only)")
         } else if !self.invariant && !self.pinned {
@@ -103,7 +103,7 @@ impl TscFacts {
 
 /// Which clock runs, decided before the run starts: a usage error where `--clock tsc` was
 /// asked for and cannot be trusted.
-pub fn choose(choice: ClockChoice, facts: TscFacts) -> Result<ClockKind, PlanError> {
+pub(crate) fn choose(choice: ClockChoice, facts: TscFacts) -> Result<ClockKind, PlanError> {
     match (choice, facts.distrust()) {
         (ClockChoice::Monotonic, _) | (ClockChoice::Auto, Some(_)) => Ok(ClockKind::Monotonic),
         (ClockChoice::Auto | ClockChoice::Tsc, None) => Ok(ClockKind::Tsc),
@@ -120,7 +120,7 @@ pub fn choose(choice: ClockChoice, facts: TscFacts) -> Result<ClockKind, PlanErr
 
 /// The two clocks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ClockKind {
+pub(crate) enum ClockKind {
     /// The time-stamp counter.
     Tsc,
     /// The monotonic clock.
@@ -129,7 +129,7 @@ pub enum ClockKind {
 
 impl ClockKind {
     /// The name in the header and the record: "tsc" or "monotonic".
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             ClockKind::Tsc => "tsc",
             ClockKind::Monotonic => "monotonic",
@@ -139,7 +139,7 @@ impl ClockKind {
 
 /// A clock whose reads are ticks: TSC cycles, or nanoseconds since `origin`.
 #[derive(Debug, Clone, Copy)]
-pub struct Clock {
+pub(crate) struct Clock {
     kind: ClockKind,
     /// Nanoseconds per tick (1 for the monotonic clock).
     ns_per_tick: f64,
@@ -151,7 +151,7 @@ pub struct Clock {
 
 impl Clock {
     /// The clock of `kind`; the TSC is calibrated on first use (once per process).
-    pub fn new(kind: ClockKind) -> Self {
+    pub(crate) fn new(kind: ClockKind) -> Self {
         let rate = match kind {
             ClockKind::Tsc => tsc_rate(),
             ClockKind::Monotonic => Rate {
@@ -170,7 +170,7 @@ impl Clock {
     /// A TSC clock read at `ghz` ticks per nanosecond, as a calibration may have found it,
     /// sure of it to 1e-5.
     #[cfg(test)]
-    pub fn tsc_at(ghz: f64) -> Self {
+    pub(crate) fn tsc_at(ghz: f64) -> Self {
         Clock {
             kind: ClockKind::Tsc,
             ns_per_tick: 1.0 / ghz,
@@ -180,18 +180,18 @@ impl Clock {
     }
 
     /// Which clock this is.
-    pub fn kind(&self) -> ClockKind {
+    pub(crate) fn kind(&self) -> ClockKind {
         self.kind
     }
 
     /// Ticks per second: the calibrated TSC frequency, or 1e9.
-    pub fn hz(&self) -> f64 {
+    pub(crate) fn hz(&self) -> f64 {
         1e9 / self.ns_per_tick
     }
 
     /// Now, in ticks: one RDTSC, or one `Instant::now()`.
     #[inline(always)]
-    pub fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         match self.kind {
             ClockKind::Tsc => rdtsc(),
             ClockKind::Monotonic => self.origin.elapsed().as_nanos() as u64,
@@ -200,23 +200,23 @@ impl Clock {
 
     /// Nanoseconds in `ticks`.
     #[inline]
-    pub fn ns(&self, ticks: u64) -> u64 {
+    pub(crate) fn ns(&self, ticks: u64) -> u64 {
         (ticks as f64 * self.ns_per_tick) as u64
     }
 
     /// Ticks in `d`.
-    pub fn ticks(&self, d: Duration) -> u64 {
+    pub(crate) fn ticks(&self, d: Duration) -> u64 {
         (d.as_nanos() as f64 / self.ns_per_tick) as u64
     }
 
     /// "tsc (2445.41 MHz, calibrated)" or "monotonic".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         describe(self.kind.name(), Some(self.hz()))
     }
 
     /// The monotonic clock read between two of this clock's reads, the narrowest of
     /// [`MARK_TRIES`]; a loop is bracketed by two, outside its timed part.
-    pub fn mark(&self) -> Mark {
+    pub(crate) fn mark(&self) -> Mark {
         narrowest(|| self.now())
     }
 
@@ -225,7 +225,7 @@ impl Clock {
     /// closer than the calibration's; else this clock. The loop's rate holds whatever
     /// happened to the calibration, and wherever the TSC's rate drifts (a pinned thread on a
     /// CPU without an invariant TSC), it is the rate the loop's ticks were counted at.
-    pub fn over(&self, from: Mark, to: Mark) -> Clock {
+    pub(crate) fn over(&self, from: Mark, to: Mark) -> Clock {
         if self.kind == ClockKind::Monotonic {
             return *self;
         }
@@ -243,7 +243,7 @@ impl Clock {
 /// The monotonic clock read between two reads of a clock's ticks: where the read lies in
 /// ticks is known to within the two reads' distance.
 #[derive(Debug, Clone, Copy)]
-pub struct Mark {
+pub(crate) struct Mark {
     /// The ticks just before the monotonic read.
     pub(crate) before: u64,
     /// The ticks just after it.
@@ -312,7 +312,7 @@ impl Rate {
 
 /// The header's text of a clock as the record names it (`params.clock`, `params.clock_hz`):
 /// "tsc (2445.41 MHz, calibrated)" or "monotonic".
-pub fn describe(name: &str, hz: Option<f64>) -> String {
+pub(crate) fn describe(name: &str, hz: Option<f64>) -> String {
     match (name, hz) {
         ("tsc", Some(hz)) => format!("tsc ({:.2} MHz, calibrated)", hz / 1e6),
         _ => name.to_string(),

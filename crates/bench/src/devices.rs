@@ -13,7 +13,7 @@ pub fn print_devices() -> Result<()> {
 }
 
 /// One device as text.
-pub fn render(d: &DeviceSummary) -> String {
+pub(crate) fn render(d: &DeviceSummary) -> String {
     let f = &d.facts;
     let fw = if f.fw_ver.is_empty() { "-" } else { &f.fw_ver };
     let mut out = format!(

@@ -11,24 +11,24 @@ use crate::thresholds::BelowLimit;
 /// stdout): what regressed, in a few words ("2 sizes slower than the baseline").
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("compare: {0}")]
-pub struct Regressed(pub String);
+pub(crate) struct Regressed(pub String);
 
 /// A cluster sweep found something: a NIC named slow, failing or for its counters, or a
 /// test that failed twice (after printing its summary).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
-pub struct SweepFindings(pub String);
+pub(crate) struct SweepFindings(pub String);
 
 /// `nccl-log` found GPUs off their path (after printing them on stdout): how many lines.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("nccl-log: {0} GPU path finding(s)")]
-pub struct LogFindings(pub usize);
+pub(crate) struct LogFindings(pub usize);
 
 /// `counters` found something to act on (after printing the reading on stdout): how many
 /// findings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("counters: {0} finding(s)")]
-pub struct CounterFindings(pub usize);
+pub(crate) struct CounterFindings(pub usize);
 
 /// The kinds of ending and their codes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -72,7 +72,7 @@ impl Exit {
     }
 
     /// Its code.
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             Exit::Success => 0,
             Exit::Failed => 1,

@@ -29,7 +29,7 @@ const COUNTS: u64 = 27_648;
 
 /// The most payload a histogram of rdmabench's range encodes to: 9 bytes at most for each of
 /// its [`COUNTS`] counts.
-pub const MAX_PAYLOAD: usize = 256 * 1024;
+pub(crate) const MAX_PAYLOAD: usize = 256 * 1024;
 
 /// The longest base64 text of a histogram.
 const MAX_TEXT: usize = (V2_HEADER + MAX_PAYLOAD).div_ceil(3) * 4;
@@ -55,18 +55,18 @@ impl LatencyRecorder {
     }
 
     /// How many latencies were recorded.
-    pub fn len(&self) -> u64 {
+    pub(crate) fn len(&self) -> u64 {
         self.hist.len()
     }
 
     /// True before the first record.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.hist.is_empty()
     }
 
     /// min, p50 .. p99.99, max, mean and stdev in microseconds (not truncated); an error when
     /// nothing was recorded, so no NaN reaches a report.
-    pub fn stats(&self) -> Result<LatencyStats> {
+    pub(crate) fn stats(&self) -> Result<LatencyStats> {
         if self.hist.is_empty() {
             return Err(anyhow!("no latency was recorded; nothing to report"));
         }
@@ -86,7 +86,7 @@ impl LatencyRecorder {
     }
 
     /// The histogram as base64 of its V2 serialization.
-    pub fn to_base64(&self) -> Result<String> {
+    pub(crate) fn to_base64(&self) -> Result<String> {
         let mut bytes = Vec::new();
         V2Serializer::new()
             .serialize(&self.hist, &mut bytes)
@@ -119,7 +119,7 @@ impl LatencyRecorder {
     /// Every latency recorded, times `factor`: for values recorded at a clock's rate that a
     /// better one replaced after the loop. Each recorded bucket moves as its middle value,
     /// so a value moves by at most a bucket's width on each side (3 digits: 0.1%).
-    pub fn scaled(&self, factor: f64) -> Result<Self> {
+    pub(crate) fn scaled(&self, factor: f64) -> Result<Self> {
         let mut out = LatencyRecorder::new()?;
         for v in self.hist.iter_recorded() {
             let mid = self.hist.median_equivalent(v.value_iterated_to()) as f64;
@@ -131,7 +131,7 @@ impl LatencyRecorder {
     }
 
     /// Adds another recorder's values (merging runs).
-    pub fn merge(&mut self, other: &LatencyRecorder) -> Result<()> {
+    pub(crate) fn merge(&mut self, other: &LatencyRecorder) -> Result<()> {
         self.hist
             .add(&other.hist)
             .map_err(|e| anyhow!("cannot merge histograms: {e:?}"))

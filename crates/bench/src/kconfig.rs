@@ -12,7 +12,7 @@ use crate::memory::{GpuPath, GpuRuntime, MemMode};
 
 /// The kernel release: `/proc/sys/kernel/osrelease`, else the `BOOT_IMAGE` of the command
 /// line (`/boot/vmlinuz-5.15.0-1042-nvidia`).
-pub fn kernel_release(sysfs: &Sysfs) -> Option<String> {
+pub(crate) fn kernel_release(sysfs: &Sysfs) -> Option<String> {
     if let Some(release) = sysfs.read_text(Path::new("/proc/sys/kernel/osrelease")) {
         if !release.is_empty() {
             return Some(release);
@@ -28,11 +28,11 @@ pub fn kernel_release(sysfs: &Sysfs) -> Option<String> {
 
 /// The most bytes `/proc/config.gz` may inflate to: a distribution kernel's configuration is
 /// about 300 KB.
-pub const MAX_CONFIG_BYTES: u64 = 4 << 20;
+pub(crate) const MAX_CONFIG_BYTES: u64 = 4 << 20;
 
 /// Whether the kernel has an option (`CONFIG_DMA_SHARED_BUFFER`), and the file that says so.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct ConfigFact {
+pub(crate) struct ConfigFact {
     /// `Some(true)` built in or a module, `Some(false)` not set, `None` unknown.
     pub set: Option<bool>,
     /// Where that came from, or why it is unknown.
@@ -41,7 +41,7 @@ pub struct ConfigFact {
 
 /// The kernel's configuration, as far as it could be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KernelConfig {
+pub(crate) struct KernelConfig {
     /// The configuration's text; `None` where none could be read.
     text: Option<String>,
     /// The file it came from, or why there is none.
@@ -51,7 +51,7 @@ pub struct KernelConfig {
 impl KernelConfig {
     /// `/boot/config-<release>` below `sysfs`'s root, else `/proc/config.gz` (inflated, at most
     /// [`MAX_CONFIG_BYTES`]).
-    pub fn read(sysfs: &Sysfs, release: Option<&str>) -> Self {
+    pub(crate) fn read(sysfs: &Sysfs, release: Option<&str>) -> Self {
         // A release is one path component (a snapshot's file could say anything).
         let boot = release
             .filter(|r| !r.is_empty() && !r.contains('/') && *r != "..")
@@ -91,7 +91,7 @@ impl KernelConfig {
     }
 
     /// Whether `option` ("CONFIG_PCI_P2PDMA") is set, built in or a module.
-    pub fn option(&self, option: &str) -> ConfigFact {
+    pub(crate) fn option(&self, option: &str) -> ConfigFact {
         let set = self.text.as_ref().map(|text| {
             text.lines().any(|line| {
                 line.trim()
@@ -106,7 +106,7 @@ impl KernelConfig {
     }
 
     /// Whether a configuration was read at all.
-    pub fn found(&self) -> bool {
+    pub(crate) fn found(&self) -> bool {
         self.text.is_some()
     }
 }
@@ -128,24 +128,26 @@ fn inflate(gz: &[u8]) -> Result<String, String> {
 /// importer that follows a move (`CONFIG_DMABUF_MOVE_NOTIFY`) over peer-to-peer PCIe
 /// (`CONFIG_PCI_P2PDMA`). Without either it migrates the buffer to system memory (GTT), and
 /// the NIC reads and writes that copy while registration and `--validate` still succeed.
-pub const ROCM_DMABUF_OPTIONS: [&str; 2] = ["CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA"];
+pub(crate) const ROCM_DMABUF_OPTIONS: [&str; 2] =
+    ["CONFIG_DMABUF_MOVE_NOTIFY", "CONFIG_PCI_P2PDMA"];
 
 /// What to do where the kernel lacks [`ROCM_DMABUF_OPTIONS`].
-pub const ROCM_DMABUF_REMEDY: &str = "boot a kernel built with CONFIG_DMABUF_MOVE_NOTIFY=y and \
+pub(crate) const ROCM_DMABUF_REMEDY: &str =
+    "boot a kernel built with CONFIG_DMABUF_MOVE_NOTIFY=y and \
      CONFIG_PCI_P2PDMA=y, or use --mem rocm-peermem (amdgpu PeerDirect) or --mem rocm-staged";
 
 /// The kernel's side of ROCm's dma-buf: [`ROCM_DMABUF_OPTIONS`], each as the configuration says.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct RocmDmabufKernel {
     /// `CONFIG_DMABUF_MOVE_NOTIFY`.
-    pub move_notify: ConfigFact,
+    pub(crate) move_notify: ConfigFact,
     /// `CONFIG_PCI_P2PDMA`.
-    pub p2pdma: ConfigFact,
+    pub(crate) p2pdma: ConfigFact,
 }
 
 impl RocmDmabufKernel {
     /// The options in `config`.
-    pub fn from_config(config: &KernelConfig) -> Self {
+    pub(crate) fn from_config(config: &KernelConfig) -> Self {
         let [move_notify, p2pdma] = ROCM_DMABUF_OPTIONS.map(|o| config.option(o));
         RocmDmabufKernel {
             move_notify,
@@ -189,7 +191,7 @@ impl RocmDmabufKernel {
 
     /// Why the NIC may not reach the GPU's memory through a dma-buf here, or `None` when both
     /// options are confirmed.
-    pub fn gap(&self) -> Option<String> {
+    pub(crate) fn gap(&self) -> Option<String> {
         if self.ready() {
             return None;
         }
@@ -202,12 +204,12 @@ impl RocmDmabufKernel {
 }
 
 /// `--force-rocm-dmabuf`'s flag, as messages name it.
-pub const FORCE_FLAG: &str = "--force-rocm-dmabuf";
+pub(crate) const FORCE_FLAG: &str = "--force-rocm-dmabuf";
 
 /// The run's admission of `--mem rocm` (dma-buf) on a kernel `kernel`: `Ok(None)` where both
 /// options are set; where not, a refusal naming what is missing and the remedy, or with
 /// `forced` (`--force-rocm-dmabuf`) the warning the header and the record carry.
-pub fn admit_rocm_dmabuf(
+pub(crate) fn admit_rocm_dmabuf(
     kernel: &RocmDmabufKernel,
     forced: bool,
 ) -> Result<Option<String>, String> {
@@ -228,7 +230,7 @@ pub fn admit_rocm_dmabuf(
 }
 
 /// Whether `mem` is ROCm's dma-buf mode (`--mem rocm`), the one this kernel check admits.
-pub fn is_rocm_dmabuf(mem: &MemMode) -> bool {
+pub(crate) fn is_rocm_dmabuf(mem: &MemMode) -> bool {
     mem.gpu_mem()
         .is_some_and(|g| g.runtime == GpuRuntime::Rocm && g.path == GpuPath::DmaBuf)
 }
@@ -236,7 +238,7 @@ pub fn is_rocm_dmabuf(mem: &MemMode) -> bool {
 /// The run's admission of `mem` on this machine, before any device opens: `--mem rocm` is
 /// refused where the running kernel lacks [`ROCM_DMABUF_OPTIONS`] (or they cannot be read),
 /// unless `forced`; every other mode passes.
-pub fn admit(mem: &MemMode, forced: bool) -> anyhow::Result<()> {
+pub(crate) fn admit(mem: &MemMode, forced: bool) -> anyhow::Result<()> {
     if is_rocm_dmabuf(mem) {
         admit_rocm_dmabuf(&RocmDmabufKernel::read(&Sysfs::system()), forced)
             .map_err(anyhow::Error::msg)?;
@@ -247,7 +249,7 @@ pub fn admit(mem: &MemMode, forced: bool) -> anyhow::Result<()> {
 /// The warning a forced `--mem rocm` run carries in its header and record, or `None` (another
 /// mode, or a kernel with both options). A run that got this far was admitted, so a gap in the
 /// kernel means it was forced.
-pub fn forced_mark(mem: &MemMode, sysfs: &Sysfs) -> Option<String> {
+pub(crate) fn forced_mark(mem: &MemMode, sysfs: &Sysfs) -> Option<String> {
     if !is_rocm_dmabuf(mem) {
         return None;
     }

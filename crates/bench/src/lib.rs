@@ -11,7 +11,7 @@ pub use model::{catalogue, files, plan, text, units};
 
 #[forbid(unsafe_code)]
 pub mod cli;
-pub mod clock;
+pub(crate) mod clock;
 pub mod cluster;
 #[forbid(unsafe_code)]
 pub mod compare;
@@ -40,7 +40,7 @@ pub mod nccl_log;
 pub mod output;
 #[forbid(unsafe_code)]
 pub mod perftest_names;
-pub mod placement;
+pub(crate) mod placement;
 #[forbid(unsafe_code)]
 pub mod plot;
 #[forbid(unsafe_code)]
@@ -50,7 +50,7 @@ pub mod run;
 #[forbid(unsafe_code)]
 pub mod show;
 #[forbid(unsafe_code)]
-pub mod sysroot;
+pub(crate) mod sysroot;
 #[forbid(unsafe_code)]
 pub mod thresholds;
 

@@ -11,12 +11,12 @@ fn seed(qp: u32, size: u64) -> u64 {
 
 /// Writes the pattern (`accel::pattern`, the one the GPU side writes and checks too) for
 /// (`qp`, `size`) into `buf`.
-pub fn fill_pattern(buf: &mut [u8], qp: u32, size: u64) {
+pub(crate) fn fill_pattern(buf: &mut [u8], qp: u32, size: u64) {
     accel::pattern::fill(seed(qp, size), 0, buf);
 }
 
 /// Checks `buf` carries the pattern for (`qp`, `size`); the error names the first bad byte.
-pub fn check_pattern(buf: &[u8], qp: u32, size: u64) -> Result<(), String> {
+pub(crate) fn check_pattern(buf: &[u8], qp: u32, size: u64) -> Result<(), String> {
     match accel::pattern::first_mismatch(seed(qp, size), 0, buf) {
         None => Ok(()),
         Some((i, want, got)) => Err(format!(
@@ -26,7 +26,7 @@ pub fn check_pattern(buf: &[u8], qp: u32, size: u64) -> Result<(), String> {
 }
 
 /// Rounds a slot up to whole pages, so every QP's buffer starts page-aligned.
-pub fn slot_len(max_size: u64) -> u64 {
+pub(crate) fn slot_len(max_size: u64) -> u64 {
     max_size.div_ceil(verbs::PAGE_SIZE as u64) * verbs::PAGE_SIZE as u64
 }
 
@@ -64,7 +64,7 @@ mod tests {
 
 /// A GPU runtime rdmabench drives, as `--mem` names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuRuntime {
+pub(crate) enum GpuRuntime {
     /// NVIDIA's (`--mem cuda*`).
     Cuda,
     /// AMD's (`--mem rocm*`).
@@ -73,7 +73,7 @@ pub enum GpuRuntime {
 
 impl GpuRuntime {
     /// How `--mem` spells it: "cuda", "rocm".
-    pub fn prefix(self) -> &'static str {
+    pub(crate) fn prefix(self) -> &'static str {
         match self {
             GpuRuntime::Cuda => "cuda",
             GpuRuntime::Rocm => "rocm",
@@ -81,7 +81,7 @@ impl GpuRuntime {
     }
 
     /// The accelerators it drives, as the PCIe tree tells them.
-    pub fn accelerator(self) -> topo::Accelerator {
+    pub(crate) fn accelerator(self) -> topo::Accelerator {
         match self {
             GpuRuntime::Cuda => topo::Accelerator::Nvidia,
             GpuRuntime::Rocm => topo::Accelerator::Amd,
@@ -91,7 +91,7 @@ impl GpuRuntime {
 
 /// How the NIC reaches a GPU buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GpuPath {
+pub(crate) enum GpuPath {
     /// Registered through dma-buf (`ibv_reg_dmabuf_mr`): GPUDirect RDMA on.
     DmaBuf,
     /// Registered by address (`ibv_reg_mr`) through the vendor's peer memory: GPUDirect RDMA on.
@@ -113,7 +113,7 @@ impl GpuPath {
 
 /// How a dma-buf ([`GpuPath::DmaBuf`]) is exported and registered: CUDA only, beyond the default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum DmaBufVia {
+pub(crate) enum DmaBufVia {
     /// The driver's own mapping, `ibv_reg_dmabuf_mr` (`--mem cuda`, `rocm`).
     #[default]
     Default,
@@ -129,7 +129,7 @@ pub enum DmaBufVia {
 impl DmaBufVia {
     /// perftest's `--use_cuda_pcie_mapping` and `--use_data_direct` (which implies the PCIe
     /// mapping), given with `--use_cuda_dmabuf`.
-    pub fn from_perftest(pcie_mapping: bool, data_direct: bool) -> DmaBufVia {
+    pub(crate) fn from_perftest(pcie_mapping: bool, data_direct: bool) -> DmaBufVia {
         match (data_direct, pcie_mapping) {
             (true, _) => DmaBufVia::DataDirect,
             (false, true) => DmaBufVia::Pcie,
@@ -138,7 +138,7 @@ impl DmaBufVia {
     }
 
     /// How `--mem` spells it after "cuda": "", "-pcie", "-data-direct".
-    pub fn suffix(self) -> &'static str {
+    pub(crate) fn suffix(self) -> &'static str {
         match self {
             DmaBufVia::Default => "",
             DmaBufVia::Pcie => "-pcie",
@@ -147,7 +147,7 @@ impl DmaBufVia {
     }
 
     /// The runtime's mapping for the export.
-    pub fn mapping(self) -> accel::DmaBufMapping {
+    pub(crate) fn mapping(self) -> accel::DmaBufMapping {
         match self {
             DmaBufVia::Default => accel::DmaBufMapping::Default,
             DmaBufVia::Pcie | DmaBufVia::DataDirect => accel::DmaBufMapping::Pcie,
@@ -155,7 +155,7 @@ impl DmaBufVia {
     }
 
     /// How the NIC registers the exported dma-buf.
-    pub fn registration(self) -> verbs::DmaBufRegistration {
+    pub(crate) fn registration(self) -> verbs::DmaBufRegistration {
         match self {
             DmaBufVia::DataDirect => verbs::DmaBufRegistration::DataDirect,
             DmaBufVia::Default | DmaBufVia::Pcie => verbs::DmaBufRegistration::Verbs,
@@ -167,11 +167,11 @@ impl DmaBufVia {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct GpuMem {
     /// The runtime.
-    pub runtime: GpuRuntime,
+    pub(crate) runtime: GpuRuntime,
     /// How the NIC reaches it.
-    pub path: GpuPath,
+    pub(crate) path: GpuPath,
     /// How a dma-buf is exported and registered ([`DmaBufVia::Default`] for other paths).
-    pub dmabuf: DmaBufVia,
+    pub(crate) dmabuf: DmaBufVia,
     /// Which GPU.
     pub gpu: accel::DeviceSelector,
 }
@@ -233,7 +233,7 @@ impl MemMode {
     /// perftest's `--use_cuda=N` / `--use_rocm=N` (registration by address, `dmabuf` `None`) and
     /// `--use_cuda_dmabuf` / `--use_rocm_dmabuf` (`dmabuf` how: `--use_cuda_pcie_mapping`,
     /// `--use_data_direct`).
-    pub fn from_perftest(
+    pub(crate) fn from_perftest(
         runtime: GpuRuntime,
         index: &str,
         dmabuf: Option<DmaBufVia>,
@@ -255,13 +255,13 @@ impl MemMode {
     }
 
     /// The GPU runtime behind a GPU mode: the one place the benchmark picks one.
-    pub fn runtime(&self) -> Option<&'static dyn accel::Runtime> {
+    pub(crate) fn runtime(&self) -> Option<&'static dyn accel::Runtime> {
         self.gpu_mem()
             .and_then(|g| runtime_of(g.runtime.accelerator()))
     }
 
     /// The GPU buffer of a GPU mode.
-    pub fn gpu_mem(&self) -> Option<&GpuMem> {
+    pub(crate) fn gpu_mem(&self) -> Option<&GpuMem> {
         match self {
             MemMode::Host => None,
             MemMode::Gpu(g) => Some(g),
@@ -269,22 +269,22 @@ impl MemMode {
     }
 
     /// The GPU of a GPU mode.
-    pub fn gpu(&self) -> Option<&accel::DeviceSelector> {
+    pub(crate) fn gpu(&self) -> Option<&accel::DeviceSelector> {
         self.gpu_mem().map(|g| &g.gpu)
     }
 
     /// Whether the payload is staged through host bounce buffers (`*-staged`).
-    pub fn is_staged(&self) -> bool {
+    pub(crate) fn is_staged(&self) -> bool {
         self.gpu_mem().is_some_and(|g| g.path == GpuPath::Staged)
     }
 
     /// Whether the NIC reaches GPU memory directly (GPUDirect RDMA: dma-buf or peer memory).
-    pub fn gdr(&self) -> bool {
+    pub(crate) fn gdr(&self) -> bool {
         self.gpu_mem().is_some_and(|g| g.path != GpuPath::Staged)
     }
 
     /// The same mode on GPU `gpu` (host memory stays host memory).
-    pub fn on_gpu(&self, gpu: accel::DeviceSelector) -> MemMode {
+    pub(crate) fn on_gpu(&self, gpu: accel::DeviceSelector) -> MemMode {
         match self {
             MemMode::Host => MemMode::Host,
             MemMode::Gpu(g) => MemMode::Gpu(GpuMem { gpu, ..*g }),
@@ -300,13 +300,13 @@ impl MemMode {
     }
 
     /// The mode of the same runtime (CUDA's for host memory) with `path`: "rocm-staged".
-    pub fn with_path(&self, path: GpuPath) -> String {
+    pub(crate) fn with_path(&self, path: GpuPath) -> String {
         let runtime = self.gpu_mem().map_or(GpuRuntime::Cuda, |g| g.runtime);
         format!("{}{}", runtime.prefix(), path.suffix())
     }
 
     /// The mode without its GPU: "host", "cuda-staged", "rocm".
-    pub fn kind(&self) -> String {
+    pub(crate) fn kind(&self) -> String {
         match self {
             MemMode::Host => "host".to_string(),
             MemMode::Gpu(g) => format!(
@@ -321,7 +321,7 @@ impl MemMode {
 
 /// The runtime that drives an accelerator of `kind`, where rdmabench has one: the backends are
 /// chosen here and nowhere else (each behind `accel`'s traits, in a crate of its own).
-pub fn runtime_of(kind: topo::Accelerator) -> Option<&'static dyn accel::Runtime> {
+pub(crate) fn runtime_of(kind: topo::Accelerator) -> Option<&'static dyn accel::Runtime> {
     match kind {
         topo::Accelerator::Nvidia => Some(&cuda::CUDA),
         topo::Accelerator::Amd => Some(&rocm::ROCM),
@@ -332,7 +332,7 @@ pub fn runtime_of(kind: topo::Accelerator) -> Option<&'static dyn accel::Runtime
 /// The accelerator of `kind` a GPU memory mode on `nic` takes from `tree`, with their pair: the
 /// lowest class of path (PIX before PXB, PHB, NODE, SYS), then the one the fewest other NICs
 /// already took (`taken`: rails), then the lowest bus id.
-pub fn nearest_accelerator<'a>(
+pub(crate) fn nearest_accelerator<'a>(
     tree: &'a topo::Topology,
     nic: &'a str,
     kind: topo::Accelerator,

@@ -11,7 +11,7 @@
 
 mod rewrite;
 
-pub use rewrite::{apply, rewrite};
+pub(crate) use rewrite::{apply, rewrite};
 
 /// One perftest option.
 #[derive(Debug, Clone, Copy)]
@@ -70,7 +70,7 @@ pub enum Translation {
 
 impl Translation {
     /// rdmabench's option and how the value is carried over.
-    pub fn describe(self) -> (&'static str, &'static str) {
+    pub(crate) fn describe(self) -> (&'static str, &'static str) {
         match self {
             Translation::LimitBw => (
                 "--limit-bw",
@@ -328,23 +328,23 @@ pub const NAMES: &[PerftestName] = &[
 ];
 
 /// The row of perftest's long name `long`.
-pub fn by_long(long: &str) -> Option<&'static PerftestName> {
+pub(crate) fn by_long(long: &str) -> Option<&'static PerftestName> {
     NAMES.iter().find(|n| n.long == long)
 }
 
 /// The row of perftest's short letter `c`.
-pub fn by_short(c: char) -> Option<&'static PerftestName> {
+pub(crate) fn by_short(c: char) -> Option<&'static PerftestName> {
     NAMES.iter().find(|n| n.short == Some(c))
 }
 
 impl PerftestName {
     /// True when rdmabench takes it (as it is, under another name, translated or ignored).
-    pub fn accepted(&self) -> bool {
+    pub(crate) fn accepted(&self) -> bool {
         !matches!(self.answer, Answer::Refused(..))
     }
 
     /// "--tos, -T" as the reference names it.
-    pub fn spelled(&self) -> String {
+    pub(crate) fn spelled(&self) -> String {
         match self.short {
             Some(c) => format!("-{c}, --{}", self.long),
             None => format!("--{}", self.long),
@@ -368,7 +368,7 @@ impl PerftestName {
 }
 
 /// The table for the options reference: every perftest option, rdmabench's answer and way.
-pub fn reference_markdown() -> String {
+pub(crate) fn reference_markdown() -> String {
     let accepted = NAMES.iter().filter(|n| n.accepted()).count();
     let mut out = format!(
         "Every option of perftest 6.29 ({} names, from the `long_options` table of its \

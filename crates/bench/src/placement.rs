@@ -30,7 +30,7 @@ pub enum PinChoice {
 
 /// Where this side's measuring thread runs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Placement {
+pub(crate) struct Placement {
     /// The NIC's NUMA node, `None` when sysfs does not know it (-1, or a virtual device).
     pub numa_node: Option<u32>,
     /// The CPU the measuring thread is pinned to; `None` with `--no-pin`.
@@ -41,7 +41,7 @@ pub struct Placement {
 
 /// The facts a placement is chosen from, injectable for tests.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuFacts {
+pub(crate) struct CpuFacts {
     /// The NIC's NUMA node.
     pub numa_node: Option<u32>,
     /// That node's CPUs, if the node and its CPU list are known.
@@ -52,7 +52,7 @@ pub struct CpuFacts {
 
 impl CpuFacts {
     /// The live facts for the RDMA device `device`.
-    pub fn read(sysfs: &Sysfs, device: &str) -> io::Result<Self> {
+    pub(crate) fn read(sysfs: &Sysfs, device: &str) -> io::Result<Self> {
         let numa_node = topo::RdmaDevice::read(sysfs, device)
             .ok()
             .and_then(|d| d.numa_node);
@@ -66,14 +66,18 @@ impl CpuFacts {
 
 /// Chooses this side's CPU. `--cpus` naming a CPU the process may not use is a usage error
 /// naming it and the allowed set.
-pub fn choose(choice: &PinChoice, facts: &CpuFacts, role: Role) -> Result<Placement, PlanError> {
+pub(crate) fn choose(
+    choice: &PinChoice,
+    facts: &CpuFacts,
+    role: Role,
+) -> Result<Placement, PlanError> {
     choose_for_rail(choice, facts, role, 0)
 }
 
 /// [`choose`] for rail `rail` of a multi-rail run: the client's rail k takes the set's k-th
 /// CPU from the front, the server's the k-th from the back (wrapping around a set smaller
 /// than the rails), so that rails sharing a NUMA node spin on different CPUs where it can.
-pub fn choose_for_rail(
+pub(crate) fn choose_for_rail(
     choice: &PinChoice,
     facts: &CpuFacts,
     role: Role,
@@ -115,7 +119,7 @@ pub fn choose_for_rail(
 /// not): all of them on the set's first CPU ran two clients of a round on one CPU (a
 /// throttled link at a third of its rate), and unpinned, the scheduler put a ping-pong's two
 /// sides on one (8 ms round trips instead of 60 us).
-pub fn choose_for_slot(
+pub(crate) fn choose_for_slot(
     choice: &PinChoice,
     facts: &CpuFacts,
     slot: usize,
@@ -190,14 +194,14 @@ fn auto_set(facts: &CpuFacts) -> (Vec<u32>, String) {
 
 impl Placement {
     /// "CPU 3 (of the NIC's node 0 0-15)", or "not pinned (--no-pin)".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let cpu = self.cpu.map(|c| c.to_string());
         describe(cpu.as_deref(), Some(&self.source))
     }
 
     /// Pins the calling thread to this placement's CPU until the guard drops (which puts
     /// back the CPUs it had); does nothing with `--no-pin`.
-    pub fn pin(&self) -> io::Result<PinGuard> {
+    pub(crate) fn pin(&self) -> io::Result<PinGuard> {
         let Some(cpu) = self.cpu else {
             return Ok(PinGuard { before: None });
         };
@@ -215,7 +219,7 @@ impl Placement {
 
 /// The header's text of a placement as the record holds it (`params.cpus`,
 /// `params.placement`): "CPU 3 (of the NIC's node 0 0-15)", or "not pinned (--no-pin)".
-pub fn describe(cpu: Option<&str>, source: Option<&str>) -> String {
+pub(crate) fn describe(cpu: Option<&str>, source: Option<&str>) -> String {
     match (cpu, source) {
         (Some(cpu), Some(source)) => format!("CPU {cpu} ({source})"),
         (Some(cpu), None) => format!("CPU {cpu}"),
@@ -226,7 +230,7 @@ pub fn describe(cpu: Option<&str>, source: Option<&str>) -> String {
 
 /// Puts a pinned thread's CPUs back when dropped.
 #[allow(missing_debug_implementations)] // cpu_set_t has no Debug
-pub struct PinGuard {
+pub(crate) struct PinGuard {
     before: Option<libc::cpu_set_t>,
 }
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use topo::Sysfs;
 
 /// clap value parser of `--sysfs-root`: a directory holding `sys/`, as `/` holds `/sys`.
-pub fn parse_sysfs_root(text: &str) -> Result<PathBuf, String> {
+pub(crate) fn parse_sysfs_root(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
     if !path.is_dir() {
         return Err(format!(
@@ -24,7 +24,7 @@ pub fn parse_sysfs_root(text: &str) -> Result<PathBuf, String> {
 }
 
 /// The reader for an optional `--sysfs-root`: the live system without one.
-pub fn sysfs_for(root: Option<&Path>) -> Sysfs {
+pub(crate) fn sysfs_for(root: Option<&Path>) -> Sysfs {
     match root {
         Some(root) => Sysfs::new(root),
         None => Sysfs::system(),
@@ -33,13 +33,13 @@ pub fn sysfs_for(root: Option<&Path>) -> Sysfs {
 
 /// Whether `sysfs` reads this machine (`/`), so that verbs and this process's CPU affinity
 /// describe the same machine as the files.
-pub fn is_live(sysfs: &Sysfs) -> bool {
+pub(crate) fn is_live(sysfs: &Sysfs) -> bool {
     sysfs.root() == Path::new("/")
 }
 
 /// A sysfs fixture tree of crates/topo/tests/fixtures, for unit tests.
 #[cfg(test)]
-pub fn fixture(name: &str) -> Sysfs {
+pub(crate) fn fixture(name: &str) -> Sysfs {
     Sysfs::new(format!(
         "{}/../topo/tests/fixtures/{name}",
         env!("CARGO_MANIFEST_DIR")

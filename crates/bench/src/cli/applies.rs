@@ -7,7 +7,7 @@ use crate::plan::{Connection, Mode, TestKind};
 
 /// A test's options that are not catalogue parameters but apply to some tests only; giving
 /// one to another test is refused ([`TestArgs::check_test`](super::TestArgs)).
-pub const SIDE_ONLY: &[(&str, Applies)] = &[(
+pub(crate) const SIDE_ONLY: &[(&str, Applies)] = &[(
     "--limit-lat-p99",
     Applies {
         to: |t, _| t.mode == Mode::Lat,
@@ -17,7 +17,7 @@ pub const SIDE_ONLY: &[(&str, Applies)] = &[(
 
 /// Whether the test option `flag` ("--outs") applies to `kind` over some transport; `Err`
 /// says why not. Options without a rule apply to every test.
-pub fn applies(kind: TestKind, flag: &str) -> Result<(), &'static str> {
+pub(crate) fn applies(kind: TestKind, flag: &str) -> Result<(), &'static str> {
     let catalogue = PARAMS
         .iter()
         .filter(|p| p.flag == Some(flag))

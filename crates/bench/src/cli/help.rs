@@ -10,15 +10,15 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::{Arg, Args, Command};
 
-pub use super::applies::{applies, SIDE_ONLY};
+pub(crate) use super::applies::{applies, SIDE_ONLY};
 use super::test_args::TestArgs;
 use crate::plan::TestKind;
 
 /// The width `-h` and `--help` fit in (narrower where the terminal is).
-pub const WIDTH: usize = 100;
+pub(crate) const WIDTH: usize = 100;
 
 /// The most lines a command's `-h` may take.
-pub const SHORT_LINES: usize = 60;
+pub(crate) const SHORT_LINES: usize = 60;
 
 /// A test's options in `-h`, in this order (by argument id): perftest's letters users reach
 /// for first, then the rest of the everyday ones. Every other option is in `--help` only.
@@ -67,7 +67,7 @@ const TEST_SHORT: &[&str] = &[
 const CLUSTER_SHORT: usize = 12;
 
 /// A subcommand as parsed and shown (`Cli`'s `mut_subcommands`).
-pub fn shape_subcommand(cmd: Command) -> Command {
+pub(crate) fn shape_subcommand(cmd: Command) -> Command {
     let cmd = cmd.mut_args(long_help_once);
     let name = cmd.get_name().to_string();
     if let Some(kind) = TestKind::parse(&name) {
@@ -180,12 +180,12 @@ pub struct CompletionsArgs {
     /// The shell whose script to print (to stdout; bash: source it, or put it in
     /// /usr/share/bash-completion/completions/rdmabench)
     #[arg(value_enum, value_name = "SHELL")]
-    pub shell: Shell,
+    pub(crate) shell: Shell,
 }
 
 /// The shells `rdmabench completions` writes for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Shell {
+pub(crate) enum Shell {
     /// bash (bash-completion)
     Bash,
     /// zsh (a `_rdmabench` file on fpath)
@@ -203,7 +203,7 @@ pub struct ManArgs {
 }
 
 /// Writes `shell`'s completion script for `cmd` to `out`.
-pub fn completions(cmd: &mut Command, shell: Shell, out: &mut dyn Write) {
+pub(crate) fn completions(cmd: &mut Command, shell: Shell, out: &mut dyn Write) {
     let shell = match shell {
         Shell::Bash => clap_complete::Shell::Bash,
         Shell::Zsh => clap_complete::Shell::Zsh,
@@ -229,7 +229,7 @@ pub fn run_man(args: &ManArgs) -> Result<()> {
 
 /// Writes a man page per command into `dir`: `rdmabench.1` and `rdmabench-CMD.1`; returns
 /// the files' names.
-pub fn man_pages(cmd: Command, dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn man_pages(cmd: Command, dir: &Path) -> Result<Vec<String>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let mut cmd = cmd.disable_help_subcommand(true);
     cmd.build();

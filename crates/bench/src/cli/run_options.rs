@@ -16,7 +16,7 @@ use crate::run::RunOptions;
 
 impl TestArgs {
     /// `--cpus` or `--no-pin`.
-    pub fn pin(&self) -> PinChoice {
+    pub(crate) fn pin(&self) -> PinChoice {
         match (&self.cpus, self.no_pin) {
             (_, true) => PinChoice::Off,
             (Some(list), false) => PinChoice::Cpus(list.0.clone()),
@@ -26,7 +26,7 @@ impl TestArgs {
 
     /// Options that only mean something beside another: said as such ("--peer-dev needs
     /// --loopback"), where clap's `requires` would call the other one a missing argument.
-    pub fn check_pairs(&self) -> Result<(), PlanError> {
+    pub(crate) fn check_pairs(&self) -> Result<(), PlanError> {
         let loopback_only = [
             ("--peer-dev", self.peer_dev.is_some()),
             ("--peer-mem", self.peer_mem.is_some()),
@@ -91,7 +91,7 @@ impl TestArgs {
     }
 
     /// This side's hardware choice (`-d`, `-i`, `-x`, `--mem`).
-    pub fn side(&self) -> Result<SideConfig, PlanError> {
+    pub(crate) fn side(&self) -> Result<SideConfig, PlanError> {
         let mem = match (&self.mem, &self.use_cuda, &self.use_rocm) {
             (Some(m), _, _) => m.mode.clone(),
             (None, Some(n), _) => {
@@ -142,7 +142,7 @@ impl TestArgs {
     /// checked before anything loads the CUDA driver or opens a device, so that a machine
     /// without a GPU teaches them too. A server checks its own request's plan: a rule it
     /// breaks, any client's plan it may adopt breaks as well.
-    pub fn check_memory(&self, plan: &TestPlan) -> Result<(), PlanError> {
+    pub(crate) fn check_memory(&self, plan: &TestPlan) -> Result<(), PlanError> {
         let side = self.side()?;
         if self.loopback {
             let (flag, mem) = match &self.peer_mem {
@@ -187,7 +187,7 @@ impl TestArgs {
 
     /// `--threads`: how many measuring threads this side runs, checked against the test and
     /// the other options that choose threads.
-    pub fn threads(&self, kind: TestKind) -> Result<u32, PlanError> {
+    pub(crate) fn threads(&self, kind: TestKind) -> Result<u32, PlanError> {
         let n = self.threads.unwrap_or(1);
         if n == 1 {
             return Ok(1);
@@ -215,7 +215,7 @@ impl TestArgs {
     /// The options of this side that apply to some tests only (the catalogue's side rows and
     /// [`applies::SIDE_ONLY`]; `--threads` says its own), refused for another test, as its help
     /// leaves them out. A sweep runs several tests with one command line: it does not ask.
-    pub fn check_test(&self, kind: TestKind) -> Result<(), PlanError> {
+    pub(crate) fn check_test(&self, kind: TestKind) -> Result<(), PlanError> {
         let given = [
             ("--clock", self.clock.is_some()),
             ("--limit-lat-p99", self.limit_lat_p99.is_some()),
@@ -278,12 +278,12 @@ impl TestArgs {
     }
 
     /// The `--timeout` as a duration.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         Duration::from_secs_f64(self.timeout)
     }
 
     /// This side's token: `--token FILE`, else `RDMABENCH_TOKEN`, else none.
-    pub fn token(&self) -> Result<Option<Token>, PlanError> {
+    pub(crate) fn token(&self) -> Result<Option<Token>, PlanError> {
         Token::resolve(self.token.as_deref())
     }
 

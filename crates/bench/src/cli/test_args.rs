@@ -62,14 +62,14 @@ pub struct TestArgs {
     /// Grace-based and Data Direct systems: cuda-pcie[:GPU] (the dma-buf mapped through PCIe,
     /// CUDA 12.8+) and cuda-data-direct[:GPU] (that, through an mlx5 NIC's Data Direct function)
     #[arg(long, value_name = "MODE", value_parser = parse_mem, conflicts_with_all = ["use_cuda", "use_rocm"])]
-    pub mem: Option<MemArg>,
+    pub(crate) mem: Option<MemArg>,
 
     /// Several rails on GPU memory: each rail's GPU, in rail order
     ///
     /// Several rails with GPU memory: each rail's GPU, in rail order (indexes or bus ids)
     /// [default: each rail's nearest GPU on the PCIe tree, unless --mem names one]
     #[arg(long, value_name = "LIST", value_parser = crate::run::rails::gpus::parse_gpu_map)]
-    pub gpu_map: Option<crate::run::rails::gpus::GpuMap>,
+    pub(crate) gpu_map: Option<crate::run::rails::gpus::GpuMap>,
 
     /// perftest's alias: GPU N's memory, as --mem cuda-peermem:N
     ///
@@ -147,14 +147,14 @@ pub struct TestArgs {
     /// Latency tests' clock: tsc (calibrated; needs an invariant TSC or a pinned thread),
     /// monotonic, or auto (tsc where it can be trusted) [default: auto]
     #[arg(long, value_name = "CLOCK", value_parser = ClockChoice::parse)]
-    pub clock: Option<ClockChoice>,
+    pub(crate) clock: Option<ClockChoice>,
 
     /// Pin the measuring thread to one of these CPUs
     ///
     /// Pin the measuring thread to one of these CPUs (client: the first, server: the last)
     /// [default: the NIC's NUMA node's CPUs]
     #[arg(long, value_name = "LIST", value_parser = parse_cpus_arg, conflicts_with = "no_pin")]
-    pub cpus: Option<CpuList>,
+    pub(crate) cpus: Option<CpuList>,
 
     /// Leave the measuring thread to the scheduler (no pinning)
     #[arg(long)]
@@ -259,7 +259,7 @@ pub struct TestArgs {
 /// `--mem` as typed: the memory mode, and whether it named a GPU (`cuda:3`) or left the
 /// choice to rdmabench (`cuda`: GPU 0, or with several rails each rail's nearest GPU).
 #[derive(Debug, Clone, PartialEq)]
-pub struct MemArg {
+pub(crate) struct MemArg {
     /// The mode.
     pub mode: MemMode,
     /// True when a GPU was named.

@@ -12,7 +12,7 @@ use crate::cli::test_args::TestArgs;
 use crate::report::{FORMATS, JSON, PROM};
 
 /// The coordinator's default TCP port when only Slurm's node list names it.
-pub const COORDINATOR_PORT: u16 = 18516;
+pub(crate) const COORDINATOR_PORT: u16 = 18516;
 
 /// `rdmabench cluster`: one process per node (or per rail), started by srun, mpirun or
 /// torchrun; rank 0 coordinates, every rank measures.
@@ -33,7 +33,7 @@ pub struct ClusterArgs {
     /// once: incast (--fan-in senders into each receiver), bisection (the first half of the
     /// ranks into the second), all-to-all (every rank into every other, up to 16 ranks)
     #[arg(long, value_enum, default_value_t = Pattern::Quick, hide_possible_values = true)]
-    pub pattern: Pattern,
+    pub(crate) pattern: Pattern,
 
     /// --pattern one-to-all's rank that meets all, incast's receiver
     ///
@@ -104,11 +104,11 @@ pub struct ClusterArgs {
 }
 
 /// Whether a sweep's test options give one.
-pub type Given = Box<dyn Fn(&TestArgs) -> bool>;
+pub(crate) type Given = Box<dyn Fn(&TestArgs) -> bool>;
 
 /// The test options of a run between two nodes that a sweep refuses, each as a message
 /// names it, with whether it was given; `cluster --help` leaves them out.
-pub fn two_node_options() -> Vec<(String, Given)> {
+pub(crate) fn two_node_options() -> Vec<(String, Given)> {
     let named =
         |flag: &str, given: fn(&TestArgs) -> bool| (flag.to_string(), Box::new(given) as Given);
     let mut list = vec![
@@ -155,7 +155,7 @@ fn parse_factor(text: &str) -> Result<f64, String> {
 }
 
 /// Pairs of ranks, one per line, '#' comments and blank lines skipped.
-pub fn parse_pairs(text: &str) -> Result<Vec<(usize, usize)>, String> {
+pub(crate) fn parse_pairs(text: &str) -> Result<Vec<(usize, usize)>, String> {
     let mut pairs = Vec::new();
     for (n, line) in text.lines().enumerate() {
         let line = line.split('#').next().unwrap_or("").trim();

@@ -26,17 +26,21 @@ use crate::text::printable;
 use crate::units::four_digits as number;
 
 /// The most ranks an all-to-all takes: each rank runs 2(n - 1) runs at once.
-pub const ALL_TO_ALL_UP_TO: usize = 16;
+pub(crate) const ALL_TO_ALL_UP_TO: usize = 16;
 
 /// The most senders into each receiver of an incast into every rank: its plan holds n x K
 /// flows in about K + 1 rounds, each round a row of the ranks, so that a K that grows with
 /// n (K = n - 1: n(n - 1) flows, n rounds) would make it the square of the ranks. An incast
 /// into one receiver (`--root`) holds K flows and takes up to the ranks less one.
-pub const FAN_IN_UP_TO: usize = 64;
+pub(crate) const FAN_IN_UP_TO: usize = 64;
 
 /// Incast: each receiver with `fan_in` senders (the ranks after it, wrapping), one receiver
 /// (`root`) or every rank in turn, groups of disjoint ranks packed into rounds.
-pub fn incast(n: usize, fan_in: usize, root: Option<usize>) -> Result<Rounds, ScheduleError> {
+pub(crate) fn incast(
+    n: usize,
+    fan_in: usize,
+    root: Option<usize>,
+) -> Result<Rounds, ScheduleError> {
     at_least_two(n)?;
     if fan_in == 0 || fan_in >= n {
         return Err(ScheduleError::FanIn { fan_in, size: n });
@@ -89,7 +93,7 @@ pub fn incast(n: usize, fan_in: usize, root: Option<usize>) -> Result<Rounds, Sc
 
 /// Bisection: rank i of the first half writes into rank i + n/2 (an odd n's last rank
 /// rests), all in one round.
-pub fn bisection(n: usize) -> Result<Rounds, ScheduleError> {
+pub(crate) fn bisection(n: usize) -> Result<Rounds, ScheduleError> {
     at_least_two(n)?;
     let half = n / 2;
     Ok(vec![(0..half)
@@ -98,7 +102,7 @@ pub fn bisection(n: usize) -> Result<Rounds, ScheduleError> {
 }
 
 /// All-to-all: every rank writes into every other, all in one round.
-pub fn all_to_all(n: usize) -> Result<Rounds, ScheduleError> {
+pub(crate) fn all_to_all(n: usize) -> Result<Rounds, ScheduleError> {
     at_least_two(n)?;
     if n > ALL_TO_ALL_UP_TO {
         return Err(ScheduleError::TooMany {
@@ -122,7 +126,7 @@ fn at_least_two(n: usize) -> Result<(), ScheduleError> {
 }
 
 /// The groups of one round's flows: an incast's per receiver, the others' all together.
-pub fn groups(pattern: Pattern, flows: &[Pair]) -> Vec<Vec<Pair>> {
+pub(crate) fn groups(pattern: Pattern, flows: &[Pair]) -> Vec<Vec<Pair>> {
     if pattern != Pattern::Incast {
         return vec![flows.to_vec()];
     }
@@ -135,7 +139,7 @@ pub fn groups(pattern: Pattern, flows: &[Pair]) -> Vec<Vec<Pair>> {
 
 /// One group's record from its flows (the sender's figures) and each flow's served record
 /// (the receiver's ceilings and counters), in the same order.
-pub fn group_record(
+pub(crate) fn group_record(
     round: u32,
     test: &str,
     flows: Vec<PairRecord>,

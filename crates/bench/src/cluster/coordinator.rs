@@ -30,7 +30,7 @@ use crate::report::{
 const WRITE_EVERY: Duration = Duration::from_secs(30);
 
 /// Coordinates the sweep on `listener`; returns how it ended (already told to every rank).
-pub fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Result<SweepEnd> {
+pub(crate) fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -> Result<SweepEnd> {
     raise_file_limit(place.size);
     let (mut members, last) = accept_joins(spec, place.size, listener)?;
     let joined = members.iter().filter(|m| m.ch.is_some()).count();

@@ -42,7 +42,7 @@ const VALID: &str = "give lines 'HOST LEAF [RAIL]' (e.g. 'node17 leaf3 rail0', o
 
 /// The format a topology file was read as.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FabricFormat {
+pub(crate) enum FabricFormat {
     /// `HOST LEAF [RAIL]` lines.
     Plain,
     /// A saved `ibnetdiscover`.
@@ -55,7 +55,7 @@ pub enum FabricFormat {
 
 impl FabricFormat {
     /// As messages name it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             FabricFormat::Plain => "host list",
             FabricFormat::Ibnetdiscover => "ibnetdiscover",
@@ -84,7 +84,7 @@ impl Spot {
 
 /// The fabric as `--topology` describes it: hosts and NICs by leaf (and rail).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Fabric {
+pub(crate) struct Fabric {
     format: FabricFormat,
     /// By host name in lower case.
     hosts: BTreeMap<String, Spot>,
@@ -111,7 +111,7 @@ impl Fabric {
 
     /// Parses a topology file's text; `stem` names the host of an lldpcli file. The error
     /// says the line where there is one.
-    pub fn parse(text: &str, stem: &str) -> Result<Fabric, String> {
+    pub(crate) fn parse(text: &str, stem: &str) -> Result<Fabric, String> {
         match sniff(text) {
             FabricFormat::Plain => parse_plain(text),
             FabricFormat::Ibnetdiscover => {
@@ -123,13 +123,13 @@ impl Fabric {
     }
 
     /// The format it was read as.
-    pub fn format(&self) -> FabricFormat {
+    pub(crate) fn format(&self) -> FabricFormat {
         self.format
     }
 
     /// The leaf and rail of `device` of `host`: the NIC's own entry, else the host's; both
     /// `None` when the file does not name them.
-    pub fn place(&self, host: &str, device: &str) -> (Option<String>, Option<String>) {
+    pub(crate) fn place(&self, host: &str, device: &str) -> (Option<String>, Option<String>) {
         match self.spot(host, device) {
             Some(s) => (Some(s.leaf.clone()), s.rail.clone()),
             None => (None, None),
@@ -158,7 +158,7 @@ impl Fabric {
     }
 
     /// "ibnetdiscover: 7 hosts on 2 leaves".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let hosts: BTreeSet<&str> = self
             .hosts
             .keys()
@@ -191,7 +191,7 @@ fn short_name(host: &str) -> &str {
 
 /// Reads `--topology FILE`: a file in one of the formats, or a directory of lldpcli JSON
 /// files. A file that cannot be read or places nobody is a usage error naming it.
-pub fn read(path: &Path) -> Result<Fabric, PlanError> {
+pub(crate) fn read(path: &Path) -> Result<Fabric, PlanError> {
     let shown = path.display();
     let fabric = if path.is_dir() {
         read_dir(path)
@@ -556,7 +556,7 @@ fn chassis_name(v: &Value) -> Option<String> {
 /// (lldp). Returns the labels of the ranks it could not place (a host or NIC the file does
 /// not name), for rank 0 to warn about; ranks that never joined (no host) are left as they
 /// are. Hosts the file names that are not in the sweep are fine.
-pub fn place_ranks(rec: &mut SweepRecord, fabric: &Fabric) -> Vec<String> {
+pub(crate) fn place_ranks(rec: &mut SweepRecord, fabric: &Fabric) -> Vec<String> {
     let mut missing = Vec::new();
     for r in rec.ranks.iter_mut().filter(|r| !r.host.is_empty()) {
         let mut spot = fabric.place(&r.host, &r.device);

@@ -7,7 +7,7 @@ use thiserror::Error;
 
 /// The most hosts [`expand`] gives: as many as a sweep takes ranks (the launcher's
 /// `MAX_WORLD_SIZE` is this).
-pub const MAX_HOSTS: usize = 131_072;
+pub(crate) const MAX_HOSTS: usize = 131_072;
 
 /// A hostlist that is not Slurm's syntax.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -62,13 +62,13 @@ impl Part<'_> {
 
 /// A parsed hostlist: its expressions, each a sequence of parts multiplied out.
 #[derive(Debug, Clone)]
-pub struct Hostlist<'a> {
+pub(crate) struct Hostlist<'a> {
     exprs: Vec<Vec<Part<'a>>>,
 }
 
 impl<'a> Hostlist<'a> {
     /// Parses `list` without expanding it.
-    pub fn parse(list: &'a str) -> Result<Hostlist<'a>, HostlistError> {
+    pub(crate) fn parse(list: &'a str) -> Result<Hostlist<'a>, HostlistError> {
         let err = |why: String| HostlistError {
             list: list.to_string(),
             why,
@@ -84,7 +84,7 @@ impl<'a> Hostlist<'a> {
     }
 
     /// How many hosts the list names (saturating at `u128::MAX`).
-    pub fn count(&self) -> u128 {
+    pub(crate) fn count(&self) -> u128 {
         self.exprs
             .iter()
             .map(|parts| parts.iter().fold(1u128, |n, p| n.saturating_mul(p.count())))
@@ -92,7 +92,7 @@ impl<'a> Hostlist<'a> {
     }
 
     /// The hosts in the order written, each made when it is taken.
-    pub fn hosts(&self) -> impl Iterator<Item = String> + '_ {
+    pub(crate) fn hosts(&self) -> impl Iterator<Item = String> + '_ {
         self.exprs.iter().flat_map(|parts| {
             let total = parts.iter().fold(1u128, |n, p| n.saturating_mul(p.count()));
             (0..total).map(move |i| name_at(parts, i))
@@ -122,7 +122,7 @@ pub fn first(list: &str) -> Result<Option<String>, HostlistError> {
 
 /// Expands a hostlist into host names, in the order written; a list of more than
 /// [`MAX_HOSTS`] hosts is refused before any is made.
-pub fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
+pub(crate) fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
     let parsed = Hostlist::parse(list)?;
     let count = parsed.count();
     if count > MAX_HOSTS as u128 {

@@ -23,7 +23,7 @@ pub enum Launcher {
 
 impl Launcher {
     /// The launcher's name as printed.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Launcher::OpenMpi => "Open MPI (mpirun)",
             Launcher::Pmi => "PMI",
@@ -50,7 +50,7 @@ impl Launcher {
 /// The most ranks a sweep takes: above the 100,000 ranks its plan and rank 0 were measured
 /// at (docs/cluster.md's scale table), within one host's open files (rank 0 holds a
 /// connection per rank). A larger world is refused before anything is sized by it.
-pub const MAX_WORLD_SIZE: usize = super::hostlist::MAX_HOSTS;
+pub(crate) const MAX_WORLD_SIZE: usize = super::hostlist::MAX_HOSTS;
 
 /// This process's place in the job.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,7 +78,7 @@ pub struct Coordinator {
 
 /// The environment does not say where this process stands.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
-pub enum LaunchError {
+pub(crate) enum LaunchError {
     /// No launcher's variables.
     #[error(
         "no launcher found: run under srun, mpirun or torchrun (none of SLURM_PROCID, \
@@ -105,7 +105,7 @@ pub enum LaunchError {
 }
 
 /// Finds this process's rank and size from the first launcher whose variables are set.
-pub fn place(env: &dyn Fn(&str) -> Option<String>) -> Result<Place, LaunchError> {
+pub(crate) fn place(env: &dyn Fn(&str) -> Option<String>) -> Result<Place, LaunchError> {
     for launcher in [
         Launcher::OpenMpi,
         Launcher::Pmi,
@@ -157,7 +157,7 @@ fn number(var: &'static str, value: &str) -> Result<usize, LaunchError> {
 /// Where rank 0 listens: `--coordinator` when given (an explicit choice wins), else
 /// `MASTER_ADDR`/`MASTER_PORT`, else the first host of the Slurm job's node list on
 /// `default_port`.
-pub fn coordinator(
+pub(crate) fn coordinator(
     given: Option<&str>,
     env: &dyn Fn(&str) -> Option<String>,
     default_port: u16,

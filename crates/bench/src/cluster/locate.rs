@@ -45,11 +45,11 @@ use crate::report::{FleetFigures, NamedPath, PairRecord, SweepRecord};
 use model::stats::median;
 
 /// Every pair across two leaves slow, the pairs inside each fine.
-pub const BETWEEN: &str = "between leaves";
+pub(crate) const BETWEEN: &str = "between leaves";
 /// The same inferred from the matrix, without a topology.
-pub const CUT: &str = "cut";
+pub(crate) const CUT: &str = "cut";
 /// One node's pairs slow toward one leaf only.
-pub const TOWARD: &str = "toward leaf";
+pub(crate) const TOWARD: &str = "toward leaf";
 
 /// A cut needs at least this share of the pairs across bad.
 const CUT_SHARE: f64 = 0.8;
@@ -71,7 +71,7 @@ fn key(a: u32, b: u32) -> (u32, u32) {
 type Judged = (u32, u32, bool);
 
 /// The pairs the paths explain: every pair across each, by its ranks in increasing order.
-pub fn explained(paths: &[NamedPath]) -> BTreeSet<(u32, u32)> {
+pub(crate) fn explained(paths: &[NamedPath]) -> BTreeSet<(u32, u32)> {
     let mut out = BTreeSet::new();
     for p in paths {
         for &a in &p.ranks[0] {
@@ -85,7 +85,7 @@ pub fn explained(paths: &[NamedPath]) -> BTreeSet<(u32, u32)> {
 
 /// What a person reads before a path's `why`: "between leaves leaf0 and leaf1", "cut between
 /// ranks 0-2 and ranks 3-5", "from mlx5_0 of node3 toward leaf leaf1".
-pub fn headline(p: &NamedPath) -> String {
+pub(crate) fn headline(p: &NamedPath) -> String {
     let [a, b] = &p.between;
     match p.kind.as_str() {
         BETWEEN => format!("between leaves {a} and {b}"),
@@ -96,7 +96,7 @@ pub fn headline(p: &NamedPath) -> String {
 }
 
 /// "ranks 0-2,5": ranks in increasing order, runs joined.
-pub fn rank_ranges(ranks: &[u32]) -> String {
+pub(crate) fn rank_ranges(ranks: &[u32]) -> String {
     let mut sorted = ranks.to_vec();
     sorted.sort_unstable();
     sorted.dedup();

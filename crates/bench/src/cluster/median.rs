@@ -173,7 +173,7 @@ impl PartialOrd for BadShare {
 
 /// How far a pair is from the fleet's median on the bad side (higher is worse): low
 /// bandwidth, high latency.
-pub fn badness(p: &PairRecord) -> f64 {
+pub(crate) fn badness(p: &PairRecord) -> f64 {
     let pct = p.pct_of_median.unwrap_or(100.0);
     if lower_is_better(&p.unit) {
         pct
@@ -185,7 +185,7 @@ pub fn badness(p: &PairRecord) -> f64 {
 /// A figure against the fleet's median (`pct` percent of it), one rule for bandwidth and
 /// latency: up to twice the median as a percentage ("14% of the median"), beyond that as a
 /// multiple ("380x the median", not "37952%").
-pub fn vs_median(pct: f64) -> String {
+pub(crate) fn vs_median(pct: f64) -> String {
     let times = pct / 100.0;
     if pct < 0.95 {
         // Never "0%" of a figure that is there.
@@ -201,7 +201,7 @@ pub fn vs_median(pct: f64) -> String {
 
 /// The rank's label, or "rank N" for a rank the record does not list: at its index, where
 /// rank 0 lists every rank (a search per flow made an incast's summary the square of the ranks).
-pub fn label(rec: &SweepRecord, rank: u32) -> String {
+pub(crate) fn label(rec: &SweepRecord, rank: u32) -> String {
     let at = rec.ranks.get(rank as usize).filter(|r| r.rank == rank);
     at.or_else(|| rec.ranks.iter().find(|r| r.rank == rank))
         .map_or_else(|| format!("rank {rank}"), |r| r.label.clone())

@@ -18,15 +18,15 @@
 pub mod args;
 pub mod congestion;
 mod coordinator;
-pub mod fabric;
+pub(crate) mod fabric;
 pub mod hostlist;
 mod join;
 pub mod launcher;
-pub mod locate;
-pub mod median;
+pub(crate) mod locate;
+pub(crate) mod median;
 mod pair_test;
-pub mod pattern;
-pub mod preflight;
+pub(crate) mod pattern;
+pub(crate) mod preflight;
 mod resolve;
 pub mod schedule;
 pub mod spec;
@@ -35,8 +35,9 @@ mod together;
 pub mod verdict;
 mod worker;
 
-pub use self::pair_test::{PairTest, Verbs};
-pub use self::worker::SweepEnd;
+pub use self::pair_test::PairTest;
+pub(crate) use self::pair_test::Verbs;
+pub(crate) use self::worker::SweepEnd;
 
 use std::thread;
 

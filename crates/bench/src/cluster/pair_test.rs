@@ -31,13 +31,13 @@ pub trait PairTest: Sync {
 
 /// Measuring over RDMA: each pair's test is an ordinary two-node run.
 #[derive(Debug)]
-pub struct Verbs {
+pub(crate) struct Verbs {
     device: String,
 }
 
 impl Verbs {
     /// Opens the sweep's device once, so that a rank that could never measure fails at once.
-    pub fn open(spec: &SweepSpec) -> Result<Self> {
+    pub(crate) fn open(spec: &SweepSpec) -> Result<Self> {
         let first = spec.tests.first().context("the sweep has no test")?;
         let device = crate::engine::Local::open(&first.opts.side)?
             .device_name()

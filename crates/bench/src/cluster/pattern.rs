@@ -4,7 +4,7 @@ use clap::ValueEnum;
 
 /// The schedule's pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum Pattern {
+pub(crate) enum Pattern {
     /// The first rounds of the tournament: three partners for every rank.
     Quick,
     /// A round-robin tournament: every pair of ranks once.
@@ -25,7 +25,7 @@ pub enum Pattern {
 
 impl Pattern {
     /// As the record names it.
-    pub fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Pattern::Quick => "quick",
             Pattern::Pairs => "pairs",
@@ -40,7 +40,7 @@ impl Pattern {
 
     /// Whether its rounds run groups of runs at once (sharing NICs), for their total
     /// against the ceilings, rather than disjoint pairs for the verdict.
-    pub fn is_congestion(self) -> bool {
+    pub(crate) fn is_congestion(self) -> bool {
         matches!(
             self,
             Pattern::Incast | Pattern::Bisection | Pattern::AllToAll

@@ -24,7 +24,7 @@ use crate::sysroot::is_live;
 
 /// Every fact [`gather`] tells, in the order [`lines`] shows them, with the words a person
 /// reads for it.
-pub const FACTS: [(&str, &str); 11] = [
+pub(crate) const FACTS: [(&str, &str); 11] = [
     ("active_mtu", "active MTU"),
     ("link", "link"),
     ("link_layer", "link layer"),
@@ -64,7 +64,7 @@ const LIB_DIRS: [&str; 6] = [
 /// This host's facts for RDMA device `device`, port `port`, from the live system: sysfs and
 /// procfs, and verbs for the active MTU (one open of the device and one port query). File
 /// reads, no subprocess: a few milliseconds.
-pub fn gather(device: &str, port: u8) -> BTreeMap<String, String> {
+pub(crate) fn gather(device: &str, port: u8) -> BTreeMap<String, String> {
     let sysfs = Sysfs::system();
     gather_at(&sysfs, device, port)
 }
@@ -86,7 +86,7 @@ pub fn gather(device: &str, port: u8) -> BTreeMap<String, String> {
 ///
 /// The QoS trust mode (PCP or DSCP) and the PFC priorities are not told: the kernel gives
 /// them only through DCB netlink (what `dcb` and `mlnx_qos` ask), not in files.
-pub fn gather_at(sysfs: &Sysfs, device: &str, port: u8) -> BTreeMap<String, String> {
+pub(crate) fn gather_at(sysfs: &Sysfs, device: &str, port: u8) -> BTreeMap<String, String> {
     let mut facts = BTreeMap::new();
     if let Ok(nic) = RdmaDevice::read(sysfs, device) {
         let verbs_mtu = is_live(sysfs)
@@ -291,7 +291,7 @@ fn library_version(name: &str) -> Option<String> {
 /// The configuration outliers among `ranks`: per fact, each rank whose value differs from
 /// the one a strict majority of the ranks that told the fact hold (at least two). One entry
 /// per rank and fact, facts in [`FACTS`]' order (others after, by name), ranks in order.
-pub fn outliers(ranks: &[RankRecord]) -> Vec<Outlier> {
+pub(crate) fn outliers(ranks: &[RankRecord]) -> Vec<Outlier> {
     let mut found = Vec::new();
     for fact in fact_names(ranks, &[]) {
         let told = told_by(ranks, &fact);
@@ -380,7 +380,7 @@ fn describe(fact: &str, value: &str, usual: &str, usual_count: u32, of: u32) -> 
 /// ("firmware 28.39.1002 on 3 NICs (...), 28.40.1000 on 509"); and for a fact that has no
 /// usual value, that its ranks differ ("active MTU differs, no value held by most: 1024 on
 /// rxe0 of node1, 4096 on rxe1 of node2").
-pub fn lines(outliers: &[Outlier], ranks: &[RankRecord]) -> Vec<String> {
+pub(crate) fn lines(outliers: &[Outlier], ranks: &[RankRecord]) -> Vec<String> {
     let by_rank: BTreeMap<u32, &RankRecord> = ranks.iter().map(|r| (r.rank, r)).collect();
     let mut out = Vec::new();
     for fact in fact_names(ranks, outliers) {
@@ -474,7 +474,7 @@ fn named_few(names: &[&str], what: &str) -> String {
 /// the median in 3 of 3 pairs; preflight: active MTU 1024 where 3 of 4 have 4096"), when
 /// the preflight found any for its rank. Idempotent: a reason already annotated is
 /// annotated afresh, so the verdict may run after every round.
-pub fn annotate(rec: &mut SweepRecord) {
+pub(crate) fn annotate(rec: &mut SweepRecord) {
     let preflight = &rec.preflight;
     for nic in &mut rec.named {
         if let Some(at) = nic.why.find(MARK) {

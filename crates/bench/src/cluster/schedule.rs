@@ -24,7 +24,7 @@ pub struct Pair {
 }
 
 /// Rounds of disjoint pairs.
-pub type Rounds = Vec<Vec<Pair>>;
+pub(crate) type Rounds = Vec<Vec<Pair>>;
 
 /// A schedule that cannot be built.
 #[derive(Debug, Clone, PartialEq, Eq, Error)]
@@ -90,11 +90,11 @@ fn check_size(n: usize) -> Result<(), ScheduleError> {
 /// The most ranks one `pairs` schedule takes (over all ranks, or one rail's with
 /// `--per-rail`): its n - 1 rounds of n/2 pairs grow with the square of the ranks (at the
 /// limit 2,047 rounds, hours of sweep, and 2 million pairs); `quick` screens any size in 3.
-pub const PAIRS_UP_TO: usize = 2048;
+pub(crate) const PAIRS_UP_TO: usize = 2048;
 
 /// Every pair once: the circle method (rank 0 fixed, the others rotate), for at most
 /// [`PAIRS_UP_TO`] ranks.
-pub fn round_robin(n: usize) -> Result<Rounds, ScheduleError> {
+pub(crate) fn round_robin(n: usize) -> Result<Rounds, ScheduleError> {
     check_size(n)?;
     if n > PAIRS_UP_TO {
         return Err(ScheduleError::TooMany {
@@ -131,7 +131,7 @@ fn tournament_rounds(n: usize, count: usize) -> Rounds {
 
 /// How many distinct partners `quick` gives every rank: enough for the verdict to name a slow
 /// NIC by its majority alone (three of three partners suspect), and no more.
-pub const QUICK_PARTNERS: usize = 3;
+pub(crate) const QUICK_PARTNERS: usize = 3;
 
 /// The first rounds of the tournament ([`round_robin`]'s) that give every rank
 /// [`QUICK_PARTNERS`] partners: 3 for an even n; 4 for an odd n, where each round rests one
@@ -145,7 +145,7 @@ pub fn quick(n: usize) -> Result<Rounds, ScheduleError> {
 /// How often `quick` with `--topology` has every pair of leaves meet: three pairs of NICs
 /// across each uplink, so that a slow path between two leaves is told from a slow NIC (one
 /// NIC's pairs alone never make a path).
-pub const QUICK_CROSSINGS: usize = 3;
+pub(crate) const QUICK_CROSSINGS: usize = 3;
 
 /// The rounds to add to `planned` so that every pair of leaves meets `times` times in all
 /// (a meeting: a pair of ranks, one on each leaf; `leaf_of` gives each rank's leaf, `None`
@@ -153,7 +153,11 @@ pub const QUICK_CROSSINGS: usize = 3;
 /// no two ranks meet twice; the meetings are packed into the first round where both ranks
 /// are free, so they take about `times` x (leaves - 1) / (ranks per leaf) rounds. A pair of
 /// leaves whose ranks have all met already meets no more.
-pub fn across_leaves(leaf_of: &[Option<usize>], planned: &[Vec<Pair>], times: usize) -> Rounds {
+pub(crate) fn across_leaves(
+    leaf_of: &[Option<usize>],
+    planned: &[Vec<Pair>],
+    times: usize,
+) -> Rounds {
     let mut members: Vec<Vec<usize>> = Vec::new();
     for (rank, leaf) in leaf_of.iter().enumerate() {
         if let Some(l) = *leaf {
@@ -283,7 +287,7 @@ pub fn ring(n: usize) -> Result<Rounds, ScheduleError> {
 }
 
 /// The root with every other rank, one at a time (the root's NIC is in every test).
-pub fn one_to_all(n: usize, root: usize) -> Result<Rounds, ScheduleError> {
+pub(crate) fn one_to_all(n: usize, root: usize) -> Result<Rounds, ScheduleError> {
     check_size(n)?;
     if root >= n {
         return Err(ScheduleError::NoSuchRank {
@@ -300,7 +304,7 @@ pub fn one_to_all(n: usize, root: usize) -> Result<Rounds, ScheduleError> {
 /// Pairs as given (e.g. from a file), each in the first round where neither rank is busy.
 /// What is kept grows with the pairs, not with rounds x ranks: the busy (round, rank)s, and
 /// per rank the first round it may be free in (a rank in every pair skips its full rounds).
-pub fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleError> {
+pub(crate) fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleError> {
     check_size(n)?;
     let mut rounds: Rounds = Vec::new();
     let mut busy: HashSet<(usize, usize)> = HashSet::new();
@@ -337,7 +341,7 @@ pub fn packed(n: usize, pairs: &[(usize, usize)]) -> Result<Rounds, ScheduleErro
 
 /// Rail-aligned rounds (`--per-rail`): ranks meet only ranks of the same rail (local rank),
 /// each rail scheduled by `build` over its own ranks, the rails' rounds run side by side.
-pub fn rail_aligned(
+pub(crate) fn rail_aligned(
     rails: &[usize],
     build: impl Fn(usize) -> Result<Rounds, ScheduleError>,
 ) -> Result<Rounds, ScheduleError> {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use super::congestion;
 use super::fabric::Fabric;
-pub use super::pattern::Pattern;
+pub(crate) use super::pattern::Pattern;
 use super::schedule::{self, Rounds, ScheduleError};
 use crate::plan::{shown, Mode, TestKind, TestPlan};
 use crate::run::RunOptions;
@@ -20,7 +20,7 @@ use crate::run::RunOptions;
 /// (1 s) and write-lat (1000 iterations) took 4.1-5.9 s, 4.9 s on average over 6 rounds,
 /// so 1.9 s per test beside 1.01 s of loops. Hardware sets up in tenths of a second: there
 /// the model overestimates, which is the side a plan should err on.
-pub const SETUP_SECS: f64 = 2.0;
+pub(crate) const SETUP_SECS: f64 = 2.0;
 
 /// One test of the sweep: its plan and this rank's options for it.
 #[derive(Debug, Clone)]
@@ -43,13 +43,13 @@ impl SweepTest {
     }
 
     /// About how long one run takes: set-up plus the measured loop.
-    pub fn estimate_secs(&self) -> f64 {
+    pub(crate) fn estimate_secs(&self) -> f64 {
         SETUP_SECS + self.loop_secs()
     }
 
     /// About how long the measured loops of one run take: the duration, or for an iteration
     /// count 10 us per operation (a slow link's figure), per size and repetition.
-    pub fn loop_secs(&self) -> f64 {
+    pub(crate) fn loop_secs(&self) -> f64 {
         let each = match self.plan.duration {
             Some(d) => d,
             None => self.plan.iters as f64 * 10e-6,
@@ -64,7 +64,7 @@ pub struct SweepSpec {
     /// The tests, in order.
     pub tests: Vec<SweepTest>,
     /// The pattern.
-    pub pattern: Pattern,
+    pub(crate) pattern: Pattern,
     /// --root.
     pub root: Option<usize>,
     /// --fan-in.
@@ -78,7 +78,7 @@ pub struct SweepSpec {
     /// --max-lat-factor.
     pub max_lat_factor: f64,
     /// --topology: where each NIC attaches (rank 0 places the ranks by it).
-    pub fabric: Option<Fabric>,
+    pub(crate) fabric: Option<Fabric>,
     /// Where rank 0 writes the sweep record.
     pub json: Option<PathBuf>,
     /// Where rank 0 writes the sweep's metrics (`--prom`).
@@ -95,7 +95,7 @@ const DIFFERENCES_NAMED: usize = 4;
 
 impl SweepSpec {
     /// The planned rounds for `size` ranks.
-    pub fn rounds(&self, size: usize) -> Result<Rounds, ScheduleError> {
+    pub(crate) fn rounds(&self, size: usize) -> Result<Rounds, ScheduleError> {
         match self.pattern {
             Pattern::Quick => schedule::quick(size),
             Pattern::Pairs => schedule::round_robin(size),
@@ -109,12 +109,12 @@ impl SweepSpec {
     }
 
     /// About how long one round takes: every test once.
-    pub fn round_secs(&self) -> f64 {
+    pub(crate) fn round_secs(&self) -> f64 {
         self.tests.iter().map(SweepTest::estimate_secs).sum()
     }
 
     /// The tests' names, in order.
-    pub fn test_names(&self) -> Vec<String> {
+    pub(crate) fn test_names(&self) -> Vec<String> {
         self.tests.iter().map(|t| t.kind.to_string()).collect()
     }
 
@@ -172,7 +172,7 @@ fn pairs_text(pairs: &[(usize, usize)]) -> String {
 /// that differs ("write-bw size: rank 0 4 KiB, rank 3 8 KiB"), the first few named and the
 /// rest counted; empty when they agree. A different `--tests` is named alone (every test's
 /// options would differ with it).
-pub fn differing_options<'a>(
+pub(crate) fn differing_options<'a>(
     ours: &'a [(String, String)],
     theirs: &'a [(String, String)],
     rank: u32,
@@ -208,7 +208,7 @@ pub fn differing_options<'a>(
 /// rank): `spec`'s pattern over all of them, or with `--per-rail` within each rail (the
 /// ranks of one local rank), the rails' rounds side by side ([`schedule::rail_aligned`]). Rank 0
 /// schedules the sweep by it and `--dry-run` plans by it, so the plan is what runs.
-pub fn for_sweep(spec: &SweepSpec, local_ranks: &[usize]) -> Result<Rounds, ScheduleError> {
+pub(crate) fn for_sweep(spec: &SweepSpec, local_ranks: &[usize]) -> Result<Rounds, ScheduleError> {
     if spec.per_rail {
         schedule::rail_aligned(local_ranks, |n| spec.rounds(n))
     } else {

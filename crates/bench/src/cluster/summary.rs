@@ -18,7 +18,7 @@ use crate::units::format_size;
 const WORST_SHOWN: usize = 5;
 
 /// "rdmabench cluster: 4 ranks under Open MPI (mpirun), pattern pairs: 3 rounds of ...".
-pub fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
+pub(crate) fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
     let tests: Vec<String> = spec
         .tests
         .iter()
@@ -44,7 +44,7 @@ pub fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
 /// The planner's cost model, rounds x (the tests' loops + a set-up per test):
 /// "3 rounds x (1.00 s + 0.01 s of tests + 2 x 2.0 s of set-up) = about 15 s, plus retries
 /// and re-runs".
-pub fn cost_model(spec: &SweepSpec, rounds: usize) -> String {
+pub(crate) fn cost_model(spec: &SweepSpec, rounds: usize) -> String {
     let loops: Vec<String> = spec
         .tests
         .iter()
@@ -75,7 +75,7 @@ fn about(secs: f64) -> String {
 
 /// What the sweep's rounds took against the cost model: "timing: 3 planned round(s) in
 /// 15.0 s (5.0 s each; the cost model said 5.0 s); 2 more (retries, re-runs) in 6.8 s".
-pub fn timing(rec: &SweepRecord, spec: &SweepSpec, planned: usize) -> String {
+pub(crate) fn timing(rec: &SweepRecord, spec: &SweepSpec, planned: usize) -> String {
     let planned = planned.min(rec.round_secs.len());
     let (plan, more) = rec.round_secs.split_at(planned);
     let sum = |s: &[f64]| s.iter().sum::<f64>();
@@ -100,7 +100,7 @@ pub fn timing(rec: &SweepRecord, spec: &SweepSpec, planned: usize) -> String {
 /// The summary rank 0 prints after the sweep: the fleet's figures, the worst pairs, the
 /// failed tests and the NICs and paths named.
 #[derive(Debug, Clone, Copy)]
-pub struct SummaryExporter;
+pub(crate) struct SummaryExporter;
 
 impl Exporter<SweepRecord> for SummaryExporter {
     fn render(&self, rec: &SweepRecord) -> anyhow::Result<Vec<u8>> {

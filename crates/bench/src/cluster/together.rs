@@ -21,7 +21,7 @@ use crate::run::{StartGate, StartTogether};
 /// Serves `serve`'s runs and measures against `measure`'s at once with `tester`; `ch` is
 /// the channel to rank 0 (for `AtStart` and `Start`), whose words are awaited within
 /// `wait`. Returns the answer to rank 0: one [`FlowDone`] per run, served runs first.
-pub fn run_together(
+pub(crate) fn run_together(
     test: &SweepTest,
     listener: &Listener,
     tester: &dyn PairTest,

@@ -173,7 +173,7 @@ fn slow_by_majority(pairs: &[PairRecord], explained: &BTreeSet<(u32, u32)>) -> B
 /// The re-runs the verdict needs, as (server, client): each rank of a suspect pair that no
 /// slow rank and no path explains, against a known-good partner not across a path from it;
 /// empty when nothing is unexplained or no rank is known to be good.
-pub fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
+pub(crate) fn reruns(rec: &SweepRecord) -> Vec<(u32, u32)> {
     let standing = Standing::of(rec);
     let Standing {
         explained, slow, ..
@@ -217,7 +217,7 @@ impl Standing {
 /// suspect but only once, against another known-good partner where there is one. One
 /// emulated re-run has measured 40% of the median beside a healthy fleet: a NIC is named on
 /// re-runs only when [`CONFIRMING_RERUNS`] of them agree.
-pub fn second_opinions(rec: &SweepRecord) -> Vec<(u32, u32)> {
+pub(crate) fn second_opinions(rec: &SweepRecord) -> Vec<(u32, u32)> {
     let standing = Standing::of(rec);
     let mut once: BTreeSet<u32> = BTreeSet::new();
     let mut used: BTreeSet<(u32, u32)> = BTreeSet::new();
@@ -399,7 +399,7 @@ fn name_unreachable(rec: &SweepRecord) -> Vec<NamedNic> {
 
 /// The planned tests that failed and never passed (a retry that passed saves a test), each
 /// as its last failed attempt.
-pub fn failed_tests(rec: &SweepRecord) -> Vec<&PairRecord> {
+pub(crate) fn failed_tests(rec: &SweepRecord) -> Vec<&PairRecord> {
     failed_by_test(rec).into_values().collect()
 }
 
@@ -429,7 +429,7 @@ fn failed_by_test(rec: &SweepRecord) -> BTreeMap<TestKey<'_>, &PairRecord> {
 /// resending: a link that loses packets or a peer that stopped answering), "timeout" (the
 /// control channel or a loop waited in vain), "no rate" (nothing completed in the measured
 /// window), else "error".
-pub fn error_class(error: &str) -> &'static str {
+pub(crate) fn error_class(error: &str) -> &'static str {
     let e = error.to_ascii_lowercase();
     if e.contains("retry exceeded") || e.contains("retry counter exceeded") {
         "retry exceeded"
@@ -516,7 +516,7 @@ fn climbing(p: &PairRecord) -> [(u32, &BTreeMap<String, u64>); 2] {
 
 /// The deltas of a run's counters that say something went wrong (errors, loss, congestion),
 /// without the traffic totals.
-pub fn alarming(counters: Option<&BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
+pub(crate) fn alarming(counters: Option<&BTreeMap<String, u64>>) -> BTreeMap<String, u64> {
     counters
         .into_iter()
         .flatten()

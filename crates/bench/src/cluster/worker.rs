@@ -27,7 +27,7 @@ pub struct SweepEnd {
 
 /// This rank in a sweep: its measuring server's port, what it measures with, and the
 /// channel to rank 0.
-pub struct Worker<'a> {
+pub(crate) struct Worker<'a> {
     spec: &'a SweepSpec,
     place: &'a Place,
     listener: Listener,
@@ -36,7 +36,7 @@ pub struct Worker<'a> {
 
 impl<'a> Worker<'a> {
     /// Starts listening for the runs this rank will serve.
-    pub fn start(
+    pub(crate) fn start(
         spec: &'a SweepSpec,
         place: &'a Place,
         (bind, port): (&str, u16),
@@ -54,7 +54,7 @@ impl<'a> Worker<'a> {
     }
 
     /// Joins the coordinator and works until it ends the sweep.
-    pub fn run(self, coordinator: &Coordinator) -> Result<SweepEnd> {
+    pub(crate) fn run(self, coordinator: &Coordinator) -> Result<SweepEnd> {
         // What the Join says is gathered before connecting: rank 0 takes one rank at a time,
         // and a rank that reads its facts once admitted holds up every rank behind it.
         let joining = Joining {

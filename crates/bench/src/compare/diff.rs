@@ -13,7 +13,7 @@ use crate::units::format_size;
 
 /// One field that differs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Difference {
+pub(crate) struct Difference {
     /// What differs, e.g. "MTU (device.active_mtu)".
     pub what: String,
     /// The baseline's value.
@@ -24,7 +24,7 @@ pub struct Difference {
 
 /// The differences between two records.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct Differences {
+pub(crate) struct Differences {
     /// Differences that make the comparison doubtful.
     pub warnings: Vec<Difference>,
     /// Differences shown for information (usually what is being compared).
@@ -69,7 +69,7 @@ fn link(l: &Option<PcieLinkRecord>) -> String {
 }
 
 /// Describes a set of sizes compactly: "64 KiB" or "23 sizes, 2 B .. 8 MiB".
-pub fn describe_sizes(sizes: &BTreeSet<u64>) -> String {
+pub(crate) fn describe_sizes(sizes: &BTreeSet<u64>) -> String {
     match (sizes.len(), sizes.first(), sizes.last()) {
         (0, _, _) => "none".to_string(),
         (1, Some(s), _) => format_size(*s),
@@ -79,13 +79,13 @@ pub fn describe_sizes(sizes: &BTreeSet<u64>) -> String {
 }
 
 /// The message sizes of a record.
-pub fn sizes(r: &RunRecord) -> BTreeSet<u64> {
+pub(crate) fn sizes(r: &RunRecord) -> BTreeSet<u64> {
     r.results.iter().map(|s| s.size).collect()
 }
 
 /// What a record measures: "latency" for the latency tests (or, for a test this rdmabench
 /// does not know, when every size has latency figures), else "bandwidth".
-pub fn measure(r: &RunRecord) -> &'static str {
+pub(crate) fn measure(r: &RunRecord) -> &'static str {
     let lat = match TestKind::parse(&r.params.test) {
         Some(t) => t.mode == Mode::Lat,
         None => !r.results.is_empty() && r.results.iter().all(|s| s.lat_us.is_some()),
@@ -100,7 +100,7 @@ pub fn measure(r: &RunRecord) -> &'static str {
 /// What records must share to be used together: `compare` needs one test (a verdict between
 /// write-bw and read-bw means nothing), `plot` one measure (bandwidth or latency: one axis).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Together {
+pub(crate) enum Together {
     /// The same `params.test`.
     SameTest,
     /// All bandwidth or all latency records.
@@ -109,7 +109,7 @@ pub enum Together {
 
 /// Refuses records that differ in what `together` needs, naming the first two files that
 /// differ and their tests; `--mixed-tests` (`mixed`) lets them through.
-pub fn check_together(
+pub(crate) fn check_together(
     records: &[(&str, &RunRecord)],
     together: Together,
     mixed: bool,
@@ -148,7 +148,7 @@ pub fn check_together(
 /// record's figure is its GB/s, a latency record's its p99, and a latency record's GB/s and
 /// Mpps are those of a ping-pong (one message in flight), not a bandwidth test's. Names the
 /// first two files that differ and their tests.
-pub fn check_shared_figure(records: &[(&str, &RunRecord)]) -> Result<(), PlanError> {
+pub(crate) fn check_shared_figure(records: &[(&str, &RunRecord)]) -> Result<(), PlanError> {
     let Some(((first, a), rest)) = records.split_first() else {
         return Ok(());
     };
@@ -167,7 +167,7 @@ pub fn check_shared_figure(records: &[(&str, &RunRecord)]) -> Result<(), PlanErr
 }
 
 /// Compares everything but the figures.
-pub fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
+pub(crate) fn differences(a: &RunRecord, b: &RunRecord) -> Differences {
     let mut w = device_differences(a, b);
     let (param_warnings, mut i) = param_differences(a, b);
     w.extend(param_warnings);

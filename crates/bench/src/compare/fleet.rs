@@ -21,15 +21,15 @@ use crate::report::{PairRecord, RankRecord, RunStatus, SweepRecord};
 use crate::text::printable;
 
 /// The schema of `compare --json` on two sweeps.
-pub const SWEEP_COMPARE_SCHEMA: &str = "rdmabench.compare.cluster/1";
+pub(crate) const SWEEP_COMPARE_SCHEMA: &str = "rdmabench.compare.cluster/1";
 
 /// A NIC is named when at least this many of its pairs (of one test) got worse.
-pub const NAMED_AT: usize = 2;
+pub(crate) const NAMED_AT: usize = 2;
 
 /// What happened to one pair.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum PairVerdict {
+pub(crate) enum PairVerdict {
     /// Slower beyond the threshold.
     Slower,
     /// Faster beyond the threshold.
@@ -46,7 +46,7 @@ pub enum PairVerdict {
 
 impl PairVerdict {
     /// The word the outputs print.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             PairVerdict::Slower => "slower",
             PairVerdict::Faster => "faster",
@@ -58,14 +58,14 @@ impl PairVerdict {
     }
 
     /// Slower, or failing where it did not: what makes a regression.
-    pub fn is_worse(self) -> bool {
+    pub(crate) fn is_worse(self) -> bool {
         matches!(self, PairVerdict::Slower | PairVerdict::FailedAfter)
     }
 }
 
 /// One pair measured in both sweeps.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct PairChange {
+pub(crate) struct PairChange {
     /// The test.
     pub test: String,
     /// The two NICs, as labels ("mlx5_3 of node17"), in the order of their keys.
@@ -84,7 +84,7 @@ pub struct PairChange {
 
 /// A pair measured in one sweep only.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct LonePair {
+pub(crate) struct LonePair {
     /// The test.
     pub test: String,
     /// The two NICs.
@@ -93,7 +93,7 @@ pub struct LonePair {
 
 /// A NIC common to several pairs that got worse.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct NicTally {
+pub(crate) struct NicTally {
     /// Its label.
     pub nic: String,
     /// The test.
@@ -106,7 +106,7 @@ pub struct NicTally {
 
 /// A NIC whose firmware differs between the sweeps.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, schemars::JsonSchema)]
-pub struct FirmwareChange {
+pub(crate) struct FirmwareChange {
     /// Its label.
     pub nic: String,
     /// Before.
@@ -133,15 +133,15 @@ pub struct SweepComparison {
     /// `--threshold-lat`: the latency change that counts, percent.
     pub threshold_lat_pct: f64,
     /// Firmware that changed, NIC by NIC (information: usually the point).
-    pub firmware: Vec<FirmwareChange>,
+    pub(crate) firmware: Vec<FirmwareChange>,
     /// Every pair measured in both, by test then NICs.
-    pub pairs: Vec<PairChange>,
+    pub(crate) pairs: Vec<PairChange>,
     /// Pairs measured only before.
-    pub only_in_before: Vec<LonePair>,
+    pub(crate) only_in_before: Vec<LonePair>,
     /// Pairs measured only after.
-    pub only_in_after: Vec<LonePair>,
+    pub(crate) only_in_after: Vec<LonePair>,
     /// NICs in at least [`NAMED_AT`] worse pairs of a test, most first.
-    pub nics: Vec<NicTally>,
+    pub(crate) nics: Vec<NicTally>,
     /// Pairs slower.
     pub slower: usize,
     /// Pairs faster.
@@ -320,7 +320,7 @@ pub fn compare_sweeps(
 
 impl SweepComparison {
     /// What regressed, in a few words for stderr; `None` when nothing did.
-    pub fn regression(&self) -> Option<String> {
+    pub(crate) fn regression(&self) -> Option<String> {
         if !self.regressed {
             return None;
         }
@@ -396,7 +396,7 @@ fn firmware(before: &SweepRecord, after: &SweepRecord) -> Vec<FirmwareChange> {
 }
 
 /// A sweep in a line: "4 ranks, pairs pattern (Slurm), 2026-12-01T08:00:00Z: write-bw".
-pub fn describe(s: &SweepRecord) -> String {
+pub(crate) fn describe(s: &SweepRecord) -> String {
     let status = match s.status {
         RunStatus::Complete => String::new(),
         RunStatus::Incomplete => ", INCOMPLETE (stopped without a word)".to_string(),
@@ -434,7 +434,7 @@ fn refuse_record_options(args: &CompareArgs) -> Result<(), PlanError> {
 }
 
 /// Loads the two sweeps `args` names and compares them.
-pub fn build(args: &CompareArgs) -> Result<SweepComparison> {
+pub(crate) fn build(args: &CompareArgs) -> Result<SweepComparison> {
     refuse_record_options(args)?;
     let after_path = match args.candidates.as_slice() {
         [one] => one,

@@ -23,7 +23,7 @@ impl Exporter<SweepComparison> for MarkdownExporter {
 }
 
 /// The method, in one sentence for the outputs.
-pub const SWEEP_METHOD: &str = "pairs matched by test and by the host and device of both \
+pub(crate) const SWEEP_METHOD: &str = "pairs matched by test and by the host and device of both \
 NICs (ranks may be numbered differently between launches); each pair is one measurement, so \
 a change counts when it exceeds the threshold, without a test of the noise; a pair that \
 fails after but not before counts as slower";

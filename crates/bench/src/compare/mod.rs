@@ -21,11 +21,11 @@
 //! Long because of its tests (about 300 lines of fixtures and end-to-end comparisons); the code
 //! above them is the comparison's one flow.
 
-pub mod diff;
+pub(crate) mod diff;
 pub mod fleet;
 mod fleet_output;
 mod output;
-pub mod stats;
+pub(crate) mod stats;
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -44,7 +44,7 @@ use output::{MarkdownExporter, TableExporter};
 use stats::{judge, median, Judgement, Settings, Verdict};
 
 /// The schema of `compare --json`.
-pub const COMPARE_SCHEMA: &str = "rdmabench.compare/1";
+pub(crate) const COMPARE_SCHEMA: &str = "rdmabench.compare/1";
 
 /// `rdmabench compare`'s options.
 #[derive(Debug, Args)]
@@ -136,7 +136,7 @@ fn parse_alpha(text: &str) -> Result<f64, String> {
 }
 
 /// Reads and parses a result record; the error names the file and the JSON error.
-pub fn load_record(path: &Path) -> Result<RunRecord> {
+pub(crate) fn load_record(path: &Path) -> Result<RunRecord> {
     let text = std::fs::read_to_string(path).with_context(|| {
         format!(
             "cannot read the record '{}'; give a JSON file written by a test's --json",
@@ -172,7 +172,7 @@ pub fn load_record(path: &Path) -> Result<RunRecord> {
 /// What a row compares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Metric {
+pub(crate) enum Metric {
     /// Payload bandwidth, GB/s; higher is better.
     BwGbps,
     /// 99th percentile latency, µs; lower is better.
@@ -181,7 +181,7 @@ pub enum Metric {
 
 impl Metric {
     /// Short column title with the unit.
-    pub fn title(self) -> &'static str {
+    pub(crate) fn title(self) -> &'static str {
         match self {
             Metric::BwGbps => "BW [GB/s]",
             Metric::LatP99Us => "p99 [us]",
@@ -191,7 +191,7 @@ impl Metric {
 
 /// One size's comparison.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct Row {
+pub(crate) struct Row {
     /// Message size in bytes.
     pub size: u64,
     /// What is compared.
@@ -217,7 +217,7 @@ pub struct Row {
 
 /// One candidate against the baseline.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct Comparison {
+pub(crate) struct Comparison {
     /// The baseline's file.
     pub baseline: String,
     /// The candidate's file.
@@ -245,7 +245,7 @@ pub struct Comparison {
 
 /// The settings of a comparison, as `--json` reports them.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct MethodSettings {
+pub(crate) struct MethodSettings {
     /// `--threshold`.
     pub threshold_pct: f64,
     /// `--threshold-lat`.
@@ -258,7 +258,7 @@ pub struct MethodSettings {
 
 /// Everything `compare` found.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct Report {
+pub(crate) struct Report {
     /// [`COMPARE_SCHEMA`].
     pub schema: &'static str,
     /// The settings.
@@ -270,7 +270,8 @@ pub struct Report {
 }
 
 /// The method, in one sentence for the outputs.
-pub const METHOD: &str = "a change counts only if it exceeds the threshold and, with repetitions, \
+pub(crate) const METHOD: &str =
+    "a change counts only if it exceeds the threshold and, with repetitions, \
 the runs' noise: two-sided Mann-Whitney U test (exact p-value) of the candidate's repetitions \
 against the baseline's moved by the threshold, p-values adjusted across sizes by \
 Benjamini-Hochberg (q), or no overlap of the repetitions when there are too few to reach alpha; \
@@ -328,7 +329,7 @@ fn describe(r: &RunRecord) -> String {
 }
 
 /// How a run that did not measure its whole plan ended, for its one-line description.
-pub fn status_text(r: &RunRecord) -> String {
+pub(crate) fn status_text(r: &RunRecord) -> String {
     let n = r.results.len();
     match r.status {
         RunStatus::Complete => String::new(),
@@ -343,7 +344,7 @@ pub fn status_text(r: &RunRecord) -> String {
 }
 
 /// Compares one candidate to the baseline.
-pub fn compare_records(
+pub(crate) fn compare_records(
     baseline: (&str, &RunRecord),
     candidate: (&str, &RunRecord),
     threshold_pct: f64,
@@ -428,7 +429,7 @@ impl Comparison {
 
     /// Judges again, with the p-values of the sizes beyond their threshold (and decided by
     /// the U test) adjusted across those sizes by Benjamini-Hochberg, when there are several.
-    pub fn adjust_across_sizes(&mut self, alpha: f64) {
+    pub(crate) fn adjust_across_sizes(&mut self, alpha: f64) {
         let family: Vec<(usize, f64)> = self
             .rows
             .iter()
@@ -467,7 +468,7 @@ impl Comparison {
 }
 
 /// Loads every record, compares each candidate to the baseline.
-pub fn build_report(args: &CompareArgs) -> Result<Report> {
+pub(crate) fn build_report(args: &CompareArgs) -> Result<Report> {
     let baseline = load_record(&args.baseline)?;
     let bname = args.baseline.display().to_string();
     let mut candidates = Vec::new();

@@ -13,11 +13,11 @@ use crate::units::format_size;
 /// `compare`'s terminal table, of one run's comparisons ([`Report`]) or of two sweeps'
 /// ([`SweepComparison`](super::fleet::SweepComparison), `fleet_output.rs`).
 #[derive(Debug, Clone, Copy)]
-pub struct TableExporter;
+pub(crate) struct TableExporter;
 
 /// `compare --markdown`: Markdown for a pull request or a ticket, of either comparison.
 #[derive(Debug, Clone, Copy)]
-pub struct MarkdownExporter;
+pub(crate) struct MarkdownExporter;
 
 impl Exporter<Report> for TableExporter {
     fn render(&self, report: &Report) -> Result<Vec<u8>> {
@@ -32,7 +32,7 @@ impl Exporter<Report> for MarkdownExporter {
 }
 
 /// A number with four significant digits (12.35, 0.0001230), never in exponent form.
-pub fn sig4(x: f64) -> String {
+pub(crate) fn sig4(x: f64) -> String {
     if !x.is_finite() {
         return x.to_string();
     }

@@ -46,12 +46,12 @@
 use serde::Serialize;
 
 /// Pooled repetitions up to which the p-value is exact.
-pub const EXACT_LIMIT: usize = 60;
+pub(crate) const EXACT_LIMIT: usize = 60;
 
 /// The verdict for one size.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// Better than the baseline: more bandwidth, or less latency.
     Faster,
     /// No change that passes both tests.
@@ -62,7 +62,7 @@ pub enum Verdict {
 
 impl Verdict {
     /// The word printed.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Verdict::Faster => "faster",
             Verdict::Same => "same",
@@ -74,7 +74,7 @@ impl Verdict {
 /// Which test decided about the spread.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
-pub enum SpreadTest {
+pub(crate) enum SpreadTest {
     /// Mann-Whitney U, two-sided.
     MannWhitney {
         /// The p-value.
@@ -95,7 +95,7 @@ pub enum SpreadTest {
 
 /// How to judge.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Settings {
+pub(crate) struct Settings {
     /// Smallest change that matters, in percent.
     pub threshold_pct: f64,
     /// Significance level of the spread test.
@@ -106,7 +106,7 @@ pub struct Settings {
 
 /// The verdict with everything it rests on.
 #[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
-pub struct Judgement {
+pub(crate) struct Judgement {
     /// Median of the baseline's values.
     pub baseline_median: f64,
     /// Median of the candidate's values.
@@ -124,17 +124,17 @@ pub struct Judgement {
     pub reason: String,
 }
 
-pub use model::stats::median;
+pub(crate) use model::stats::median;
 
 /// Judges `candidate` against `baseline` (each one value per repetition, or a single value
 /// for a run without repetitions). Both must be non-empty.
-pub fn judge(baseline: &[f64], candidate: &[f64], s: &Settings) -> Judgement {
+pub(crate) fn judge(baseline: &[f64], candidate: &[f64], s: &Settings) -> Judgement {
     judge_adjusted(baseline, candidate, s, None)
 }
 
 /// Like [`judge`], with the U test's p-value adjusted across `family` sizes: `q` (from
 /// [`bh_adjust`]) decides instead of p.
-pub fn judge_adjusted(
+pub(crate) fn judge_adjusted(
     baseline: &[f64],
     candidate: &[f64],
     s: &Settings,
@@ -259,7 +259,7 @@ fn beyond_reason(spread: SpreadTest, q: Option<f64>, s: &Settings, reps: (usize,
 /// Benjamini-Hochberg adjusted p-values ("q-values"), in the order given: comparing them
 /// with alpha keeps the expected share of false discoveries among the sizes called changed
 /// at alpha, however many sizes a sweep has.
-pub fn bh_adjust(p: &[f64]) -> Vec<f64> {
+pub(crate) fn bh_adjust(p: &[f64]) -> Vec<f64> {
     let m = p.len();
     let mut order: Vec<usize> = (0..m).collect();
     order.sort_by(|&a, &b| p[a].total_cmp(&p[b]));
@@ -273,7 +273,7 @@ pub fn bh_adjust(p: &[f64]) -> Vec<f64> {
 }
 
 /// A p-value for people: 3 significant digits, or "<0.0001".
-pub fn fmt_p(p: f64) -> String {
+pub(crate) fn fmt_p(p: f64) -> String {
     if p < 1e-4 {
         "<0.0001".to_string()
     } else if p >= 0.01 {
@@ -316,7 +316,7 @@ fn max(v: &[f64]) -> f64 {
 
 /// A Mann-Whitney U test's result.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MannWhitney {
+pub(crate) struct MannWhitney {
     /// U of the first sample: pairs (a, b) with a > b, ties counting one half.
     pub u: f64,
     /// Two-sided p-value.
@@ -328,7 +328,7 @@ pub struct MannWhitney {
 }
 
 /// Two-sided Mann-Whitney U test of `a` against `b`.
-pub fn mann_whitney(a: &[f64], b: &[f64]) -> MannWhitney {
+pub(crate) fn mann_whitney(a: &[f64], b: &[f64]) -> MannWhitney {
     let (m, n) = (a.len(), b.len());
     let total = m + n;
     // Mid-ranks, doubled so that they are integers (ranks 1..=N; a tie of k values at

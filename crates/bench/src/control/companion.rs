@@ -19,7 +19,7 @@ use crate::engine::bw::PeerState;
 
 /// What the reader waits for while a loop measures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Listen {
+pub(crate) enum Listen {
     /// Nothing: the peer has nothing to tell this loop.
     Nothing,
     /// The peer's `SendsOver` (a `-b` client, whose receives end when the server's sends do).
@@ -36,7 +36,7 @@ impl Channel {
     /// within `length` plus `--timeout`, however many heartbeats come meanwhile. Returns the
     /// message `listen` waited for. When `work` fails, the read side is shut so the reader
     /// ends at once.
-    pub fn measuring<T>(
+    pub(crate) fn measuring<T>(
         &mut self,
         peer: &PeerState,
         listen: Listen,

@@ -53,7 +53,7 @@ pub struct Admitted {
 impl Admitted {
     /// How the server's channel to this client frames what follows the welcome: sealed with
     /// the connection's keys when there is a token, plain otherwise.
-    pub fn framing(&self, peer: SocketAddr) -> Framing {
+    pub(crate) fn framing(&self, peer: SocketAddr) -> Framing {
         match &self.keys {
             Some(keys) => Framing::sealed(keys, peer),
             None => Framing::plain(),
@@ -61,7 +61,7 @@ impl Admitted {
     }
 }
 
-pub use crate::text::printable;
+pub(crate) use crate::text::printable;
 
 fn stranger(text: impl Into<String>) -> Stranger {
     Stranger(text.into())
@@ -214,7 +214,7 @@ fn wire_why(e: &WireError) -> String {
 
 /// Takes an admitted client for a run: `Welcome`, with this side's proof, all of it before
 /// `deadline`.
-pub fn welcome(
+pub(crate) fn welcome(
     stream: &mut impl TimedWrite,
     token: Option<&Token>,
     admitted: &Admitted,
@@ -226,7 +226,7 @@ pub fn welcome(
 
 /// The client's side: hello, proof, and the server's answer, all before `deadline`; with a
 /// token, the client's frame keys of the connection.
-pub fn greet_server<S: TimedRead + TimedWrite>(
+pub(crate) fn greet_server<S: TimedRead + TimedWrite>(
     stream: &mut S,
     token: Option<&Token>,
     deadline: Instant,

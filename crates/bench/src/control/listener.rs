@@ -23,16 +23,16 @@ use super::wire::write_message;
 use super::{Channel, Message};
 
 /// How long a new connection has to say hello and prove the token, whatever `--timeout` is.
-pub const HELLO_DEADLINE: Duration = Duration::from_secs(5);
+pub(crate) const HELLO_DEADLINE: Duration = Duration::from_secs(5);
 
 /// Greetings in progress at once, in all: a flood of connections costs at most this many
 /// threads, each for at most the hello deadline. When all are taken, a new connection
 /// evicts the oldest that has not proved itself yet.
-pub const MAX_GREETINGS: usize = 256;
+pub(crate) const MAX_GREETINGS: usize = 256;
 
 /// Greetings in progress at once from one host (an IPv4 address, an IPv6 /64), so that one
 /// host cannot take them all.
-pub const MAX_GREETINGS_PER_HOST: usize = 32;
+pub(crate) const MAX_GREETINGS_PER_HOST: usize = 32;
 
 /// No client came within the timeout (a `--persistent` server just waits again).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
@@ -51,7 +51,7 @@ pub fn anyone_may_connect(bind: &str, port: u16) -> String {
 }
 
 /// A sweep's rank 0's line when it runs without a token.
-pub fn anyone_may_join(bind: &str, port: u16) -> String {
+pub(crate) fn anyone_may_join(bind: &str, port: u16) -> String {
     format!(
         "rdmabench: no token (--token FILE or RDMABENCH_TOKEN): anyone who can reach {bind}:{port} \
          can take the place of a rank that has not joined this sweep yet"
@@ -85,7 +85,7 @@ impl Greeting {
     }
 
     /// A sweep coordinator's greeting: every admitted rank waits its turn, none is busy.
-    pub fn coordinator(token: Option<Token>, timeout: Duration) -> Self {
+    pub(crate) fn coordinator(token: Option<Token>, timeout: Duration) -> Self {
         Greeting {
             one_at_a_time: false,
             ..Greeting::new(token, timeout)
@@ -201,7 +201,7 @@ impl Listener {
     /// the partners rank 0 assigned), as many runs at once as there are peers (a congestion
     /// round's); none: one run at a time, from anywhere. Connections from elsewhere are
     /// dropped, each with a line.
-    pub fn serve_only(&self, peers: &[IpAddr]) {
+    pub(crate) fn serve_only(&self, peers: &[IpAddr]) {
         let mut state = self.lobby.lock();
         state.only_from = peers.to_vec();
         state.seats = peers.len().max(1);
@@ -215,7 +215,7 @@ impl Listener {
     /// [`Listener::accept_client`] for a run of several rails: the next `rails` admitted
     /// connections during the run are its further rails, handed through the receiver
     /// (instead of being told `Busy`).
-    pub fn accept_run(
+    pub(crate) fn accept_run(
         &self,
         timeout: Duration,
         rails: usize,

@@ -20,7 +20,7 @@ use crate::plan::TestPlan;
 use crate::report::{RunRecord, SizeResult};
 
 /// Identifies an rdmabench peer in the first message.
-pub const MAGIC: &str = "rdmabench";
+pub(crate) const MAGIC: &str = "rdmabench";
 /// Bumped whenever a message or its framing changes shape or meaning. 8: with a token, every
 /// frame after the handshake carries a sequence number and an HMAC-SHA256 under a key of the
 /// connection (`wire.rs`); frames without a token are as in 7. 9: the plan is strict (an
@@ -29,7 +29,7 @@ pub const MAGIC: &str = "rdmabench";
 /// congestion round's `AtStart`, `Start`, `FlowsDone`, `Work::Together`): a peer that lacks
 /// it refuses the message as unknown, naming it, and no older message changed. 10: a
 /// sweep's `Work::Serve` and `Work::Measure` carry the run's CPU slot on its host.
-pub const PROTOCOL_VERSION: u32 = 10;
+pub(crate) const PROTOCOL_VERSION: u32 = 10;
 
 /// One control message.
 #[derive(Debug, Clone, Serialize, Deserialize)]

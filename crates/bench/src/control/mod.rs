@@ -13,18 +13,17 @@ mod messages;
 mod token;
 mod wire;
 
-pub use companion::Listen;
-pub use handshake::{admit, greet_server, printable, welcome, Admitted, Stranger, HANDSHAKE_MAX};
-pub use listener::{
-    anyone_may_connect, anyone_may_join, dropped_line, Greeting, Listener, NoClient,
-    HELLO_DEADLINE, MAX_GREETINGS, MAX_GREETINGS_PER_HOST,
-};
-pub use messages::{FlowDone, FlowFrom, FlowTo, Joining, Message, Work, MAGIC, PROTOCOL_VERSION};
-pub use token::{FrameKey, FrameKeys, Nonce, Prover, Token, MIN_TOKEN_BYTES, TOKEN_ENV};
-pub use wire::{
-    decode, frame, read_frame, read_message, write_message, Framing, MemoryPeer, TimedRead,
-    TimedWrite, WireError, MAX_MESSAGE,
-};
+pub(crate) use companion::Listen;
+pub use handshake::{admit, HANDSHAKE_MAX};
+pub(crate) use handshake::{greet_server, printable, welcome, Admitted, Stranger};
+pub use listener::{anyone_may_connect, dropped_line, Greeting, Listener, NoClient};
+pub(crate) use listener::{anyone_may_join, HELLO_DEADLINE, MAX_GREETINGS, MAX_GREETINGS_PER_HOST};
+pub use messages::Message;
+pub(crate) use messages::{FlowDone, FlowFrom, FlowTo, Joining, Work, MAGIC, PROTOCOL_VERSION};
+pub(crate) use token::{FrameKey, FrameKeys, MIN_TOKEN_BYTES, TOKEN_ENV};
+pub use token::{Nonce, Prover, Token};
+pub(crate) use wire::{decode, read_frame, TimedRead, TimedWrite, WireError};
+pub use wire::{frame, read_message, write_message, Framing, MemoryPeer, MAX_MESSAGE};
 
 use std::io::ErrorKind;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
@@ -35,7 +34,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use crate::plan::PlanError;
 
 /// The default TCP port, perftest's.
-pub const DEFAULT_PORT: u16 = 18515;
+pub(crate) const DEFAULT_PORT: u16 = 18515;
 
 /// The error a peer's `Reject` means here: its refusal of the plan stays a refusal, so both
 /// sides exit the same way.
@@ -67,7 +66,7 @@ fn not_listening_yet(e: &std::io::Error) -> bool {
 /// Why [`dial`] got no connection: the last address it tried and that try's error (`None`:
 /// there was no address, or no time to try one).
 #[derive(Debug)]
-pub struct NotReached {
+pub(crate) struct NotReached {
     /// The address of the last try.
     pub addr: Option<SocketAddr>,
     /// Its error.
@@ -78,7 +77,7 @@ pub struct NotReached {
 /// them all again every [`RETRY_PAUSE`] while nothing listens there yet (a script or a
 /// launcher starts both sides at once); any other failure ends it at once. `waiting` hears
 /// once that it waits, with the address and the error of the try that made it wait.
-pub fn dial(
+pub(crate) fn dial(
     addrs: &[SocketAddr],
     timeout: Duration,
     waiting: &mut dyn FnMut(SocketAddr, &std::io::Error),
@@ -157,7 +156,7 @@ fn reach(
 /// The addresses of `host`:`port`, looked up within `timeout`: a broken resolver can block a
 /// lookup for minutes, so it runs in a thread of its own, left to finish on its own when the
 /// time is up.
-pub fn resolve(host: &str, port: u16, timeout: Duration) -> Result<Vec<SocketAddr>> {
+pub(crate) fn resolve(host: &str, port: u16, timeout: Duration) -> Result<Vec<SocketAddr>> {
     resolve_with(host, port, timeout, |host, port| {
         Ok((host, port).to_socket_addrs()?.collect())
     })
@@ -235,7 +234,7 @@ impl Channel {
     /// Shakes hands with the server at `addr` over `stream`, a connection the caller opened
     /// (a cluster rank reaching rank 0 waits and advises in a sweep's words, not a two-node
     /// run's); as [`Channel::connect`] from there.
-    pub fn greet(
+    pub(crate) fn greet(
         stream: TcpStream,
         addr: SocketAddr,
         timeout: Duration,
@@ -251,17 +250,17 @@ impl Channel {
 
     /// The server's side: the run's messages are over (the client said `Finish`), so a client
     /// that comes now waits for the server to be free instead of being told it is busy.
-    pub fn run_over(&mut self) {
+    pub(crate) fn run_over(&mut self) {
         self.seat = None;
     }
 
     /// The peer's address.
-    pub fn peer(&self) -> SocketAddr {
+    pub(crate) fn peer(&self) -> SocketAddr {
         self.peer
     }
 
     /// This side's address of the connection (the address the peer reached it at).
-    pub fn local(&self) -> Option<SocketAddr> {
+    pub(crate) fn local(&self) -> Option<SocketAddr> {
         self.stream.local_addr().ok()
     }
 
@@ -275,13 +274,13 @@ impl Channel {
 
     /// Receives one message, all of it within `--timeout`; `what` names it in errors. A
     /// `Reject` becomes an error with the peer's reason.
-    pub fn recv(&mut self, what: &str) -> Result<Message> {
+    pub(crate) fn recv(&mut self, what: &str) -> Result<Message> {
         self.recv_within(what, self.timeout)
     }
 
     /// Receives one message, all of it within `within` (a step known to take longer than
     /// `--timeout`, such as a cluster sweep's round); otherwise as [`Channel::recv`].
-    pub fn recv_within(&mut self, what: &str, within: Duration) -> Result<Message> {
+    pub(crate) fn recv_within(&mut self, what: &str, within: Duration) -> Result<Message> {
         self.recv_until(what, Instant::now() + within, within)
     }
 
@@ -307,7 +306,7 @@ impl Channel {
     /// companion thread sends heartbeats while it measures, and they may still be on their
     /// way after). The wait has one deadline: heartbeats do not extend it, so a peer that
     /// sends nothing else cannot hold this side beyond `within`.
-    pub fn next_within(&mut self, what: &str, within: Duration) -> Result<Message> {
+    pub(crate) fn next_within(&mut self, what: &str, within: Duration) -> Result<Message> {
         let deadline = Instant::now() + within;
         loop {
             match self.recv_until(what, deadline, within)? {
@@ -332,13 +331,13 @@ impl Channel {
     }
 
     /// `--timeout`: the wait for one message.
-    pub fn timeout(&self) -> Duration {
+    pub(crate) fn timeout(&self) -> Duration {
         self.timeout
     }
 
     /// Tells the peer the run failed, so it stops waiting; errors here are ignored because
     /// the run is failing anyway.
-    pub fn reject(&mut self, reason: &str) {
+    pub(crate) fn reject(&mut self, reason: &str) {
         let _ = self.send(&Message::Reject {
             reason: reason.to_string(),
             refused: false,
@@ -347,7 +346,7 @@ impl Channel {
 
     /// Tells the peer why this side (`who`: "the server", "the client") ended the run: a
     /// refused plan ([`PlanError`]) reaches the peer as one too, so both exit the same way.
-    pub fn end_with(&mut self, who: &str, e: &anyhow::Error) {
+    pub(crate) fn end_with(&mut self, who: &str, e: &anyhow::Error) {
         let refused = e.is::<PlanError>();
         let what = if refused { "refused the run" } else { "failed" };
         let _ = self.send(&Message::Reject {

@@ -17,13 +17,13 @@ use sha2::Sha256;
 use crate::plan::PlanError;
 
 /// The environment variable that holds the secret itself (`--token FILE` wins over it).
-pub const TOKEN_ENV: &str = "RDMABENCH_TOKEN";
+pub(crate) const TOKEN_ENV: &str = "RDMABENCH_TOKEN";
 
 /// The shortest secret accepted, in bytes.
-pub const MIN_TOKEN_BYTES: usize = 16;
+pub(crate) const MIN_TOKEN_BYTES: usize = 16;
 
 /// The largest token file accepted, in bytes: a token is one line.
-pub const MAX_TOKEN_FILE: u64 = 4096;
+pub(crate) const MAX_TOKEN_FILE: u64 = 4096;
 
 /// Bytes of a nonce.
 const NONCE_BYTES: usize = 32;
@@ -59,7 +59,7 @@ impl Token {
 
     /// The token in `path`, at most [`MAX_TOKEN_FILE`] bytes; a file that others may read is
     /// taken with a warning on stderr.
-    pub fn from_file(path: &Path) -> Result<Token, PlanError> {
+    pub(crate) fn from_file(path: &Path) -> Result<Token, PlanError> {
         let origin = format!("--token {}", path.display());
         let cannot = |e: std::io::Error| {
             PlanError::Value(format!("{origin}: cannot read the token file: {e}"))
@@ -87,12 +87,12 @@ impl Token {
     }
 
     /// This side's token: `--token FILE` when given, else `RDMABENCH_TOKEN` when set, else none.
-    pub fn resolve(file: Option<&Path>) -> Result<Option<Token>, PlanError> {
+    pub(crate) fn resolve(file: Option<&Path>) -> Result<Option<Token>, PlanError> {
         Token::resolve_from(file, std::env::var_os(TOKEN_ENV).as_deref())
     }
 
     /// [`Token::resolve`] with the environment variable's value given.
-    pub fn resolve_from(
+    pub(crate) fn resolve_from(
         file: Option<&Path>,
         env: Option<&std::ffi::OsStr>,
     ) -> Result<Option<Token>, PlanError> {
@@ -121,7 +121,7 @@ impl Token {
     }
 
     /// `prover`'s proof for the connection whose nonces these are, base64.
-    pub fn prove(&self, prover: Prover, server: &Nonce, client: &Nonce) -> String {
+    pub(crate) fn prove(&self, prover: Prover, server: &Nonce, client: &Nonce) -> String {
         let (first, second) = prover.order(server, client);
         BASE64.encode(self.mac(prover, first, second).finalize().into_bytes())
     }
@@ -155,7 +155,13 @@ impl Token {
     }
 
     /// Whether `proof` is `prover`'s proof for these nonces (compared in constant time).
-    pub fn verify(&self, prover: Prover, server: &Nonce, client: &Nonce, proof: &str) -> bool {
+    pub(crate) fn verify(
+        &self,
+        prover: Prover,
+        server: &Nonce,
+        client: &Nonce,
+        proof: &str,
+    ) -> bool {
         let Ok(bytes) = BASE64.decode(proof) else {
             return false;
         };
@@ -166,7 +172,7 @@ impl Token {
 
 /// The warning for a token file that its group or others may read (Unix permissions), naming
 /// the file and the fix; `None` for a file only its owner may read.
-pub fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
+pub(crate) fn readable_by_others(path: &Path, meta: &std::fs::Metadata) -> Option<String> {
     use std::os::unix::fs::PermissionsExt;
     let mode = meta.permissions().mode() & 0o777;
     (mode & 0o077 != 0).then(|| {
@@ -207,7 +213,7 @@ impl Prover {
 
 /// One direction's key of a connection's frames. Its `Debug` shows no byte of it.
 #[derive(Clone, PartialEq, Eq)]
-pub struct FrameKey([u8; 32]);
+pub(crate) struct FrameKey([u8; 32]);
 
 impl fmt::Debug for FrameKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -217,7 +223,7 @@ impl fmt::Debug for FrameKey {
 
 impl FrameKey {
     /// A fresh HMAC-SHA256 keyed with it.
-    pub fn mac(&self) -> Hmac<Sha256> {
+    pub(crate) fn mac(&self) -> Hmac<Sha256> {
         <Hmac<Sha256> as Mac>::new_from_slice(&self.0)
             .unwrap_or_else(|_| unreachable!("HMAC accepts keys of any length"))
     }
@@ -227,9 +233,9 @@ impl FrameKey {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FrameKeys {
     /// What this side's frames are sealed with.
-    pub send: FrameKey,
+    pub(crate) send: FrameKey,
     /// What the peer's frames are checked with.
-    pub receive: FrameKey,
+    pub(crate) receive: FrameKey,
 }
 
 /// 32 bytes from the OS's random number generator, one per side and connection.
@@ -250,7 +256,7 @@ impl Nonce {
     }
 
     /// A nonce from a peer's hello; `None` unless it is base64 of exactly 32 bytes.
-    pub fn from_base64(text: &str) -> Option<Nonce> {
+    pub(crate) fn from_base64(text: &str) -> Option<Nonce> {
         if text.len() > 64 {
             return None;
         }

@@ -183,7 +183,7 @@ pub fn read_message<T: DeserializeOwned>(
 }
 
 /// Reads one frame's body (at most `max` bytes) before `deadline`.
-pub fn read_frame(
+pub(crate) fn read_frame(
     input: &mut impl TimedRead,
     deadline: Instant,
     max: u32,
@@ -200,7 +200,7 @@ pub fn read_frame(
 }
 
 /// Decodes a frame's body.
-pub fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
+pub(crate) fn decode<T: DeserializeOwned>(body: &[u8]) -> Result<T, WireError> {
     // serde's errors quote the peer's text (an unknown message type, say) as it came.
     serde_json::from_slice(body).map_err(|e| {
         let text = printable(&e.to_string());
@@ -282,7 +282,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Framing {
     /// Frames as they are without a token.
-    pub fn plain() -> Framing {
+    pub(crate) fn plain() -> Framing {
         Framing::default()
     }
 
@@ -300,7 +300,7 @@ impl Framing {
     }
 
     /// Whether frames are sealed.
-    pub fn is_sealed(&self) -> bool {
+    pub(crate) fn is_sealed(&self) -> bool {
         self.sealed.is_some()
     }
 

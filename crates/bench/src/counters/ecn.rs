@@ -31,7 +31,11 @@ impl Dcqcn {
 }
 
 /// What the ECN counters say, given the pause on the lossless priority (received, sent).
-pub fn judge(rates: &Rates, lossless: &Lossless, pause: [Option<&PauseSide>; 2]) -> Vec<Finding> {
+pub(crate) fn judge(
+    rates: &Rates,
+    lossless: &Lossless,
+    pause: [Option<&PauseSide>; 2],
+) -> Vec<Finding> {
     let paused = pause.iter().flatten().any(|p| p.heavy());
     let full = rates
         .rise(Source::Ethtool, "rx_buffer_passed_thres_phy")

@@ -9,7 +9,7 @@ use super::rates::Rates;
 /// Whether a line calls for action.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Severity {
+pub(crate) enum Severity {
     /// Something to act on: the command exits 3.
     Finding,
     /// Context: changes nothing.
@@ -18,7 +18,7 @@ pub enum Severity {
 
 /// One reading of the counters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// A stable code: "PAUSE_RECEIVED", "HOST_DROPS", ...
     pub code: String,
     /// Finding or note.
@@ -52,7 +52,7 @@ pub(crate) fn note(code: &str, what: String, means: &str) -> Finding {
 }
 
 /// "+1,234".
-pub fn grouped(n: u64) -> String {
+pub(crate) fn grouped(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {

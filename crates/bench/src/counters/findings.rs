@@ -4,13 +4,13 @@
 //! ECN at work) that changes nothing.
 
 use super::finding::{finding, note, rises};
-pub use super::finding::{grouped, Finding, Severity};
+pub(crate) use super::finding::{grouped, Finding, Severity};
 use super::lossless::{Lossless, PauseSide};
 use super::parse::Source;
 use super::rates::Rates;
 
 /// Every finding and note, the most decisive first.
-pub fn judge(rates: &Rates, lossless: &Lossless) -> Vec<Finding> {
+pub(crate) fn judge(rates: &Rates, lossless: &Lossless) -> Vec<Finding> {
     let rx = lossless.pause(rates, "rx");
     let tx = lossless.pause(rates, "tx");
     let mut all = Vec::new();

@@ -9,11 +9,11 @@ use super::rates::{compact, Rates};
 
 /// A share of the time paused at or above which pause is more than a lossless class's usual
 /// push-back under load: 1%.
-pub const HEAVY_SHARE: f64 = 0.01;
+pub(crate) const HEAVY_SHARE: f64 = 0.01;
 
 /// The lossless priority and how it was known.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Lossless {
+pub(crate) struct Lossless {
     /// The priority (0-7), when known.
     pub prio: Option<u8>,
     /// How: "--lossless-prio", "the one with pause activity", ..., or why none is known.
@@ -22,7 +22,7 @@ pub struct Lossless {
 
 /// One direction's pause on the lossless priority (or the port's global pause).
 #[derive(Debug, Clone, PartialEq)]
-pub struct PauseSide {
+pub(crate) struct PauseSide {
     /// The counter of pause frames ("rx_prio3_pause").
     pub counter: String,
     /// Its rise.
@@ -36,12 +36,12 @@ pub struct PauseSide {
 impl PauseSide {
     /// More than a lossless class's usual push-back: paused [`HEAVY_SHARE`] of the time or
     /// more, or any pause when the time paused is not counted.
-    pub fn heavy(&self) -> bool {
+    pub(crate) fn heavy(&self) -> bool {
         self.frames > 0 && self.share.is_none_or(|s| s >= HEAVY_SHARE)
     }
 
     /// "rx_prio3_pause +12,345, 1.23k/s, paused 25.0% of the time".
-    pub fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         let mut text = format!(
             "{} +{}, {}/s",
             self.counter,
@@ -57,7 +57,7 @@ impl PauseSide {
 
 impl Lossless {
     /// The lossless priority of the dumps compared in `rates`, or `given`.
-    pub fn infer(rates: &Rates, given: Option<u8>) -> Lossless {
+    pub(crate) fn infer(rates: &Rates, given: Option<u8>) -> Lossless {
         if let Some(p) = given {
             return Lossless {
                 prio: Some(p),
@@ -110,7 +110,7 @@ impl Lossless {
     }
 
     /// What the pause findings speak of: "priority 3", or "the port (global pause)".
-    pub fn subject(&self) -> String {
+    pub(crate) fn subject(&self) -> String {
         match self.prio {
             Some(p) => format!("priority {p}"),
             None => "the port (global pause)".into(),
@@ -119,7 +119,7 @@ impl Lossless {
 
     /// The pause of direction `dir` ("rx" received, "tx" sent) on the lossless priority, or
     /// the port's global pause when none is known; `None` when the dumps do not count it.
-    pub fn pause(&self, rates: &Rates, dir: &str) -> Option<PauseSide> {
+    pub(crate) fn pause(&self, rates: &Rates, dir: &str) -> Option<PauseSide> {
         let (names, duration) = match self.prio {
             Some(p) => (
                 vec![format!("{dir}_prio{p}_pause")],

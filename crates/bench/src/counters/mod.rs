@@ -10,13 +10,13 @@
 //! text and the record. [`read`] is the whole reading, for a caller that took its own
 //! samples.
 
-pub mod ecn;
-pub mod finding;
-pub mod findings;
-pub mod lossless;
-pub mod parse;
-pub mod rates;
-pub mod report;
+pub(crate) mod ecn;
+pub(crate) mod finding;
+pub(crate) mod findings;
+pub(crate) mod lossless;
+pub(crate) mod parse;
+pub(crate) mod rates;
+pub(crate) mod report;
 
 use std::path::{Path, PathBuf};
 
@@ -29,12 +29,12 @@ use crate::plan::PlanError;
 use crate::report::{Exporter, JsonExporter};
 use finding::{Finding, Severity};
 use lossless::Lossless;
-pub use parse::{Dump, Source};
+pub(crate) use parse::{Dump, Source};
 use rates::Rates;
 use report::{CountersReport, IntervalFrom, ReadingText, TextExporter};
 
 /// What `counters --help` ends with: how to take the dumps, and the exit codes.
-pub const AFTER_HELP: &str = "Take each dump while the job runs, some seconds apart \
+pub(crate) const AFTER_HELP: &str = "Take each dump while the job runs, some seconds apart \
     (P=/sys/class/infiniband/mlx5_0/ports/1):\n  \
     { ethtool -S eth0; grep -r . $P/counters $P/hw_counters; } > before.txt\n\n\
     Exit codes: 0 no finding, 1 a dump cannot be read, 2 a bad value or a dump that is not \
@@ -42,7 +42,7 @@ pub const AFTER_HELP: &str = "Take each dump while the job runs, some seconds ap
 
 /// The most bytes read of each dump (an mlx5 `ethtool -S` with 256 queues, some 70 counters
 /// each, is well under a megabyte).
-pub const MAX_DUMP_BYTES: u64 = 16 << 20;
+pub(crate) const MAX_DUMP_BYTES: u64 = 16 << 20;
 
 /// The longest interval between two dumps: a week.
 const MAX_INTERVAL: f64 = 7.0 * 86_400.0;
@@ -98,7 +98,7 @@ fn parse_priority(text: &str) -> Result<u8, String> {
 /// Two dumps read: the rates, the lossless priority, the findings and notes, and which
 /// checks the dumps had counters for.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Reading {
+pub(crate) struct Reading {
     pub rates: Rates,
     pub lossless: Lossless,
     pub findings: Vec<Finding>,
@@ -112,7 +112,7 @@ pub struct Reading {
 
 impl Reading {
     /// How many findings (notes left out).
-    pub fn found(&self) -> usize {
+    pub(crate) fn found(&self) -> usize {
         self.findings
             .iter()
             .filter(|f| f.severity == Severity::Finding)
@@ -122,7 +122,7 @@ impl Reading {
 
 /// Reads `before` and `after`, taken `secs` apart (more than 0), with the lossless priority
 /// `lossless` if known.
-pub fn read(before: &Dump, after: &Dump, secs: f64, lossless: Option<u8>) -> Reading {
+pub(crate) fn read(before: &Dump, after: &Dump, secs: f64, lossless: Option<u8>) -> Reading {
     let rates = rates::compare(before, after, secs);
     let lossless = Lossless::infer(&rates, lossless);
     let findings = findings::judge(&rates, &lossless);

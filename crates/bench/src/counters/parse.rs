@@ -29,7 +29,7 @@ use serde::{Deserialize, Serialize};
     schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum Source {
+pub(crate) enum Source {
     /// `ethtool -S`: the netdev's, the vport's and the physical port's counters.
     Ethtool,
     /// The RDMA port's `counters/`: the InfiniBand PMA's (data in 4-byte words).
@@ -40,7 +40,7 @@ pub enum Source {
 
 impl Source {
     /// How a name from it is shown: ethtool's bare, the port's with its folder.
-    pub fn label(self, name: &str) -> String {
+    pub(crate) fn label(self, name: &str) -> String {
         match self {
             Source::Ethtool => name.to_string(),
             Source::Counters => format!("counters/{name}"),
@@ -50,15 +50,15 @@ impl Source {
 }
 
 /// A counter: its source and name.
-pub type Key = (Source, String);
+pub(crate) type Key = (Source, String);
 
 /// The longest counter name read (mlx5's longest is about 40 characters); a longer "name" is
 /// no counter, and its line is skipped.
-pub const MAX_NAME: usize = 128;
+pub(crate) const MAX_NAME: usize = 128;
 
 /// One dump: its counters, what it was taken from, and the lines that were not counters.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Dump {
+pub(crate) struct Dump {
     /// Every counter read, by source and name.
     pub counters: BTreeMap<Key, u64>,
     /// The RDMA port the `counters/` and `hw_counters/` lines came from, as the paths name it
@@ -72,22 +72,22 @@ pub struct Dump {
 
 /// Why a dump cannot be read as one NIC's.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct NotOneNic(pub String);
+pub(crate) struct NotOneNic(pub String);
 
 impl Dump {
     /// Adds a counter a caller read itself; a second value of the same counter replaces the
     /// first.
-    pub fn insert(&mut self, source: Source, name: &str, value: u64) {
+    pub(crate) fn insert(&mut self, source: Source, name: &str, value: u64) {
         self.counters.insert((source, name.to_string()), value);
     }
 
     /// The value of `name` from `source`, if the dump has it.
-    pub fn get(&self, source: Source, name: &str) -> Option<u64> {
+    pub(crate) fn get(&self, source: Source, name: &str) -> Option<u64> {
         self.counters.get(&(source, name.to_string())).copied()
     }
 
     /// How many counters of each kind: "812 ethtool counters, 36 of mlx5_0 port 1".
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let ethtool = self
             .counters
             .keys()
@@ -107,7 +107,7 @@ impl Dump {
 }
 
 /// Reads `text`, a dump of one NIC.
-pub fn parse(text: &str) -> Result<Dump, NotOneNic> {
+pub(crate) fn parse(text: &str) -> Result<Dump, NotOneNic> {
     let mut dump = Dump::default();
     let mut in_ethtool = false;
     for (n, line) in text.lines().enumerate() {

@@ -13,7 +13,7 @@ use super::parse::{Dump, Key, Source};
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, schemars::JsonSchema,
 )]
 #[serde(rename_all = "snake_case")]
-pub enum Class {
+pub(crate) enum Class {
     /// The physical link: symbol and CRC errors, link downs.
     Link,
     /// Packets dropped: discards, no receive buffer, pause storms.
@@ -32,7 +32,7 @@ pub enum Class {
 
 impl Class {
     /// Its word in the table.
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Class::Link => "link",
             Class::Drop => "drop",
@@ -114,7 +114,7 @@ const CLASSES: &[(Class, &[&str])] = &[
 ];
 
 /// The class of a counter called `name`.
-pub fn classify(name: &str) -> Class {
+pub(crate) fn classify(name: &str) -> Class {
     rank(name).0
 }
 
@@ -128,7 +128,7 @@ fn rank(name: &str) -> (Class, usize) {
 
 /// Whether `name` is one queue's or channel's (`rx12_packets`, `ch3_poll`, `ptp_tx0_bytes`):
 /// the port's counters add them up, so the table leaves them out.
-pub fn per_queue(name: &str) -> bool {
+pub(crate) fn per_queue(name: &str) -> bool {
     let name = name.strip_prefix("ptp_").unwrap_or(name);
     ["rx", "tx", "ch", "xsk", "qos_tx", "cq"]
         .iter()
@@ -142,7 +142,7 @@ pub fn per_queue(name: &str) -> bool {
 /// How a change reads per second.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum Unit {
+pub(crate) enum Unit {
     /// Events (frames, packets, errors) per second.
     PerSecond,
     /// Bytes: shown in Gb/s (`counters/port_*_data` count 4-byte words, made bytes).
@@ -152,7 +152,7 @@ pub enum Unit {
 }
 
 /// How `name` from `source` is counted.
-pub fn unit_of(source: Source, name: &str) -> Unit {
+pub(crate) fn unit_of(source: Source, name: &str) -> Unit {
     if name.ends_with("pause_duration") {
         Unit::Micros
     } else if (source == Source::Counters && name.ends_with("_data"))
@@ -167,7 +167,7 @@ pub fn unit_of(source: Source, name: &str) -> Unit {
 
 /// A counter that changed between the dumps.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Change {
+pub(crate) struct Change {
     /// Its source and name.
     pub key: Key,
     /// Its value in each dump.
@@ -183,12 +183,12 @@ pub struct Change {
 
 impl Change {
     /// How much it rose.
-    pub fn rise(&self) -> u64 {
+    pub(crate) fn rise(&self) -> u64 {
         self.after - self.before
     }
 
     /// Its rise per second over `secs`, in its unit's base (bytes for data in words).
-    pub fn per_second(&self, secs: f64) -> f64 {
+    pub(crate) fn per_second(&self, secs: f64) -> f64 {
         let scale = if self.key.0 == Source::Counters && self.unit == Unit::Bytes {
             4.0
         } else {
@@ -198,7 +198,7 @@ impl Change {
     }
 
     /// Its rate as a person reads it: "5.7/s", "98.4 Gb/s", "23.4% of the time".
-    pub fn shown_rate(&self, secs: f64) -> String {
+    pub(crate) fn shown_rate(&self, secs: f64) -> String {
         let v = self.per_second(secs);
         match self.unit {
             Unit::PerSecond => format!("{}/s", compact(v)),
@@ -209,7 +209,7 @@ impl Change {
 }
 
 /// A count per second to three significant figures with a k/M/G suffix: "5.7", "1.23k".
-pub fn compact(v: f64) -> String {
+pub(crate) fn compact(v: f64) -> String {
     let (v, suffix) = match v {
         v if v >= 1e9 => (v / 1e9, "G"),
         v if v >= 1e6 => (v / 1e6, "M"),
@@ -228,7 +228,7 @@ pub fn compact(v: f64) -> String {
 
 /// Two dumps compared.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Rates {
+pub(crate) struct Rates {
     /// Seconds between the dumps.
     pub secs: f64,
     /// The counters that rose, most telling first (by class, then by rise per second).
@@ -244,22 +244,22 @@ pub struct Rates {
 
 impl Rates {
     /// The rise of `name` from `source`, if both dumps have it (and it did not go backwards).
-    pub fn rise(&self, source: Source, name: &str) -> Option<u64> {
+    pub(crate) fn rise(&self, source: Source, name: &str) -> Option<u64> {
         self.rises.get(&(source, name.to_string())).copied()
     }
 
     /// The rise per second of `name` from `source`, 0 when it is not there.
-    pub fn per_second(&self, source: Source, name: &str) -> f64 {
+    pub(crate) fn per_second(&self, source: Source, name: &str) -> f64 {
         self.rise(source, name).unwrap_or(0) as f64 / self.secs
     }
 
     /// Whether both dumps have `name` from `source` (steady or not).
-    pub fn has(&self, source: Source, name: &str) -> bool {
+    pub(crate) fn has(&self, source: Source, name: &str) -> bool {
         self.rise(source, name).is_some()
     }
 
     /// The changed counters from `source` whose name `pick` accepts.
-    pub fn changed_where<'a>(
+    pub(crate) fn changed_where<'a>(
         &'a self,
         pick: impl Fn(Source, &str) -> bool + 'a,
     ) -> impl Iterator<Item = &'a Change> + 'a {
@@ -268,7 +268,7 @@ impl Rates {
 }
 
 /// Compares `before` with `after`, taken `secs` apart (more than 0).
-pub fn compare(before: &Dump, after: &Dump, secs: f64) -> Rates {
+pub(crate) fn compare(before: &Dump, after: &Dump, secs: f64) -> Rates {
     let mut rates = Rates {
         secs,
         changed: Vec::new(),

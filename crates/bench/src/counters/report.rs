@@ -15,7 +15,7 @@ use crate::report::Exporter;
 use crate::text::{printable, printable_within};
 
 /// The record's `schema` value.
-pub const COUNTERS_SCHEMA: &str = "rdmabench.counters/1";
+pub(crate) const COUNTERS_SCHEMA: &str = "rdmabench.counters/1";
 
 /// The widest line the text wraps to.
 const WIDTH: usize = 100;
@@ -29,7 +29,7 @@ const BACKWARDS_SHOWN: usize = 5;
 /// How the interval between the dumps was known.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
-pub enum IntervalFrom {
+pub(crate) enum IntervalFrom {
     /// `--interval`.
     Option,
     /// The files' modification times.
@@ -47,7 +47,7 @@ impl IntervalFrom {
 
 /// One counter that changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CounterRate {
+pub(crate) struct CounterRate {
     /// `ethtool`, `counters` or `hw_counters`.
     pub source: Source,
     /// Its name.
@@ -67,7 +67,7 @@ pub struct CounterRate {
 
 /// A counter lower after than before: a reset or a wrap.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct Backwards {
+pub(crate) struct Backwards {
     pub source: Source,
     pub name: String,
     pub before: u64,
@@ -76,7 +76,7 @@ pub struct Backwards {
 
 /// `rdmabench counters --json`'s record.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct CountersReport {
+pub(crate) struct CountersReport {
     /// Always `rdmabench.counters/1`.
     pub schema: String,
     /// rdmabench's version.
@@ -107,7 +107,7 @@ pub struct CountersReport {
 
 impl CountersReport {
     /// The record of `reading`, made from the dumps at `paths`.
-    pub fn new(reading: &Reading, paths: [String; 2], from: IntervalFrom) -> CountersReport {
+    pub(crate) fn new(reading: &Reading, paths: [String; 2], from: IntervalFrom) -> CountersReport {
         let r = &reading.rates;
         let [before, after] = paths;
         CountersReport {
@@ -155,7 +155,7 @@ impl CountersReport {
 /// What the text shows: a reading, the dumps' paths as given, how the interval between them
 /// was known and what each dump was read as (`Dump::describe`).
 #[derive(Debug, Clone, Copy)]
-pub struct ReadingText<'a> {
+pub(crate) struct ReadingText<'a> {
     /// The two dumps compared and judged.
     pub reading: &'a Reading,
     /// BEFORE's and AFTER's paths, as given.
@@ -168,7 +168,7 @@ pub struct ReadingText<'a> {
 
 /// `counters`' output on stdout: the text of a [`ReadingText`].
 #[derive(Debug, Clone, Copy)]
-pub struct TextExporter;
+pub(crate) struct TextExporter;
 
 impl Exporter<ReadingText<'_>> for TextExporter {
     fn render(&self, t: &ReadingText<'_>) -> Result<Vec<u8>> {
@@ -177,7 +177,12 @@ impl Exporter<ReadingText<'_>> for TextExporter {
 }
 
 /// The text of `reading`: the heading, the table, the findings, what was checked.
-pub fn text(reading: &Reading, paths: [&str; 2], from: IntervalFrom, read: [&str; 2]) -> String {
+pub(crate) fn text(
+    reading: &Reading,
+    paths: [&str; 2],
+    from: IntervalFrom,
+    read: [&str; 2],
+) -> String {
     let r = &reading.rates;
     let mut out = format!(
         "before: {}\nafter:  {} ({:.1} s later: {})\n",

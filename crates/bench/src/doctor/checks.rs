@@ -17,7 +17,7 @@ use super::host::{format_cpulist, GdrFacts};
 use super::verdict::Check;
 
 /// What a check on a PCIe property of a software device says.
-pub const VIRTUAL: &str = "virtual device, no PCI function";
+pub(crate) const VIRTUAL: &str = "virtual device, no PCI function";
 
 /// "4: ACTIVE" -> "ACTIVE".
 fn strip_number(text: &str) -> &str {
@@ -25,7 +25,7 @@ fn strip_number(text: &str) -> &str {
 }
 
 /// The RDMA device itself, as a fact.
-pub fn device(nic: &RdmaDevice) -> Check {
+pub(crate) fn device(nic: &RdmaDevice) -> Check {
     let mut text = format!("{}: {}", nic.name, nic.describe_attachment());
     if let Some(fw) = nic.fw_ver.as_deref().filter(|fw| !fw.is_empty()) {
         text.push_str(&format!(", fw {fw}"));
@@ -40,7 +40,7 @@ pub fn device(nic: &RdmaDevice) -> Check {
 }
 
 /// The port exists and is ACTIVE.
-pub fn port_state(nic: &RdmaDevice, number: u32) -> Check {
+pub(crate) fn port_state(nic: &RdmaDevice, number: u32) -> Check {
     const NAME: &str = "port state";
     let Some(port) = nic.port(number) else {
         let ports: Vec<String> = nic.ports.iter().map(|p| p.port.to_string()).collect();
@@ -82,7 +82,7 @@ pub fn port_state(nic: &RdmaDevice, number: u32) -> Check {
 }
 
 /// The port's rate: what it trained at, against `--expect-rate` and the usual 4X width.
-pub fn port_rate(nic: &RdmaDevice, port: &RdmaPort, expect_gbps: Option<f64>) -> Check {
+pub(crate) fn port_rate(nic: &RdmaDevice, port: &RdmaPort, expect_gbps: Option<f64>) -> Check {
     const NAME: &str = "port rate";
     let Some(text) = port.rate.as_deref() else {
         return if port.is_active() {
@@ -138,7 +138,7 @@ pub fn port_rate(nic: &RdmaDevice, port: &RdmaPort, expect_gbps: Option<f64>) ->
 
 /// The active MTU and where it came from.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct MtuFact {
+pub(crate) struct MtuFact {
     /// The active (path) MTU in bytes, when known.
     pub active: Option<u32>,
     /// How it was found, or why not.
@@ -149,7 +149,7 @@ pub struct MtuFact {
 
 /// Work out the active MTU: from verbs when it answered, else from the netdev's MTU (RoCE:
 /// exactly as the kernel derives it; InfiniBand: the IPoIB datagram MTU is the IB MTU - 4).
-pub fn mtu_fact(
+pub(crate) fn mtu_fact(
     sysfs: &Sysfs,
     layer: Option<LinkLayer>,
     netdev: Option<&str>,
@@ -199,7 +199,7 @@ pub fn mtu_fact(
 }
 
 /// The MTU against InfiniBand's 4096 or RoCE's jumbo frames.
-pub fn mtu(device: &str, port: &RdmaPort, fact: &MtuFact, iwarp: bool) -> Check {
+pub(crate) fn mtu(device: &str, port: &RdmaPort, fact: &MtuFact, iwarp: bool) -> Check {
     const NAME: &str = "MTU";
     if !port.is_active() {
         return Check::skip(NAME, "port not ACTIVE");
@@ -249,7 +249,7 @@ pub fn mtu(device: &str, port: &RdmaPort, fact: &MtuFact, iwarp: bool) -> Check 
 
 /// One populated GID table entry from sysfs.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Gid {
+pub(crate) struct Gid {
     /// Its index (`-x`).
     pub index: u32,
     /// The GID as an IPv6 address.
@@ -259,7 +259,7 @@ pub struct Gid {
 }
 
 /// The populated GIDs of a port (`ports/N/gids/*`, `gid_attrs/types/*`), by index.
-pub fn read_gids(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Gid> {
+pub(crate) fn read_gids(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Gid> {
     let dir = Path::new("/sys/class/infiniband")
         .join(device)
         .join("ports")
@@ -287,14 +287,14 @@ pub fn read_gids(sysfs: &Sysfs, device: &str, port: u32) -> Vec<Gid> {
 
 /// Whether the device is iWARP (node type "4: RNIC", as siw and irdma's iWARP ports are):
 /// it runs over TCP, so RoCE's GIDs and MTU rules do not apply.
-pub fn is_iwarp(nic: &RdmaDevice) -> bool {
+pub(crate) fn is_iwarp(nic: &RdmaDevice) -> bool {
     nic.node_type
         .as_deref()
         .is_some_and(|t| t.ends_with("RNIC"))
 }
 
 /// A RoCE v2 GID exists (on RoCE ports).
-pub fn roce_gid(port: &RdmaPort, gids: &[Gid], netdev: Option<&str>, iwarp: bool) -> Check {
+pub(crate) fn roce_gid(port: &RdmaPort, gids: &[Gid], netdev: Option<&str>, iwarp: bool) -> Check {
     const NAME: &str = "RoCEv2 GID";
     if iwarp {
         return Check::skip(
@@ -362,7 +362,7 @@ pub fn roce_gid(port: &RdmaPort, gids: &[Gid], netdev: Option<&str>, iwarp: bool
 }
 
 /// The NIC-GPU class: PIX/PXB good, PHB acceptable, NODE/SYS bad for GPUDirect.
-pub fn path_class(topology: &Topology, pair: &PairInfo) -> Check {
+pub(crate) fn path_class(topology: &Topology, pair: &PairInfo) -> Check {
     const NAME: &str = "NIC-GPU path";
     let class = pair.path.class;
     let via = match (&pair.path.common_ancestor, class) {
@@ -425,7 +425,7 @@ fn alternatives(topology: &Topology, pair: &PairInfo, default: &str) -> String {
 }
 
 /// ACS P2P redirect off on the bridges between NIC and GPU.
-pub fn acs(pair: &PairInfo) -> Check {
+pub(crate) fn acs(pair: &PairInfo) -> Check {
     const NAME: &str = "ACS on the path";
     if pair.path.class > PathClass::Pxb {
         return Check::skip(
@@ -470,7 +470,7 @@ pub fn acs(pair: &PairInfo) -> Check {
 }
 
 /// GPUDirect RDMA readiness for a GPU of `kind`, from its vendor's pieces.
-pub fn gpudirect_for(kind: topo::Accelerator, facts: &GdrFacts) -> Check {
+pub(crate) fn gpudirect_for(kind: topo::Accelerator, facts: &GdrFacts) -> Check {
     match kind {
         topo::Accelerator::Nvidia => gpudirect(facts),
         topo::Accelerator::Amd => gpudirect_amd(facts),
@@ -532,7 +532,7 @@ fn dma_buf_not_ready(
 }
 
 /// nvidia-peermem loaded, or dma-buf possible (kernel, config, driver).
-pub fn gpudirect(facts: &GdrFacts) -> Check {
+pub(crate) fn gpudirect(facts: &GdrFacts) -> Check {
     let driver = facts
         .driver
         .as_deref()
@@ -570,7 +570,7 @@ pub fn gpudirect(facts: &GdrFacts) -> Check {
 /// amdgpu's PeerDirect registered with the RDMA core, or dma-buf possible: kernel, config,
 /// the amdgpu module, and `CONFIG_PCI_P2PDMA`, without which amdgpu moves an exported buffer
 /// to system memory (GTT) for the NIC: it works, but the NIC reads a copy, not the GPU.
-pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
+pub(crate) fn gpudirect_amd(facts: &GdrFacts) -> Check {
     use accel::Runtime as _;
     let peer = rocm::ROCM.peer_memory();
     if facts.amd.peer_direct {
@@ -612,7 +612,7 @@ pub fn gpudirect_amd(facts: &GdrFacts) -> Check {
 
 /// The GPU's own dma-buf and GPUDirect RDMA attributes, asked of its runtime (`kind`'s: CUDA for
 /// NVIDIA) on the live machine (`gpu_bdf`); a sysfs snapshot (`live` false) cannot be asked.
-pub fn gpu_dmabuf_attribute(gpu_bdf: &str, kind: topo::Accelerator, live: bool) -> Check {
+pub(crate) fn gpu_dmabuf_attribute(gpu_bdf: &str, kind: topo::Accelerator, live: bool) -> Check {
     const NAME: &str = "GPU dma-buf support";
     let Some(runtime) = crate::memory::runtime_of(kind) else {
         return Check::skip(NAME, no_runtime(kind));
@@ -661,7 +661,7 @@ pub fn gpu_dmabuf_attribute(gpu_bdf: &str, kind: topo::Accelerator, live: bool) 
 }
 
 /// The IOMMU: off or passthrough, or translating (a cost for GPUDirect).
-pub fn iommu(iommu: &Iommu, nic_group_type: Option<&str>) -> Check {
+pub(crate) fn iommu(iommu: &Iommu, nic_group_type: Option<&str>) -> Check {
     const NAME: &str = "IOMMU";
     let described = iommu.describe();
     if !iommu.enabled {
@@ -698,7 +698,7 @@ pub fn iommu(iommu: &Iommu, nic_group_type: Option<&str>) -> Check {
 
 /// The CPUs the benchmark may run on, or why they are unknown.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Cpus {
+pub(crate) enum Cpus {
     /// Known CPUs and where the list came from.
     Known(Vec<u32>, &'static str),
     /// Why they are unknown.
@@ -706,7 +706,7 @@ pub enum Cpus {
 }
 
 /// The NIC's NUMA node against the CPUs the benchmark may run on.
-pub fn numa(
+pub(crate) fn numa(
     nic: &str,
     nic_node: Option<u32>,
     cpus: &Cpus,
@@ -775,7 +775,7 @@ pub fn numa(
 }
 
 /// The cpufreq governor of the CPUs the benchmark may run on (all, when unknown).
-pub fn governor(governors: &BTreeMap<u32, String>, cpus: Option<&[u32]>) -> Check {
+pub(crate) fn governor(governors: &BTreeMap<u32, String>, cpus: Option<&[u32]>) -> Check {
     const NAME: &str = "CPU governor";
     let chosen: Vec<(&u32, &String)> = match cpus {
         Some(cpus) if governors.keys().any(|c| cpus.contains(c)) => {
@@ -811,7 +811,7 @@ pub fn governor(governors: &BTreeMap<u32, String>, cpus: Option<&[u32]>) -> Chec
 }
 
 /// The wire ceiling against the NIC's PCIe ceiling.
-pub fn ceilings(port: &RdmaPort, mtu: Option<u32>, link: Option<&PciLink>) -> Check {
+pub(crate) fn ceilings(port: &RdmaPort, mtu: Option<u32>, link: Option<&PciLink>) -> Check {
     const NAME: &str = "ceilings";
     let Some(link) = link else {
         return Check::skip(NAME, format!("{VIRTUAL}: no PCIe ceiling"));

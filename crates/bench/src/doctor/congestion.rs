@@ -16,7 +16,7 @@ use super::verdict::Check;
 
 /// What a climbing counter means.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// The fabric pushes back: pause/PFC frames, ECN marks, CNPs, transmit waits.
     Congestion,
     /// Packets lost and retransmitted, receive buffers overrun.
@@ -60,7 +60,7 @@ const TRANSPORT: [&str; 14] = [
 
 /// What a counter called `name` measures; `None` for counters this check ignores (traffic
 /// totals, say).
-pub fn classify(name: &str) -> Option<Kind> {
+pub(crate) fn classify(name: &str) -> Option<Kind> {
     let has = |list: &[&str]| list.iter().any(|frag| name.contains(frag));
     if has(&LINK) {
         Some(Kind::Link)
@@ -74,10 +74,10 @@ pub fn classify(name: &str) -> Option<Kind> {
 }
 
 /// One reading of every classified counter, by "source/name".
-pub type Sample = BTreeMap<String, (Kind, u64)>;
+pub(crate) type Sample = BTreeMap<String, (Kind, u64)>;
 
 /// Read the counters of `device` port `port` and of `netdevs`.
-pub fn read(sysfs: &Sysfs, device: &str, port: u32, netdevs: &[String]) -> Sample {
+pub(crate) fn read(sysfs: &Sysfs, device: &str, port: u32, netdevs: &[String]) -> Sample {
     let mut sample = Sample::new();
     let port_dir = Path::new("/sys/class/infiniband")
         .join(device)
@@ -156,7 +156,7 @@ fn totals(sample: &Sample, kind: Kind) -> String {
 
 /// The congestion and error checks from two samples taken `elapsed` apart; `ethernet` adds
 /// where pause counters are to be found when sysfs has none.
-pub fn checks(
+pub(crate) fn checks(
     before: &Sample,
     after: &Sample,
     elapsed: Duration,

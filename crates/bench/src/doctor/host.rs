@@ -8,7 +8,7 @@ use std::path::Path;
 
 use topo::Sysfs;
 
-pub use crate::kconfig::{kernel_release, ConfigFact};
+pub(crate) use crate::kconfig::{kernel_release, ConfigFact};
 use crate::kconfig::{KernelConfig, RocmDmabufKernel};
 
 /// Where the kernel lists NUMA nodes and CPUs.
@@ -16,7 +16,7 @@ const NODE_DIR: &str = "/sys/devices/system/node";
 const CPU_DIR: &str = "/sys/devices/system/cpu";
 
 /// Parse a kernel CPU list ("0-55,112-167", "3", "" for none) into CPU numbers.
-pub fn parse_cpulist(text: &str) -> Option<Vec<u32>> {
+pub(crate) fn parse_cpulist(text: &str) -> Option<Vec<u32>> {
     let mut cpus = Vec::new();
     for part in text.trim().split(',').filter(|p| !p.trim().is_empty()) {
         let part = part.trim();
@@ -37,7 +37,7 @@ pub fn parse_cpulist(text: &str) -> Option<Vec<u32>> {
 }
 
 /// clap value parser of `--cpus`.
-pub fn parse_cpus_arg(text: &str) -> Result<CpuList, String> {
+pub(crate) fn parse_cpus_arg(text: &str) -> Result<CpuList, String> {
     match parse_cpulist(text) {
         Some(cpus) if !cpus.is_empty() => Ok(CpuList(cpus)),
         _ => Err(format!(
@@ -49,10 +49,10 @@ pub fn parse_cpus_arg(text: &str) -> Result<CpuList, String> {
 
 /// A list of CPU numbers given on the command line.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CpuList(pub Vec<u32>);
+pub(crate) struct CpuList(pub Vec<u32>);
 
 /// "0-3,8" for a sorted list.
-pub fn format_cpulist(cpus: &[u32]) -> String {
+pub(crate) fn format_cpulist(cpus: &[u32]) -> String {
     let mut parts = Vec::new();
     let mut iter = cpus.iter().copied().peekable();
     while let Some(start) = iter.next() {
@@ -71,7 +71,7 @@ pub fn format_cpulist(cpus: &[u32]) -> String {
 }
 
 /// The CPUs this process may run on (`sched_getaffinity`).
-pub fn allowed_cpus() -> io::Result<Vec<u32>> {
+pub(crate) fn allowed_cpus() -> io::Result<Vec<u32>> {
     // SAFETY: cpu_set_t is a plain bit array; all zeroes is the empty set.
     let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: `set` is a valid, writable cpu_set_t of the size passed; pid 0 is this thread.
@@ -88,7 +88,7 @@ pub fn allowed_cpus() -> io::Result<Vec<u32>> {
 }
 
 /// The CPUs of NUMA node `node`, `None` when sysfs does not say.
-pub fn node_cpus(sysfs: &Sysfs, node: u32) -> Option<Vec<u32>> {
+pub(crate) fn node_cpus(sysfs: &Sysfs, node: u32) -> Option<Vec<u32>> {
     let path = Path::new(NODE_DIR)
         .join(format!("node{node}"))
         .join("cpulist");
@@ -96,7 +96,7 @@ pub fn node_cpus(sysfs: &Sysfs, node: u32) -> Option<Vec<u32>> {
 }
 
 /// The NUMA nodes and their CPUs.
-pub fn nodes(sysfs: &Sysfs) -> BTreeMap<u32, Vec<u32>> {
+pub(crate) fn nodes(sysfs: &Sysfs) -> BTreeMap<u32, Vec<u32>> {
     let names = sysfs.list(Path::new(NODE_DIR)).unwrap_or_default();
     names
         .iter()
@@ -106,7 +106,7 @@ pub fn nodes(sysfs: &Sysfs) -> BTreeMap<u32, Vec<u32>> {
 }
 
 /// The cpufreq governor of every CPU that has one.
-pub fn governors(sysfs: &Sysfs) -> BTreeMap<u32, String> {
+pub(crate) fn governors(sysfs: &Sysfs) -> BTreeMap<u32, String> {
     let names = sysfs.list(Path::new(CPU_DIR)).unwrap_or_default();
     names
         .iter()
@@ -121,7 +121,7 @@ pub fn governors(sysfs: &Sysfs) -> BTreeMap<u32, String> {
 }
 
 /// (major, minor) of a release such as "5.15.0-1042-nvidia".
-pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
+pub(crate) fn kernel_version(release: &str) -> Option<(u32, u32)> {
     let mut parts = release.split(|c: char| !c.is_ascii_digit());
     let major = parts.next()?.parse().ok()?;
     let minor = parts.next()?.parse().ok()?;
@@ -130,7 +130,7 @@ pub fn kernel_version(release: &str) -> Option<(u32, u32)> {
 
 /// `CONFIG_DMA_SHARED_BUFFER` by the kernel's configuration, else inferred from
 /// `/sys/kernel/dmabuf` (present only when it is set).
-pub fn dma_buf_config(sysfs: &Sysfs, config: &KernelConfig) -> ConfigFact {
+pub(crate) fn dma_buf_config(sysfs: &Sysfs, config: &KernelConfig) -> ConfigFact {
     let fact = config.option("CONFIG_DMA_SHARED_BUFFER");
     if fact.set.is_some() || !sysfs.exists(Path::new("/sys/kernel/dmabuf")) {
         return fact;
@@ -143,7 +143,7 @@ pub fn dma_buf_config(sysfs: &Sysfs, config: &KernelConfig) -> ConfigFact {
 
 /// What decides whether GPUDirect RDMA can work, as far as files tell.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GdrFacts {
+pub(crate) struct GdrFacts {
     /// The peer-memory module that is loaded: nvidia_peermem, or the older nv_peer_mem.
     pub peermem: Option<String>,
     /// The kernel release.
@@ -160,7 +160,7 @@ pub struct GdrFacts {
 
 /// What decides whether an AMD GPU's memory can be registered with a NIC.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct AmdGdrFacts {
+pub(crate) struct AmdGdrFacts {
     /// amdgpu's PeerDirect is registered with the RDMA core's peer-memory API (ROCm's peer
     /// memory: `ibv_reg_mr` of a GPU address).
     pub peer_direct: bool,
@@ -174,7 +174,7 @@ pub struct AmdGdrFacts {
 
 impl AmdGdrFacts {
     /// Read them below `sysfs`'s root, with the kernel's `config`.
-    pub fn read(sysfs: &Sysfs, config: &KernelConfig) -> Self {
+    pub(crate) fn read(sysfs: &Sysfs, config: &KernelConfig) -> Self {
         use accel::Runtime as _;
         AmdGdrFacts {
             peer_direct: rocm::ROCM
@@ -189,7 +189,7 @@ impl AmdGdrFacts {
 
 impl GdrFacts {
     /// Read them below `sysfs`'s root.
-    pub fn read(sysfs: &Sysfs) -> Self {
+    pub(crate) fn read(sysfs: &Sysfs) -> Self {
         use accel::Runtime as _;
         let peermem = cuda::CUDA
             .peer_memory()
@@ -213,13 +213,13 @@ impl GdrFacts {
     }
 
     /// Whether the kernel is at least 5.12, the first with dma-buf import in the RDMA core.
-    pub fn kernel_has_dmabuf_mr(&self) -> Option<bool> {
+    pub(crate) fn kernel_has_dmabuf_mr(&self) -> Option<bool> {
         let (major, minor) = kernel_version(self.release.as_deref()?)?;
         Some((major, minor) >= (5, 12))
     }
 
     /// The NVIDIA driver's major version (535 of "535.161.08").
-    pub fn driver_major(&self) -> Option<u32> {
+    pub(crate) fn driver_major(&self) -> Option<u32> {
         self.driver.as_deref()?.split('.').next()?.parse().ok()
     }
 
@@ -227,7 +227,7 @@ impl GdrFacts {
     /// doctor's GPUDirect check: `Some(false)` when something blocks it (a kernel before
     /// 5.12, no `CONFIG_DMA_SHARED_BUFFER`, a driver before R515, the proprietary kernel
     /// modules), `None` when the kernel release or its configuration is unknown.
-    pub fn dma_buf_ready(&self) -> Option<bool> {
+    pub(crate) fn dma_buf_ready(&self) -> Option<bool> {
         let blocked = self.kernel_has_dmabuf_mr() == Some(false)
             || self.config.set == Some(false)
             || self.driver_major().is_some_and(|major| major < 515)

@@ -6,11 +6,11 @@
 //! machine's); only on the live system (`/`) are verbs asked for the active MTU and this
 //! process's CPU affinity compared with the NIC's NUMA node.
 
-pub mod checks;
-pub mod congestion;
-pub mod host;
-pub mod pcie;
-pub mod verdict;
+pub(crate) mod checks;
+pub(crate) mod congestion;
+pub(crate) mod host;
+pub(crate) mod pcie;
+pub(crate) mod verdict;
 
 use std::path::PathBuf;
 use std::thread;
@@ -62,7 +62,7 @@ pub struct DoctorArgs {
     ///
     /// CPUs the benchmark will run on, e.g. 0-15 [default: those this process may use]
     #[arg(long, value_name = "LIST", value_parser = host::parse_cpus_arg)]
-    pub cpus: Option<CpuList>,
+    pub(crate) cpus: Option<CpuList>,
 
     /// The port rate the link should run at (Gb/s): slower FAILs
     ///
@@ -88,7 +88,7 @@ fn parse_expect_rate(text: &str) -> Result<f64, String> {
 
 /// What to examine, from the command line.
 #[derive(Debug, Clone, Default)]
-pub struct Options {
+pub(crate) struct Options {
     /// `-d`.
     pub device: Option<String>,
     /// `-i`.
@@ -105,7 +105,7 @@ pub struct Options {
 
 impl DoctorArgs {
     /// The options these arguments ask for.
-    pub fn options(&self) -> Options {
+    pub(crate) fn options(&self) -> Options {
         Options {
             device: self.ib_dev.clone(),
             port: self.ib_port,
@@ -119,7 +119,7 @@ impl DoctorArgs {
 
 /// The outcome: a heading and the checks in order.
 #[derive(Debug, Clone)]
-pub struct Diagnosis {
+pub(crate) struct Diagnosis {
     /// What was examined.
     pub heading: Vec<String>,
     /// The checklist.
@@ -128,7 +128,7 @@ pub struct Diagnosis {
 
 impl Diagnosis {
     /// Heading, checklist and summary, as printed.
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = String::new();
         // The device, the GPU and the root: names from sysfs and the command line.
         for line in &self.heading {
@@ -146,7 +146,7 @@ impl Diagnosis {
 
 /// `doctor`'s output: the [`Diagnosis`] as printed.
 #[derive(Debug, Clone, Copy)]
-pub struct TextExporter;
+pub(crate) struct TextExporter;
 
 impl Exporter<Diagnosis> for TextExporter {
     fn render(&self, diagnosis: &Diagnosis) -> Result<Vec<u8>> {
@@ -248,7 +248,7 @@ fn choose_gpu<'t>(
 }
 
 /// Examine the machine below `sysfs`.
-pub fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
+pub(crate) fn diagnose(sysfs: &Sysfs, opts: &Options) -> Result<Diagnosis> {
     let live = is_live(sysfs);
     let nic = choose_device(sysfs, opts)?;
     let mut checks = Vec::new();

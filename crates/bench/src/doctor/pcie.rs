@@ -9,7 +9,7 @@ use super::verdict::{Check, Verdict};
 
 /// A PCIe link against what both its ends can do: `port` is the address of the port above
 /// the function, when there is one (named in the advice).
-pub fn pcie_link(
+pub(crate) fn pcie_link(
     name: &'static str,
     bdf: &str,
     link: &PciLink,
@@ -88,7 +88,7 @@ pub fn pcie_link(
 /// The links above a device's own on its path (root port to switch, switch to switch) that
 /// trained below what both their ends can do. Each link is read at its downstream end, the
 /// function below a root or downstream port; a switch's internal bus is not a link.
-pub fn downtrained_uplinks(path: &PciPath) -> Vec<String> {
+pub(crate) fn downtrained_uplinks(path: &PciPath) -> Vec<String> {
     let hops = &path.hops;
     let mut notes = Vec::new();
     for i in 0..hops.len().saturating_sub(2) {
@@ -113,7 +113,7 @@ pub fn downtrained_uplinks(path: &PciPath) -> Vec<String> {
 }
 
 /// A link check made a FAIL when links above the device are trained down.
-pub fn with_uplinks(check: Check, uplinks: &[String]) -> Check {
+pub(crate) fn with_uplinks(check: Check, uplinks: &[String]) -> Check {
     if uplinks.is_empty() {
         return check;
     }

@@ -7,7 +7,7 @@ use crate::text::printable;
 
 /// How a check came out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Verdict {
+pub(crate) enum Verdict {
     /// As it should be.
     Pass,
     /// A fact worth knowing, no judgement.
@@ -34,7 +34,7 @@ impl fmt::Display for Verdict {
 
 /// One checked item.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Check {
+pub(crate) struct Check {
     /// Short name, e.g. "NIC PCIe link".
     pub name: &'static str,
     /// The outcome.
@@ -47,7 +47,7 @@ pub struct Check {
 
 impl Check {
     /// A check with no advice.
-    pub fn new(name: &'static str, verdict: Verdict, evidence: impl Into<String>) -> Self {
+    pub(crate) fn new(name: &'static str, verdict: Verdict, evidence: impl Into<String>) -> Self {
         Self {
             name,
             verdict,
@@ -57,32 +57,32 @@ impl Check {
     }
 
     /// A passed check.
-    pub fn pass(name: &'static str, evidence: impl Into<String>) -> Self {
+    pub(crate) fn pass(name: &'static str, evidence: impl Into<String>) -> Self {
         Self::new(name, Verdict::Pass, evidence)
     }
 
     /// A fact.
-    pub fn info(name: &'static str, evidence: impl Into<String>) -> Self {
+    pub(crate) fn info(name: &'static str, evidence: impl Into<String>) -> Self {
         Self::new(name, Verdict::Info, evidence)
     }
 
     /// A check that does not apply, and why.
-    pub fn skip(name: &'static str, why: impl Into<String>) -> Self {
+    pub(crate) fn skip(name: &'static str, why: impl Into<String>) -> Self {
         Self::new(name, Verdict::Skip, why)
     }
 
     /// A warning.
-    pub fn warn(name: &'static str, evidence: impl Into<String>) -> Self {
+    pub(crate) fn warn(name: &'static str, evidence: impl Into<String>) -> Self {
         Self::new(name, Verdict::Warn, evidence)
     }
 
     /// A failure.
-    pub fn fail(name: &'static str, evidence: impl Into<String>) -> Self {
+    pub(crate) fn fail(name: &'static str, evidence: impl Into<String>) -> Self {
         Self::new(name, Verdict::Fail, evidence)
     }
 
     /// The same check with what to do.
-    pub fn fix(mut self, fix: impl Into<String>) -> Self {
+    pub(crate) fn fix(mut self, fix: impl Into<String>) -> Self {
         self.fix = Some(fix.into());
         self
     }
@@ -94,7 +94,7 @@ const NAME_WIDTH: usize = 19;
 /// The checklist, one line per check and an indented "->" line for each fix. The evidence
 /// and the fix hold what sysfs said (names, firmware, states, counters): escaped here, where
 /// they are drawn, so that each stays one line and no control character reaches the terminal.
-pub fn render(checks: &[Check]) -> String {
+pub(crate) fn render(checks: &[Check]) -> String {
     let mut out = String::new();
     for check in checks {
         out.push_str(&format!(
@@ -112,7 +112,7 @@ pub fn render(checks: &[Check]) -> String {
 }
 
 /// "16 checks: 9 PASS, 3 WARN, 1 FAIL, 2 SKIP, 1 INFO" (verdicts that occur only).
-pub fn summary(checks: &[Check]) -> String {
+pub(crate) fn summary(checks: &[Check]) -> String {
     let order = [
         Verdict::Pass,
         Verdict::Warn,
@@ -131,7 +131,7 @@ pub fn summary(checks: &[Check]) -> String {
 }
 
 /// The names of the failed checks.
-pub fn failures(checks: &[Check]) -> Vec<&'static str> {
+pub(crate) fn failures(checks: &[Check]) -> Vec<&'static str> {
     checks
         .iter()
         .filter(|c| c.verdict == Verdict::Fail)

@@ -23,7 +23,7 @@ pub struct Footprint {
     /// QPs.
     pub qps: u32,
     /// `--mem cuda-staged`: the pinned host bounce buffers.
-    pub bounce: Option<Bounce>,
+    pub(crate) bounce: Option<Bounce>,
     /// The payload lives in GPU memory.
     pub on_gpu: bool,
     /// Bytes of the work and completion queues, in host memory: what the device's driver
@@ -41,7 +41,7 @@ const CQE_BYTES: u64 = 64;
 
 /// Bytes of the queues of `plan`: per QP, its send and receive queues, and the completion
 /// queue's entries for both.
-pub fn queue_bytes(plan: &TestPlan) -> u64 {
+pub(crate) fn queue_bytes(plan: &TestPlan) -> u64 {
     let (tx, rx) = (u64::from(plan.tx_depth), u64::from(plan.rx_depth));
     let per_qp = tx * SEND_WQE_BYTES + rx * RECV_WQE_BYTES + (tx + rx) * CQE_BYTES;
     per_qp.saturating_mul(u64::from(plan.qps))
@@ -49,7 +49,7 @@ pub fn queue_bytes(plan: &TestPlan) -> u64 {
 
 /// A staged side's bounce buffers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Bounce {
+pub(crate) struct Bounce {
     /// Bytes of one bounce buffer.
     pub buffer_len: usize,
     /// Bytes of pinned memory per QP: its bounce buffers, at least a slot.
@@ -81,12 +81,12 @@ impl Footprint {
     }
 
     /// Bytes of the payload memory: a slot per QP.
-    pub fn payload_bytes(&self) -> u64 {
+    pub(crate) fn payload_bytes(&self) -> u64 {
         self.slot.saturating_mul(u64::from(self.qps))
     }
 
     /// Bytes of pinned bounce buffers (staged), else 0.
-    pub fn bounce_bytes(&self) -> u64 {
+    pub(crate) fn bounce_bytes(&self) -> u64 {
         self.bounce
             .map_or(0, |b| b.stride.saturating_mul(u64::from(self.qps)))
     }
@@ -114,7 +114,7 @@ impl Footprint {
 /// operations land: on the server, on both sides with `-b`, and on both in write-lat's
 /// ping-pong. (A staged write-bw server is written into with immediate data, a staged read-bw
 /// server is read; their notices and credits are SENDs.)
-pub fn remote_access(plan: &TestPlan, role: Role) -> Access {
+pub(crate) fn remote_access(plan: &TestPlan, role: Role) -> Access {
     let verb = plan.test.verb;
     let target = role == Role::Server
         || plan.bidirectional
@@ -132,14 +132,14 @@ pub fn remote_access(plan: &TestPlan, role: Role) -> Access {
 /// but never the bounce buffers of a staged WRITE latency test. Its arrival is seen by polling
 /// the last byte of the message; under relaxed ordering that byte may land before the others,
 /// and the copy into the GPU (and `--validate`) would take stale ones.
-pub fn relaxed_ordering(asked: bool, plan: &TestPlan, mem: &MemMode) -> bool {
+pub(crate) fn relaxed_ordering(asked: bool, plan: &TestPlan, mem: &MemMode) -> bool {
     let polls_a_byte = plan.test.mode == Mode::Lat && plan.test.verb == Verb::Write;
     asked && !(mem.is_staged() && polls_a_byte)
 }
 
 /// Why `--odp` cannot run `plan` on `device` (whose on-demand paging is `caps`): the device
 /// has none, or not for every operation the test needs over its transport.
-pub fn odp_refusal(device: &str, caps: OdpCaps, plan: &TestPlan) -> Option<String> {
+pub(crate) fn odp_refusal(device: &str, caps: OdpCaps, plan: &TestPlan) -> Option<String> {
     let transport = transport(plan.connection);
     let offered = caps.over(transport);
     if caps == OdpCaps::default() {
@@ -172,7 +172,7 @@ pub fn odp_refusal(device: &str, caps: OdpCaps, plan: &TestPlan) -> Option<Strin
 
 /// The kernel's pool of huge pages, as /proc/meminfo says it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct HugePool {
+pub(crate) struct HugePool {
     /// Bytes per huge page (`Hugepagesize`).
     pub page: usize,
     /// Pages reserved (`HugePages_Total`, what `vm.nr_hugepages` set).
@@ -183,7 +183,7 @@ pub struct HugePool {
 
 impl HugePool {
     /// The pool as `meminfo` (the text of /proc/meminfo) describes it; `None` when it does not.
-    pub fn parse(meminfo: &str) -> Option<HugePool> {
+    pub(crate) fn parse(meminfo: &str) -> Option<HugePool> {
         let field = |name: &str| {
             meminfo
                 .lines()
@@ -198,7 +198,7 @@ impl HugePool {
     }
 
     /// This machine's pool.
-    pub fn current() -> Option<HugePool> {
+    pub(crate) fn current() -> Option<HugePool> {
         HugePool::parse(&std::fs::read_to_string("/proc/meminfo").ok()?)
     }
 }
@@ -206,7 +206,7 @@ impl HugePool {
 /// `len` bytes of host memory for the registered buffer: on huge pages with `huge`
 /// (`--use-hugepages`), where too few free ones fail naming how many are needed and how to
 /// reserve them.
-pub fn host_buffer(len: usize, huge: bool) -> Result<HostBuffer> {
+pub(crate) fn host_buffer(len: usize, huge: bool) -> Result<HostBuffer> {
     if !huge {
         return Ok(HostBuffer::new(len)?);
     }

@@ -127,7 +127,7 @@ pub(super) fn check_ud_size(plan: &TestPlan, mtu: u32, whose: &str) -> Result<()
 /// checks it before anything loads the CUDA driver or opens a device (`TestArgs::
 /// check_memory`), and `prepare` again on the plan this side runs (a server's is the
 /// client's). `flag` is the option that gave `mem` (`--mem`, or `--peer-mem`).
-pub fn check_memory_mode(
+pub(crate) fn check_memory_mode(
     flag: &str,
     mem: &MemMode,
     plan: &TestPlan,
@@ -185,7 +185,7 @@ pub fn check_memory_mode(
 /// The memory rules of a run whose two sides are both in this invocation (`--loopback`):
 /// each side's mode (`client_flag` names the option that gave the client's), and a staged
 /// server's need of a staged client with the same bounce buffers (`staged::check_peer`).
-pub fn check_loopback_memory(
+pub(crate) fn check_loopback_memory(
     plan: &TestPlan,
     server: &SideConfig,
     client: &SideConfig,

@@ -17,7 +17,7 @@ use verbs::{
 
 /// How this side's QPs meet their peers' through the CM.
 #[derive(Debug)]
-pub enum CmSide {
+pub(crate) enum CmSide {
     /// The server: listening for the client's connection requests.
     Listen(CmListener),
     /// The client: dials the server's CM at this port; `peer` is the control channel's
@@ -31,7 +31,7 @@ pub enum CmSide {
 }
 
 /// The IPv4 address a RoCE v2 GID carries (`::ffff:a.b.c.d`), if it carries one.
-pub fn ipv4_of(gid: &[u8; 16]) -> Option<Ipv4Addr> {
+pub(crate) fn ipv4_of(gid: &[u8; 16]) -> Option<Ipv4Addr> {
     let mapped = gid[..10].iter().all(|&b| b == 0) && gid[10] == 0xff && gid[11] == 0xff;
     mapped.then(|| Ipv4Addr::new(gid[12], gid[13], gid[14], gid[15]))
 }
@@ -39,7 +39,7 @@ pub fn ipv4_of(gid: &[u8; 16]) -> Option<Ipv4Addr> {
 impl CmSide {
     /// The server's side: listening on its GID's address (every address where the GID has
     /// none) at `port`.
-    pub fn listen(gid: Option<&GidEntry>, port: u16) -> Result<CmSide> {
+    pub(crate) fn listen(gid: Option<&GidEntry>, port: u16) -> Result<CmSide> {
         let ip = gid
             .and_then(|g| ipv4_of(&g.gid))
             .unwrap_or(Ipv4Addr::UNSPECIFIED);
@@ -51,7 +51,7 @@ impl CmSide {
 
     /// Connects `qp` to the peer's QP `peer` through the CM within `timeout`, with `path`'s
     /// attributes over the CM's; this side's GID names the address it sends from.
-    pub fn connect(
+    pub(crate) fn connect(
         &mut self,
         qp: QueuePair<Created>,
         peer: &Endpoint,

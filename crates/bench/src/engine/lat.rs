@@ -31,7 +31,7 @@ pub(crate) const SPINS_PER_CHECK: u32 = 1 << 14;
 
 /// The shape of one latency loop.
 #[derive(Debug, Clone, Copy)]
-pub struct LatShape {
+pub(crate) struct LatShape {
     /// The operation.
     pub verb: Verb,
     /// The atomic operation, for atomics.
@@ -59,7 +59,7 @@ pub struct LatShape {
 
 /// What the initiator measured.
 #[derive(Debug, Clone)]
-pub struct LatMeasured {
+pub(crate) struct LatMeasured {
     /// Round trips measured and the window they spanned.
     pub window: Window,
     /// Latencies in nanoseconds (one-way for WRITE/SEND, round trip otherwise).
@@ -361,7 +361,7 @@ fn last_byte(side: &Connected, shape: &LatShape) -> Result<Option<*const u8>> {
 }
 
 /// The initiator's loop (the client).
-pub fn initiate(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
+pub(crate) fn initiate(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
     let r = initiate_loop(side, shape);
     explain_loss(side, r)
 }
@@ -369,7 +369,7 @@ pub fn initiate(side: &mut Connected, shape: &LatShape) -> Result<LatMeasured> {
 /// The responder's loop (the server) for WRITE and SEND latency: answer every round trip,
 /// until the plan's count or, in duration runs, until the initiator says it is done.
 /// Returns the number of round trips answered.
-pub fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
+pub(crate) fn respond(side: &mut Connected, shape: &LatShape, peer: &PeerState) -> Result<u64> {
     let r = respond_loop(side, shape, peer);
     explain_loss(side, r)
 }

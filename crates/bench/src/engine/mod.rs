@@ -11,11 +11,11 @@
 pub mod buffer;
 pub mod bw;
 mod checks;
-pub mod cm;
-pub mod lat;
+pub(crate) mod cm;
+pub(crate) mod lat;
 mod register;
-pub mod staged;
-pub mod validate;
+pub(crate) mod staged;
+pub(crate) mod validate;
 
 use std::time::Duration;
 
@@ -32,7 +32,7 @@ use crate::plan::{
 };
 use buffer::{remote_access, Footprint};
 use checks::{check_device_limits, check_tclass, check_ud_size};
-pub use checks::{check_loopback_memory, check_memory_mode};
+pub(crate) use checks::{check_loopback_memory, check_memory_mode};
 use model::record::ParamsRecord;
 use register::{open_gpu, register, Target};
 
@@ -66,14 +66,14 @@ pub struct SideConfig {
 /// (`accel::AllocationGuard`; with `--mem cuda` the dma-buf it was registered through, which
 /// holds one), so the memory outlives the registration whatever is dropped first.
 #[derive(Debug)]
-pub struct GpuMemory {
+pub(crate) struct GpuMemory {
     /// The device memory.
     pub buf: Box<dyn accel::GpuBuffer>,
 }
 
 /// The device and port opened and checked, the GID resolved: nothing created yet.
 #[derive(Debug)]
-pub struct Local {
+pub(crate) struct Local {
     device: Device,
     port: PortInfo,
     gid: Option<GidEntry>,
@@ -89,7 +89,7 @@ pub struct Local {
 
 /// Resources created, QPs in INIT, endpoints ready to send to the peer.
 #[derive(Debug)]
-pub struct Prepared {
+pub(crate) struct Prepared {
     device: Device,
     port: PortInfo,
     gid: Option<GidEntry>,
@@ -123,7 +123,7 @@ pub struct Prepared {
 
 /// Connected to the peer: every QP ready to send.
 #[derive(Debug)]
-pub struct Connected {
+pub(crate) struct Connected {
     /// The open device.
     pub device: Device,
     /// The port in use.
@@ -224,7 +224,7 @@ fn first_psn(index: usize) -> u32 {
 }
 
 /// The verbs transport of a plan's connection.
-pub fn transport(c: Connection) -> Transport {
+pub(crate) fn transport(c: Connection) -> Transport {
     match c {
         Connection::Rc => Transport::Rc,
         Connection::Uc => Transport::Uc,
@@ -233,7 +233,7 @@ pub fn transport(c: Connection) -> Transport {
 }
 
 /// Bytes a receive needs for a message of `size` (UD adds the GRH).
-pub fn recv_len(transport: Transport, size: u64) -> u64 {
+pub(crate) fn recv_len(transport: Transport, size: u64) -> u64 {
     if transport == Transport::Ud {
         size + u64::from(UD_GRH_BYTES)
     } else {
@@ -243,33 +243,33 @@ pub fn recv_len(transport: Transport, size: u64) -> u64 {
 
 impl Local {
     /// The RDMA device's name, e.g. "mlx5_0".
-    pub fn device_name(&self) -> &str {
+    pub(crate) fn device_name(&self) -> &str {
         self.device.name()
     }
 
     /// What `plan`'s buffers take on this side (what [`Local::prepare`] would allocate).
-    pub fn footprint(&self, plan: &TestPlan) -> Result<Footprint> {
+    pub(crate) fn footprint(&self, plan: &TestPlan) -> Result<Footprint> {
         Footprint::new(plan, &self.mem, self.staging)
     }
 
     /// Where this side's buffers live: its memory mode.
-    pub fn mem(&self) -> &MemMode {
+    pub(crate) fn mem(&self) -> &MemMode {
         &self.mem
     }
 
     /// How a staged memory mode bounces through host memory.
-    pub fn staging(&self) -> accel::StagingConfig {
+    pub(crate) fn staging(&self) -> accel::StagingConfig {
         self.staging
     }
 
     /// The GPU's memory in bytes, for the GPU memory modes.
-    pub fn gpu_memory(&self) -> Option<u64> {
+    pub(crate) fn gpu_memory(&self) -> Option<u64> {
         self.gpu.as_ref().map(|g| g.total_memory() as u64)
     }
 
     /// The largest inline size up to `want` that this device creates `plan`'s QPs with (verbs
     /// has no query for it: QPs are created until one fits).
-    pub fn inline_limit(&self, plan: &TestPlan, want: u32) -> Result<u32> {
+    pub(crate) fn inline_limit(&self, plan: &TestPlan, want: u32) -> Result<u32> {
         let pd = self.device.alloc_pd()?;
         let cq = CompletionQueue::new(&self.device, plan.tx_depth + 1)?;
         let creates = |n: u32| {
@@ -297,7 +297,7 @@ impl Local {
 
     /// Opens the device and its port (which must be ACTIVE) and resolves the GID, so that a
     /// missing device fails the run before any peer is waited for.
-    pub fn open(cfg: &SideConfig) -> Result<Self> {
+    pub(crate) fn open(cfg: &SideConfig) -> Result<Self> {
         // The runtime first: without its driver a GPU run fails at once, naming it.
         if let Some(runtime) = cfg.mem.runtime() {
             runtime
@@ -333,7 +333,7 @@ impl Local {
     }
 
     /// Creates the buffer, CQ and QPs for `plan`; the `role` decides who receives SENDs.
-    pub fn prepare(self, plan: &TestPlan, role: Role) -> Result<Prepared> {
+    pub(crate) fn prepare(self, plan: &TestPlan, role: Role) -> Result<Prepared> {
         let Local {
             device,
             port,
@@ -535,23 +535,23 @@ fn max_inline(creates: impl Fn(u32) -> bool) -> Option<u32> {
 impl Prepared {
     /// `-R`: the QPs will connect through the RDMA CM as `side` says, each within `timeout`
     /// (the server's side listens from now on: before it sends its endpoints).
-    pub fn use_cm(&mut self, side: cm::CmSide, timeout: Duration) {
+    pub(crate) fn use_cm(&mut self, side: cm::CmSide, timeout: Duration) {
         self.cm = Some((side, timeout));
     }
 
     /// The server's CM side for this side's GID, listening at `port`.
-    pub fn cm_listener(&self, port: u16) -> Result<cm::CmSide> {
+    pub(crate) fn cm_listener(&self, port: u16) -> Result<cm::CmSide> {
         cm::CmSide::listen(self.gid.as_ref(), port)
     }
 
     /// The bounce buffers, when this side is staged, to tell the peer.
-    pub fn bounce(&self) -> Option<staged::BounceLayout> {
+    pub(crate) fn bounce(&self) -> Option<staged::BounceLayout> {
         self.staging.as_ref().map(staged::Staging::layout)
     }
 
     /// The endpoint of each QP, to send to the peer (with the READs/atomics it accepts
     /// outstanding as a responder: what the device allows, or `-o`).
-    pub fn endpoints(&self, plan: &TestPlan) -> Vec<Endpoint> {
+    pub(crate) fn endpoints(&self, plan: &TestPlan) -> Vec<Endpoint> {
         let rd_atomic = responder_rd_atomic(self.device.facts(), plan) as u8;
         self.qps
             .iter()
@@ -576,7 +576,7 @@ impl Prepared {
 
     /// Checks the peer's endpoints (and, between two staged ends, its bounce buffers), posts
     /// every QP's receives (SEND tests), then moves every QP to ready-to-send against them.
-    pub fn connect(
+    pub(crate) fn connect(
         mut self,
         remote: Vec<Endpoint>,
         peer_bounce: Option<staged::BounceLayout>,
@@ -786,7 +786,7 @@ fn srq_numbers(qps: &[QueuePair<ReadyToSend>], srq: bool) -> Vec<(u32, usize)> {
 /// answered again, and rxe sends a READ's whole response at once, so one of more packets than
 /// the requester's host queues (1,000) loses its tail every time and waits for this timer: a
 /// 4 MiB READ took 4.5 s at 18 and 0.9 s at 14 in the two-node guest.
-pub fn qp_timeout_for(plan: &TestPlan, device: &Device) -> u8 {
+pub(crate) fn qp_timeout_for(plan: &TestPlan, device: &Device) -> u8 {
     let software = device.is_software() && plan.test.verb != Verb::Read;
     plan.qp_timeout.unwrap_or(if software {
         SOFTWARE_QP_TIMEOUT
@@ -797,33 +797,33 @@ pub fn qp_timeout_for(plan: &TestPlan, device: &Device) -> u8 {
 
 impl Connected {
     /// Bytes per slot half.
-    pub fn half(&self) -> u64 {
+    pub(crate) fn half(&self) -> u64 {
         self.slot / 2
     }
 
     /// Offset of QP `q`'s receive half in the buffer.
-    pub fn recv_offset(&self, q: usize) -> u64 {
+    pub(crate) fn recv_offset(&self, q: usize) -> u64 {
         q as u64 * self.slot
     }
 
     /// Offset of QP `q`'s send half in the buffer.
-    pub fn send_offset(&self, q: usize) -> u64 {
+    pub(crate) fn send_offset(&self, q: usize) -> u64 {
         q as u64 * self.slot + self.half()
     }
 
     /// The peer's receive half for QP `q`.
-    pub fn remote_recv(&self, q: usize) -> u64 {
+    pub(crate) fn remote_recv(&self, q: usize) -> u64 {
         self.remote[q].addr
     }
 
     /// The peer's send half for QP `q`.
-    pub fn remote_send(&self, q: usize) -> u64 {
+    pub(crate) fn remote_send(&self, q: usize) -> u64 {
         self.remote[q].addr + self.remote[q].len / 2
     }
 
     /// `len` bytes at `offset`, wherever the buffer lives (GPU memory is copied out, after the
     /// NIC's writes into it are flushed where the GPU asks for that).
-    pub fn read(&self, offset: u64, len: u64) -> Result<std::borrow::Cow<'_, [u8]>> {
+    pub(crate) fn read(&self, offset: u64, len: u64) -> Result<std::borrow::Cow<'_, [u8]>> {
         match &self.gpu {
             None => Ok(std::borrow::Cow::Borrowed(self.bytes(offset, len)?)),
             Some(g) => {
@@ -835,7 +835,7 @@ impl Connected {
     }
 
     /// Writes `data` at `offset`, wherever the buffer lives.
-    pub fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
+    pub(crate) fn write(&mut self, offset: u64, data: &[u8]) -> Result<()> {
         match &self.gpu {
             None => {
                 self.bytes_mut(offset, data.len() as u64)?
@@ -847,14 +847,14 @@ impl Connected {
     }
 
     /// `len` bytes at `offset` in the buffer.
-    pub fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
+    pub(crate) fn bytes(&self, offset: u64, len: u64) -> Result<&[u8]> {
         let host = self.mr.host().context("the buffer is not host memory")?;
         host.get(offset as usize..(offset + len) as usize)
             .with_context(|| format!("{len} bytes at {offset} are outside the buffer"))
     }
 
     /// `len` bytes at `offset` in the buffer, writable.
-    pub fn bytes_mut(&mut self, offset: u64, len: u64) -> Result<&mut [u8]> {
+    pub(crate) fn bytes_mut(&mut self, offset: u64, len: u64) -> Result<&mut [u8]> {
         let host = self
             .mr
             .host_mut()
@@ -866,7 +866,7 @@ impl Connected {
     /// Posts one receive into QP `q`'s receive half (into the shared receive queue with
     /// `--srq`, where whichever QP receives next takes it).
     #[inline]
-    pub fn post_recv(&mut self, q: usize, wr_id: u64) -> Result<()> {
+    pub(crate) fn post_recv(&mut self, q: usize, wr_id: u64) -> Result<()> {
         let (offset, len) = (self.recv_offset(q), self.half() as u32);
         match self.srq.as_mut() {
             Some(srq) => srq.post_recv(&self.mr, wr_id, offset, len)?,
@@ -878,7 +878,7 @@ impl Connected {
     /// The index of the QP that received `wc`: the receive's own QP (`q`, from its work
     /// request id), or with `--srq` the one the completion names.
     #[inline]
-    pub fn receiver(&self, wc: &Completion, q: usize) -> usize {
+    pub(crate) fn receiver(&self, wc: &Completion, q: usize) -> usize {
         if self.srq_qpns.is_empty() {
             return q;
         }
@@ -892,7 +892,7 @@ impl Connected {
     }
 
     /// Address of the byte at `offset` in the buffer (for volatile polling).
-    pub fn byte_ptr(&self, offset: u64) -> Result<*mut u8> {
+    pub(crate) fn byte_ptr(&self, offset: u64) -> Result<*mut u8> {
         if !self.mr.is_cpu_readable() {
             bail!("the buffer is not host memory");
         }

@@ -13,7 +13,7 @@ use crate::memory::{check_pattern, fill_pattern};
 use crate::plan::{Mode, Role, TestPlan, Verb};
 
 /// Whether this side received data in `plan` and so checks it.
-pub fn checks_here(plan: &TestPlan, role: Role) -> bool {
+pub(crate) fn checks_here(plan: &TestPlan, role: Role) -> bool {
     let lat = plan.test.mode == Mode::Lat;
     let server = role == Role::Server;
     match plan.test.verb {
@@ -26,7 +26,11 @@ pub fn checks_here(plan: &TestPlan, role: Role) -> bool {
 /// Zeroes every receive half and fills every send half with the pattern for `size` (through
 /// copies when the buffer is GPU memory; for a staged side, message after message over the
 /// span a bounce buffer's batch is copied from).
-pub fn prepare_buffers(side: &mut Connected, plan: &TestPlan, size: u64) -> anyhow::Result<()> {
+pub(crate) fn prepare_buffers(
+    side: &mut Connected,
+    plan: &TestPlan,
+    size: u64,
+) -> anyhow::Result<()> {
     let half = side.half();
     let span = staged::layout_for(side, plan, size)?.map_or(size, |l| l.span());
     if side.gpu.is_none() {
@@ -52,7 +56,7 @@ pub fn prepare_buffers(side: &mut Connected, plan: &TestPlan, size: u64) -> anyh
 
 /// Checks what landed on this side for `size`; `peer_ops_per_qp` is how many operations the
 /// peer completed on each QP (for atomics). Ok carries what was checked.
-pub fn check_received(
+pub(crate) fn check_received(
     side: &Connected,
     plan: &TestPlan,
     size: u64,

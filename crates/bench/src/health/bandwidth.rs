@@ -16,7 +16,7 @@ use crate::report::RunRecord;
 
 /// What one NIC's loopback run measured.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct BandwidthRun {
+pub(crate) struct BandwidthRun {
     /// The NIC (both sides of the loopback).
     pub nic: String,
     /// Its port.
@@ -100,14 +100,14 @@ fn figure(status_ok: bool, stdout: &str, stderr: &str) -> Result<f64, String> {
 /// How many times `--learn` runs the loopbacks: what it learns is each NIC's least of
 /// them, so one lucky run (a NIC that had the host's CPUs to itself) does not set a bar the
 /// same node misses a minute later.
-pub const LEARN_ROUNDS: usize = 3;
+pub(crate) const LEARN_ROUNDS: usize = 3;
 
 /// Runs every NIC's loopback up to `rounds` times (each round all at once) and keeps each
 /// NIC's worst: a failed run, else the least figure; with the rounds that ran. A round after
 /// the first starts only while what is left before `deadline` holds twice the longest round
 /// so far, so that learning on a slow node takes fewer rounds instead of running into the
 /// budget's end (where its runs would be killed and found failed).
-pub fn least_of_rounds(
+pub(crate) fn least_of_rounds(
     nics: &[(String, u32, Option<f64>)],
     secs: f64,
     deadline: Instant,
@@ -149,7 +149,7 @@ fn worse(a: &BandwidthRun, b: &BandwidthRun) -> bool {
 
 /// Runs every `(nic, port, min_gbits)` at once for `secs` each, killing what has not ended
 /// by `deadline`.
-pub fn run_all(
+pub(crate) fn run_all(
     nics: &[(String, u32, Option<f64>)],
     secs: f64,
     deadline: Instant,

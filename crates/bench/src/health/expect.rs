@@ -11,16 +11,16 @@ use serde::{Deserialize, Serialize};
 use std::io::Read;
 
 /// The `schema` of an expectations file.
-pub const EXPECT_SCHEMA: &str = "rdmabench.health-expect/1";
+pub(crate) const EXPECT_SCHEMA: &str = "rdmabench.health-expect/1";
 
 /// The largest expectations file read, in bytes (a node of 8 NICs and 8 GPUs writes about
 /// 3 KB).
-pub const MAX_EXPECT_BYTES: u64 = 1 << 20;
+pub(crate) const MAX_EXPECT_BYTES: u64 = 1 << 20;
 
 /// What a node should have.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct Expectations {
+pub(crate) struct Expectations {
     /// Always `rdmabench.health-expect/1`.
     pub schema: String,
     /// Where and when `--learn` wrote it (free text, for people).
@@ -39,7 +39,7 @@ pub struct Expectations {
 /// One RDMA device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectedNic {
+pub(crate) struct ExpectedNic {
     /// Its name ("mlx5_0").
     pub name: String,
     /// The port checked, from 1.
@@ -59,7 +59,7 @@ pub struct ExpectedNic {
 /// A PCIe link at least this fast and wide.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectedLink {
+pub(crate) struct ExpectedLink {
     /// GT/s per lane (32 for Gen5).
     pub speed_gts: f64,
     /// Lanes.
@@ -69,7 +69,7 @@ pub struct ExpectedLink {
 /// One GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ExpectedGpu {
+pub(crate) struct ExpectedGpu {
     /// Its PCI address ("0000:19:00.0").
     pub bdf: String,
     /// The least PCIe link.
@@ -83,7 +83,7 @@ pub struct ExpectedGpu {
 /// A GPU's nearest NIC.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
-pub struct NearestNic {
+pub(crate) struct NearestNic {
     /// The NIC's name.
     pub name: String,
     /// nvidia-smi's class of the path: PIX, PXB, PHB, NODE or SYS.
@@ -92,7 +92,7 @@ pub struct NearestNic {
 
 impl Expectations {
     /// Reads `path`, naming the file and what is wrong with it.
-    pub fn read(path: &Path) -> Result<Expectations> {
+    pub(crate) fn read(path: &Path) -> Result<Expectations> {
         let at = format!("--expect {}", path.display());
         let text = read_bounded(path).with_context(|| format!("{at}: cannot read it"))?;
         let e: Expectations = serde_json::from_slice(&text).with_context(|| {
@@ -145,7 +145,7 @@ impl Expectations {
     }
 
     /// The expected NIC `name`.
-    pub fn nic(&self, name: &str) -> Option<&ExpectedNic> {
+    pub(crate) fn nic(&self, name: &str) -> Option<&ExpectedNic> {
         self.nics.iter().find(|n| n.name == name)
     }
 }

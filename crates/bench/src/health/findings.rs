@@ -20,7 +20,7 @@ use crate::doctor::congestion::{Kind, Sample};
     Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
 )]
 #[serde(rename_all = "lowercase")]
-pub enum Severity {
+pub(crate) enum Severity {
     /// Nothing wrong: exit 0.
     Ok,
     /// Worth a look; a job may still land: exit 1.
@@ -33,7 +33,7 @@ pub enum Severity {
 
 impl Severity {
     /// The exit status: 0 ok, 1 warning, 2 critical, 3 unknown.
-    pub fn code(self) -> u8 {
+    pub(crate) fn code(self) -> u8 {
         match self {
             Severity::Ok => 0,
             Severity::Warning => 1,
@@ -43,7 +43,7 @@ impl Severity {
     }
 
     /// "OK", "WARNING", "CRITICAL", "UNKNOWN".
-    pub fn word(self) -> &'static str {
+    pub(crate) fn word(self) -> &'static str {
         match self {
             Severity::Ok => "OK",
             Severity::Warning => "WARNING",
@@ -54,7 +54,7 @@ impl Severity {
 
     /// How much it weighs: critical over unknown over warning over ok (a node with a
     /// critical fault is drained whatever else could not be read).
-    pub fn rank(self) -> u8 {
+    pub(crate) fn rank(self) -> u8 {
         match self {
             Severity::Ok => 0,
             Severity::Warning => 1,
@@ -64,7 +64,7 @@ impl Severity {
     }
 
     /// The status of several findings: the weightiest ([`rank`](Self::rank)).
-    pub fn of(findings: &[Finding]) -> Severity {
+    pub(crate) fn of(findings: &[Finding]) -> Severity {
         findings
             .iter()
             .map(|f| f.severity)
@@ -75,7 +75,7 @@ impl Severity {
 
 /// One finding.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Finding {
+pub(crate) struct Finding {
     /// How bad.
     pub severity: Severity,
     /// The stable code (docs/health-and-metrics.md).
@@ -104,7 +104,7 @@ fn link_text(speed: Option<f64>, width: Option<u32>) -> String {
 
 /// Why a file under the sysfs root cannot be read, `None` when it can
 /// ([`topo::Sysfs::why_unreadable`]): what an UNKNOWN finding names.
-pub type Unread<'a> = &'a dyn Fn(&Path) -> Option<String>;
+pub(crate) type Unread<'a> = &'a dyn Fn(&Path) -> Option<String>;
 
 /// An UNKNOWN finding: `what` of `subject` is not known, for `path` could not be read (or
 /// reads a value this check does not understand).
@@ -190,7 +190,7 @@ fn unknown_link((subject, dir): (&str, &Path), expected: &str, unread: Unread) -
 /// The link a healthy node has: what both its ends can do (the lesser of the function's
 /// capability and the port's above it, [`PciLink::training`]); `None` where that cannot be
 /// told (a capability unreadable and the link below the other), which `as_found` reports.
-pub fn capable_link(link: &PciLink) -> Option<ExpectedLink> {
+pub(crate) fn capable_link(link: &PciLink) -> Option<ExpectedLink> {
     Some(ExpectedLink {
         speed_gts: link.capable_speed_gts()?,
         width: link.capable_width()?,
@@ -199,7 +199,7 @@ pub fn capable_link(link: &PciLink) -> Option<ExpectedLink> {
 
 /// Each expected NIC present, its port ACTIVE at the rate expected, its PCIe link as fast
 /// and wide as expected.
-pub fn nics(topology: &Topology, expect: &Expectations, unread: Unread) -> Vec<Finding> {
+pub(crate) fn nics(topology: &Topology, expect: &Expectations, unread: Unread) -> Vec<Finding> {
     expect
         .nics
         .iter()
@@ -287,7 +287,7 @@ fn rate_finding(name: &str, p: &RdmaPort, min: f64, unread: Unread) -> Option<Fi
 
 /// Each expected GPU present, its PCIe link as expected, its nearest NIC the expected one
 /// over the expected class of path.
-pub fn gpus(topology: &Topology, expect: &Expectations, unread: Unread) -> Vec<Finding> {
+pub(crate) fn gpus(topology: &Topology, expect: &Expectations, unread: Unread) -> Vec<Finding> {
     expect
         .gpus
         .iter()
@@ -336,7 +336,7 @@ fn gpu(topology: &Topology, want: &ExpectedGpu, unread: Unread) -> Vec<Finding> 
 
 /// GPUDirect RDMA's readiness where it must be ready: `ready` says how (dma-buf, a
 /// peer-memory module), `None` that neither is there, with `why`.
-pub fn gdr(must: bool, ready: Result<String, String>) -> Vec<Finding> {
+pub(crate) fn gdr(must: bool, ready: Result<String, String>) -> Vec<Finding> {
     match ready {
         Err(why) if must => vec![finding(
             Severity::Critical,
@@ -350,7 +350,7 @@ pub fn gdr(must: bool, ready: Result<String, String>) -> Vec<Finding> {
 
 /// Link error counters that rose between two samples of `nic` taken `secs` apart: a link
 /// that went down or retrained is critical, symbol and receive errors a warning.
-pub fn counters(nic: &str, before: &Sample, after: &Sample, secs: f64) -> Vec<Finding> {
+pub(crate) fn counters(nic: &str, before: &Sample, after: &Sample, secs: f64) -> Vec<Finding> {
     let mut flaps = Vec::new();
     let mut errors = Vec::new();
     for (name, &(kind, now)) in after {
@@ -397,7 +397,7 @@ pub fn counters(nic: &str, before: &Sample, after: &Sample, secs: f64) -> Vec<Fi
 
 /// The UNKNOWN finding of NIC `nic` none of whose port `port`'s counters could be read:
 /// nothing says its link is steady.
-pub fn no_counters(nic: &str, port: u32) -> Finding {
+pub(crate) fn no_counters(nic: &str, port: u32) -> Finding {
     let dir = port_dir(nic, port);
     finding(
         Severity::Unknown,
@@ -413,7 +413,7 @@ pub fn no_counters(nic: &str, port: u32) -> Finding {
 
 /// The names of the NICs the findings call missing or down: no counters or bandwidth for
 /// them.
-pub fn gone(findings: &[Finding]) -> BTreeSet<String> {
+pub(crate) fn gone(findings: &[Finding]) -> BTreeSet<String> {
     findings
         .iter()
         .filter(|f| f.code == "NIC_MISSING" || f.code == "PORT_DOWN")
@@ -432,7 +432,7 @@ fn learned_port(nic: &NicInfo) -> Option<&RdmaPort> {
 /// What the node as found cannot be judged by (no `--expect`, or `--learn`): no RDMA device
 /// at all (a node whose NIC driver failed to load), a NIC without ports, an active port's
 /// rate or a PCIe link's capability that cannot be read.
-pub fn as_found(topology: &Topology, unread: Unread) -> Vec<Finding> {
+pub(crate) fn as_found(topology: &Topology, unread: Unread) -> Vec<Finding> {
     if topology.nics.is_empty() {
         return vec![finding(
             Severity::Critical,
@@ -524,7 +524,7 @@ fn unknown_capability(subject: &str, dir: &Path, link: &PciLink, unread: Unread)
 /// Expectations of a node as it is: its NICs with their ports' rates and their links'
 /// capabilities (a link that trained down is not learned down), its GPUs with theirs and
 /// their nearest NIC; GPUDirect RDMA expected where there are GPUs.
-pub fn of_node(topology: &Topology) -> Expectations {
+pub(crate) fn of_node(topology: &Topology) -> Expectations {
     let nics = topology
         .nics
         .iter()
@@ -563,7 +563,7 @@ pub fn of_node(topology: &Topology) -> Expectations {
 }
 
 /// Each loopback run that failed, or measured less than its NIC's `min_gbits`.
-pub fn bandwidth(runs: &[super::bandwidth::BandwidthRun]) -> Vec<Finding> {
+pub(crate) fn bandwidth(runs: &[super::bandwidth::BandwidthRun]) -> Vec<Finding> {
     runs.iter()
         .filter_map(|r| match (r.gbits, r.min_gbits, &r.error) {
             (None, _, error) => Some(finding(

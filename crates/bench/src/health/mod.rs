@@ -19,11 +19,11 @@
 //! fine; `runner.rs` holds the whole check to `--budget` and writes the outputs without ever
 //! changing the verdict.
 
-pub mod bandwidth;
-pub mod expect;
-pub mod findings;
-pub mod outcome;
-pub mod runner;
+pub(crate) mod bandwidth;
+pub(crate) mod expect;
+pub(crate) mod findings;
+pub(crate) mod outcome;
+pub(crate) mod runner;
 
 pub use runner::run;
 
@@ -123,7 +123,7 @@ fn parse_budget(text: &str) -> Result<f64, String> {
 /// status (0 is no error).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("health: {0}")]
-pub struct HealthStatus(pub u8);
+pub(crate) struct HealthStatus(pub u8);
 
 /// Times `f` as check `name`.
 fn timed<T>(times: &mut Vec<CheckTime>, name: &str, note: String, f: impl FnOnce() -> T) -> T {
@@ -149,7 +149,7 @@ fn skipped(times: &mut Vec<CheckTime>, name: &str, why: &str) {
 
 /// The whole check; `wait` passes the time between the counters' two readings (a test
 /// changes them there). An error is a check that could not run at all (UNKNOWN).
-pub fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport> {
+pub(crate) fn check(args: &HealthArgs, wait: &dyn Fn(Duration)) -> Result<HealthReport> {
     let start = Instant::now();
     let started_at = crate::report::now_rfc3339();
     // The check's own deadline falls a little before the budget's end, where `run` stops

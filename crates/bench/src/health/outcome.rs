@@ -16,11 +16,11 @@ use crate::report::Exporter;
 use crate::text::printable;
 
 /// The `schema` of a health report.
-pub const HEALTH_SCHEMA: &str = "rdmabench.health/1";
+pub(crate) const HEALTH_SCHEMA: &str = "rdmabench.health/1";
 
 /// How long one check took.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct CheckTime {
+pub(crate) struct CheckTime {
     /// "nics", "gpus", "gdr", "counters", "bandwidth".
     pub check: String,
     /// Seconds it took.
@@ -34,7 +34,7 @@ pub struct CheckTime {
 
 /// One `rdmabench health`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct HealthReport {
+pub(crate) struct HealthReport {
     /// Always `rdmabench.health/1`.
     pub schema: String,
     /// rdmabench's version.
@@ -65,11 +65,11 @@ pub struct HealthReport {
 
 /// `health`'s text, on stdout (on stderr when `--json -` or `--prom -` takes stdout).
 #[derive(Debug, Clone, Copy)]
-pub struct TextExporter;
+pub(crate) struct TextExporter;
 
 /// `health --prom`: the report as Prometheus metrics.
 #[derive(Debug, Clone, Copy)]
-pub struct PromExporter;
+pub(crate) struct PromExporter;
 
 impl Exporter<HealthReport> for TextExporter {
     fn render(&self, report: &HealthReport) -> Result<Vec<u8>> {
@@ -86,7 +86,7 @@ impl Exporter<HealthReport> for PromExporter {
 /// The status line: "HEALTH CRITICAL - mlx5_3 NIC_MISSING: expected, ...; 2 more" (at most
 /// 200 characters: Slurm keeps a drain reason short), always one printable line: names read
 /// from sysfs or `--expect` have their control characters escaped.
-pub fn summary(findings: &[Finding], subjects: &str) -> String {
+pub(crate) fn summary(findings: &[Finding], subjects: &str) -> String {
     let status = Severity::of(findings);
     let Some(first) = findings.first() else {
         return format!("HEALTH OK - {}", printable(subjects));
@@ -116,7 +116,7 @@ pub fn summary(findings: &[Finding], subjects: &str) -> String {
 impl HealthReport {
     /// The text: the status line, a line per finding, each bandwidth run, the checks' times
     /// (what came from sysfs or `--expect` made printable, a line each).
-    pub fn render(&self) -> String {
+    pub(crate) fn render(&self) -> String {
         let mut out = format!("{}\n", printable(&self.summary));
         for f in &self.findings {
             let _ = writeln!(
@@ -167,7 +167,7 @@ impl HealthReport {
 
     /// Prometheus' text format: the status, each finding, each bandwidth run, each check's
     /// time.
-    pub fn prom(&self) -> String {
+    pub(crate) fn prom(&self) -> String {
         let host = escape(self.host.as_deref().unwrap_or(""));
         let mut out = String::new();
         gauge(

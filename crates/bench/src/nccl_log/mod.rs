@@ -6,7 +6,7 @@
 //! known, a NIC farther than its nearest. `parse.rs` reads lines into events, `paths.rs`
 //! gathers them per GPU and judges.
 
-pub mod parse;
+pub(crate) mod parse;
 pub mod paths;
 
 use std::cell::OnceCell;
@@ -22,7 +22,7 @@ use crate::report::Exporter;
 use paths::{LogReport, TextExporter};
 
 /// The most bytes of logs read, all files together (a log of 300,000 ranks is about 60 MB).
-pub const MAX_LOG_BYTES: u64 = 512 << 20;
+pub(crate) const MAX_LOG_BYTES: u64 = 512 << 20;
 
 /// The options of `rdmabench nccl-log`.
 #[derive(Debug, Args)]

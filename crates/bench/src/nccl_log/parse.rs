@@ -5,7 +5,7 @@
 
 /// Which process and GPU printed a line.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Source {
+pub(crate) struct Source {
     /// The host name.
     pub host: String,
     /// The process id.
@@ -16,7 +16,7 @@ pub struct Source {
 
 /// How a channel's edge goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Transport {
+pub(crate) enum Transport {
     /// Through a network plugin (`NET/IB/3/GDRDMA`, `NET/IBext_v8/2`, `NET/Socket/0`).
     Net {
         /// The plugin's name: "IB", "IBext_v8", "Socket".
@@ -32,7 +32,7 @@ pub enum Transport {
 
 /// One thing a line says.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Event {
+pub(crate) enum Event {
     /// `comm 0x... rank R nranks N cudaDev D ... busId B`: this process's GPU D is rank R of
     /// a communicator, at PCI bus id B.
     Rank {
@@ -76,7 +76,7 @@ pub enum Event {
 }
 
 /// The source and message of an NCCL INFO line; `None` for any other line.
-pub fn split(line: &str) -> Option<(Source, &str)> {
+pub(crate) fn split(line: &str) -> Option<(Source, &str)> {
     let (prefix, message) = line.split_once(" NCCL INFO ")?;
     let (ident, dev) = prefix.trim().rsplit_once(" [")?;
     let dev = dev.strip_suffix(']')?.parse().ok()?;
@@ -95,7 +95,7 @@ pub fn split(line: &str) -> Option<(Source, &str)> {
 }
 
 /// What `message` says, when it is one of the lines this reads.
-pub fn event(message: &str) -> Option<Event> {
+pub(crate) fn event(message: &str) -> Option<Event> {
     if let Some(rest) = message.strip_prefix("Channel ") {
         return channel(rest);
     }

@@ -15,7 +15,7 @@ use crate::text::printable;
 
 /// One GPU's paths, as its process's lines tell them.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct GpuPaths {
+pub(crate) struct GpuPaths {
     /// The host.
     pub host: String,
     /// Its process.
@@ -39,7 +39,7 @@ pub struct GpuPaths {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct LogPaths {
     /// Each GPU, by host, process and device.
-    pub gpus: Vec<GpuPaths>,
+    pub(crate) gpus: Vec<GpuPaths>,
     /// Per host: NCCL's words on GPUDirect RDMA per NIC name, the disabled ones' text.
     pub gdr_off: BTreeMap<String, BTreeMap<String, String>>,
     /// NCCL INFO lines read.
@@ -134,7 +134,7 @@ pub fn read(text: &str) -> LogPaths {
 }
 
 /// NCCL's bus id ("1b000", "0000:1b:00.0", "00000000:1B:00.0") as sysfs spells it.
-pub fn pci_address(bus_id: &str) -> Option<String> {
+pub(crate) fn pci_address(bus_id: &str) -> Option<String> {
     let id = bus_id.to_ascii_lowercase();
     if id.contains(':') {
         return topo::parse_bdf(&id).ok();
@@ -156,11 +156,11 @@ pub struct Finding {
 }
 
 /// The most runs of consecutive ranks a GPU's rank list shows; more are counted.
-pub const RANK_RUNS_SHOWN: usize = 4;
+pub(crate) const RANK_RUNS_SHOWN: usize = 4;
 
 /// A GPU's ranks in a few words: "3", "0,8,16", "0-7,16-23", or past [`RANK_RUNS_SHOWN`]
 /// runs of consecutive ranks the first of them and the count ("0-7,9,11,13,… (300000)").
-pub fn rank_list(ranks: &[u32]) -> String {
+pub(crate) fn rank_list(ranks: &[u32]) -> String {
     let mut sorted = ranks.to_vec();
     sorted.sort_unstable();
     let mut runs: Vec<(u32, u32)> = Vec::new();
@@ -287,7 +287,7 @@ fn farther_nic(g: &GpuPaths, host: &str, t: &Topology) -> Option<Finding> {
 
 /// What `nccl-log` prints of a log: its table, then its findings.
 #[derive(Debug, Clone, Copy)]
-pub struct LogReport<'a> {
+pub(crate) struct LogReport<'a> {
     /// The log's paths.
     pub log: &'a LogPaths,
     /// What is wrong with them ([`findings`]).
@@ -297,7 +297,7 @@ pub struct LogReport<'a> {
 /// `nccl-log`'s output: the table, a line per finding, or without any the line saying every
 /// network edge used GPUDirect RDMA.
 #[derive(Debug, Clone, Copy)]
-pub struct TextExporter;
+pub(crate) struct TextExporter;
 
 impl Exporter<LogReport<'_>> for TextExporter {
     fn render(&self, report: &LogReport<'_>) -> anyhow::Result<Vec<u8>> {
@@ -319,7 +319,7 @@ impl Exporter<LogReport<'_>> for TextExporter {
 }
 
 /// The table: a row per GPU, host by host.
-pub fn table(log: &LogPaths) -> String {
+pub(crate) fn table(log: &LogPaths) -> String {
     use std::fmt::Write as _;
     let mut out = format!(
         "{:<16} {:<10} {:<4} {:<14} {:<34} {}\n",

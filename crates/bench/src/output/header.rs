@@ -54,7 +54,7 @@ fn title(record: &RunRecord) -> String {
 }
 
 /// The header's label/value pairs, in display order.
-pub fn fields(record: &RunRecord) -> Vec<(&'static str, String)> {
+pub(crate) fn fields(record: &RunRecord) -> Vec<(&'static str, String)> {
     let d = &record.device;
     let p = &record.params;
     let mut fields = vec![

@@ -4,8 +4,8 @@
 //! a live run.
 
 pub mod header;
-pub mod progress_bar;
-pub mod table;
+pub(crate) mod progress_bar;
+pub(crate) mod table;
 
 use std::io::IsTerminal;
 
@@ -22,7 +22,7 @@ pub enum Screen {
 
 impl Screen {
     /// Prints `text` as it is.
-    pub fn print(self, text: &str) {
+    pub(crate) fn print(self, text: &str) {
         match self {
             Screen::Stdout => print!("{text}"),
             Screen::Stderr => eprint!("{text}"),
@@ -35,7 +35,7 @@ impl Screen {
     }
 
     /// Whether it is a terminal (warnings are bold there).
-    pub fn is_terminal(self) -> bool {
+    pub(crate) fn is_terminal(self) -> bool {
         match self {
             Screen::Stdout => std::io::stdout().is_terminal(),
             Screen::Stderr => std::io::stderr().is_terminal(),

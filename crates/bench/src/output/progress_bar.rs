@@ -9,14 +9,14 @@ use crate::units::format_size;
 
 /// Progress through the (size, repetition) steps of a run.
 #[derive(Debug)]
-pub struct ProgressBar {
+pub(crate) struct ProgressBar {
     bar: Bar,
 }
 
 impl ProgressBar {
     /// A bar of `steps` steps, drawn only when `wanted`, stderr is a terminal and there is
     /// more than one step.
-    pub fn new(steps: u64, wanted: bool) -> Self {
+    pub(crate) fn new(steps: u64, wanted: bool) -> Self {
         let shown = wanted && steps > 1 && std::io::stderr().is_terminal();
         let target = if shown {
             ProgressDrawTarget::stderr()
@@ -31,7 +31,7 @@ impl ProgressBar {
     }
 
     /// A step starts.
-    pub fn start(&self, size: u64, rep: u32) {
+    pub(crate) fn start(&self, size: u64, rep: u32) {
         self.bar.set_message(format!(
             "measuring {} (repetition {})",
             format_size(size),
@@ -40,18 +40,18 @@ impl ProgressBar {
     }
 
     /// Prints through `f` without tearing the bar, and counts a step done.
-    pub fn suspend(&self, f: impl FnOnce()) {
+    pub(crate) fn suspend(&self, f: impl FnOnce()) {
         self.bar.suspend(f);
         self.bar.inc(1);
     }
 
     /// Removes the bar.
-    pub fn finish(&self) {
+    pub(crate) fn finish(&self) {
         self.bar.finish_and_clear();
     }
 
     /// True when the bar is drawn.
-    pub fn is_shown(&self) -> bool {
+    pub(crate) fn is_shown(&self) -> bool {
         !self.bar.is_hidden()
     }
 }

@@ -7,7 +7,7 @@ use crate::report::{IntervalFigure, IntervalFigures, ParamsRecord, SizeResult};
 use crate::units::bandwidth_unit;
 
 /// The rule's width, which every header line of pairs keeps to.
-pub const WIDTH: usize = 87;
+pub(crate) const WIDTH: usize = 87;
 
 /// The width of one of the header's two columns: a one-space margin, two columns and two
 /// spaces between them make [`WIDTH`].
@@ -25,7 +25,7 @@ const RULE: &str =
 /// pair too long for a column gets a line of its own (as does a short pair left alone just
 /// before it), so pairs keep their display order, a line of two pairs never passes the
 /// rule, and no value is cut or pushes its neighbour out of its column.
-pub fn header(title: &str, fields: &[(&str, String)]) -> String {
+pub(crate) fn header(title: &str, fields: &[(&str, String)]) -> String {
     let width = fields
         .iter()
         .map(|(label, _)| label.chars().count())
@@ -62,7 +62,7 @@ pub fn header(title: &str, fields: &[(&str, String)]) -> String {
 /// How a run's table looks: bandwidth or latency columns, the bandwidth unit, and whether
 /// rows carry their repetition (`--repeat`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Table {
+pub(crate) struct Table {
     /// Bandwidth in Gb/s instead of GB/s (`--report-gbits`).
     pub gbits: bool,
     /// A latency test.
@@ -73,7 +73,7 @@ pub struct Table {
 
 impl Table {
     /// The table of a run with these parameters (in Gb/s with `--report-gbits`).
-    pub fn of(params: &ParamsRecord) -> Self {
+    pub(crate) fn of(params: &ParamsRecord) -> Self {
         Table {
             gbits: params.report_gbits,
             lat: params.latency.is_some(),
@@ -99,14 +99,14 @@ impl Table {
 
     /// The column titles printed under the header (with a repetition column under
     /// `--repeat`).
-    pub fn columns(&self) -> String {
+    pub(crate) fn columns(&self) -> String {
         let prefix = if self.repeat > 1 { " rep " } else { "" };
         format!("{prefix}{}", self.plain_columns())
     }
 
     /// The lines of one size as it finishes, each ending in a newline: its row, under `-b`
     /// each direction's, and under `--interval` each interval's and the worst of them.
-    pub fn rows(&self, rep: u32, r: &SizeResult) -> String {
+    pub(crate) fn rows(&self, rep: u32, r: &SizeResult) -> String {
         let prefix = if self.repeat > 1 {
             format!(" {:<3} ", rep + 1)
         } else {
@@ -129,7 +129,7 @@ impl Table {
     }
 
     /// The end of the table: under `--repeat`, the medians of every size; then the rule.
-    pub fn summary(&self, results: &[SizeResult]) -> String {
+    pub(crate) fn summary(&self, results: &[SizeResult]) -> String {
         let mut out = String::new();
         if self.repeat > 1 {
             let _ = writeln!(out, "{RULE}");
@@ -146,14 +146,14 @@ impl Table {
 
 /// The lines of a multi-rail run: each line of `lines` behind its rail's label ("0", "all"),
 /// each ending in a newline.
-pub fn with_rail(label: &str, lines: &str) -> String {
+pub(crate) fn with_rail(label: &str, lines: &str) -> String {
     lines.lines().map(|l| format!(" {label:<5}{l}\n")).collect()
 }
 
 impl Table {
     /// The end of a multi-rail run's table: under `--repeat`, each size's medians of every
     /// rail (each labelled) in turn; then the rule.
-    pub fn summary_rails(&self, rails: &[(String, Vec<SizeResult>)]) -> String {
+    pub(crate) fn summary_rails(&self, rails: &[(String, Vec<SizeResult>)]) -> String {
         let mut out = String::new();
         if self.repeat > 1 {
             let _ = writeln!(out, "{RULE}");

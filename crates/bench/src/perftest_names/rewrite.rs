@@ -12,7 +12,7 @@ use crate::memory::DmaBufVia;
 use crate::plan::{PlanError, TestKind};
 
 /// [`rewrite`] for `Cli::parse_args`: a refused name ends the process with exit 2.
-pub fn apply(args: Vec<OsString>) -> Vec<OsString> {
+pub(crate) fn apply(args: Vec<OsString>) -> Vec<OsString> {
     rewrite(args).unwrap_or_else(|e| {
         eprintln!("rdmabench: error: {e}");
         std::process::exit(2)
@@ -111,7 +111,7 @@ impl Context {
 /// aliases renamed, translations carried over in rdmabench's units, ignored ones dropped; a
 /// refused one is an error naming it, why and rdmabench's way. Other commands, rdmabench's
 /// own options and everything after `--` pass unchanged.
-pub fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, PlanError> {
+pub(crate) fn rewrite(args: Vec<OsString>) -> Result<Vec<OsString>, PlanError> {
     let command = args.get(1).and_then(|a| a.to_str()).unwrap_or_default();
     if TestKind::parse(command).is_none() && command != "cluster" {
         return Ok(args);

@@ -3,7 +3,7 @@
 
 /// One axis: the drawn range, tick positions with their labels, and the description.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Axis {
+pub(crate) struct Axis {
     /// Description with the unit, e.g. "message size [bytes]".
     pub desc: String,
     /// Drawn range (in transformed units).
@@ -18,7 +18,7 @@ pub struct Axis {
 
 impl Axis {
     /// The label at a tick position, or "" between ticks.
-    pub fn label(&self, v: f64) -> String {
+    pub(crate) fn label(&self, v: f64) -> String {
         self.ticks
             .iter()
             .find(|(t, _)| (t - v).abs() < 1e-9)
@@ -28,7 +28,7 @@ impl Axis {
 }
 
 /// A size label: 2, 512, 1K, 64K, 1M, 8M (K = 1024).
-pub fn size_label(bytes: f64) -> String {
+pub(crate) fn size_label(bytes: f64) -> String {
     let b = bytes.round() as u64;
     const UNITS: [(&str, u32); 3] = [("G", 30), ("M", 20), ("K", 10)];
     for (unit, shift) in UNITS {
@@ -41,7 +41,7 @@ pub fn size_label(bytes: f64) -> String {
 
 /// The message-size axis: log2 of bytes, a tick on powers of two (every k-th when there are
 /// more than `max_ticks`).
-pub fn size_axis(min_bytes: u64, max_bytes: u64, max_ticks: usize) -> Axis {
+pub(crate) fn size_axis(min_bytes: u64, max_bytes: u64, max_ticks: usize) -> Axis {
     let lo = (min_bytes.max(1) as f64).log2();
     let hi = (max_bytes.max(1) as f64).log2();
     let (first, last) = (lo.floor() as i64, hi.ceil() as i64);
@@ -63,7 +63,7 @@ pub fn size_axis(min_bytes: u64, max_bytes: u64, max_ticks: usize) -> Axis {
 }
 
 /// A "nice" step (1, 2, 2.5 or 5 times a power of ten) for about `n` steps across `span`.
-pub fn nice_step(span: f64, n: usize) -> f64 {
+pub(crate) fn nice_step(span: f64, n: usize) -> f64 {
     if !(span.is_finite() && span > 0.0) {
         return 1.0;
     }
@@ -85,7 +85,7 @@ pub fn nice_step(span: f64, n: usize) -> f64 {
 }
 
 /// Formats a value on a linear axis with as many decimals as the step needs.
-pub fn linear_label(v: f64, step: f64) -> String {
+pub(crate) fn linear_label(v: f64, step: f64) -> String {
     let k = step.log10().floor() as i32;
     let mantissa = step / 10f64.powi(k);
     let extra = i32::from((mantissa - 2.5).abs() < 1e-9);
@@ -100,7 +100,7 @@ pub fn linear_label(v: f64, step: f64) -> String {
 }
 
 /// A linear axis from `lo` (often 0) to a little above `hi`, about `n` ticks.
-pub fn linear_axis(desc: &str, lo: f64, hi: f64, n: usize) -> Axis {
+pub(crate) fn linear_axis(desc: &str, lo: f64, hi: f64, n: usize) -> Axis {
     let hi = if hi > lo { hi } else { lo + 1.0 };
     let step = nice_step(hi - lo, n);
     let top = hi + (hi - lo) * 0.06;
@@ -126,7 +126,7 @@ pub fn linear_axis(desc: &str, lo: f64, hi: f64, n: usize) -> Axis {
 
 /// A logarithmic axis over values `lo..hi` (both > 0), drawn as log10: ticks at 1-2-5 per
 /// decade, or 1-3, or 1 per decade when that would be too many.
-pub fn log_axis(desc: &str, lo: f64, hi: f64, max_ticks: usize) -> Axis {
+pub(crate) fn log_axis(desc: &str, lo: f64, hi: f64, max_ticks: usize) -> Axis {
     let (lo, hi) = (lo.max(1e-12), hi.max(lo.max(1e-12) * 1.0001));
     let (l, h) = (lo.log10() - 0.08, hi.log10() + 0.08);
     let candidates = |mults: &[f64]| -> Vec<f64> {
@@ -177,7 +177,12 @@ fn log_label(v: f64) -> String {
 
 /// Category axis: one tick per index, labelled every `stride`-th so that labels of about
 /// `label_px` pixels fit in `width_px`.
-pub fn category_axis(desc: &str, labels: &[String], label_px: &[u32], width_px: u32) -> Axis {
+pub(crate) fn category_axis(
+    desc: &str,
+    labels: &[String],
+    label_px: &[u32],
+    width_px: u32,
+) -> Axis {
     let n = labels.len();
     let widest = label_px.iter().copied().max().unwrap_or(0) as f64 + 12.0;
     let per = width_px as f64 / n.max(1) as f64;

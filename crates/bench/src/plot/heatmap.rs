@@ -29,26 +29,26 @@ use crate::report::{RunStatus, SweepRecord};
 use crate::text::printable_within;
 
 /// Values are printed in the cells of maps of at most this many ranks.
-pub const MAX_RANKS_WITH_VALUES: usize = 16;
+pub(crate) const MAX_RANKS_WITH_VALUES: usize = 16;
 
 /// Past this many ranks a map draws blocks of ranks instead of ranks.
-pub const MAX_RANKS_DRAWN: usize = 128;
+pub(crate) const MAX_RANKS_DRAWN: usize = 128;
 
 /// The most blocks a map of blocks draws along each axis: each label keeps a row of its own.
-pub const MAX_BLOCKS: usize = 32;
+pub(crate) const MAX_BLOCKS: usize = 32;
 
 /// The most characters of a rank's or a leaf's label drawn (the labels size the picture).
-pub const MAX_LABEL_CHARS: usize = 40;
+pub(crate) const MAX_LABEL_CHARS: usize = 40;
 
 /// The most characters of a title, subtitle or caption line drawn.
-pub const MAX_LINE_CHARS: usize = 200;
+pub(crate) const MAX_LINE_CHARS: usize = 200;
 
 /// The worst pairs a map of blocks calls out in its caption.
 const WORST_CALLED_OUT: usize = 5;
 
 /// One cell of the map.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Cell {
+pub(crate) enum Cell {
     /// A rank with itself.
     Itself,
     /// The pair was not measured (not in the schedule, or the sweep stopped before it).
@@ -84,13 +84,13 @@ pub struct HeatMap {
     /// Lines under the map: the named NICs and paths, and why.
     pub caption: Vec<String>,
     /// `cells[i][j]`: the rank at i against the rank at j (indices as in `labels`).
-    pub cells: Vec<Vec<Cell>>,
+    pub(crate) cells: Vec<Vec<Cell>>,
     /// Whether each cell prints its figure.
     pub show_values: bool,
 }
 
 /// A figure in at most four characters' precision: 46.0, 4.50, 123.
-pub fn short(value: f64) -> String {
+pub(crate) fn short(value: f64) -> String {
     if value.abs() >= 100.0 {
         format!("{value:.0}")
     } else if value.abs() >= 10.0 {
@@ -106,7 +106,7 @@ const NO_LEAF: &str = "no leaf";
 /// The ranks in the map's order (indices into `sweep.ranks`) and the leaves' blocks: by leaf
 /// when a rank has one (leaves by name, ranks without one last; by rank within each), else
 /// in rank order with no blocks.
-pub fn rank_order(sweep: &SweepRecord) -> (Vec<usize>, Vec<(String, usize)>) {
+pub(crate) fn rank_order(sweep: &SweepRecord) -> (Vec<usize>, Vec<(String, usize)>) {
     let mut order: Vec<usize> = (0..sweep.ranks.len()).collect();
     order.sort_by_key(|&i| sweep.ranks[i].rank);
     if sweep.ranks.iter().all(|r| r.leaf.is_none()) {
@@ -330,7 +330,7 @@ fn subtitle(sweep: &SweepRecord, lower_is_better: bool, by_leaf: bool) -> String
 
 /// How a figure did, in percent, on one scale for every test: 100 is the fleet's median and
 /// lower is slower (a latency at 200% of the median scores 50).
-pub fn score(pct: f64, lower_is_better: bool) -> f64 {
+pub(crate) fn score(pct: f64, lower_is_better: bool) -> f64 {
     if lower_is_better {
         if pct > 0.0 {
             10_000.0 / pct
@@ -355,7 +355,7 @@ const STOPS: [(f64, (u8, u8, u8)); 7] = [
 ];
 
 /// The colour of a score (clamped to the scale's ends).
-pub fn colour(score: f64) -> RGBColor {
+pub(crate) fn colour(score: f64) -> RGBColor {
     let (first, last) = (STOPS[0], STOPS[STOPS.len() - 1]);
     let rgb = |c: (u8, u8, u8)| RGBColor(c.0, c.1, c.2);
     if score.is_nan() || score <= first.0 {
@@ -452,7 +452,7 @@ const CELL_WITH_LABEL: i32 = 16;
 /// The picture's size: `asked` (`--width`, `--height`), grown where the grid would leave a
 /// cell too small to print its figure (or its rank's label a row of its own), or the caption
 /// no room.
-pub fn picture_size(map: &HeatMap, asked: (u32, u32)) -> (u32, u32) {
+pub(crate) fn picture_size(map: &HeatMap, asked: (u32, u32)) -> (u32, u32) {
     // About 8.5 pixels a character at 14 pixels: enough for DejaVu Sans's digits and letters.
     let chars = map
         .labels
@@ -473,7 +473,7 @@ pub fn picture_size(map: &HeatMap, asked: (u32, u32)) -> (u32, u32) {
 }
 
 /// Draws `map` on `root`.
-pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &HeatMap) -> Result<()> {
+pub(crate) fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, map: &HeatMap) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let (w, h) = root.dim_in_pixel();
     let label_style = style(14, &BLACK);

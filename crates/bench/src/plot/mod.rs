@@ -19,10 +19,10 @@ mod axis;
 pub mod heatmap;
 mod png;
 mod render;
-pub mod shares;
-pub mod spec;
+pub(crate) mod shares;
+pub(crate) mod spec;
 mod timeline;
-pub mod trend;
+pub(crate) mod trend;
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -52,7 +52,7 @@ static FONT: &[u8] = include_bytes!("../../assets/DejaVuSans-subset.ttf");
 /// The font family every text names: PNG text is drawn with the bundled font registered
 /// under this name; an SVG names it, and its viewer draws the text with its own DejaVu Sans,
 /// or its sans-serif font when it has none.
-pub const FONT_FAMILY: &str = "DejaVu Sans, sans-serif";
+pub(crate) const FONT_FAMILY: &str = "DejaVu Sans, sans-serif";
 
 /// Text in the pictures' font, `size` pixels high.
 fn text_style(size: i32, color: &plotters::style::RGBColor) -> plotters::style::TextStyle<'_> {
@@ -103,7 +103,7 @@ pub struct PlotArgs {
     /// What to draw [default: lat when every record has latency figures, timeline when every
     /// record has intervals (-D --interval), else bw]
     #[arg(long, value_enum, hide_possible_values = true)]
-    pub kind: Option<Kind>,
+    pub(crate) kind: Option<Kind>,
 
     /// With --kind trend or timeline: the message size
     ///
@@ -115,7 +115,7 @@ pub struct PlotArgs {
     ///
     /// With --kind trend: order the records by date or by firmware version [default: date]
     #[arg(long, value_enum, hide_possible_values = true)]
-    pub order: Option<Order>,
+    pub(crate) order: Option<Order>,
 
     /// Legend label of the records, in order (repeat it; trend: the x labels)
     #[arg(long = "label", value_name = "TEXT")]
@@ -159,7 +159,7 @@ pub struct PlotArgs {
 
 /// The output formats, each an [`Exporter`] of a [`Picture`] ([`Format::exporter`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     /// Scalable vector graphics.
     Svg,
     /// Portable network graphics.
@@ -167,7 +167,7 @@ pub enum Format {
 }
 
 /// The format a path's extension asks for.
-pub fn format_of(path: &Path) -> Result<Format, String> {
+pub(crate) fn format_of(path: &Path) -> Result<Format, String> {
     let shown = path.display();
     match path.extension().and_then(|e| e.to_str()) {
         Some(e) if e.eq_ignore_ascii_case("svg") => Ok(Format::Svg),
@@ -208,7 +208,7 @@ fn register_font() -> Result<()> {
 }
 
 /// Works out the chart for these records and options.
-pub fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::ChartSpec)> {
+pub(crate) fn build_spec(inputs: &[Input], args: &PlotArgs) -> Result<(Kind, spec::ChartSpec)> {
     let kind = args.kind.unwrap_or_else(|| default_kind(inputs));
     if args.log_y && kind != Kind::Bw {
         bail!(PlanError::Value(
@@ -294,7 +294,7 @@ fn to_png(
 
 /// What a picture shows.
 #[derive(Debug, Clone, Copy)]
-pub enum Drawing<'a> {
+pub(crate) enum Drawing<'a> {
     /// A chart of result records (bw, lat, trend, timeline).
     Chart(&'a spec::ChartSpec),
     /// A sweep's rank x rank heat map.
@@ -316,7 +316,7 @@ impl Drawing<'_> {
 
 /// What `plot` writes: a drawing, `size` pixels wide and high.
 #[derive(Debug, Clone, Copy)]
-pub struct Picture<'a> {
+pub(crate) struct Picture<'a> {
     /// What it shows.
     pub drawing: Drawing<'a>,
     /// Width and height in pixels.
@@ -325,11 +325,11 @@ pub struct Picture<'a> {
 
 /// `plot -o FILE.svg`: the picture as SVG text.
 #[derive(Debug, Clone, Copy)]
-pub struct SvgExporter;
+pub(crate) struct SvgExporter;
 
 /// `plot -o FILE.png`: the picture drawn in memory, then encoded as PNG.
 #[derive(Debug, Clone, Copy)]
-pub struct PngExporter;
+pub(crate) struct PngExporter;
 
 impl Exporter<Picture<'_>> for SvgExporter {
     fn render(&self, picture: &Picture<'_>) -> Result<Vec<u8>> {
@@ -345,7 +345,7 @@ impl Exporter<Picture<'_>> for PngExporter {
 
 impl Format {
     /// The exporter that writes this format.
-    pub fn exporter(self) -> &'static dyn for<'a> Exporter<Picture<'a>> {
+    pub(crate) fn exporter(self) -> &'static dyn for<'a> Exporter<Picture<'a>> {
         match self {
             Format::Svg => &SvgExporter,
             Format::Png => &PngExporter,
@@ -354,7 +354,7 @@ impl Format {
 }
 
 /// Renders a chart to SVG text.
-pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
+pub(crate) fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
     let picture = Picture {
         drawing: Drawing::Chart(spec),
         size,
@@ -363,7 +363,7 @@ pub fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
 }
 
 /// Renders a chart to PNG bytes (drawn in memory, then encoded).
-pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
+pub(crate) fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
     let picture = Picture {
         drawing: Drawing::Chart(spec),
         size,
@@ -372,7 +372,7 @@ pub fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
 }
 
 /// Renders a heat map to SVG text or PNG bytes.
-pub fn render_heat_map(map: &HeatMap, format: Format, size: (u32, u32)) -> Result<Vec<u8>> {
+pub(crate) fn render_heat_map(map: &HeatMap, format: Format, size: (u32, u32)) -> Result<Vec<u8>> {
     let picture = Picture {
         drawing: Drawing::HeatMap(map),
         size,
@@ -460,7 +460,10 @@ fn chart_options_given(args: &PlotArgs) -> Vec<&'static str> {
 }
 
 /// Works out the heat map of a sweep record for these options.
-pub fn build_heat_map(sweep: &crate::report::SweepRecord, args: &PlotArgs) -> Result<HeatMap> {
+pub(crate) fn build_heat_map(
+    sweep: &crate::report::SweepRecord,
+    args: &PlotArgs,
+) -> Result<HeatMap> {
     let given = chart_options_given(args);
     if !given.is_empty() {
         bail!(PlanError::Value(format!(

@@ -29,7 +29,12 @@ fn font() -> Option<&'static FontRef<'static>> {
 /// glyph's pen at x = 0, the baseline at y = size / 2 (where plotters puts it, so that its
 /// layout boxes still fit), each glyph at its pen position plus its own bearing, the pen
 /// moved by the glyph's advance and the pair's kerning, as plotters measures text.
-pub fn draw_glyphs(font: &FontRef, size: f32, text: &str, mut put: impl FnMut(i32, i32, f32)) {
+pub(crate) fn draw_glyphs(
+    font: &FontRef,
+    size: f32,
+    text: &str,
+    mut put: impl FnMut(i32, i32, f32),
+) {
     let scaled = font.as_scaled(size);
     let baseline = size / 2.0;
     let mut pen = 0f32;
@@ -51,7 +56,7 @@ pub fn draw_glyphs(font: &FontRef, size: f32, text: &str, mut put: impl FnMut(i3
 }
 
 /// The bitmap backend with its text drawn by [`draw_glyphs`].
-pub struct Png<'a>(pub BitMapBackend<'a>);
+pub(crate) struct Png<'a>(pub BitMapBackend<'a>);
 
 impl DrawingBackend for Png<'_> {
     type ErrorType = BitMapError;

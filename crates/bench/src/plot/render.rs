@@ -118,7 +118,10 @@ fn fit<DB: DrawingBackend>(
 }
 
 /// Draws `spec` on `root`.
-pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, spec: &ChartSpec) -> Result<()> {
+pub(crate) fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    spec: &ChartSpec,
+) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let (w, h) = root.dim_in_pixel();
     let margin = 14;

@@ -18,7 +18,7 @@ use crate::text::printable_within;
 
 /// What the picture shows.
 #[derive(Debug, Clone, PartialEq)]
-pub struct SharesChart {
+pub(crate) struct SharesChart {
     /// "incast: write-bw".
     pub title: String,
     /// What the bars and the line are.
@@ -31,7 +31,7 @@ pub struct SharesChart {
 
 /// One group's bar.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Bar {
+pub(crate) struct Bar {
     /// Under the bar: "into rank 0".
     pub label: String,
     /// Each measured flow's sender and figure (GB/s), bottom to top.
@@ -41,7 +41,7 @@ pub struct Bar {
 }
 
 /// The shares chart of `test`'s groups in `sweep`.
-pub fn shares_chart(sweep: &SweepRecord, test: &str, title: Option<&str>) -> SharesChart {
+pub(crate) fn shares_chart(sweep: &SweepRecord, test: &str, title: Option<&str>) -> SharesChart {
     let groups: Vec<_> = sweep.groups.iter().filter(|g| g.test == test).collect();
     let bars = groups
         .iter()
@@ -118,7 +118,10 @@ fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
 }
 
 /// Draws `chart` on `root`.
-pub fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, chart: &SharesChart) -> Result<()> {
+pub(crate) fn draw<DB: DrawingBackend>(
+    root: &DrawingArea<DB, Shift>,
+    chart: &SharesChart,
+) -> Result<()> {
     root.fill(&WHITE).map_err(err)?;
     let h = root.dim_in_pixel().1;
     draw_titles(root, &chart.title, &chart.subtitle).map_err(err)?;

@@ -16,7 +16,7 @@ use crate::text::printable_within;
 
 /// A record and the name of its file.
 #[derive(Debug, Clone)]
-pub struct Input {
+pub(crate) struct Input {
     /// The file's name without folder and extension.
     pub stem: String,
     /// The record.
@@ -25,7 +25,7 @@ pub struct Input {
 
 /// Which chart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Bandwidth vs message size, with each record's binding ceiling
     Bw,
     /// Latency percentiles (p50, p99, p99.9) vs message size
@@ -38,7 +38,7 @@ pub enum Kind {
 
 /// The order of a trend's records.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Order {
+pub(crate) enum Order {
     /// By `started_at`
     Date,
     /// By firmware version (`device.fw_ver`, numerically), then date
@@ -47,7 +47,7 @@ pub enum Order {
 
 /// Line pattern.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Dash {
+pub(crate) enum Dash {
     /// Continuous.
     Solid,
     /// Long dashes (ceilings, p99).
@@ -58,7 +58,7 @@ pub enum Dash {
 
 /// Point marker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Marker {
+pub(crate) enum Marker {
     /// Filled circle.
     Circle,
     /// Filled triangle.
@@ -71,7 +71,7 @@ pub enum Marker {
 
 /// One line on the chart, in drawn coordinates.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Series {
+pub(crate) struct Series {
     /// Legend text.
     pub label: String,
     /// Palette index; `None` is grey.
@@ -88,7 +88,7 @@ pub struct Series {
 
 /// A whole chart.
 #[derive(Debug, Clone, PartialEq)]
-pub struct ChartSpec {
+pub(crate) struct ChartSpec {
     /// Title.
     pub title: String,
     /// What the records share, in a line.
@@ -103,7 +103,7 @@ pub struct ChartSpec {
 
 /// Options of the spec.
 #[derive(Debug, Clone, Default)]
-pub struct SpecOptions {
+pub(crate) struct SpecOptions {
     /// Legend labels given on the command line, in record order.
     pub labels: Vec<String>,
     /// Title given on the command line.
@@ -122,7 +122,7 @@ pub struct SpecOptions {
 
 /// The default chart: latency when every record has latency figures, the timeline when
 /// every record has intervals (`--interval`), else bandwidth.
-pub fn default_kind(inputs: &[Input]) -> Kind {
+pub(crate) fn default_kind(inputs: &[Input]) -> Kind {
     let all_intervals = inputs
         .iter()
         .all(|i| i.record.results.iter().any(|r| r.intervals.is_some()));
@@ -141,7 +141,7 @@ pub fn default_kind(inputs: &[Input]) -> Kind {
 
 /// Legend labels: from what differs between the records (test, memory mode, device,
 /// firmware, host, date), else the file names; `--label` overrides.
-pub fn legend_labels(inputs: &[Input], explicit: &[String]) -> Vec<String> {
+pub(crate) fn legend_labels(inputs: &[Input], explicit: &[String]) -> Vec<String> {
     let facts = |r: &RunRecord| -> Vec<String> {
         vec![
             r.params.test.clone(),
@@ -218,7 +218,7 @@ fn same<T: PartialEq>(inputs: &[Input], f: impl Fn(&RunRecord) -> T) -> Option<T
 }
 
 /// What the records share, for the subtitle; soft-RoCE runs are marked as emulated.
-pub fn subtitle(inputs: &[Input]) -> String {
+pub(crate) fn subtitle(inputs: &[Input]) -> String {
     let mut parts = Vec::new();
     if let Some(t) = same(inputs, |r| r.params.test.clone()) {
         parts.push(t);
@@ -295,10 +295,10 @@ pub(super) fn bw_unit(gbits: bool) -> (f64, &'static str) {
 
 /// A ceiling more than this many times the highest figure is named in the legend but kept
 /// off a linear axis, so that the figures are not squashed against the bottom.
-pub const OFF_CHART: f64 = 3.0;
+pub(crate) const OFF_CHART: f64 = 3.0;
 
 /// Bandwidth vs size, one line per record, its ceiling dashed.
-pub fn bw_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
+pub(crate) fn bw_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
     let labels = legend_labels(inputs, &opts.labels);
     let (scale, unit) = bw_unit(opts.gbits);
     let (lo, hi) = size_range(inputs);
@@ -511,7 +511,7 @@ pub(super) fn pct(l: &LatencyStats, k: usize) -> f64 {
 }
 
 /// Latency percentiles vs size.
-pub fn lat_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
+pub(crate) fn lat_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
     for i in inputs {
         if !i.record.results.iter().any(|r| r.lat_us.is_some()) {
             return Err(PlanError::Value(format!(

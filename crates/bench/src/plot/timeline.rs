@@ -56,7 +56,7 @@ fn intervals_of(input: &Input, wanted: Option<u64>) -> Result<(u64, &IntervalFig
 }
 
 /// Bandwidth per interval against seconds into the window, per record.
-pub fn timeline_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
+pub(crate) fn timeline_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
     let labels = legend_labels(inputs, &opts.labels);
     let (scale, unit) = bw_unit(opts.gbits);
     let (mut series, mut end, mut top) = (Vec::new(), 0.0_f64, 0.0_f64);

@@ -14,7 +14,7 @@ use crate::report::{RunRecord, SizeResult};
 use crate::units::format_size;
 
 /// Compares firmware versions numerically by their digit groups ("28.9.10" < "28.10.2").
-pub fn version_cmp(a: &str, b: &str) -> Ordering {
+pub(crate) fn version_cmp(a: &str, b: &str) -> Ordering {
     let parts = |s: &str| -> Vec<(u64, String)> {
         s.split(|c: char| !c.is_ascii_alphanumeric())
             .filter(|p| !p.is_empty())
@@ -26,7 +26,7 @@ pub fn version_cmp(a: &str, b: &str) -> Ordering {
 
 /// The size a trend shows: `--size`, else 64 KiB when every record has it, else the largest
 /// size every record has.
-pub fn trend_size(inputs: &[Input], wanted: Option<u64>) -> Result<u64> {
+pub(crate) fn trend_size(inputs: &[Input], wanted: Option<u64>) -> Result<u64> {
     let sets: Vec<BTreeSet<u64>> = inputs
         .iter()
         .map(|i| i.record.results.iter().map(|r| r.size).collect())
@@ -75,7 +75,7 @@ fn list_sizes(s: &BTreeSet<u64>) -> String {
 }
 
 /// One size across records, ordered by date or firmware.
-pub fn trend_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
+pub(crate) fn trend_spec(inputs: &[Input], opts: &SpecOptions) -> Result<ChartSpec> {
     let size = trend_size(inputs, opts.size)?;
     let order = opts.order.unwrap_or(Order::Date);
     let ordered = trend_order(inputs, order);

@@ -11,7 +11,7 @@ use super::{DeviceRecord, Exporter, Format, LatencyStats, RunRecord, SizeResult}
 use crate::catalogue::PARAMS;
 
 /// `--csv FILE`: one row per size.
-pub const CSV: Format = Format {
+pub(crate) const CSV: Format = Format {
     flag: "csv",
     short: "Write one CSV row per size to FILE (- for stdout)",
     help: "Write one CSV row per size to FILE; `-`: to stdout at the end (the table goes to \
@@ -22,7 +22,7 @@ pub const CSV: Format = Format {
 
 /// Writes the record as CSV.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct CsvExporter;
+pub(crate) struct CsvExporter;
 
 /// A column after the parameters' (`PARAMS`, whose keys name their columns): its header
 /// and its cell for one size `r` on device `d`, declared together.

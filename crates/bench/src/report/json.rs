@@ -7,7 +7,7 @@ use serde::Serialize;
 use super::{Exporter, Format};
 
 /// `--json FILE`: the whole record.
-pub const JSON: Format = Format {
+pub(crate) const JSON: Format = Format {
     flag: "json",
     short: "Write the result record to FILE as JSON (- for stdout)",
     help: "Write the result record (every size) to FILE as JSON; `-`: to stdout at the end \
@@ -18,7 +18,7 @@ pub const JSON: Format = Format {
 
 /// Writes the record as JSON.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct JsonExporter;
+pub(crate) struct JsonExporter;
 
 impl<R: Serialize + ?Sized> Exporter<R> for JsonExporter {
     fn render(&self, record: &R) -> Result<Vec<u8>> {

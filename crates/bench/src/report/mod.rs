@@ -8,23 +8,25 @@ mod json;
 pub(crate) mod prom;
 #[cfg(test)]
 pub(crate) mod samples;
-pub mod schema;
+pub(crate) mod schema;
 pub mod sweep;
 
-pub use self::csv::{CsvExporter, CSV};
-pub use json::{JsonExporter, JSON};
-pub use model::figures::{
+pub(crate) use self::csv::{CsvExporter, CSV};
+pub(crate) use json::{JsonExporter, JSON};
+pub(crate) use model::figures::{
     DirectionFigures, Directions, LatencyStats, Repetition, SizeResult, WindowFacts,
 };
-pub use model::intervals::{IntervalFigure, IntervalFigures};
-pub use model::record::{
+pub(crate) use model::intervals::{IntervalFigure, IntervalFigures};
+pub use model::record::RunRecord;
+pub(crate) use model::record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
-    PcieRecord, RailRecord, RunRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
+    PcieRecord, RailRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
 };
-pub use prom::{render_sweep, PromExporter, PROM};
-pub use sweep::{
-    FleetFigures, GroupRecord, NamedNic, NamedPath, Outlier, PairRecord, RankRecord, SweepRecord,
-    Unreachable, FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
+pub(crate) use prom::{render_sweep, PromExporter, PROM};
+pub use sweep::SweepRecord;
+pub(crate) use sweep::{
+    FleetFigures, GroupRecord, NamedNic, NamedPath, Outlier, PairRecord, RankRecord, Unreachable,
+    FULL_RECORDS_UP_TO, SWEEP_SCHEMA,
 };
 
 use std::path::Path;
@@ -38,14 +40,14 @@ use anyhow::Result;
 /// and `nccl-log`'s text, `plot`'s SVG and PNG, `topo`'s and `ceiling`'s text and JSON.
 /// Exporters hold no state (`Sync`: the registry's entries are shared by every thread of a
 /// run).
-pub trait Exporter<R: ?Sized = RunRecord>: Sync {
+pub(crate) trait Exporter<R: ?Sized = RunRecord>: Sync {
     /// The bytes of the file.
     fn render(&self, record: &R) -> Result<Vec<u8>>;
 }
 
 /// An output format of the run record: a test's `--FLAG FILE` and the exporter behind it.
 #[derive(Clone, Copy)]
-pub struct Format {
+pub(crate) struct Format {
     /// The long flag without its dashes (`json` for `--json FILE`); unique in [`FORMATS`].
     pub flag: &'static str,
     /// The flag's line in `-h`.
@@ -66,10 +68,10 @@ impl std::fmt::Debug for Format {
 
 /// Every output format of the run record, in `--help`'s order: a new exporter is one file
 /// (its [`Exporter`] and its [`Format`]) and one line here.
-pub const FORMATS: &[Format] = &[JSON, CSV, PROM];
+pub(crate) const FORMATS: &[Format] = &[JSON, CSV, PROM];
 
 /// Renders `record` with `exporter` and writes it to `path` atomically.
-pub fn export(exporter: &dyn Exporter, record: &RunRecord, path: &Path) -> Result<()> {
+pub(crate) fn export(exporter: &dyn Exporter, record: &RunRecord, path: &Path) -> Result<()> {
     let bytes = exporter.render(record)?;
     crate::files::write_atomically(path, &bytes)
 }

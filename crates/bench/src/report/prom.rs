@@ -20,7 +20,7 @@ use super::{
 };
 
 /// `--prom FILE`: the figures as Prometheus metrics.
-pub const PROM: Format = Format {
+pub(crate) const PROM: Format = Format {
     flag: "prom",
     short: "Write the figures as Prometheus metrics to FILE",
     help: "Write the figures as Prometheus metrics (node_exporter's textfile format) to FILE, \
@@ -31,7 +31,7 @@ pub const PROM: Format = Format {
 
 /// Writes the record as Prometheus metrics.
 #[derive(Debug, Default, Clone, Copy)]
-pub struct PromExporter;
+pub(crate) struct PromExporter;
 
 impl Exporter for PromExporter {
     fn render(&self, record: &RunRecord) -> Result<Vec<u8>> {
@@ -108,7 +108,7 @@ const QUANTILES: &[Quantile] = &[
 ];
 
 /// The record as Prometheus text: each family's HELP and TYPE, then its samples.
-pub fn render(record: &RunRecord) -> String {
+pub(crate) fn render(record: &RunRecord) -> String {
     let parts = parts(record);
     let mut out = String::new();
     let info: Vec<String> = parts
@@ -262,7 +262,7 @@ fn latency_summary(out: &mut String, parts: &[Part<'_>]) {
 /// and whether the verdict named it (and why), per path named a sample, and per congestion
 /// group its total, share of the ceiling and fairness. Per NIC, not per pair: a fleet of n
 /// NICs is n series per test, where its pairs would be n^2/2.
-pub fn render_sweep(rec: &SweepRecord) -> String {
+pub(crate) fn render_sweep(rec: &SweepRecord) -> String {
     let mut out = String::new();
     let pattern = escape(&rec.pattern);
     let complete = u8::from(rec.status == RunStatus::Complete);

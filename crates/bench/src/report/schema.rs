@@ -23,7 +23,7 @@ pub fn params_table() -> String {
 /// A record kind's schema: the `schema` value its records carry, the file it is shipped
 /// as (under `results/schemas/`), and the schema's text.
 #[derive(Debug)]
-pub struct Published {
+pub(crate) struct Published {
     /// The records' `schema` field: "rdmabench.result/1".
     pub record: &'static str,
     /// Its file name under `results/schemas/`.
@@ -33,7 +33,7 @@ pub struct Published {
 }
 
 /// Every published schema.
-pub const PUBLISHED: &[Published] = &[
+pub(crate) const PUBLISHED: &[Published] = &[
     Published {
         record: SCHEMA,
         file: "rdmabench.result-1.schema.json",

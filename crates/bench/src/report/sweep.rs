@@ -14,7 +14,7 @@ use super::{RunRecord, RunStatus, ToolRecord};
 use crate::plan::PlanError;
 
 /// The schema name and version of the sweep record.
-pub const SWEEP_SCHEMA: &str = "rdmabench.cluster/1";
+pub(crate) const SWEEP_SCHEMA: &str = "rdmabench.cluster/1";
 
 /// One sweep across the ranks of a launch.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -36,7 +36,7 @@ pub struct SweepRecord {
     /// A pair above this multiple of the fleet's median latency is a suspect.
     pub max_lat_factor: f64,
     /// Every rank, in rank order.
-    pub ranks: Vec<RankRecord>,
+    pub(crate) ranks: Vec<RankRecord>,
     /// The planned rounds: each a list of `[client rank, server rank]` pairs.
     pub schedule: Vec<Vec<[u32; 2]>>,
     /// The wall seconds of each round run, in order: the planned rounds, then the retries
@@ -49,21 +49,21 @@ pub struct SweepRecord {
     /// on at once, with their total against the receivers' ceilings; empty for the other
     /// patterns (whose tests are in `pairs`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub groups: Vec<GroupRecord>,
+    pub(crate) groups: Vec<GroupRecord>,
     /// Per test: the fleet's figures.
-    pub fleet: Vec<FleetFigures>,
+    pub(crate) fleet: Vec<FleetFigures>,
     /// The ranks whose NICs the verdict names (slow, failing, with climbing counters, or
     /// unreachable).
-    pub named: Vec<NamedNic>,
+    pub(crate) named: Vec<NamedNic>,
     /// The parts of the fabric beyond one NIC the verdict names: a path between two leaves
     /// (from `--topology`, or a cut inferred from the matrix), or one node's path toward a
     /// leaf.
     #[serde(default)]
-    pub paths: Vec<NamedPath>,
+    pub(crate) paths: Vec<NamedPath>,
     /// The configuration outliers rank 0 found in the ranks' facts before measuring
     /// (`cluster::preflight::outliers`): one per rank and fact.
     #[serde(default)]
-    pub preflight: Vec<Outlier>,
+    pub(crate) preflight: Vec<Outlier>,
     /// Whether the sweep ran to its end.
     pub status: RunStatus,
     /// Why the sweep stopped early (`status: failed` only).
@@ -73,7 +73,7 @@ pub struct SweepRecord {
 
 /// One rank: where it ran and on which NIC.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct RankRecord {
+pub(crate) struct RankRecord {
     /// Its rank in the launch.
     pub rank: u32,
     /// Its host name.
@@ -154,7 +154,7 @@ pub struct PairRecord {
 /// together: an incast's senders into one receiver, a bisection's halves, an all-to-all's
 /// group.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct GroupRecord {
+pub(crate) struct GroupRecord {
     /// The round it ran in (0-based).
     pub round: u32,
     /// The test ("write-bw").
@@ -182,11 +182,11 @@ pub struct GroupRecord {
 }
 
 /// Sweeps of up to this many ranks keep every pair's full result record.
-pub const FULL_RECORDS_UP_TO: usize = 64;
+pub(crate) const FULL_RECORDS_UP_TO: usize = 64;
 
 /// The fleet's figures for one test.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct FleetFigures {
+pub(crate) struct FleetFigures {
     /// The test.
     pub test: String,
     /// "GB/s" or "us".
@@ -215,7 +215,7 @@ pub struct FleetFigures {
 
 /// A NIC the verdict names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct NamedNic {
+pub(crate) struct NamedNic {
     /// Its rank.
     pub rank: u32,
     /// "mlx5_3 of node17".
@@ -232,7 +232,7 @@ pub struct NamedNic {
 
 /// A rank rank 0 lost: it never joined, died, or stopped answering.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Unreachable {
+pub(crate) struct Unreachable {
     /// The round it was lost in (0-based, as `pairs[].round`; 0 for a rank that never
     /// joined).
     pub round: u32,
@@ -243,7 +243,7 @@ pub struct Unreachable {
 
 /// A part of the fabric beyond one NIC that the verdict names.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct NamedPath {
+pub(crate) struct NamedPath {
     /// "between leaves" (every pair across two leaves slow, pairs inside each fine),
     /// "cut" (the same, inferred from the matrix without a topology) or "toward leaf" (one
     /// node's pairs slow only toward one leaf).
@@ -259,7 +259,7 @@ pub struct NamedPath {
 
 /// One rank whose configuration differs from most of the fleet's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Outlier {
+pub(crate) struct Outlier {
     /// Its rank.
     pub rank: u32,
     /// The fact ("active_mtu").
@@ -277,13 +277,13 @@ pub struct Outlier {
 }
 
 /// Whether a figure of this unit is better when lower: latency ("us") is, bandwidth is not.
-pub fn lower_is_better(unit: &str) -> bool {
+pub(crate) fn lower_is_better(unit: &str) -> bool {
     unit == "us"
 }
 
 impl RankRecord {
     /// A rank as it joined: "`device` of `host`", nothing else known yet.
-    pub fn new(rank: u32, host: &str, device: &str, fw_ver: Option<String>) -> Self {
+    pub(crate) fn new(rank: u32, host: &str, device: &str, fw_ver: Option<String>) -> Self {
         RankRecord {
             rank,
             host: host.to_string(),
@@ -299,7 +299,7 @@ impl RankRecord {
 
     /// The NIC's identity across launches, which may number the ranks differently:
     /// "host/device", or the label when the host or the device is unknown.
-    pub fn nic_key(&self) -> String {
+    pub(crate) fn nic_key(&self) -> String {
         if self.host.is_empty() || self.device.is_empty() {
             self.label.clone()
         } else {
@@ -308,7 +308,7 @@ impl RankRecord {
     }
 
     /// The label a person reads ("mlx5_3 of node17"), made up when the record has none.
-    pub fn shown(&self) -> String {
+    pub(crate) fn shown(&self) -> String {
         if self.label.is_empty() {
             format!("{} of {}", self.device, self.host)
         } else {
@@ -319,17 +319,17 @@ impl RankRecord {
 
 impl SweepRecord {
     /// The record of rank `rank`.
-    pub fn rank(&self, rank: u32) -> Option<&RankRecord> {
+    pub(crate) fn rank(&self, rank: u32) -> Option<&RankRecord> {
         self.ranks.iter().find(|r| r.rank == rank)
     }
 
     /// The fleet's figures for `test`.
-    pub fn fleet_for(&self, test: &str) -> Option<&FleetFigures> {
+    pub(crate) fn fleet_for(&self, test: &str) -> Option<&FleetFigures> {
         self.fleet.iter().find(|f| f.test == test)
     }
 
     /// The unit of `test`'s figures as recorded ("GB/s" or "us").
-    pub fn unit_of(&self, test: &str) -> String {
+    pub(crate) fn unit_of(&self, test: &str) -> String {
         self.pairs
             .iter()
             .find(|p| p.test == test)
@@ -340,7 +340,7 @@ impl SweepRecord {
 
     /// The median `test`'s figures stand against: the fleet's, as rank 0 judged it, or for a
     /// record without fleet figures the median of its pairs' measurements.
-    pub fn fleet_median(&self, test: &str) -> Option<f64> {
+    pub(crate) fn fleet_median(&self, test: &str) -> Option<f64> {
         self.fleet_for(test).map(|f| f.median).or_else(|| {
             let values: Vec<f64> = self
                 .measurements(test)
@@ -355,7 +355,7 @@ impl SweepRecord {
     /// [`display_unit`](crate::units::display_unit) on the fleet median, so that rank 0's
     /// summary, the heat map and `compare` of two sweeps (on the before sweep) show a sweep's
     /// figures alike.
-    pub fn shown_unit(&self, test: &str) -> (String, f64) {
+    pub(crate) fn shown_unit(&self, test: &str) -> (String, f64) {
         crate::units::display_unit(&self.unit_of(test), self.fleet_median(test))
     }
 
@@ -386,7 +386,7 @@ impl SweepRecord {
 /// Whether the file at `path` is a sweep record: a JSON document whose `schema` names
 /// `rdmabench.cluster/…`. A file that cannot be read or parsed is not one (the reader of
 /// result records then says why it cannot be read).
-pub fn is_sweep_file(path: &Path) -> bool {
+pub(crate) fn is_sweep_file(path: &Path) -> bool {
     let Ok(text) = std::fs::read_to_string(path) else {
         return false;
     };
@@ -435,7 +435,7 @@ pub fn load_sweep(path: &Path) -> Result<SweepRecord> {
 
 /// Whether `paths` are all sweep records (true) or all result records (false); a mix is
 /// refused, naming a file of each kind.
-pub fn all_sweeps(paths: &[&Path]) -> Result<bool, PlanError> {
+pub(crate) fn all_sweeps(paths: &[&Path]) -> Result<bool, PlanError> {
     let kinds: Vec<bool> = paths.iter().map(|p| is_sweep_file(p)).collect();
     let sweep = kinds.iter().position(|&k| k);
     let result = kinds.iter().position(|&k| !k);

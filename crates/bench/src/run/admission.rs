@@ -15,7 +15,7 @@ use crate::plan::{TestPlan, MAX_QPS};
 use crate::units::{format_size_approx, parse_size};
 
 /// `--max-duration`'s default, in seconds.
-pub const DEFAULT_MAX_DURATION: f64 = 3600.0;
+pub(crate) const DEFAULT_MAX_DURATION: f64 = 3600.0;
 
 /// The server's limits on one run.
 #[derive(Debug, Clone, PartialEq, clap::Args)]
@@ -156,14 +156,14 @@ impl Admission {
 
     /// What is left of `--max-duration` after `elapsed` (zero once it is spent): a size's
     /// deadlines end there, so a run that never ends a size is ended inside it too.
-    pub fn time_left(&self, elapsed: Duration) -> Duration {
+    pub(crate) fn time_left(&self, elapsed: Duration) -> Duration {
         Duration::try_from_secs_f64(self.max_duration)
             .unwrap_or(Duration::MAX)
             .saturating_sub(elapsed)
     }
 
     /// Refuses to go on with a run that has lasted `elapsed`, beyond `--max-duration`.
-    pub fn check_elapsed(&self, elapsed: Duration) -> Result<(), Refused> {
+    pub(crate) fn check_elapsed(&self, elapsed: Duration) -> Result<(), Refused> {
         if elapsed.as_secs_f64() > self.max_duration {
             return Err(Refused(format!(
                 "the run has gone on for {:.0} s, beyond this server's --max-duration {} s",
@@ -188,7 +188,11 @@ fn check_mem(kind: &str, bytes: u64, detail: &str, cap: Option<&Cap>) -> Result<
 
 /// Checks `plan` against the server's limits on `local`'s memory, before anything is
 /// allocated.
-pub fn admit_plan(admission: &Admission, plan: &TestPlan, local: &Local) -> Result<(), Refused> {
+pub(crate) fn admit_plan(
+    admission: &Admission,
+    plan: &TestPlan,
+    local: &Local,
+) -> Result<(), Refused> {
     let need = local
         .footprint(plan)
         .map_err(|e| Refused(format!("{e:#}")))?;
@@ -197,7 +201,7 @@ pub fn admit_plan(admission: &Admission, plan: &TestPlan, local: &Local) -> Resu
 }
 
 /// This machine's memory (`MemTotal` of /proc/meminfo), when it can be read.
-pub fn host_memory() -> Option<u64> {
+pub(crate) fn host_memory() -> Option<u64> {
     mem_total(&std::fs::read_to_string("/proc/meminfo").ok()?)
 }
 

@@ -127,7 +127,7 @@ const MAX_LENGTH: Duration = Duration::from_secs(7 * 86_400);
 /// [`LARGE_READ_FLOOR_GBPS`], plus [`PER_OP`] each, both
 /// directions with `-b`), so that only a peer that holds the seat without measuring meets
 /// it.
-pub fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration {
+pub(crate) fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration {
     let secs = match stop_of(plan) {
         Stop::Duration { total, .. } => total.saturating_add(timeout).as_secs_f64(),
         Stop::Iters(n) => {
@@ -148,7 +148,12 @@ pub fn planned_length(plan: &TestPlan, size: u64, timeout: Duration) -> Duration
 
 /// The shape of this plan's bandwidth loop for one size. Every verb keeps `tx-depth` operations posted: the QP's outstanding-read
 /// limit (`-o`) holds back READs and atomics in the NIC, not in the loop.
-pub fn bw_shape(opts: &RunOptions, plan: &TestPlan, size: u64, role: Role) -> Result<LoopShape> {
+pub(crate) fn bw_shape(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    size: u64,
+    role: Role,
+) -> Result<LoopShape> {
     Ok(LoopShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
@@ -168,7 +173,12 @@ pub fn bw_shape(opts: &RunOptions, plan: &TestPlan, size: u64, role: Role) -> Re
 }
 
 /// The shape of this plan's latency loop for one size.
-pub fn lat_shape(opts: &RunOptions, plan: &TestPlan, size: u64, clock: Clock) -> Result<LatShape> {
+pub(crate) fn lat_shape(
+    opts: &RunOptions,
+    plan: &TestPlan,
+    size: u64,
+    clock: Clock,
+) -> Result<LatShape> {
     Ok(LatShape {
         verb: plan.test.verb,
         atomic: plan.atomic,
@@ -309,7 +319,7 @@ fn server_verdict(ok: bool, detail: &str) -> Result<()> {
 
 /// Runs a measured loop on the measuring thread's CPU (helper threads started before keep
 /// the process's CPUs).
-pub fn pinned<T>(measuring: &Measuring, work: impl FnOnce() -> Result<T>) -> Result<T> {
+pub(crate) fn pinned<T>(measuring: &Measuring, work: impl FnOnce() -> Result<T>) -> Result<T> {
     let cpu = measuring.placement.cpu;
     let _pin = measuring
         .placement

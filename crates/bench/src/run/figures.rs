@@ -5,7 +5,7 @@
 
 mod peer;
 
-pub use peer::check_ops_per_qp;
+pub(crate) use peer::check_ops_per_qp;
 
 use std::time::Duration;
 
@@ -22,7 +22,7 @@ use crate::report::{
 use crate::run::limits::ReportBound;
 
 /// Figures from one window, with what it held.
-pub fn from_window(size: u64, w: Window) -> Result<SizeResult> {
+pub(crate) fn from_window(size: u64, w: Window) -> Result<SizeResult> {
     let mut r = SizeResult::from_window(size, w.ops, w.seconds).map_err(|e| {
         e.context(format!(
             "{} completion event(s) in the window; raise -D or --timeout",
@@ -48,7 +48,7 @@ fn interval_figures(size: u64, i: &Intervals) -> Option<IntervalFigures> {
 }
 
 /// What window `w` held.
-pub fn facts(w: &Window) -> WindowFacts {
+pub(crate) fn facts(w: &Window) -> WindowFacts {
     WindowFacts {
         completions: w.events,
         signal_every: None,
@@ -57,7 +57,7 @@ pub fn facts(w: &Window) -> WindowFacts {
 }
 
 /// A latency loop's figures, with its statistics and histogram.
-pub fn from_latency(size: u64, m: &LatMeasured) -> Result<SizeResult> {
+pub(crate) fn from_latency(size: u64, m: &LatMeasured) -> Result<SizeResult> {
     let mut r = SizeResult::from_window(size, m.window.ops, m.window.seconds)?;
     r.lat_us = Some(m.hist.stats()?);
     r.hdr = Some(m.hist.to_base64()?);
@@ -75,7 +75,7 @@ fn direction(r: &SizeResult) -> DirectionFigures {
 
 /// What the server measured for one size.
 #[derive(Debug, Clone, Default)]
-pub struct ServerPart {
+pub(crate) struct ServerPart {
     /// Its own operations (`-b`).
     pub sent: Option<Window>,
     /// SENDs that arrived, counted and timed by the server.
@@ -96,7 +96,7 @@ pub struct ServerPart {
 /// The figures both sides report for one size (the client's peak of operations in flight
 /// stays with them), from the client's, refused unless they are a measurement of `size`
 /// under `plan` within the server's bounds (`peer.rs`).
-pub fn combine(
+pub(crate) fn combine(
     plan: &TestPlan,
     size: u64,
     client: SizeResult,
@@ -188,7 +188,9 @@ fn median_stats(reps: &[LatencyStats]) -> Option<LatencyStats> {
 
 /// Several windows together (repetitions, rails): the fewest completions, the most often
 /// signaled, the longest extension.
-pub fn fold_windows<'a>(results: impl IntoIterator<Item = &'a SizeResult>) -> Option<WindowFacts> {
+pub(crate) fn fold_windows<'a>(
+    results: impl IntoIterator<Item = &'a SizeResult>,
+) -> Option<WindowFacts> {
     let all: Vec<WindowFacts> = results.into_iter().filter_map(|r| r.window).collect();
     let mut out = *all.first()?;
     out.completions = all.iter().map(|w| w.completions).min().unwrap_or(0);
@@ -200,7 +202,7 @@ pub fn fold_windows<'a>(results: impl IntoIterator<Item = &'a SizeResult>) -> Op
 /// Folds the repetitions of one size into one result: the median of each figure (latency
 /// statistics included), the histograms pooled, and every repetition kept. One repetition
 /// is returned as it is.
-pub fn aggregate(reps: Vec<SizeResult>) -> Result<SizeResult> {
+pub(crate) fn aggregate(reps: Vec<SizeResult>) -> Result<SizeResult> {
     let Some(first) = reps.first().cloned() else {
         bail!("no repetition to report");
     };

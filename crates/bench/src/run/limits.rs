@@ -8,7 +8,7 @@ use crate::report::{CeilingsRecord, PcieLinkRecord, PcieRecord};
 
 /// What is known about the run's limits, with notes for the header.
 #[derive(Debug, Clone, Default)]
-pub struct RunLimits {
+pub(crate) struct RunLimits {
     /// The NIC's link and the path class.
     pub pcie: PcieRecord,
     /// The ceilings.
@@ -21,20 +21,20 @@ pub struct RunLimits {
 
 /// A figure a peer reports may pass the highest of the NIC's ceilings by this factor (the
 /// ceilings are a model) before it is refused as no measurement.
-pub const CEILING_SLACK: f64 = 1.5;
+pub(crate) const CEILING_SLACK: f64 = 1.5;
 
 /// The most bandwidth a peer may report (GB/s) when no ceiling bounds the run: 10 TB/s, a
 /// hundred times today's fastest NIC.
-pub const MAX_GBPS: f64 = 10_000.0;
+pub(crate) const MAX_GBPS: f64 = 10_000.0;
 
 /// The most messages per second a peer may report, in millions: 10^10 a second, fifty times
 /// today's fastest NIC.
-pub const MAX_MPPS: f64 = 10_000.0;
+pub(crate) const MAX_MPPS: f64 = 10_000.0;
 
 /// The most bandwidth a peer may report for its direction of one size, and where it comes
 /// from (for the refusal of a figure beyond it).
 #[derive(Debug, Clone, PartialEq)]
-pub struct ReportBound {
+pub(crate) struct ReportBound {
     /// GB/s.
     pub gbps: f64,
     /// Where it comes from.
@@ -53,7 +53,7 @@ impl Default for ReportBound {
 
 impl RunLimits {
     /// The binding ceiling in GB/s, when one is known.
-    pub fn limit_gbps(&self) -> Option<f64> {
+    pub(crate) fn limit_gbps(&self) -> Option<f64> {
         self.ceilings.limit_gbps
     }
 
@@ -62,7 +62,7 @@ impl RunLimits {
     /// it moves crosses its PCIe link, and a loopback run's traffic never crosses the wire),
     /// else [`MAX_GBPS`]: a virtual device's rate is its netdev's nominal one (soft-RoCE on a
     /// netdev of unknown speed says 2.5 Gb/s), and a wire alone does not bound a loopback run.
-    pub fn report_bound(&self) -> ReportBound {
+    pub(crate) fn report_bound(&self) -> ReportBound {
         let c = &self.ceilings;
         match (&self.pcie.nic, c.pcie_gbps) {
             (Some(nic), Some(pcie)) if pcie.is_finite() && pcie > 0.0 => {
@@ -107,7 +107,7 @@ fn judge_link(what: &str, link: &PciLink, out: &mut RunLimits) {
 
 /// Reads the ceilings of `side`'s port from sysfs (`/`), and for GPU memory the GPU's link
 /// and its path class to the NIC.
-pub fn run_limits(side: &Connected) -> RunLimits {
+pub(crate) fn run_limits(side: &Connected) -> RunLimits {
     let sysfs = Sysfs::system();
     let mut limits = limits_from(
         &sysfs,
@@ -130,7 +130,7 @@ pub fn run_limits(side: &Connected) -> RunLimits {
 }
 
 /// Adds the GPU at `bdf`: its link, and the NIC-GPU path class.
-pub fn add_gpu(sysfs: &Sysfs, nic: &str, bdf: &str, out: &mut RunLimits) {
+pub(crate) fn add_gpu(sysfs: &Sysfs, nic: &str, bdf: &str, out: &mut RunLimits) {
     let gpu = match PciFunction::read(sysfs, bdf) {
         Ok(g) => g,
         Err(e) => {
@@ -152,7 +152,7 @@ pub fn add_gpu(sysfs: &Sysfs, nic: &str, bdf: &str, out: &mut RunLimits) {
 }
 
 /// Reads the ceilings of `device` port `port` at path MTU `mtu` under `sysfs`.
-pub fn limits_from(sysfs: &Sysfs, device: &str, port: u8, mtu: u32) -> RunLimits {
+pub(crate) fn limits_from(sysfs: &Sysfs, device: &str, port: u8, mtu: u32) -> RunLimits {
     let mut out = RunLimits::default();
     let dev = match RdmaDevice::read(sysfs, device) {
         Ok(d) => d,

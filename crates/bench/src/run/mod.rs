@@ -11,15 +11,17 @@
 pub mod admission;
 mod client;
 pub(crate) mod figures;
-pub mod limits;
-pub mod port_counters;
+pub(crate) mod limits;
+pub(crate) mod port_counters;
 pub mod rails;
 mod recorder;
 mod server;
 
 pub use client::run_client;
-pub use rails::{run_client_rails, RailLink, ServerRails};
-pub use recorder::{RecordFiles, Recorder};
+pub(crate) use rails::RailLink;
+pub use rails::{run_client_rails, ServerRails};
+pub use recorder::RecordFiles;
+pub(crate) use recorder::Recorder;
 pub use server::{run_server, ServerSide};
 
 use std::time::Duration;
@@ -43,7 +45,7 @@ use crate::run::admission::Admission;
 use crate::run::limits::{run_limits, RunLimits};
 use crate::run::port_counters::Counters;
 
-pub use crate::plan::LAT_WARMUP;
+pub(crate) use crate::plan::LAT_WARMUP;
 
 /// Everything one side needs to run.
 #[derive(Debug, Clone)]
@@ -88,18 +90,18 @@ pub struct RunOptions {
 /// the server of each waits here, its run set up, before it lets its client start the
 /// first size. Where the runs' servers live decides what waiting means (one process, or the
 /// ranks of a sweep through rank 0).
-pub trait StartTogether: Send + Sync + std::fmt::Debug {
+pub(crate) trait StartTogether: Send + Sync + std::fmt::Debug {
     /// Returns once every run of the round may start, or fails after `within`.
     fn wait(&self, within: Duration) -> anyhow::Result<()>;
 }
 
 /// A run's place at a [`StartTogether`].
 #[derive(Debug, Clone)]
-pub struct StartGate(pub std::sync::Arc<dyn StartTogether>);
+pub struct StartGate(pub(crate) std::sync::Arc<dyn StartTogether>);
 
 /// Where this side's measuring thread runs and the clock that stamps its latencies.
 #[derive(Debug, Clone)]
-pub struct Measuring {
+pub(crate) struct Measuring {
     /// The CPU it is pinned to while it measures.
     pub placement: Placement,
     /// The latency loops' clock.
@@ -108,7 +110,7 @@ pub struct Measuring {
 
 impl Measuring {
     /// Chooses the CPU (from the device's NUMA node) and the clock for this side.
-    pub fn resolve(opts: &RunOptions, device: &str, role: Role) -> anyhow::Result<Self> {
+    pub(crate) fn resolve(opts: &RunOptions, device: &str, role: Role) -> anyhow::Result<Self> {
         let facts = CpuFacts::read(&topo::Sysfs::system(), device)?;
         let rail = opts.rail.as_ref().map_or(0, |l| l.index);
         let placement = match opts.cpu_slot {
@@ -131,7 +133,7 @@ pub struct Outcome {
 }
 
 /// How a loop of this plan stops.
-pub fn stop_of(plan: &TestPlan) -> Stop {
+pub(crate) fn stop_of(plan: &TestPlan) -> Stop {
     match plan.duration {
         Some(secs) => Stop::for_duration(secs),
         None => Stop::Iters(plan.iters),
@@ -194,7 +196,7 @@ impl Printer {
 
 /// The record's `params`: the plan as the loops ran it, on the CPU and with the clock
 /// `measuring` names, one of `threads` measuring threads on this side's device.
-pub fn params_record(
+pub(crate) fn params_record(
     plan: &TestPlan,
     side: &Connected,
     measuring: &Measuring,

@@ -13,10 +13,10 @@ use topo::Sysfs;
 use crate::engine::Connected;
 
 /// One reading: counter name ("counters/port_xmit_data", "hw_counters/np_cnp_sent") to value.
-pub type Reading = BTreeMap<String, u64>;
+pub(crate) type Reading = BTreeMap<String, u64>;
 
 /// Reads every numeric counter of `device` port `port` under `sysfs`.
-pub fn read(sysfs: &Sysfs, device: &str, port: u8) -> Reading {
+pub(crate) fn read(sysfs: &Sysfs, device: &str, port: u8) -> Reading {
     let mut out = Reading::new();
     let port_dir = Path::new("/sys/class/infiniband")
         .join(device)
@@ -40,7 +40,7 @@ pub fn read(sysfs: &Sysfs, device: &str, port: u8) -> Reading {
 
 /// The change of every counter present in both readings (a counter that wrapped or was
 /// reset counts as 0).
-pub fn delta(before: &Reading, after: &Reading) -> Reading {
+pub(crate) fn delta(before: &Reading, after: &Reading) -> Reading {
     after
         .iter()
         .filter_map(|(k, &v)| before.get(k).map(|&b| (k.clone(), v.saturating_sub(b))))
@@ -49,31 +49,31 @@ pub fn delta(before: &Reading, after: &Reading) -> Reading {
 
 /// The counters at the start of a run.
 #[derive(Debug)]
-pub struct Counters {
+pub(crate) struct Counters {
     before: Reading,
 }
 
 /// What changed during a run; empty when the port exposes no counters.
 #[derive(Debug, Default)]
-pub struct CounterDelta(Reading);
+pub(crate) struct CounterDelta(Reading);
 
 impl CounterDelta {
     /// The deltas, or `None` when there were none to read.
-    pub fn into_map(self) -> Option<Reading> {
+    pub(crate) fn into_map(self) -> Option<Reading> {
         (!self.0.is_empty()).then_some(self.0)
     }
 }
 
 impl Counters {
     /// Reads the counters of `side`'s port now.
-    pub fn start(side: &Connected) -> Self {
+    pub(crate) fn start(side: &Connected) -> Self {
         Counters {
             before: read(&Sysfs::system(), side.device.name(), side.port.port),
         }
     }
 
     /// Reads them again and returns the deltas.
-    pub fn finish(self, side: &Connected) -> CounterDelta {
+    pub(crate) fn finish(self, side: &Connected) -> CounterDelta {
         let after = read(&Sysfs::system(), side.device.name(), side.port.port);
         CounterDelta(delta(&self.before, &after))
     }

@@ -26,7 +26,7 @@ pub struct RecordFiles {
 
 impl RecordFiles {
     /// These files, with `format`'s set to `path` (in the place of the one it had).
-    pub fn with(mut self, format: &'static Format, path: impl Into<PathBuf>) -> Self {
+    pub(crate) fn with(mut self, format: &'static Format, path: impl Into<PathBuf>) -> Self {
         let path = path.into();
         match self.outputs.iter_mut().find(|(f, _)| f.flag == format.flag) {
             Some(given) => given.1 = path,
@@ -36,25 +36,25 @@ impl RecordFiles {
     }
 
     /// The path given to `format`, if any.
-    pub fn get(&self, format: &Format) -> Option<&Path> {
+    pub(crate) fn get(&self, format: &Format) -> Option<&Path> {
         self.outputs()
             .find(|(f, _)| f.flag == format.flag)
             .map(|(_, p)| p)
     }
 
     /// Whether no output was given.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.outputs.is_empty()
     }
 
     /// Each output given: its format and its path.
-    pub fn outputs(&self) -> impl Iterator<Item = (&'static Format, &Path)> {
+    pub(crate) fn outputs(&self) -> impl Iterator<Item = (&'static Format, &Path)> {
         self.outputs.iter().map(|(f, p)| (*f, p.as_path()))
     }
 
     /// Checks every output before any device is opened: `-` for one of them at most, the
     /// other paths writable ([`check_record_outputs`]), each named by its flag.
-    pub fn check(&self) -> Result<(), PlanError> {
+    pub(crate) fn check(&self) -> Result<(), PlanError> {
         let flags: Vec<String> = self
             .outputs()
             .map(|(f, _)| format!("--{}", f.flag))
@@ -78,19 +78,23 @@ impl RecordFiles {
 
     /// Writes `record` as it stands mid-run to every file, each atomically; stdout gets
     /// only the last ([`RecordFiles::write_last`]).
-    pub fn write(&self, record: &RunRecord) -> Result<()> {
+    pub(crate) fn write(&self, record: &RunRecord) -> Result<()> {
         self.write_to(record, None)
     }
 
     /// Writes the run's last `record` (complete, or with how it failed) to every file, and
     /// to stdout where `-` was given.
-    pub fn write_last(&self, record: &RunRecord) -> Result<()> {
+    pub(crate) fn write_last(&self, record: &RunRecord) -> Result<()> {
         self.write_to(record, Some(&mut std::io::stdout()))
     }
 
     /// [`RecordFiles::write`] when `stdout` is `None`, else [`RecordFiles::write_last`] with
     /// `stdout` standing for the process's.
-    pub fn write_to(&self, record: &RunRecord, mut stdout: Option<&mut dyn Write>) -> Result<()> {
+    pub(crate) fn write_to(
+        &self,
+        record: &RunRecord,
+        mut stdout: Option<&mut dyn Write>,
+    ) -> Result<()> {
         for (format, path) in self.outputs() {
             let what = format.what;
             if !is_dash(path) {
@@ -109,7 +113,7 @@ impl RecordFiles {
 
 /// What one side measured so far, and the rest of its record.
 #[derive(Debug)]
-pub struct Recorder {
+pub(crate) struct Recorder {
     /// Everything but `status`, `error`, `results` and `counters`.
     template: RunRecord,
     /// Each planned size's repetitions measured so far.
@@ -125,13 +129,13 @@ pub struct Recorder {
 impl Recorder {
     /// Starts the record of a run of `sizes` sizes and writes it at once (incomplete, no
     /// results), so a file that cannot be written fails the run before it measures.
-    pub fn start(template: RunRecord, sizes: usize, files: &RecordFiles) -> Result<Self> {
+    pub(crate) fn start(template: RunRecord, sizes: usize, files: &RecordFiles) -> Result<Self> {
         Recorder::start_on_rail(template, sizes, files, None)
     }
 
     /// [`Recorder::start`] for a rail of a multi-rail run when `rail` is given: its record
     /// goes to the rails' board instead of `files`.
-    pub fn start_on_rail(
+    pub(crate) fn start_on_rail(
         template: RunRecord,
         sizes: usize,
         files: &RecordFiles,
@@ -151,7 +155,7 @@ impl Recorder {
     /// Planned size `i` was measured once more: kept, and the files rewritten. Figures with
     /// a number that is not finite (which JSON would hold as `null`, unreadable to `compare`
     /// and `plot`) are refused, naming it, and never reach the record.
-    pub fn add(&mut self, i: usize, r: SizeResult) -> Result<()> {
+    pub(crate) fn add(&mut self, i: usize, r: SizeResult) -> Result<()> {
         if let Some((name, value)) = not_finite(&r) {
             anyhow::bail!(
                 "size {}: its {name} is {value:?}; a record holds finite numbers only",
@@ -169,7 +173,7 @@ impl Recorder {
     /// The run failed with `e`: what was measured is written with the error (to stdout too,
     /// where `-` was given). A file that cannot be written is said on stderr; the run's own
     /// error is the one that counts.
-    pub fn fail(&self, e: &anyhow::Error) {
+    pub(crate) fn fail(&self, e: &anyhow::Error) {
         self.fail_to(e, &mut std::io::stdout());
     }
 
@@ -182,13 +186,13 @@ impl Recorder {
     }
 
     /// Each size's figures so far, repetitions folded (sizes not measured are left out).
-    pub fn results(&self) -> Vec<SizeResult> {
+    pub(crate) fn results(&self) -> Vec<SizeResult> {
         self.folded.iter().flatten().cloned().collect()
     }
 
     /// The whole run was measured: the complete record, with the port counters' deltas,
     /// written (to stdout too, where `-` was given) and returned.
-    pub fn finish(self, counters: Option<BTreeMap<String, u64>>) -> Result<RunRecord> {
+    pub(crate) fn finish(self, counters: Option<BTreeMap<String, u64>>) -> Result<RunRecord> {
         self.finish_to(counters, &mut std::io::stdout())
     }
 

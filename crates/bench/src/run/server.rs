@@ -40,7 +40,7 @@ pub struct ServerSide {
 impl ServerSide {
     /// Where this side's buffers live (its memory mode, staging and GPU's size), for its
     /// rails' budget.
-    pub fn rail_mem(&self) -> crate::run::rails::RailMem {
+    pub(crate) fn rail_mem(&self) -> crate::run::rails::RailMem {
         crate::run::rails::RailMem {
             mem: self.local.mem().clone(),
             staging: self.local.staging(),
@@ -76,7 +76,7 @@ impl ServerSide {
     }
 
     /// Serves the run of the client on `ch` (whose rail was read).
-    pub fn serve_channel(self, opts: &RunOptions, mut ch: Channel) -> Result<Outcome> {
+    pub(crate) fn serve_channel(self, opts: &RunOptions, mut ch: Channel) -> Result<Outcome> {
         match serve(opts, &mut ch, self.local, &self.measuring, self.started) {
             Ok(outcome) => Ok(outcome),
             Err(e) => {

@@ -76,7 +76,7 @@ fn layer_arg(text: &str) -> Result<LinkLayer, String> {
 
 /// What was asked, as the JSON document repeats it.
 #[derive(Debug, Clone, Serialize)]
-pub struct Inputs {
+pub(crate) struct Inputs {
     /// The port rate in Gb/s.
     pub nic_rate_gbps: f64,
     /// "infiniband" or "ethernet".
@@ -91,7 +91,7 @@ pub struct Inputs {
 
 /// The JSON document of `ceiling --json`: the record's `ceilings` fields at the top level.
 #[derive(Debug, Clone, Serialize)]
-pub struct CeilingReport {
+pub(crate) struct CeilingReport {
     /// What was asked.
     pub inputs: Inputs,
     /// wire_gbps, pcie_gbps, staged_gbps, limit, limit_gbps.
@@ -121,7 +121,7 @@ impl CeilingArgs {
     }
 
     /// The computed report.
-    pub fn report(&self) -> CeilingReport {
+    pub(crate) fn report(&self) -> CeilingReport {
         let wire = self.wire();
         let nic = self.with_mps(self.pcie);
         let staged = self.gpu_pcie.map(|gpu| Staged {
@@ -188,7 +188,7 @@ fn verdict(wire: &Wire, nic: &Pcie, result: &Ceilings) -> String {
 
 /// `ceiling`'s text: the worked arithmetic, then the verdict.
 #[derive(Debug, Clone, Copy)]
-pub struct TextExporter;
+pub(crate) struct TextExporter;
 
 impl Exporter<CeilingReport> for TextExporter {
     fn render(&self, report: &CeilingReport) -> Result<Vec<u8>> {

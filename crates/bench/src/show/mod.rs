@@ -4,5 +4,5 @@
 pub mod ceiling;
 pub mod topology;
 
-pub use ceiling::CeilingArgs;
-pub use topology::TopoArgs;
+pub(crate) use ceiling::CeilingArgs;
+pub(crate) use topology::TopoArgs;

@@ -30,7 +30,7 @@ pub struct TopoArgs {
 /// machine's sysfs, that copy's root. As JSON it is the topology alone.
 #[derive(Debug, Clone, Serialize)]
 #[serde(transparent)]
-pub struct TopoReport {
+pub(crate) struct TopoReport {
     /// The sysfs root read, when it is not the live `/`; the text names it first.
     #[serde(skip)]
     pub root: Option<String>,
@@ -40,7 +40,7 @@ pub struct TopoReport {
 
 /// `topo`'s text: the tree, after the sysfs root when it is a copy.
 #[derive(Debug, Clone, Copy)]
-pub struct TextExporter;
+pub(crate) struct TextExporter;
 
 impl Exporter<TopoReport> for TextExporter {
     fn render(&self, report: &TopoReport) -> Result<Vec<u8>> {
@@ -70,7 +70,7 @@ pub fn run(args: &TopoArgs) -> Result<()> {
 }
 
 /// The machine below `sysfs`, as `topo` shows it.
-pub fn scan(sysfs: &Sysfs) -> Result<TopoReport> {
+pub(crate) fn scan(sysfs: &Sysfs) -> Result<TopoReport> {
     let topology = Topology::scan(sysfs).with_context(|| {
         format!(
             "reading the PCIe topology under {}; `lspci -tv` shows the tree the kernel sees",

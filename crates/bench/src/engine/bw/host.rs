@@ -77,20 +77,20 @@ impl SendProgress {
     /// The same, starting with a whole post list (at least two operations) in flight per
     /// QP, one more for each operation that completes, until [`set_in_flight_cap`]
     /// (Self::set_in_flight_cap) holds it.
-    pub fn starting_slow(mut self, post_list: u32) -> Self {
+    pub(crate) fn starting_slow(mut self, post_list: u32) -> Self {
         self.in_flight_cap = u64::from(fewest_in_flight(self.every, post_list));
         self.growing = true;
         self
     }
 
     /// Operations posted so far, all QPs together.
-    pub fn posted_total(&self) -> u64 {
+    pub(crate) fn posted_total(&self) -> u64 {
         self.qps.iter().map(|c| c.posted).sum()
     }
 
     /// From the next operation on, a completion every `every` operations per QP (posted in
     /// lists of `post_list`): room is kept for at least that many in flight.
-    pub fn set_every(&mut self, every: u32, post_list: u32) {
+    pub(crate) fn set_every(&mut self, every: u32, post_list: u32) {
         self.every = every.max(1);
         let fewest = u64::from(fewest_in_flight(self.every, post_list));
         self.in_flight_cap = self.in_flight_cap.max(fewest);
@@ -98,7 +98,7 @@ impl SendProgress {
 
     /// From now on, at most `in_flight` operations in flight per QP (posted in lists of
     /// `post_list`), and no fewer than the completions requested need.
-    pub fn set_in_flight_cap(&mut self, in_flight: u32, post_list: u32) {
+    pub(crate) fn set_in_flight_cap(&mut self, in_flight: u32, post_list: u32) {
         let fewest = fewest_in_flight(self.every, post_list);
         self.in_flight_cap = u64::from(in_flight.max(fewest));
         self.growing = false;
@@ -108,7 +108,7 @@ impl SendProgress {
     /// how many operations that completion accounts for (0: not signaled): `every` since
     /// the last signaled one, and the last of all (`limit`). Marks it signaled.
     #[inline]
-    pub fn signal(&mut self, q: usize, n: u64) -> u32 {
+    pub(crate) fn signal(&mut self, q: usize, n: u64) -> u32 {
         let c = &mut self.qps[q];
         let since = n - c.last_signaled;
         if since >= u64::from(self.every) || n == self.limit {
@@ -136,7 +136,7 @@ impl SendProgress {
 
     /// Operations QP `q` posted so far.
     #[inline]
-    pub fn posted(&self, q: usize) -> u64 {
+    pub(crate) fn posted(&self, q: usize) -> u64 {
         self.qps[q].posted
     }
 
@@ -195,7 +195,7 @@ pub struct Target {
 impl Target {
     /// QP `q`'s target on a connected side.
     #[inline]
-    pub fn of(side: &Connected, q: usize, verb: Verb) -> Self {
+    pub(crate) fn of(side: &Connected, q: usize, verb: Verb) -> Self {
         Target {
             remote_recv: side.remote_recv(q),
             remote_send: side.remote_send(q),
@@ -441,7 +441,11 @@ impl HostLoop<'_> {
 }
 
 /// Runs one bandwidth loop on every QP and returns what it measured.
-pub fn measure_bw(side: &mut Connected, shape: &LoopShape, peer: &PeerState) -> Result<Measured> {
+pub(crate) fn measure_bw(
+    side: &mut Connected,
+    shape: &LoopShape,
+    peer: &PeerState,
+) -> Result<Measured> {
     let qps = side.qps.len();
     let iterations = matches!(shape.stop, super::Stop::Iters(_));
     let mut body = HostLoop {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 /// One interval of a window: when it began after the window opened, how long it lasted,
 /// and the operations that completed in it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Interval {
+pub(crate) struct Interval {
     /// From the window's opening to the interval's first event.
     pub start: Duration,
     /// To the next interval's first event (or the window's close).
@@ -19,7 +19,7 @@ pub struct Interval {
 
 /// A window's intervals and their planned length.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Intervals {
+pub(crate) struct Intervals {
     /// The planned length of each (`--interval`).
     pub every: Duration,
     /// Each interval, in order; together they are the whole window.
@@ -28,7 +28,7 @@ pub struct Intervals {
 
 /// The events at the boundaries of one window.
 #[derive(Debug, Clone)]
-pub struct Marks {
+pub(crate) struct Marks {
     every: Duration,
     next: Option<Instant>,
     points: Vec<(Instant, u64)>,
@@ -37,7 +37,7 @@ pub struct Marks {
 impl Marks {
     /// Marks every `every` of a window planned `window` long that may be extended by up to
     /// `extend`: room for every boundary, so that noting one never allocates.
-    pub fn new(every: Duration, window: Duration, extend: Duration) -> Marks {
+    pub(crate) fn new(every: Duration, window: Duration, extend: Duration) -> Marks {
         let every = every.max(Duration::from_millis(1));
         let room = ((window + extend).as_secs_f64() / every.as_secs_f64()).ceil() as usize + 2;
         Marks {
@@ -48,7 +48,7 @@ impl Marks {
     }
 
     /// The window opened at `now` with the count at `count`.
-    pub fn open(&mut self, now: Instant, count: u64) {
+    pub(crate) fn open(&mut self, now: Instant, count: u64) {
         self.points.clear();
         self.points.push((now, count));
         self.next = Some(now + self.every);
@@ -56,7 +56,7 @@ impl Marks {
 
     /// The count is `count` at `now`, inside the window.
     #[inline]
-    pub fn tick(&mut self, now: Instant, count: u64) {
+    pub(crate) fn tick(&mut self, now: Instant, count: u64) {
         let Some(next) = self.next.filter(|n| now >= *n) else {
             return;
         };
@@ -71,7 +71,7 @@ impl Marks {
 
     /// The intervals of the window that closed at `end` (time and count): the last one,
     /// when shorter than half an interval, merged into the one before.
-    pub fn intervals(&self, end: (Instant, u64)) -> Intervals {
+    pub(crate) fn intervals(&self, end: (Instant, u64)) -> Intervals {
         let mut points = self.points.clone();
         if points.last().is_some_and(|&(t, _)| end.0 > t) {
             points.push(end);

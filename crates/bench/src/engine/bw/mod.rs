@@ -10,13 +10,13 @@
 //! no count can overflow into the QP bits however long a run lasts.
 
 pub mod host;
-pub mod marks;
-pub mod pace;
+pub(crate) mod marks;
+pub(crate) mod pace;
 pub mod startup;
 
-pub use host::measure_bw;
-pub use marks::{Interval, Intervals};
-pub use pace::{
+pub(crate) use host::measure_bw;
+pub(crate) use marks::{Interval, Intervals};
+pub(crate) use pace::{
     fewest_in_flight, pace_for, signal_every, signal_every_for, Pace, INTERVAL_EVENTS,
     WINDOW_EVENTS,
 };
@@ -34,7 +34,7 @@ pub use crate::plan::Stop;
 use crate::plan::{AtomicOp, Verb};
 
 /// Completions taken per poll.
-pub const POLL_BATCH: usize = 16;
+pub(crate) const POLL_BATCH: usize = 16;
 /// How many turns without progress pass between two looks at the clock.
 const CLOCK_CHECK_EVERY: u32 = 1 << 10;
 
@@ -75,13 +75,13 @@ impl WrId {
 
     /// The id of a receive on QP `q`.
     #[inline]
-    pub const fn recv(q: usize) -> u64 {
+    pub(crate) const fn recv(q: usize) -> u64 {
         WrId::new(WrKind::Recv, q, 1).0
     }
 
     /// What the request is.
     #[inline]
-    pub const fn kind(self) -> WrKind {
+    pub(crate) const fn kind(self) -> WrKind {
         match self.0 >> Self::KIND_SHIFT {
             0 => WrKind::Op,
             1 => WrKind::Recv,
@@ -92,41 +92,41 @@ impl WrId {
 
     /// Its QP.
     #[inline]
-    pub const fn qp(self) -> usize {
+    pub(crate) const fn qp(self) -> usize {
         ((self.0 >> Self::QP_SHIFT) & 0xffff) as usize
     }
 
     /// How many operations its completion accounts for.
     #[inline]
-    pub const fn covers(self) -> u64 {
+    pub(crate) const fn covers(self) -> u64 {
         self.0 & 0xffff_ffff
     }
 }
 
 /// The id of a receive on QP `q`.
 #[inline]
-pub fn recv_wr_id(q: usize) -> u64 {
+pub(crate) fn recv_wr_id(q: usize) -> u64 {
     WrId::recv(q)
 }
 
 /// Whether operation number `n` (1-based, per QP) asks for a completion: every `cq_mod`-th,
 /// and the last (`last`).
 #[inline]
-pub fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
+pub(crate) fn is_signaled(n: u64, cq_mod: u32, last: u64) -> bool {
     n.is_multiple_of(u64::from(cq_mod)) || n == last
 }
 
 /// The fewest completion events a duration window closes with. A window that reaches its
 /// planned end with fewer (a slow link, a large message) is extended until it holds this
 /// many, for at most the stall timeout (`--timeout`), instead of yielding no rate.
-pub const MIN_WINDOW_EVENTS: u64 = 10;
+pub(crate) const MIN_WINDOW_EVENTS: u64 = 10;
 
 /// What the control channel and the loop tell each other while a loop runs (shared with
 /// the channel's companion thread). The peer's state: 0 running, [`DONE`](Self) its sends
 /// are over (or its whole part), failed; and whether this side's sends are over, which the
 /// companion thread announces to the peer.
 #[derive(Debug, Default)]
-pub struct PeerState {
+pub(crate) struct PeerState {
     peer: AtomicU8,
     sends_over: AtomicU8,
     /// The companion thread that announces, woken when there is something to announce.
@@ -143,12 +143,12 @@ impl PeerState {
     const FAILED: u8 = 2;
 
     /// The peer sent everything it will send (or finished its part).
-    pub fn set_done(&self) {
+    pub(crate) fn set_done(&self) {
         self.set(Self::DONE);
     }
 
     /// The peer is gone.
-    pub fn set_failed(&self) {
+    pub(crate) fn set_failed(&self) {
         self.set(Self::FAILED);
     }
 
@@ -162,7 +162,7 @@ impl PeerState {
     /// no deadline). A passive side waits here rather than polling: a thread that wakes to
     /// look takes CPU time from the machine's spinning threads (the client's, in loopback or
     /// a one-machine run, and the soft-RoCE kernel work they drive).
-    pub fn wait_over(&self, deadline: Option<Instant>) -> bool {
+    pub(crate) fn wait_over(&self, deadline: Option<Instant>) -> bool {
         let mut looking = self.watch.lock().unwrap_or_else(PoisonError::into_inner);
         loop {
             if self.is_done() || self.is_failed() {
@@ -187,18 +187,18 @@ impl PeerState {
     }
 
     /// True once the peer's sends are over.
-    pub fn is_done(&self) -> bool {
+    pub(crate) fn is_done(&self) -> bool {
         self.peer.load(Ordering::Acquire) == Self::DONE
     }
 
     /// True once the peer is gone.
-    pub fn is_failed(&self) -> bool {
+    pub(crate) fn is_failed(&self) -> bool {
         self.peer.load(Ordering::Acquire) == Self::FAILED
     }
 
     /// This side's sends are over: the peer may stop waiting for them (the first call wakes
     /// the announcing thread; later ones cost one atomic operation).
-    pub fn announce_sends_over(&self) {
+    pub(crate) fn announce_sends_over(&self) {
         let first = self
             .sends_over
             .compare_exchange(0, 1, Ordering::AcqRel, Ordering::Acquire)
@@ -210,12 +210,12 @@ impl PeerState {
 
     /// The calling thread is the one that announces, and sleeps until there is something
     /// to announce.
-    pub fn set_announcer(&self) {
+    pub(crate) fn set_announcer(&self) {
         let _ = self.announcer.set(std::thread::current());
     }
 
     /// True the first time it is asked after [`announce_sends_over`](Self::announce_sends_over).
-    pub fn take_sends_over(&self) -> bool {
+    pub(crate) fn take_sends_over(&self) -> bool {
         self.sends_over
             .compare_exchange(1, 2, Ordering::AcqRel, Ordering::Acquire)
             .is_ok()
@@ -260,7 +260,7 @@ pub struct LoopShape {
 /// operations posted, all QPs together, never run ahead of the rate by more than one post
 /// list. It reads the clock once per turn, and only on a paced run.
 #[derive(Debug, Clone, Copy)]
-pub struct Pacer {
+pub(crate) struct Pacer {
     start: Instant,
     ops_per_sec: f64,
     burst: u64,
@@ -268,7 +268,7 @@ pub struct Pacer {
 
 impl Pacer {
     /// A pacer from now for `bytes_per_sec` in messages of `shape.size` bytes.
-    pub fn new(shape: &LoopShape, bytes_per_sec: f64) -> Pacer {
+    pub(crate) fn new(shape: &LoopShape, bytes_per_sec: f64) -> Pacer {
         Pacer {
             start: Instant::now(),
             ops_per_sec: bytes_per_sec / f64::from(shape.size.max(1)),
@@ -278,14 +278,14 @@ impl Pacer {
 
     /// How many operations, all QPs together, may have been posted by `now`.
     #[inline]
-    pub fn allowed(&self, now: Instant) -> u64 {
+    pub(crate) fn allowed(&self, now: Instant) -> u64 {
         ((now - self.start).as_secs_f64() * self.ops_per_sec) as u64 + self.burst
     }
 }
 
 /// One measured window.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Window {
+pub(crate) struct Window {
     /// Operations completed inside the window, all QPs together.
     pub ops: u64,
     /// Its length.
@@ -302,7 +302,7 @@ pub struct Window {
 /// What one loop measured: the operations this side sent, the messages it received, and
 /// how many operations each QP carried in all (for atomic validation).
 #[derive(Debug, Clone, Default)]
-pub struct Measured {
+pub(crate) struct Measured {
     /// This side's operations.
     pub sent: Option<Window>,
     /// SENDs that arrived.
@@ -325,7 +325,7 @@ const LATE_ENOUGH: Duration = Duration::from_millis(50);
 /// [`MIN_WINDOW_EVENTS`] events, or `extend_limit` past its planned end; with `--interval`,
 /// its [`Marks`](marks::Marks) cut it into intervals.
 #[derive(Debug, Clone)]
-pub struct Meter {
+pub(crate) struct Meter {
     plan: Option<Planned>,
     opened: Option<(Instant, u64)>,
     closed: Option<(Instant, u64)>,
@@ -352,7 +352,7 @@ struct Planned {
 impl Meter {
     /// A meter whose window starts at `start`; a duration window may be extended for at
     /// most `extend_limit` past its planned end, and is cut every `interval` when given.
-    pub fn new(
+    pub(crate) fn new(
         start: Instant,
         stop: Stop,
         extend_limit: Duration,
@@ -388,7 +388,7 @@ impl Meter {
 
     /// The same meter started again at `start` (a receiver's, at its first message),
     /// keeping the room its intervals' marks were given: a turn allocates nothing.
-    pub fn restart(&mut self, start: Instant, stop: Stop, extend_limit: Duration) {
+    pub(crate) fn restart(&mut self, start: Instant, stop: Stop, extend_limit: Duration) {
         let marks = self.marks.take();
         *self = Meter {
             marks,
@@ -398,7 +398,7 @@ impl Meter {
 
     /// The count is `count` at `now`.
     #[inline]
-    pub fn tick(&mut self, now: Instant, count: u64) {
+    pub(crate) fn tick(&mut self, now: Instant, count: u64) {
         self.last = Some((now, count));
         if self.closed.is_some() {
             return;
@@ -437,13 +437,13 @@ impl Meter {
     }
 
     /// True once the window opened (iteration mode: from the start).
-    pub fn is_open(&self) -> bool {
+    pub(crate) fn is_open(&self) -> bool {
         self.opened.is_some()
     }
 
     /// True once this side may stop posting as far as the window is concerned: it closed,
     /// or could not hold enough events within its limit (iteration mode: always).
-    pub fn may_end(&self, now: Instant) -> bool {
+    pub(crate) fn may_end(&self, now: Instant) -> bool {
         match self.plan {
             None => true,
             Some(p) => self.closed.is_some() || now >= p.give_up_at,
@@ -451,7 +451,7 @@ impl Meter {
     }
 
     /// The window, once it opened.
-    pub fn window(&self) -> Option<Window> {
+    pub(crate) fn window(&self) -> Option<Window> {
         let (t0, c0) = self.opened?;
         let (t1, c1) = self.closed.or(self.last)?;
         let extended = match self.plan {
@@ -472,7 +472,7 @@ impl Meter {
 
 /// What a body has done so far, all QPs together, for the meters.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Counts {
+pub(crate) struct Counts {
     /// This side's operations done (sent, or a staged sink's chunks in GPU memory).
     pub sent: u64,
     /// Operations posted, while a duration run is starting slow ([`startup`]).
@@ -485,7 +485,7 @@ pub struct Counts {
 
 /// One bandwidth loop's body: what it does in a turn, and when it is done. [`drive`] runs
 /// the turns, reads the clock, keeps the meters, the deadline and the stall and peer checks.
-pub trait LoopBody {
+pub(crate) trait LoopBody {
     /// Posts what may be posted and polls `wcs` once. True when anything moved.
     fn turn(&mut self, side: &mut Connected, wcs: &mut [Completion]) -> Result<bool>;
     /// The counts the meters follow.
@@ -511,7 +511,7 @@ pub trait LoopBody {
 /// The windows [`drive`] measured: this side's operations and the messages it received
 /// (`None` when their count never moved).
 #[derive(Debug, Clone, Default)]
-pub struct Windows {
+pub(crate) struct Windows {
     /// This side's operations.
     pub sent: Option<Window>,
     /// The messages it received.
@@ -524,7 +524,7 @@ pub struct Windows {
 /// how often completions are requested once the window opens, the [`startup`]'s finding
 /// how much is kept in flight, and posting stops at the deadline only once this side's
 /// window holds enough events (or its extension ran out).
-pub fn drive<B: LoopBody>(
+pub(crate) fn drive<B: LoopBody>(
     side: &mut Connected,
     shape: &LoopShape,
     peer: &PeerState,

@@ -21,33 +21,33 @@ use crate::plan::Verb;
 /// The smallest READ a `-n` run starts slow with ([`starts_slow`]): 1 MiB, a thousand
 /// packets at soft-RoCE's 1024-byte path MTU, and more than a fast link's bandwidth-delay
 /// product twice over.
-pub const LARGE_READ: u32 = 1 << 20;
+pub(crate) const LARGE_READ: u32 = 1 << 20;
 
 /// Completion events a `-n` run that started slow asks for within each `--timeout` at the
 /// rate its startup found, so that a slow operation is never taken for a stalled one.
-pub const STALL_EVENTS: f64 = 20.0;
+pub(crate) const STALL_EVENTS: f64 = 20.0;
 
 /// Whether a loop of `shape` starts slow: a post list in flight per QP, one more per
 /// completed operation, a completion for each, until its startup finds the link's rate
 /// (every `-D` run, and a `-n` run of READs of [`LARGE_READ`] or more).
-pub fn starts_slow(shape: &LoopShape) -> bool {
+pub(crate) fn starts_slow(shape: &LoopShape) -> bool {
     matches!(shape.stop, Stop::Duration { .. })
         || (shape.verb == Verb::Read && shape.size >= LARGE_READ)
 }
 
 /// Completion events a duration window aims to hold: a `-D` run signals often enough for
 /// the rate seen in its warm-up that a completion comes at least every 1/50 of the window.
-pub const WINDOW_EVENTS: f64 = 50.0;
+pub(crate) const WINDOW_EVENTS: f64 = 50.0;
 
 /// Completion events an interval aims to hold (`--interval`): a `-D` run with intervals
 /// signals often enough for this many per interval at its warm-up's rate, so that each
 /// interval's boundaries fall within a twentieth of it.
-pub const INTERVAL_EVENTS: f64 = 20.0;
+pub(crate) const INTERVAL_EVENTS: f64 = 20.0;
 
 /// How many operations a QP posts per requested completion once a duration run's warm-up
 /// is over: `cq_mod`, or fewer so that `ops_per_sec` (all `qps` together) gives a window of
 /// `window` [`WINDOW_EVENTS`] completions; at least 1.
-pub fn signal_every(cq_mod: u32, ops_per_sec: f64, qps: usize, window: Duration) -> u32 {
+pub(crate) fn signal_every(cq_mod: u32, ops_per_sec: f64, qps: usize, window: Duration) -> u32 {
     let per_qp = ops_per_sec / qps.max(1) as f64;
     ops_within(per_qp * window.as_secs_f64() / WINDOW_EVENTS, cq_mod)
 }
@@ -55,7 +55,7 @@ pub fn signal_every(cq_mod: u32, ops_per_sec: f64, qps: usize, window: Duration)
 /// How a run that started slow goes on once its warm-up is over (how often it signals) and
 /// once its [`super::startup`] found the link's rate (how much it keeps in flight).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pace {
+pub(crate) struct Pace {
     /// A completion every this many operations per QP ([`signal_every`]).
     pub signal_every: u32,
     /// At most this many operations in flight per QP: what drains within the end margin at
@@ -68,7 +68,7 @@ pub struct Pace {
 
 /// How often a duration run that did `ops_per_sec`, all `qps` together, requests a
 /// completion ([`Pace::signal_every`]); `None` in iteration mode.
-pub fn signal_every_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<u32> {
+pub(crate) fn signal_every_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Option<u32> {
     let window = shape.stop.window()?;
     // With intervals, the events that cut them count too: WINDOW_EVENTS per window of
     // that many intervals' worth of INTERVAL_EVENTS.
@@ -83,7 +83,12 @@ pub fn signal_every_for(shape: &LoopShape, qps: usize, ops_per_sec: f64) -> Opti
 /// worth (its completions are [`signal_every_for`]'s); a `-n` run twice a round trip's worth,
 /// with a completion often enough for [`STALL_EVENTS`] per `--timeout` (at most every
 /// `cq_mod`).
-pub fn pace_for(shape: &LoopShape, qps: usize, ops_per_sec: f64, round_trip: Duration) -> Pace {
+pub(crate) fn pace_for(
+    shape: &LoopShape,
+    qps: usize,
+    ops_per_sec: f64,
+    round_trip: Duration,
+) -> Pace {
     let per_qp = ops_per_sec / qps.max(1) as f64;
     let busy = ops_within(per_qp * 2.0 * round_trip.as_secs_f64(), shape.depth);
     let (every, keep) = match shape.stop {
@@ -109,7 +114,7 @@ pub fn pace_for(shape: &LoopShape, qps: usize, ops_per_sec: f64, round_trip: Dur
 /// The fewest operations a QP that requests a completion every `every` operations may keep
 /// in flight: its unsignaled ones and a whole post list besides, at least two; fewer, and
 /// posting would wait on a completion that was not requested.
-pub fn fewest_in_flight(every: u32, post_list: u32) -> u32 {
+pub(crate) fn fewest_in_flight(every: u32, post_list: u32) -> u32 {
     (every.max(1) + post_list.max(1) - 1).max(2)
 }
 

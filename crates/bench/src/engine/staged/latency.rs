@@ -12,13 +12,13 @@ use crate::engine::Connected;
 /// Latency tests, staged: copies `len` bytes of the GPU's send half to the bounce buffer the
 /// message is posted from (the ping-pong uses the slot layout in pinned memory, QP 0), and
 /// waits until it is there.
-pub fn copy_out(side: &Connected, len: u64, stall: Duration) -> Result<()> {
+pub(crate) fn copy_out(side: &Connected, len: u64, stall: Duration) -> Result<()> {
     copy_and_wait(side, len, stall, true)
 }
 
 /// Latency tests, staged: copies the `len` bytes that landed in the bounce buffer to the GPU's
 /// receive half, and waits until they are there.
-pub fn copy_in(side: &Connected, len: u64, stall: Duration) -> Result<()> {
+pub(crate) fn copy_in(side: &Connected, len: u64, stall: Duration) -> Result<()> {
     copy_and_wait(side, len, stall, false)
 }
 

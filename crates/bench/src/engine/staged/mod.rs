@@ -31,8 +31,8 @@
 mod latency;
 mod pipeline;
 
-pub use latency::{copy_in, copy_out};
-pub use pipeline::measure_staged;
+pub(crate) use latency::{copy_in, copy_out};
+pub(crate) use pipeline::measure_staged;
 
 use std::fmt;
 
@@ -51,7 +51,7 @@ use crate::plan::{Connection, Mode, PlanError, Role, TestPlan, Verb};
 /// guard of the GPU payload): fields drop in declaration order, so keep `copies` above `pinned`
 /// and `_payload`.
 #[derive(Debug)]
-pub struct Staging {
+pub(crate) struct Staging {
     /// Chunk size and bounce buffers per QP.
     pub config: StagingConfig,
     /// Bytes of one bounce buffer (the chunk, or a whole SEND message when larger).
@@ -78,7 +78,7 @@ impl Staging {
     /// Pinned memory and events for the footprint's bounce buffers (`config.depth` per QP),
     /// the region the NIC sees laid out in strides of at least a slot; `payload` is the GPU
     /// memory the copies move to and from.
-    pub fn new(
+    pub(crate) fn new(
         gpu: &dyn accel::Gpu,
         config: StagingConfig,
         footprint: &Footprint,
@@ -102,7 +102,7 @@ impl Staging {
     }
 
     /// Waits for every queued copy (after a failed loop, before buffers are reused or freed).
-    pub fn quiesce(&self) -> Result<()> {
+    pub(crate) fn quiesce(&self) -> Result<()> {
         Ok(self.copies.synchronize()?)
     }
 
@@ -130,7 +130,7 @@ impl fmt::Display for BounceLayout {
 
 /// "4 x 1 MiB pinned bounce buffers": `depth` buffers of `buffer_len` bytes (the header's
 /// staging line, from the record's `gpu.staging`).
-pub fn describe_bounce(depth: u64, buffer_len: u64) -> String {
+pub(crate) fn describe_bounce(depth: u64, buffer_len: u64) -> String {
     format!(
         "{depth} x {} pinned bounce buffers",
         crate::units::format_size(buffer_len)
@@ -139,7 +139,7 @@ pub fn describe_bounce(depth: u64, buffer_len: u64) -> String {
 
 impl Staging {
     /// The layout the peer is told.
-    pub fn layout(&self) -> BounceLayout {
+    pub(crate) fn layout(&self) -> BounceLayout {
         BounceLayout {
             buffer_len: self.buffer_len as u64,
             depth: self.config.depth as u32,
@@ -149,7 +149,7 @@ impl Staging {
 
 /// The bounce buffers a side whose memory is `mem` would tell its peer for `plan` (`None`:
 /// not staged), worked out without opening anything.
-pub fn planned_layout(
+pub(crate) fn planned_layout(
     plan: &TestPlan,
     mem: &crate::memory::MemMode,
     staging: StagingConfig,
@@ -164,7 +164,7 @@ pub fn planned_layout(
 /// Checks that a staged write-bw or read-bw server has a staged client with the same bounce
 /// buffers (the client WRITEs into, or READs from, the server's buffers by number). `mine` and `peer` are each side's
 /// layout (`None`: not staged).
-pub fn check_peer(
+pub(crate) fn check_peer(
     plan: &TestPlan,
     role: Role,
     mine: Option<BounceLayout>,
@@ -205,7 +205,7 @@ pub fn check_peer(
 }
 
 /// Why `plan` cannot run with a staged buffer on this side (server or client), if it cannot.
-pub fn refusal(plan: &TestPlan, role: Role) -> Option<String> {
+pub(crate) fn refusal(plan: &TestPlan, role: Role) -> Option<String> {
     let test = plan.test;
     if plan.bidirectional {
         return Some(
@@ -245,7 +245,7 @@ pub fn refusal(plan: &TestPlan, role: Role) -> Option<String> {
 
 /// How one size's messages map onto chunks and RDMA operations.
 #[derive(Debug, Clone, Copy)]
-pub struct Layout {
+pub(crate) struct Layout {
     plan: StagingPlan,
     size: u64,
     /// Messages per chunk when whole messages are batched; 0 when a message spans chunks.
@@ -256,7 +256,7 @@ pub struct Layout {
 
 /// One chunk's share of the work.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Work {
+pub(crate) struct Work {
     /// RDMA operations.
     pub ops: u64,
     /// Bytes per operation.
@@ -272,7 +272,7 @@ pub struct Work {
 impl Layout {
     /// The layout of `messages` messages of `size` bytes through bounce buffers of
     /// `buffer_len` bytes (`depth` of them).
-    pub fn new(
+    pub(crate) fn new(
         config: StagingConfig,
         buffer_len: usize,
         size: u64,
@@ -303,12 +303,12 @@ impl Layout {
     }
 
     /// The scheduler's plan.
-    pub fn plan(&self) -> StagingPlan {
+    pub(crate) fn plan(&self) -> StagingPlan {
         self.plan
     }
 
     /// What chunk `c` carries.
-    pub fn work(&self, c: &Chunk) -> Work {
+    pub(crate) fn work(&self, c: &Chunk) -> Work {
         if self.batch == 0 {
             return Work {
                 ops: 1,
@@ -331,7 +331,7 @@ impl Layout {
 
     /// Bytes at the start of the GPU half that a run writes (source) or fills (sink): a batch
     /// of messages back to back, or one whole message.
-    pub fn span(&self) -> u64 {
+    pub(crate) fn span(&self) -> u64 {
         if self.batch == 0 {
             self.size
         } else {
@@ -342,7 +342,7 @@ impl Layout {
 
 /// The layout `side` uses for messages of `size` in `plan` (for `--validate`); `None` when
 /// messages are not batched (host or GPU memory, or a staged latency test).
-pub fn layout_for(side: &Connected, plan: &TestPlan, size: u64) -> Result<Option<Layout>> {
+pub(crate) fn layout_for(side: &Connected, plan: &TestPlan, size: u64) -> Result<Option<Layout>> {
     let Some(s) = &side.staging else {
         return Ok(None);
     };

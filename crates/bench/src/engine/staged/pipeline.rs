@@ -312,7 +312,7 @@ impl QpStage {
 }
 
 /// Runs one staged bandwidth loop and returns what it measured.
-pub fn measure_staged(
+pub(crate) fn measure_staged(
     side: &mut Connected,
     shape: &LoopShape,
     peer: &PeerState,

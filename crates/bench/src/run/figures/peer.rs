@@ -28,7 +28,7 @@ const SEEN_MARGIN: Duration = Duration::from_millis(50);
 /// Checks the figures `r` a client reported for the size `size` it started under `plan`:
 /// `bound` is the most bandwidth its direction may show, `seen` how long the size lasted on
 /// the server (from its `Ready` to the client's `SizeDone`), when known.
-pub fn check_client(
+pub(crate) fn check_client(
     plan: &TestPlan,
     size: u64,
     r: &SizeResult,
@@ -69,7 +69,7 @@ pub fn check_client(
 
 /// The operations each QP carried (`SizeDone`'s `ops_per_qp`): one count per QP of the plan
 /// at most.
-pub fn check_ops_per_qp(plan: &TestPlan, size: u64, ops_per_qp: &[u64]) -> Result<()> {
+pub(crate) fn check_ops_per_qp(plan: &TestPlan, size: u64, ops_per_qp: &[u64]) -> Result<()> {
     let qps = usize::try_from(plan.qps.max(1)).unwrap_or(usize::MAX);
     if ops_per_qp.len() > qps {
         bail!(

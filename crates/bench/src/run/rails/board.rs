@@ -20,7 +20,7 @@ use crate::run::RecordFiles;
 /// This rail stopped because another one failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("stopped because {0}")]
-pub struct RailAborted(pub String);
+pub(crate) struct RailAborted(pub String);
 
 /// A rail's place on its side's board.
 #[derive(Debug, Clone)]
@@ -28,12 +28,12 @@ pub struct RailLink {
     /// The rail's position, from 0.
     pub index: usize,
     /// The board of the side's rails.
-    pub board: Arc<RailBoard>,
+    pub(crate) board: Arc<RailBoard>,
 }
 
 /// The rails of one side.
 #[derive(Debug)]
-pub struct RailBoard {
+pub(crate) struct RailBoard {
     /// Each rail's device, in rail order.
     pub devices: Vec<String>,
     /// Random text naming this client's run on every rail's connection.
@@ -62,7 +62,7 @@ struct BoardState {
 impl RailBoard {
     /// The board of `devices`' rails: printing unless `quiet`, its combined record written
     /// to `files`; a rail waiting for the others keeps its connection alive within `timeout`.
-    pub fn new(
+    pub(crate) fn new(
         devices: Vec<String>,
         run: String,
         quiet: bool,
@@ -90,7 +90,7 @@ impl RailBoard {
     }
 
     /// How many rails.
-    pub fn count(&self) -> usize {
+    pub(crate) fn count(&self) -> usize {
         self.devices.len()
     }
 
@@ -99,7 +99,7 @@ impl RailBoard {
     }
 
     /// Rail `rail` failed with `e`: the others stop at their next step.
-    pub fn abort(&self, rail: usize, e: &anyhow::Error) {
+    pub(crate) fn abort(&self, rail: usize, e: &anyhow::Error) {
         let mut s = self.lock();
         if s.failed.is_none() && !e.is::<RailAborted>() {
             let dev = self.devices.get(rail).map_or("?", String::as_str);
@@ -113,7 +113,11 @@ impl RailBoard {
     /// as often as `rail` has, unless a rail failed. A rail still measuring ends within its
     /// own deadlines; meanwhile `keepalive` runs every beat (this rail's heartbeat to its
     /// server, which waits for the next size within `--timeout`).
-    pub fn barrier(&self, rail: usize, mut keepalive: impl FnMut() -> Result<()>) -> Result<()> {
+    pub(crate) fn barrier(
+        &self,
+        rail: usize,
+        mut keepalive: impl FnMut() -> Result<()>,
+    ) -> Result<()> {
         let beat = (self.timeout / 3).min(Duration::from_secs(1));
         let mut s = self.lock();
         s.arrivals[rail] += 1;
@@ -140,7 +144,7 @@ impl RailBoard {
     }
 
     /// Rail `rail`'s run header: printed with the others' once every rail has one.
-    pub fn header(&self, rail: usize, record: &RunRecord, table: Table) {
+    pub(crate) fn header(&self, rail: usize, record: &RunRecord, table: Table) {
         let mut s = self.lock();
         s.headers[rail] = Some(record.clone());
         s.table.get_or_insert(table);
@@ -148,14 +152,14 @@ impl RailBoard {
     }
 
     /// Rail `rail` finished repetition `rep` of a size.
-    pub fn row(&self, rail: usize, rep: u32, r: &SizeResult) {
+    pub(crate) fn row(&self, rail: usize, rep: u32, r: &SizeResult) {
         let mut s = self.lock();
         s.rows[rail].push_back((rep, r.clone()));
         self.flush(&mut s);
     }
 
     /// Rail `rail` ended its table with `results`: the end is printed once every rail's is.
-    pub fn summary(&self, rail: usize, results: &[SizeResult]) {
+    pub(crate) fn summary(&self, rail: usize, results: &[SizeResult]) {
         let mut s = self.lock();
         s.summaries[rail] = Some(results.to_vec());
         let (Some(table), false) = (s.table, self.quiet) else {
@@ -174,20 +178,20 @@ impl RailBoard {
     }
 
     /// Rail `rail`'s record changed: the combined record is written again.
-    pub fn record(&self, rail: usize, record: &RunRecord) -> Result<()> {
+    pub(crate) fn record(&self, rail: usize, record: &RunRecord) -> Result<()> {
         let mut s = self.lock();
         s.records[rail] = Some(record.clone());
         self.write(&s)
     }
 
     /// The combined record of the rails' records as they stand.
-    pub fn combined(&self) -> Option<RunRecord> {
+    pub(crate) fn combined(&self) -> Option<RunRecord> {
         combined_record(&self.lock().records)
     }
 
     /// Writes `record` (the combined one, finished or failed) to the files, and to stdout
     /// where `-` was given.
-    pub fn write_final(&self, record: &RunRecord) -> Result<()> {
+    pub(crate) fn write_final(&self, record: &RunRecord) -> Result<()> {
         self.files.write_last(record)
     }
 

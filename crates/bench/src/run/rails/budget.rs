@@ -15,7 +15,7 @@ use crate::units::format_size_approx;
 
 /// Where one rail's buffers live, and the size of its GPU's memory.
 #[derive(Debug, Clone)]
-pub struct RailMem {
+pub(crate) struct RailMem {
     /// The rail's `--mem`.
     pub mem: MemMode,
     /// Its staging (bounce buffers) for `cuda-staged`.
@@ -26,7 +26,7 @@ pub struct RailMem {
 
 /// The rails' memory and the plan the first of them admitted.
 #[derive(Debug, Default)]
-pub struct RailBudget {
+pub(crate) struct RailBudget {
     state: Mutex<Budget>,
 }
 
@@ -38,7 +38,7 @@ struct Budget {
 
 impl RailBudget {
     /// The budget of `count` rails, none registered yet.
-    pub fn new(count: usize) -> Self {
+    pub(crate) fn new(count: usize) -> Self {
         RailBudget {
             state: Mutex::new(Budget {
                 rails: vec![None; count],
@@ -48,7 +48,7 @@ impl RailBudget {
     }
 
     /// Rail `rail`'s memory, once its side is open.
-    pub fn register(&self, rail: usize, mem: RailMem) {
+    pub(crate) fn register(&self, rail: usize, mem: RailMem) {
         let mut s = self.state.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(slot) = s.rails.get_mut(rail) {
             *slot = Some(mem);
@@ -57,7 +57,7 @@ impl RailBudget {
 
     /// Rail `rail` adopted `plan`: refused when it differs from another rail's, or when all
     /// rails' buffers together exceed the limits.
-    pub fn admit(
+    pub(crate) fn admit(
         &self,
         rail: usize,
         plan: &TestPlan,

@@ -11,7 +11,7 @@ use crate::report::{
 /// Each size's figures of all rails (`rails[k]` is rail k's results), for the sizes every
 /// rail measured, in rail 0's order; `lat`: a latency test. `ceiling_gbps` is the sum of the
 /// rails' ceilings, which the summed bandwidth is judged against.
-pub fn combine_sizes(
+pub(crate) fn combine_sizes(
     rails: &[&[SizeResult]],
     lat: bool,
     ceiling_gbps: Option<f64>,
@@ -119,7 +119,7 @@ fn summed_repetitions(parts: &[&SizeResult]) -> Vec<Repetition> {
 
 /// The ceilings of all rails together: each one summed where every rail knows it; the
 /// binding one named when every rail's is the same kind, else "mixed".
-pub fn summed_ceilings(rails: &[&CeilingsRecord]) -> CeilingsRecord {
+pub(crate) fn summed_ceilings(rails: &[&CeilingsRecord]) -> CeilingsRecord {
     let sum = |f: fn(&CeilingsRecord) -> Option<f64>| -> Option<f64> {
         rails.iter().map(|c| f(c)).sum::<Option<f64>>()
     };
@@ -139,7 +139,7 @@ pub fn summed_ceilings(rails: &[&CeilingsRecord]) -> CeilingsRecord {
 
 /// The ceilings of `records`' devices, each device once: threads on one device (`--threads`)
 /// share its ceilings, which the sum must not count twice.
-pub fn device_ceilings<'a>(records: &[&'a RunRecord]) -> Vec<&'a CeilingsRecord> {
+pub(crate) fn device_ceilings<'a>(records: &[&'a RunRecord]) -> Vec<&'a CeilingsRecord> {
     let mut seen: Vec<&str> = Vec::new();
     let mut out = Vec::new();
     for r in records {
@@ -183,7 +183,7 @@ fn worst_status(records: &[&RunRecord]) -> RunStatus {
 /// that has none yet); `None` when no rail has one. The top level is rail 0's (its device,
 /// parameters, PCIe facts), with the ceilings summed, every rail's warnings and notes, and
 /// `results` all rails together (only once every rail has a record); `rails` holds each.
-pub fn combined_record(records: &[Option<RunRecord>]) -> Option<RunRecord> {
+pub(crate) fn combined_record(records: &[Option<RunRecord>]) -> Option<RunRecord> {
     let present: Vec<&RunRecord> = records.iter().flatten().collect();
     let base = present.first()?;
     let all = present.len() == records.len();

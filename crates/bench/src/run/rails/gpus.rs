@@ -25,10 +25,10 @@ pub enum RailGpus {
 
 /// `--gpu-map`: one GPU per rail, in rail order.
 #[derive(Debug, Clone, PartialEq)]
-pub struct GpuMap(pub Vec<DeviceSelector>);
+pub(crate) struct GpuMap(pub Vec<DeviceSelector>);
 
 /// Parses `--gpu-map`: GPU indexes or PCI bus ids, comma-separated.
-pub fn parse_gpu_map(text: &str) -> Result<GpuMap, String> {
+pub(crate) fn parse_gpu_map(text: &str) -> Result<GpuMap, String> {
     text.split(',')
         .map(|g| {
             g.parse::<DeviceSelector>().map_err(|_| {
@@ -41,7 +41,7 @@ pub fn parse_gpu_map(text: &str) -> Result<GpuMap, String> {
 
 /// The memory mode of each rail: `mem` itself for host memory and for a GPU `--mem` names;
 /// else the map's or the nearest GPU.
-pub fn rail_mems(
+pub(crate) fn rail_mems(
     mem: &MemMode,
     choice: &RailGpus,
     nics: &[String],

@@ -9,11 +9,11 @@
 mod board;
 mod budget;
 mod combine;
-pub mod gpus;
+pub(crate) mod gpus;
 
-pub use board::{RailAborted, RailBoard, RailLink};
-pub use budget::{RailBudget, RailMem};
-pub use combine::{combine_sizes, combined_record, summed_ceilings};
+pub(crate) use board::{RailAborted, RailBoard, RailLink};
+pub(crate) use budget::{RailBudget, RailMem};
+pub(crate) use combine::{combine_sizes, combined_record, summed_ceilings};
 
 use std::sync::{mpsc, Arc};
 use std::thread;
@@ -28,7 +28,7 @@ use crate::plan::{PlanError, TestPlan};
 use crate::report::{RunRecord, RunStatus};
 
 /// `-d`'s comma list: each name once, none empty.
-pub fn parse_device_list(text: &str) -> Result<Vec<String>, PlanError> {
+pub(crate) fn parse_device_list(text: &str) -> Result<Vec<String>, PlanError> {
     let mut out: Vec<String> = Vec::new();
     for name in text.split(',').map(str::trim) {
         if name.is_empty() {
@@ -48,7 +48,7 @@ pub fn parse_device_list(text: &str) -> Result<Vec<String>, PlanError> {
 }
 
 /// Every name of `list` must be among the devices `known` (this host's).
-pub fn check_known(list: &[String], known: &[String]) -> Result<(), PlanError> {
+pub(crate) fn check_known(list: &[String], known: &[String]) -> Result<(), PlanError> {
     match list.iter().find(|d| !known.contains(d)) {
         None => Ok(()),
         Some(d) => Err(PlanError::Value(format!(
@@ -93,7 +93,7 @@ pub fn rail_devices(sysfs: &Sysfs, ib_dev: Option<&str>, all: bool) -> Result<Ve
 
 /// The server's check of a connection's `Rail`: the client must run as many rails as this
 /// side's `own` devices. Returns the rail's index and the client's run.
-pub fn read_rail(ch: &mut Channel, own: &[String]) -> Result<(usize, String)> {
+pub(crate) fn read_rail(ch: &mut Channel, own: &[String]) -> Result<(usize, String)> {
     let Message::Rail {
         index,
         count,
@@ -120,7 +120,7 @@ pub fn read_rail(ch: &mut Channel, own: &[String]) -> Result<(usize, String)> {
 }
 
 /// The `Rail` message of rail `link` (rail 0 of 1 without one).
-pub fn rail_message(opts: &RunOptions, device: &str) -> Message {
+pub(crate) fn rail_message(opts: &RunOptions, device: &str) -> Message {
     match &opts.rail {
         Some(l) => Message::Rail {
             index: l.index as u32,
