@@ -7,7 +7,8 @@
 //! ([`report`]). Exit codes (`exit.rs`): 0 pass, 1 run failed, 2 what was asked cannot run as
 //! asked (a bad value or combination, or a limit of a device), 3 below a `--limit-*`.
 
-pub use model::{catalogue, files, plan, text, units};
+pub use model::{catalogue, plan, text};
+pub(crate) use model::{files, units};
 
 #[forbid(unsafe_code)]
 pub mod cli;
