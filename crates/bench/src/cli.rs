@@ -13,7 +13,6 @@ pub mod reference;
 pub(crate) mod run_options;
 pub(crate) mod test_args;
 
-pub(crate) use test_args::MemArg;
 pub use test_args::TestArgs;
 
 /// RDMA bandwidth and latency benchmarks, in the family of perftest.

@@ -210,6 +210,7 @@ impl Clock {
     }
 
     /// "tsc (2445.41 MHz, calibrated)" or "monotonic".
+    #[cfg(test)]
     pub(crate) fn describe(&self) -> String {
         describe(self.kind.name(), Some(self.hz()))
     }

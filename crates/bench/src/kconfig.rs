@@ -106,6 +106,7 @@ impl KernelConfig {
     }
 
     /// Whether a configuration was read at all.
+    #[cfg(test)]
     pub(crate) fn found(&self) -> bool {
         self.text.is_some()
     }

@@ -11,7 +11,7 @@
 
 mod rewrite;
 
-pub(crate) use rewrite::{apply, rewrite};
+pub(crate) use rewrite::apply;
 
 /// One perftest option.
 #[derive(Debug, Clone, Copy)]

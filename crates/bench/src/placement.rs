@@ -194,6 +194,7 @@ fn auto_set(facts: &CpuFacts) -> (Vec<u32>, String) {
 
 impl Placement {
     /// "CPU 3 (of the NIC's node 0 0-15)", or "not pinned (--no-pin)".
+    #[cfg(test)]
     pub(crate) fn describe(&self) -> String {
         let cpu = self.cpu.map(|c| c.to_string());
         describe(cpu.as_deref(), Some(&self.source))

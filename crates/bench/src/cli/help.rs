@@ -10,15 +10,12 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use clap::{Arg, Args, Command};
 
-pub(crate) use super::applies::{applies, SIDE_ONLY};
+pub(crate) use super::applies::applies;
 use super::test_args::TestArgs;
 use crate::plan::TestKind;
 
 /// The width `-h` and `--help` fit in (narrower where the terminal is).
 pub(crate) const WIDTH: usize = 100;
-
-/// The most lines a command's `-h` may take.
-pub(crate) const SHORT_LINES: usize = 60;
 
 /// A test's options in `-h`, in this order (by argument id): perftest's letters users reach
 /// for first, then the rest of the everyday ones. Every other option is in `--help` only.

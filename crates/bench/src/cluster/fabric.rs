@@ -123,6 +123,7 @@ impl Fabric {
     }
 
     /// The format it was read as.
+    #[cfg(test)]
     pub(crate) fn format(&self) -> FabricFormat {
         self.format
     }

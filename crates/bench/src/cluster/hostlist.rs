@@ -84,6 +84,7 @@ impl<'a> Hostlist<'a> {
     }
 
     /// How many hosts the list names (saturating at `u128::MAX`).
+    #[cfg(test)]
     pub(crate) fn count(&self) -> u128 {
         self.exprs
             .iter()
@@ -122,6 +123,7 @@ pub fn first(list: &str) -> Result<Option<String>, HostlistError> {
 
 /// Expands a hostlist into host names, in the order written; a list of more than
 /// [`MAX_HOSTS`] hosts is refused before any is made.
+#[cfg(test)]
 pub(crate) fn expand(list: &str) -> Result<Vec<String>, HostlistError> {
     let parsed = Hostlist::parse(list)?;
     let count = parsed.count();

@@ -15,14 +15,13 @@ mod wire;
 
 pub(crate) use companion::Listen;
 pub use handshake::{admit, HANDSHAKE_MAX};
-pub(crate) use handshake::{greet_server, printable, welcome, Admitted, Stranger};
+pub(crate) use handshake::{greet_server, printable};
 pub use listener::{anyone_may_connect, dropped_line, Greeting, Listener, NoClient};
-pub(crate) use listener::{anyone_may_join, HELLO_DEADLINE, MAX_GREETINGS, MAX_GREETINGS_PER_HOST};
+pub(crate) use listener::{anyone_may_join, HELLO_DEADLINE};
 pub use messages::Message;
 pub(crate) use messages::{FlowDone, FlowFrom, FlowTo, Joining, Work, MAGIC, PROTOCOL_VERSION};
-pub(crate) use token::{FrameKey, FrameKeys, MIN_TOKEN_BYTES, TOKEN_ENV};
 pub use token::{Nonce, Prover, Token};
-pub(crate) use wire::{decode, read_frame, TimedRead, TimedWrite, WireError};
+pub(crate) use wire::WireError;
 pub use wire::{frame, read_message, write_message, Framing, MemoryPeer, MAX_MESSAGE};
 
 use std::io::ErrorKind;
@@ -274,6 +273,7 @@ impl Channel {
 
     /// Receives one message, all of it within `--timeout`; `what` names it in errors. A
     /// `Reject` becomes an error with the peer's reason.
+    #[cfg(test)]
     pub(crate) fn recv(&mut self, what: &str) -> Result<Message> {
         self.recv_within(what, self.timeout)
     }
@@ -337,6 +337,7 @@ impl Channel {
 
     /// Tells the peer the run failed, so it stops waiting; errors here are ignored because
     /// the run is failing anyway.
+    #[cfg(test)]
     pub(crate) fn reject(&mut self, reason: &str) {
         let _ = self.send(&Message::Reject {
             reason: reason.to_string(),

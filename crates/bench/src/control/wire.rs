@@ -299,11 +299,6 @@ impl Framing {
         }
     }
 
-    /// Whether frames are sealed.
-    pub(crate) fn is_sealed(&self) -> bool {
-        self.sealed.is_some()
-    }
-
     /// Writes one message, all of it before `deadline`.
     pub fn write<T: Serialize>(
         &self,

@@ -82,6 +82,7 @@ impl Dump {
     }
 
     /// The value of `name` from `source`, if the dump has it.
+    #[cfg(test)]
     pub(crate) fn get(&self, source: Source, name: &str) -> Option<u64> {
         self.counters.get(&(source, name.to_string())).copied()
     }

@@ -248,22 +248,9 @@ impl Rates {
         self.rises.get(&(source, name.to_string())).copied()
     }
 
-    /// The rise per second of `name` from `source`, 0 when it is not there.
-    pub(crate) fn per_second(&self, source: Source, name: &str) -> f64 {
-        self.rise(source, name).unwrap_or(0) as f64 / self.secs
-    }
-
     /// Whether both dumps have `name` from `source` (steady or not).
     pub(crate) fn has(&self, source: Source, name: &str) -> bool {
         self.rise(source, name).is_some()
-    }
-
-    /// The changed counters from `source` whose name `pick` accepts.
-    pub(crate) fn changed_where<'a>(
-        &'a self,
-        pick: impl Fn(Source, &str) -> bool + 'a,
-    ) -> impl Iterator<Item = &'a Change> + 'a {
-        self.changed.iter().filter(move |c| pick(c.key.0, &c.key.1))
     }
 }
 

@@ -156,12 +156,11 @@ pub(crate) struct Connected {
     pub ah: Vec<AddressHandle>,
     /// Bytes per slot (both halves).
     pub slot: u64,
-    /// Bytes between two QPs' parts of `mr` (the slot, or more for bounce buffers).
-    pub stride: u64,
     /// The transport.
     pub transport: Transport,
-    /// `-R`: the RDMA CM's connections, held for the run (dropping one disconnects it).
-    pub cm_links: Vec<verbs::CmConnection>,
+    /// `-R`: the RDMA CM's connections, held for the run (dropping one disconnects it):
+    /// never read, only kept until the `Connected` is dropped.
+    _cm_links: Vec<verbs::CmConnection>,
     /// `--srq`: each QP's number and index, sorted by number (empty without a shared
     /// receive queue).
     srq_qpns: Vec<(u32, usize)>,
@@ -627,11 +626,10 @@ impl Prepared {
             remote,
             ah,
             slot: self.slot,
-            stride: self.stride,
             transport: self.transport,
             params,
             peer_bounce,
-            cm_links,
+            _cm_links: cm_links,
             srq_qpns,
             srq: self.srq,
         })

@@ -143,11 +143,6 @@ impl Expectations {
         }
         out
     }
-
-    /// The expected NIC `name`.
-    pub(crate) fn nic(&self, name: &str) -> Option<&ExpectedNic> {
-        self.nics.iter().find(|n| n.name == name)
-    }
 }
 
 /// The bytes of `path`, at most [`MAX_EXPECT_BYTES`] (`/dev/zero` is refused at the limit; a

@@ -51,6 +51,7 @@ impl ProgressBar {
     }
 
     /// True when the bar is drawn.
+    #[cfg(test)]
     pub(crate) fn is_shown(&self) -> bool {
         !self.bar.is_hidden()
     }

@@ -354,6 +354,7 @@ impl Format {
 }
 
 /// Renders a chart to SVG text.
+#[cfg(test)]
 pub(crate) fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<String> {
     let picture = Picture {
         drawing: Drawing::Chart(spec),
@@ -363,6 +364,7 @@ pub(crate) fn render_svg(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Str
 }
 
 /// Renders a chart to PNG bytes (drawn in memory, then encoded).
+#[cfg(test)]
 pub(crate) fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec<u8>> {
     let picture = Picture {
         drawing: Drawing::Chart(spec),
@@ -372,6 +374,7 @@ pub(crate) fn render_png(spec: &spec::ChartSpec, size: (u32, u32)) -> Result<Vec
 }
 
 /// Renders a heat map to SVG text or PNG bytes.
+#[cfg(test)]
 pub(crate) fn render_heat_map(map: &HeatMap, format: Format, size: (u32, u32)) -> Result<Vec<u8>> {
     let picture = Picture {
         drawing: Drawing::HeatMap(map),

@@ -8,10 +8,14 @@ mod json;
 pub(crate) mod prom;
 #[cfg(test)]
 pub(crate) mod samples;
-pub(crate) mod schema;
+// The schemas are written and checked by its tests; nothing else reads them.
+#[cfg(test)]
+mod schema;
 pub mod sweep;
 
-pub(crate) use self::csv::{CsvExporter, CSV};
+#[cfg(test)]
+pub(crate) use self::csv::CsvExporter;
+pub(crate) use self::csv::CSV;
 pub(crate) use json::{JsonExporter, JSON};
 pub(crate) use model::figures::{
     DirectionFigures, Directions, LatencyStats, Repetition, SizeResult, WindowFacts,
@@ -22,7 +26,7 @@ pub(crate) use model::record::{
     now_rfc3339, CeilingsRecord, DeviceRecord, GpuRecord, HostRecord, ParamsRecord, PcieLinkRecord,
     PcieRecord, RailRecord, RunStatus, StagingRecord, ToolRecord, SCHEMA,
 };
-pub(crate) use prom::{render_sweep, PromExporter, PROM};
+pub(crate) use prom::{PromExporter, PROM};
 pub use sweep::SweepRecord;
 pub(crate) use sweep::{
     FleetFigures, GroupRecord, NamedNic, NamedPath, Outlier, PairRecord, RankRecord, Unreachable,
@@ -32,6 +36,13 @@ pub(crate) use sweep::{
 use std::path::Path;
 
 use anyhow::Result;
+
+/// The `params` table of `results/schema.md`, from the catalogue and the record's own
+/// documentation (its JSON schema's descriptions); `tests/options_doc.rs` checks the file.
+pub fn params_table() -> String {
+    let schema = serde_json::to_value(schemars::schema_for!(ParamsRecord)).unwrap_or_default();
+    crate::catalogue::params_table(&schema["properties"])
+}
 
 /// A way to write a whole document of type `R` (a run record unless said otherwise; a sweep
 /// record, a comparison, a health report, a picture) as one format. The output formats are

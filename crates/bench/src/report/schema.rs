@@ -12,20 +12,10 @@ use crate::counters::report::{CountersReport, COUNTERS_SCHEMA};
 use crate::health::expect::{Expectations, EXPECT_SCHEMA};
 use crate::health::outcome::{HealthReport, HEALTH_SCHEMA};
 
-/// The `params` table of `results/schema.md`, from the catalogue and the record's own
-/// documentation (its JSON schema's descriptions).
-pub fn params_table() -> String {
-    let schema =
-        serde_json::to_value(schemars::schema_for!(super::ParamsRecord)).unwrap_or_default();
-    crate::catalogue::params_table(&schema["properties"])
-}
-
-/// A record kind's schema: the `schema` value its records carry, the file it is shipped
-/// as (under `results/schemas/`), and the schema's text.
+/// A record kind's schema: the file it is shipped as (under `results/schemas/`) and the
+/// schema's text (which holds the `schema` value its records carry).
 #[derive(Debug)]
 pub(crate) struct Published {
-    /// The records' `schema` field: "rdmabench.result/1".
-    pub record: &'static str,
     /// Its file name under `results/schemas/`.
     pub file: &'static str,
     /// Generates the schema's text (pretty JSON, a newline at the end).
@@ -35,37 +25,30 @@ pub(crate) struct Published {
 /// Every published schema.
 pub(crate) const PUBLISHED: &[Published] = &[
     Published {
-        record: SCHEMA,
         file: "rdmabench.result-1.schema.json",
         generate: || text(schemars::schema_for!(RunRecord), SCHEMA),
     },
     Published {
-        record: SWEEP_SCHEMA,
         file: "rdmabench.cluster-1.schema.json",
         generate: || text(schemars::schema_for!(SweepRecord), SWEEP_SCHEMA),
     },
     Published {
-        record: COMPARE_SCHEMA,
         file: "rdmabench.compare-1.schema.json",
         generate: || text(schemars::schema_for!(Report), COMPARE_SCHEMA),
     },
     Published {
-        record: SWEEP_COMPARE_SCHEMA,
         file: "rdmabench.compare.cluster-1.schema.json",
         generate: || text(schemars::schema_for!(SweepComparison), SWEEP_COMPARE_SCHEMA),
     },
     Published {
-        record: HEALTH_SCHEMA,
         file: "rdmabench.health-1.schema.json",
         generate: || text(schemars::schema_for!(HealthReport), HEALTH_SCHEMA),
     },
     Published {
-        record: EXPECT_SCHEMA,
         file: "rdmabench.health-expect-1.schema.json",
         generate: || text(schemars::schema_for!(Expectations), EXPECT_SCHEMA),
     },
     Published {
-        record: COUNTERS_SCHEMA,
         file: "rdmabench.counters-1.schema.json",
         generate: || text(schemars::schema_for!(CountersReport), COUNTERS_SCHEMA),
     },

@@ -129,6 +129,7 @@ pub(crate) struct Recorder {
 impl Recorder {
     /// Starts the record of a run of `sizes` sizes and writes it at once (incomplete, no
     /// results), so a file that cannot be written fails the run before it measures.
+    #[cfg(test)]
     pub(crate) fn start(template: RunRecord, sizes: usize, files: &RecordFiles) -> Result<Self> {
         Recorder::start_on_rail(template, sizes, files, None)
     }

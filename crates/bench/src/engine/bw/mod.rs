@@ -15,11 +15,10 @@ pub(crate) mod pace;
 pub mod startup;
 
 pub(crate) use host::measure_bw;
-pub(crate) use marks::{Interval, Intervals};
-pub(crate) use pace::{
-    fewest_in_flight, pace_for, signal_every, signal_every_for, Pace, INTERVAL_EVENTS,
-    WINDOW_EVENTS,
-};
+#[cfg(test)]
+pub(crate) use marks::Interval;
+pub(crate) use marks::Intervals;
+pub(crate) use pace::{fewest_in_flight, pace_for, signal_every_for};
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Condvar, Mutex, OnceLock, PoisonError};

@@ -12,8 +12,9 @@ mod combine;
 pub(crate) mod gpus;
 
 pub(crate) use board::{RailAborted, RailBoard, RailLink};
-pub(crate) use budget::{RailBudget, RailMem};
-pub(crate) use combine::{combine_sizes, combined_record, summed_ceilings};
+pub(crate) use budget::RailMem;
+#[cfg(test)]
+pub(crate) use combine::combined_record;
 
 use std::sync::{mpsc, Arc};
 use std::thread;
