@@ -1,12 +1,13 @@
 //! The structure ARCHITECTURE.md states, checked: the model crate names no device crate, the
 //! engine imports nothing from the layers above it, no modules import one another in a loop
 //! (but two known pairs), no source file is over 1,000 lines and no function outside the
-//! tests over 80.
+//! tests over 80, and the bench library makes `pub` only what something outside it names.
 //! (The crate graph itself is checked by the compiler: a crate cannot import one that does
 //! not name it.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use std::collections::HashSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -441,4 +442,140 @@ fn a_circle_is_found() {
         found,
         vec![vec!["cluster::verdict".to_string(), "plan".to_string()]]
     );
+}
+
+/// The types the outside reaches through a `pub` item's signature, field or variant without
+/// naming them (`Command::Topo(TopoArgs)`, `Message::Join(Joining)`): the compiler wants them
+/// `pub` (its `private_interfaces` lint, or an error where the outside uses them). Separated
+/// by spaces.
+const REACHED: &str = "\
+    Admitted BelowLimit BounceLayout Cap CeilingArgs ClockChoice CompareArgs CompletionsArgs \
+    CountersArgs DoctorArgs Finding FlowDone FlowFrom FlowTo Found FrameKeys HealthArgs \
+    HeatMap HostlistError Joining LogPaths ManArgs MemCaps NcclLogArgs PairRecord PerftestName \
+    PinChoice PlotArgs RailGpus RailLink ScheduleError Screen SideConfig StartGate Stranger \
+    SweepComparison SweepEnd TimedRead TimedWrite TopoArgs Translation WireError Work";
+
+/// The names `text` makes `pub` (not `pub(crate)`, not fields): its items and its `pub use`
+/// re-exports, leaving out those under a `#[cfg(test)]` of their own.
+fn pub_names(text: &str) -> Vec<String> {
+    const KINDS: [&str; 10] = [
+        "const fn ",
+        "fn ",
+        "struct ",
+        "enum ",
+        "const ",
+        "static ",
+        "trait ",
+        "type ",
+        "mod ",
+        "union ",
+    ];
+    let mut out = Vec::new();
+    let mut lines = text.lines().map(str::trim_start);
+    let mut in_test = false;
+    while let Some(line) = lines.next() {
+        let was_test = in_test;
+        in_test = line == "#[cfg(test)]"
+            || in_test && (line.starts_with("#[") || line.starts_with("///"));
+        let Some(rest) = line.strip_prefix("pub ").filter(|_| !was_test) else {
+            continue;
+        };
+        if let Some(item) = KINDS.iter().find_map(|k| rest.strip_prefix(k)) {
+            out.push(
+                item.chars()
+                    .take_while(|c| c.is_alphanumeric() || *c == '_')
+                    .collect(),
+            );
+        } else if let Some(path) = rest.strip_prefix("use ") {
+            let mut stmt = path.to_string();
+            while !stmt.ends_with(';') {
+                stmt += lines.next().unwrap_or(";");
+            }
+            let list = stmt
+                .split_once('{')
+                .map_or(stmt.rsplit("::").next().unwrap(), |g| g.1);
+            for item in list.split(',') {
+                let item = item.trim_matches(|c: char| "{}; ".contains(c));
+                out.extend(
+                    item.rsplit([' ', ':'])
+                        .next()
+                        .filter(|n| !n.is_empty())
+                        .map(String::from),
+                );
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn pub_names_reads_items_and_re_exports_but_not_fields_or_crate_items() {
+    let text = "pub fn a() {}\npub(crate) fn b() {}\n    pub c: u8,\n#[cfg(test)]\npub fn d() {}\n\
+                pub const fn e() {}\npub use x::{f, g::h as i,\n    j};\npub use k::l;\n";
+    assert_eq!(pub_names(text), ["a", "e", "f", "i", "j", "l"]);
+}
+
+/// The bench library is `pub` only where something outside it needs it: everything else is
+/// `pub(crate)`, so that the compiler reports what nothing uses (`dead_code` is silent about
+/// `pub` items). Each name an item-level `pub` declaration or `pub use` of `crates/bench/src`
+/// makes public (outside inline test modules) must occur as a word in the binary
+/// (`src/main.rs`), the integration tests or the crates that depend on `rdmabench` (the
+/// benches), or be in [`REACHED`]. A name is a weak witness (a `pub fn run` passes while any
+/// of them says `run`), but a new `pub` item that nothing outside names fails here.
+#[test]
+fn the_bench_library_makes_pub_only_what_its_users_name() {
+    let bench = root().join("crates/bench");
+    // Not this file, which names every one in REACHED.
+    let mut users: Vec<PathBuf> = sources(&bench.join("tests"))
+        .into_iter()
+        .filter(|f| !f.ends_with("layers.rs"))
+        .collect();
+    users.push(bench.join("src/main.rs"));
+    let workspace = fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let members = workspace
+        .lines()
+        .find(|l| l.starts_with("members"))
+        .unwrap();
+    for member in members.split('"').skip(1).step_by(2) {
+        let manifest = fs::read_to_string(root().join(member).join("Cargo.toml")).unwrap();
+        if manifest.lines().any(|l| l.starts_with("rdmabench = ")) {
+            users.extend(sources(&root().join(member)));
+        }
+    }
+    let text: String = users
+        .iter()
+        .map(|f| fs::read_to_string(f).unwrap())
+        .collect();
+    let named: HashSet<&str> = text
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .collect();
+    let reached: HashSet<&str> = REACHED.split_whitespace().collect();
+    let mut public = Vec::new();
+    for file in sources(&bench.join("src")) {
+        if file.ends_with("main.rs") || file.ends_with("tests.rs") {
+            continue;
+        }
+        public.extend(pub_names(outside_tests(
+            &fs::read_to_string(&file).unwrap(),
+        )));
+    }
+    assert!(
+        public.len() > 100 && named.contains("rdmabench"),
+        "read {public:?}"
+    );
+    let unnamed: Vec<&String> = public
+        .iter()
+        .filter(|n| !named.contains(n.as_str()) && !reached.contains(n.as_str()))
+        .collect();
+    assert!(
+        unnamed.is_empty(),
+        "pub in the bench library, named nowhere outside it: {unnamed:?}; make them \
+         pub(crate) (or, if only a pub item's signature reaches them, add them to REACHED)"
+    );
+    for name in reached {
+        assert!(
+            public.iter().any(|n| n == name) && !named.contains(name),
+            "{name} is in REACHED but is not pub, or is named outside: take it out"
+        );
+    }
 }
