@@ -1,5 +1,7 @@
 //! The `rdmabench` library: everything the binary does, one module per concern, so that the
-//! criterion benches in `benches/` can measure the engine's own hot-path work.
+//! criterion benches in `benches/` can measure the engine's own hot-path work. An item is
+//! `pub` only where the binary, the integration tests or the benches use it, `pub(crate)`
+//! otherwise (`tests/layers.rs` checks), so that the compiler reports what nothing uses.
 //!
 //! The binary parses the command line ([`cli`]), validates the whole plan ([`plan`]), and
 //! runs the server, the client or both ([`run`]) over the TCP control channel ([`control`])
