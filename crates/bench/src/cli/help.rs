@@ -1,8 +1,8 @@
 //! What each command's help shows: a test's help lists only the options that test accepts
-//! (from the catalogue's `applies` and [`SIDE_ONLY`]), `cluster`'s none of those it refuses,
-//! `-h` one line per option with the ones perftest users reach for first, `--help` all of
-//! them at length. The shell completions and the man pages are written from the same shaped
-//! command line, so they list what the help lists.
+//! (from the catalogue's `applies` and [`SIDE_ONLY`](super::applies::SIDE_ONLY)),
+//! `cluster`'s none of those it refuses, `-h` one line per option with the ones perftest
+//! users reach for first, `--help` all of them at length. The shell completions and the man
+//! pages are written from the same shaped command line, so they list what the help lists.
 
 use std::io::Write;
 use std::path::Path;
