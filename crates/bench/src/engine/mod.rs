@@ -203,7 +203,7 @@ fn register_parts(
 /// The region QP `q`'s requests name: its own among `parts` where there is one, else the
 /// `whole` buffer's.
 #[inline]
-pub fn region<'a>(
+pub(crate) fn region<'a>(
     parts: &'a [MemoryRegion],
     whole: &'a MemoryRegion,
     q: usize,
