@@ -41,6 +41,18 @@ fn both_record(run: &Pair, key: &str, want: impl Into<serde_json::Value>) {
     }
 }
 
+/// What a loopback client of `args` says when the command line or the device refuses it
+/// (exit 2), with a timeout that bounds it.
+fn refused(args: &[&str]) -> String {
+    let mut args = args.to_vec();
+    args.extend(["--timeout", "20"]);
+    args.extend(common::LOOPBACK);
+    let out = common::client(&args);
+    let said = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    said
+}
+
 /// The client's header shows `want` on its `label` line.
 fn header_says(run: &Pair, label: &str, want: &str) {
     let header = text(&run.client);
@@ -189,11 +201,7 @@ fn odp_is_refused_on_a_device_without_on_demand_paging() {
         return;
     }
     let _alone = alone();
-    let mut args = vec!["write-bw", "-n", "10", "--odp", "--timeout", "20"];
-    args.extend(common::LOOPBACK);
-    let out = common::client(&args);
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{said}");
+    let said = refused(&["write-bw", "-n", "10", "--odp"]);
     assert!(said.contains("offers no on-demand paging"), "{said}");
     assert!(said.contains("leave --odp out"), "{said}");
 }
@@ -307,19 +315,7 @@ fn retry_count_reaches_both_ways_of_connecting_and_ud_refuses_it() {
     let run = pair("send-bw", 19592, &[], &["-n", "100"]);
     run.assert_ok();
     both_record(&run, "retry_count", 7);
-    let mut args = vec![
-        "send-bw",
-        "-c",
-        "UD",
-        "--retry-count",
-        "3",
-        "--timeout",
-        "20",
-    ];
-    args.extend(common::LOOPBACK);
-    let out = common::client(&args);
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{said}");
+    let said = refused(&["send-bw", "-c", "UD", "--retry-count", "3"]);
     assert!(said.contains("only RC sends a request again"), "{said}");
 }
 
@@ -341,19 +337,7 @@ fn pkey_index_runs_within_the_ports_table_and_is_refused_past_it() {
         run.assert_ok();
         both_record(&run, "pkey_index", serde_json::Value::Null);
     }
-    let mut args = vec![
-        "write-bw",
-        "-n",
-        "10",
-        "--pkey-index",
-        "60000",
-        "--timeout",
-        "20",
-    ];
-    args.extend(common::LOOPBACK);
-    let out = common::client(&args);
-    let said = text(&out);
-    assert_eq!(out.status.code(), Some(2), "{said}");
+    let said = refused(&["write-bw", "-n", "10", "--pkey-index", "60000"]);
     assert!(
         said.contains("--pkey-index 60000 is out of range"),
         "{said}"
