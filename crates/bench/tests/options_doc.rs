@@ -34,7 +34,7 @@ fn the_schemas_params_table_is_what_the_code_generates() {
     let heading = doc.find("\n### `params`\n").expect("a params section");
     let start = heading + doc[heading..].find("\n| field |").expect("its table") + 1;
     let end = start + doc[start..].find("\n\n").expect("the table's end") + 1;
-    let generated = rdmabench::report::params_table();
+    let generated = rdmabench::catalogue::params_table();
     if std::env::var_os("RDMABENCH_UPDATE_DOCS").is_some() {
         let updated = format!("{}{generated}{}", &doc[..start], &doc[end..]);
         std::fs::write(&path, updated).unwrap();

@@ -905,9 +905,11 @@ fn one() -> u32 {
 }
 
 /// The record's `params` table of `results/schema.md`: each parameter's field, its JSON
-/// type and where it is present, and its meaning (the record field's documentation, from
-/// the record's JSON schema), in the table's order.
-pub fn params_table(descriptions: &serde_json::Value) -> String {
+/// type and where it is present, and its meaning (the record field's documentation, as the
+/// record's JSON schema carries it), in the table's order.
+pub fn params_table() -> String {
+    let schema = serde_json::to_value(schemars::schema_for!(ParamsRecord)).unwrap_or_default();
+    let descriptions = &schema["properties"];
     let mut out = String::from("| field | type | meaning |\n|---|---|---|\n");
     for p in PARAMS {
         let meaning = descriptions[p.key]["description"]

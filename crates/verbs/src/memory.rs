@@ -456,23 +456,14 @@ impl MemoryRegion {
                 self.len
             )));
         };
-        let start = self.addr + offset;
-        let (mr, relaxed_ordering) = register_with(access, |flags| {
-            // SAFETY: the bytes are this region's, which the caller keeps alive longer.
-            unsafe { pd.pd.reg_mr(start as usize, len, flags) }
-                .map_err(|e| VerbsError::from_sideway("ibv_reg_mr", e))
-        })?;
-        Ok(MemoryRegion {
-            mr,
-            host: None,
-            _backing: None,
-            relaxed_ordering,
-            on_demand: access.on_demand,
-            cpu_readable: true,
-            addr: self.addr,
-            len: self.len,
-            window: offset..end,
-        })
+        // SAFETY: the bytes are this region's, which the caller keeps alive longer; the part
+        // holds no backing of its own.
+        let mut part = unsafe { Self::register_raw(pd, self.addr + offset, len, access, ()) }?;
+        part.cpu_readable = true;
+        part.addr = self.addr;
+        part.len = self.len;
+        part.window = offset..end;
+        Ok(part)
     }
 
     /// True when the region is registered for on-demand paging ([`Access::on_demand`]).

@@ -37,13 +37,6 @@ use std::path::Path;
 
 use anyhow::Result;
 
-/// The `params` table of `results/schema.md`, from the catalogue and the record's own
-/// documentation (its JSON schema's descriptions); `tests/options_doc.rs` checks the file.
-pub fn params_table() -> String {
-    let schema = serde_json::to_value(schemars::schema_for!(ParamsRecord)).unwrap_or_default();
-    crate::catalogue::params_table(&schema["properties"])
-}
-
 /// A way to write a whole document of type `R` (a run record unless said otherwise; a sweep
 /// record, a comparison, a health report, a picture) as one format. The output formats are
 /// these: the run record's files, the sweep's summary and metrics, `compare`'s table,
