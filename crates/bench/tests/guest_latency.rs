@@ -158,8 +158,9 @@ fn bad_cpus_and_an_untrusted_tsc_are_usage_errors() {
 }
 
 /// perftest's `--latency_gap`: the initiator waits between round trips, and the wait is not
-/// counted in the latency (perftest's delta spans it): with a 5 ms gap the one-way p50 stays
-/// far below the 2.5 ms the gap would add, while the measured window holds every gap.
+/// counted in the latency (perftest's delta spans it): with a 5 ms gap the fastest one-way
+/// figure stays far below the 2.5 ms the gap would add, while the measured window holds every
+/// gap.
 #[test]
 fn latency_gap_spaces_the_round_trips_and_is_not_counted_in_them() {
     if !rdma_ready("latency_gap_spaces_the_round_trips_and_is_not_counted_in_them") {
@@ -182,8 +183,12 @@ fn latency_gap_spaces_the_round_trips_and_is_not_counted_in_them() {
     let out = text(&run.client);
     assert_eq!(header_line(&out, "Gap (us)").trim(), "5000", "{out}");
     let result = &run.results()[0];
-    let p50 = result["lat_us"]["p50"].as_f64().unwrap();
-    assert!(p50 < 2500.0, "the gap was counted: p50 {p50} us\n{out}");
+    // A counted gap would add at least 2.5 ms to every one-way figure, the fastest too. (The
+    // median is no test of it: in a loaded guest a round trip after 5 ms idle often waits
+    // for the guest kernel's next 4 ms tick, as CI once showed: min 167 us, p50 4,002 us.
+    // Those are true figures of the guest, which perftest sees too.)
+    let min = result["lat_us"]["min"].as_f64().unwrap();
+    assert!(min < 2500.0, "the gap was counted: min {min} us\n{out}");
     let seconds = result["seconds"].as_f64().unwrap();
     assert!(
         seconds >= 99.0 * 0.005,
