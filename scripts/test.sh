@@ -90,7 +90,7 @@ printf '    %s\n' "${bins[@]}"
 # are prefixed with the lane. Binaries that need more than two soft-RoCE nodes
 # (guest_cluster: four, guest_quick: five, guest_fleet: six) run afterwards in a guest of
 # their own with RXE_VM_NODES.
-declare -A cost=([guest_fake_gpu]=508 [guest_matrix]=454 [guest_soak]=357
+declare -A cost=([guest_fake_gpu]=508 [guest_matrix]=454 [guest_soak]=215
     [guest_regression]=294 [guest_options]=193 [guest_write_bw]=179 [guest_gdr]=127
     [guest_duration]=108 [guest_harden]=69 [guest_latency]=67 [guest_health]=57
     [guest_rails]=45 [guest_gpu_check]=39 [guest_faults]=38 [guest_topo]=9 [guest_dmabuf]=1)

@@ -62,7 +62,7 @@ fn a_dry_run_under_slurm_shows_the_ranks_view_and_contacts_nobody() {
         "coordinator  node01:18516 (from the first host of SLURM_JOB_NODELIST)",
         "pattern      quick: 3 rounds",
         "cost         3 rounds x (1.00 s + 0.01 s of tests + 2 x 2.0 s of set-up) = about 15 s, \
-         plus retries and re-runs",
+         plus retries, re-runs and up to 3 rounds to decide a cut",
         "tests        write-bw, write-lat",
     ] {
         assert!(shown.contains(line), "missing {line:?} in:\n{shown}");

@@ -2,8 +2,9 @@
 //! RXE_VM_LEAVES=2`: nodes 0-2 on bridge brx0, nodes 3-5 on brx1, the bridges joined by the
 //! veth pair up1 <-> dn1, the "uplink"). With the uplink held to 5 Mbit/s each way, a sweep
 //! under `mpirun` names the path between the two leaves: at its defaults (`quick`) with
-//! `--topology` (the leaves by name), and with `--pattern pairs` without it, as a cut
-//! inferred from the matrix; both name no NIC. A write-lat across the slow uplink, at its
+//! `--topology` (the leaves by name), and at its defaults without it, the ranks placed on
+//! the leaves in turn, as a cut inferred from the matrix once quick's pairs split without
+//! telling one and it has added the pairs that do; both name no NIC. A write-lat across the slow uplink, at its
 //! defaults, is a measurement the server takes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -15,7 +16,8 @@ use std::process::Output;
 use rdmabench::report::SweepRecord;
 
 use common::{
-    bin, client, load_record, mpirun_sweep, scratch, text, NetChange, Server, SERVER_ADDR,
+    bin, client, load_record, mpirun_sweep, mpirun_sweep_on, scratch, text, NetChange, Server,
+    SERVER_ADDR,
 };
 
 const NODES: usize = 6;
@@ -44,11 +46,11 @@ fn sweep(json: &std::path::Path, port: u16, more: &[&str]) -> Output {
 }
 
 /// Checks that the sweep measured `pairs` planned pairs (of both tests) and named one path,
-/// of `kind` between `sides`, and no NIC.
+/// of `kind` between `sides` (the ranks `ranks` on each), and no NIC.
 fn names_the_path(
     out: &Output,
     (json, pairs): (&std::path::Path, usize),
-    (kind, sides): (&str, [&str; 2]),
+    (kind, sides, ranks): (&str, [&str; 2], [[u32; 3]; 2]),
 ) {
     let rec = load_record(json);
     let figures: Vec<String> = rec["pairs"]
@@ -102,16 +104,13 @@ fn names_the_path(
     assert_eq!(paths[0]["kind"], kind, "{paths:?}");
     assert_eq!(paths[0]["between"][0], sides[0], "{paths:?}");
     assert_eq!(paths[0]["between"][1], sides[1], "{paths:?}");
-    assert_eq!(
-        paths[0]["ranks"][0],
-        serde_json::json!([0, 1, 2]),
-        "{paths:?}"
-    );
-    assert_eq!(
-        paths[0]["ranks"][1],
-        serde_json::json!([3, 4, 5]),
-        "{paths:?}"
-    );
+    for (side, ranks) in ranks.iter().enumerate() {
+        assert_eq!(
+            paths[0]["ranks"][side],
+            serde_json::json!(ranks),
+            "{paths:?}"
+        );
+    }
 }
 
 #[test]
@@ -137,7 +136,7 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
     // the three crossings of every pair of leaves it plans with a topology.
     let topology = ["--topology", topology.to_str().unwrap()];
     let out = sweep(&json, 19430, &topology);
-    let between = ("between leaves", ["leaf0", "leaf1"]);
+    let between = ("between leaves", ["leaf0", "leaf1"], [[0, 1, 2], [3, 4, 5]]);
     names_the_path(&out, (&json, 18), between);
     assert!(
         text(&out).contains("leaf0") && text(&out).contains("leaf1"),
@@ -145,11 +144,25 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
         text(&out)
     );
 
-    // The full matrix: the inferred cut needs every pair (the quick pattern's three partners
-    // per rank do not show it).
+    // At its defaults, without a topology, the ranks placed on the two leaves in turn (rank
+    // k on rxe0, rxe3, rxe1, rxe4, rxe2, rxe5): seven of quick's nine pairs cross, the slow
+    // crossing is the fleet's median and two pairs inside cannot tell a cut. The sweep sees
+    // its figures split, runs the tournament's next two rounds (all 15 pairs in all) and
+    // names the cut it infers from the matrix.
     let json = dir.join("inferred.json");
-    let out = sweep(&json, 19431, &["--pattern", "pairs"]);
-    let cut = ("cut", ["ranks 0-2", "ranks 3-5"]);
+    let devices: Vec<String> = [0, 3, 1, 4, 2, 5].map(|k| format!("rxe{k}")).to_vec();
+    let out = mpirun_sweep_on(&devices, &json, 19431, &[]);
+    let said = text(&out);
+    eprintln!("{said}");
+    assert!(
+        said.contains("too few inside groups to tell a cut: 2 round(s) more"),
+        "{said}"
+    );
+    let cut = (
+        "cut",
+        ["ranks 0,2,4", "ranks 1,3,5"],
+        [[0, 2, 4], [1, 3, 5]],
+    );
     names_the_path(&out, (&json, 30), cut);
 }
 

@@ -51,20 +51,17 @@ pub(crate) fn coordinate(spec: &SweepSpec, place: &Place, listener: &Listener) -
         }
     }
     let rounds = planned_rounds(spec, &members, &rec)?;
-    rec.schedule = rounds
-        .iter()
-        .map(|r| r.iter().map(|p| [p.b as u32, p.a as u32]).collect())
-        .collect();
+    rec.schedule = schedule_record(&rounds);
     println!("{}", summary::plan_line(spec, place, rounds.len()));
     rec.preflight = preflight::outliers(&rec.ranks);
     for line in preflight::lines(&rec.preflight, &rec.ranks) {
         println!("preflight: {line}");
     }
     let end = match sweep(spec, &mut members, &mut rec, &rounds) {
-        Ok(()) => {
+        Ok(planned) => {
             rec.status = RunStatus::Complete;
             print_summary(&rec)?;
-            println!("{}", summary::timing(&rec, spec, rounds.len()));
+            println!("{}", summary::timing(&rec, spec, planned));
             verdict_end(&rec, spec.json.as_deref())
         }
         Err(e) => {
@@ -256,40 +253,40 @@ fn rank_record(spec: &SweepSpec, m: &Member) -> RankRecord {
     r
 }
 
-/// The planned rounds, then the re-runs; the record is judged and written after each.
+/// The rounds as the record keeps them: each pair as `[client rank, server rank]`.
+fn schedule_record(rounds: &[Vec<Pair>]) -> Vec<Vec<[u32; 2]>> {
+    rounds
+        .iter()
+        .map(|r| r.iter().map(|p| [p.b as u32, p.a as u32]).collect())
+        .collect()
+}
+
+/// The planned rounds (and those a cut needs to be decided), then the re-runs; the record
+/// is judged and written after each. Returns how many planned rounds ran.
 fn sweep(
     spec: &SweepSpec,
     members: &mut [Member],
     rec: &mut SweepRecord,
     rounds: &[Vec<Pair>],
-) -> Result<()> {
+) -> Result<usize> {
     if spec.pattern.is_congestion() {
-        return sweep_together(spec, members, rec, rounds);
+        sweep_together(spec, members, rec, rounds)?;
+        return Ok(rounds.len());
     }
-    let total = rounds.len();
-    let all: Vec<usize> = (0..spec.tests.len()).collect();
-    let mut written: Option<Instant> = None;
-    for (r, round) in rounds.iter().enumerate() {
-        let started = Instant::now();
-        let ran = run_round(
-            spec,
-            members,
-            rec,
-            (r as u32, Attempt::Planned),
-            round,
-            &all,
-        )?;
-        judge(rec);
-        // A large sweep's record is large: rewritten at most every WRITE_EVERY (and always
-        // at the end, also when the sweep fails).
-        if written.is_none_or(|w| w.elapsed() >= WRITE_EVERY) {
-            write_record(spec, rec)?;
-            written = Some(Instant::now());
-        }
+    run_planned(spec, members, rec, (rounds, 0, rounds.len()))?;
+    let mut total = rounds.len();
+    if let Some(why) = (summary::decide_cut_rounds(spec, members.len()) > 0)
+        .then(|| locate::undecided_cut(rec))
+        .flatten()
+    {
+        let more = schedule::quick_more(members.len());
         println!(
-            "{}",
-            round_line((r, total), (ran, round.len()), "pair(s)", started)
+            "{why}: {} round(s) more, every rank meeting new partners, to decide it",
+            more.len()
         );
+        rec.schedule.extend(schedule_record(&more));
+        run_planned(spec, members, rec, (&more, total, total + more.len()))?;
+        total += more.len();
     }
     let mut next = total as u32;
     retry_failed(spec, members, rec, &mut next)?;
@@ -303,7 +300,37 @@ fn sweep(
         &mut next,
         &second,
         "rank(s) a re-run found slow",
-    )
+    )?;
+    Ok(total)
+}
+
+/// Runs `rounds` as planned rounds numbered from `first`, of `total` planned in all, each
+/// test on every pair; the record is judged after each and written at most every
+/// [`WRITE_EVERY`] (a large sweep's record is large; it is always written at the end, also
+/// when the sweep fails).
+fn run_planned(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    (rounds, first, total): (&[Vec<Pair>], usize, usize),
+) -> Result<()> {
+    let all: Vec<usize> = (0..spec.tests.len()).collect();
+    let mut written: Option<Instant> = None;
+    for (k, round) in rounds.iter().enumerate() {
+        let (r, started) = (first + k, Instant::now());
+        let attempt = (r as u32, Attempt::Planned);
+        let ran = run_round(spec, members, rec, attempt, round, &all)?;
+        judge(rec);
+        if written.is_none_or(|w| w.elapsed() >= WRITE_EVERY) {
+            write_record(spec, rec)?;
+            written = Some(Instant::now());
+        }
+        println!(
+            "{}",
+            round_line((r, total), (ran, round.len()), "pair(s)", started)
+        );
+    }
+    Ok(())
 }
 
 /// A congestion pattern's rounds: each test with every flow of the round at once, their

@@ -477,15 +477,16 @@ fn toward_leaves(
     out
 }
 
-/// Cuts the matrix shows, without a topology.
-fn cuts(rec: &SweepRecord, test: &str, pairs: &[&PairRecord]) -> Vec<NamedPath> {
-    let Some(unit) = pairs.first().map(|p| p.unit.as_str()) else {
-        return Vec::new();
-    };
-    let lower = lower_is_better(unit);
-    // Higher is better on this scale, for bandwidth and latency alike.
+/// A pair's (client, server, goodness).
+type Scored = (u32, u32, f64);
+
+/// Each pair of `pairs` with a figure as (client, server, goodness): the log of its figure,
+/// higher is better for bandwidth and latency alike; and the least gap on that scale that
+/// counts (the thresholds'). `None` without pairs.
+fn scored(rec: &SweepRecord, pairs: &[&PairRecord]) -> Option<(Vec<Scored>, f64)> {
+    let lower = lower_is_better(&pairs.first()?.unit);
     let goodness = |v: f64| if lower { -v.ln() } else { v.ln() };
-    let scored: Vec<(u32, u32, f64)> = pairs
+    let scored = pairs
         .iter()
         .filter_map(|p| p.value.filter(|v| *v > 0.0).map(|v| (p, v)))
         .map(|(p, v)| (p.client, p.server, goodness(v)))
@@ -495,8 +496,16 @@ fn cuts(rec: &SweepRecord, test: &str, pairs: &[&PairRecord]) -> Vec<NamedPath> 
     } else {
         (100.0 / rec.min_pct).ln()
     };
+    Some((scored, floor))
+}
+
+/// Cuts the matrix shows, without a topology.
+fn cuts(rec: &SweepRecord, test: &str, pairs: &[&PairRecord]) -> Vec<NamedPath> {
+    let Some((scored, floor)) = scored(rec, pairs) else {
+        return Vec::new();
+    };
     let values: Vec<f64> = scored.iter().map(|s| s.2).collect();
-    let Some(threshold) = two_clusters(&values, floor) else {
+    let Some(threshold) = two_clusters(&values, floor, CLUSTER_LEAST) else {
         return Vec::new();
     };
     let good: Vec<(u32, u32)> = scored
@@ -511,6 +520,62 @@ fn cuts(rec: &SweepRecord, test: &str, pairs: &[&PairRecord]) -> Vec<NamedPath> 
     attach_loose(&scored, &mut groups, floor);
     cut_groups(rec, test, pairs, &groups)
 }
+
+/// Why a sweep without a topology should measure more pairs before its verdict, or `None`
+/// when its figures decide: a test's pairs split into two clusters far apart (as a cut's,
+/// each cluster of at least [`UNDECIDED_LEAST`], the lower's best pair at most half the
+/// upper's worst), the lower holding half the pairs or more (the slow crossing is the
+/// fleet's median), at least as many of the lower pairs join two NICs that each have a pair
+/// in the upper (a slow NIC has none: its pairs explain themselves), and no cut is named:
+/// too few pairs fall inside the groups to tell one. So it is when most pairs cross the cut (ranks placed
+/// across two leaves in turn), and the slow crossing is the fleet's median.
+pub(crate) fn undecided_cut(rec: &SweepRecord) -> Option<String> {
+    if !rec.paths.is_empty() || rec.ranks.iter().any(|r| r.leaf.is_some()) {
+        return None;
+    }
+    rec.tests.iter().find_map(|test| {
+        let pairs = measured(rec, test);
+        let (scored, floor) = scored(rec, &pairs)?;
+        let values: Vec<f64> = scored.iter().map(|s| s.2).collect();
+        let threshold = two_clusters(&values, floor, UNDECIDED_LEAST)?;
+        let low: Vec<&Scored> = scored.iter().filter(|s| s.2 < threshold).collect();
+        let best_low = low.iter().map(|s| s.2).fold(f64::NEG_INFINITY, f64::max);
+        if threshold - best_low < UNDECIDED_GAP {
+            return None;
+        }
+        // A slow NIC's pairs are all low; a cut's ranks each have a good pair inside their
+        // side (most of them, in a few rounds). The low pairs between such ranks are the cut's.
+        let good: BTreeSet<u32> = scored
+            .iter()
+            .filter(|s| s.2 >= threshold)
+            .flat_map(|s| [s.0, s.1])
+            .collect();
+        let between_good = low
+            .iter()
+            .filter(|s| good.contains(&s.0) && good.contains(&s.1))
+            .count();
+        // Half the pairs or more low: the fleet's median is itself a slow pair, and the
+        // verdict against it would name nothing.
+        let median_low = 2 * low.len() >= scored.len();
+        (median_low && between_good >= UNDECIDED_LEAST).then(|| {
+            format!(
+                "{test}: {} of {} pairs far below the rest, {between_good} of them between NICs \
+                 that have good pairs, too few inside groups to tell a cut",
+                low.len(),
+                scored.len()
+            )
+        })
+    })
+}
+
+/// The fewest figures a cluster holds for [`undecided_cut`]: two pairs of different ranks
+/// far below the rest are worth more pairs, not yet a cut.
+const UNDECIDED_LEAST: usize = 2;
+
+/// How far below the rest, on the goodness scale, [`undecided_cut`]'s lower cluster lies:
+/// its best pair at most half the worst of the rest (an emulated fleet's healthy pairs
+/// scatter too widely for a closer split of a few pairs to mean anything).
+const UNDECIDED_GAP: f64 = std::f64::consts::LN_2;
 
 /// Each rank in no group joins the group its pairs are clearly best with: their median (on
 /// the goodness scale) above its median with every other group by at least `floor` (the
@@ -624,10 +689,10 @@ fn robust_sd(values: &[f64]) -> f64 {
 }
 
 /// Where `values` split into two clusters far apart (Otsu's split, kept when each holds at
-/// least [`CLUSTER_LEAST`], their medians are at least `floor` and [`CLUSTER_GAP_SPREADS`]
+/// least `least`, their medians are at least `floor` and [`CLUSTER_GAP_SPREADS`]
 /// of their pooled spreads apart, and the empty gap between them is at least one such
 /// spread wide): the lowest value of the upper cluster; `None` when they do not.
-fn two_clusters(values: &[f64], floor: f64) -> Option<f64> {
+fn two_clusters(values: &[f64], floor: f64, least: usize) -> Option<f64> {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -648,7 +713,7 @@ fn two_clusters(values: &[f64], floor: f64) -> Option<f64> {
     }
     let (k, _) = best?;
     let (low, high) = v.split_at(k);
-    if low.len() < CLUSTER_LEAST || high.len() < CLUSTER_LEAST {
+    if low.len() < least || high.len() < least {
         return None;
     }
     let gap = median(high)? - median(low)?;

@@ -235,7 +235,7 @@ fn dry_run(
         Err(e) => format!("cannot be built: {e}"),
     };
     let cost = match &rounds {
-        Ok(n) => summary::cost_model(spec, *n),
+        Ok(n) => summary::cost_model(spec, *n, place.size),
         Err(_) => String::from("none"),
     };
     let topology = spec

@@ -105,15 +105,16 @@ pub(crate) fn round_robin(n: usize) -> Result<Rounds, ScheduleError> {
                   --per-rail schedules each rail on its own",
         });
     }
-    Ok(tournament_rounds(n, n + n % 2 - 1))
+    Ok(tournament_rounds(n, 0..n + n % 2 - 1))
 }
 
-/// The first `count` rounds of the circle method over `n` ranks (n >= 2, count at most its
-/// n - 1 rounds, n for odd n): each round built on its own, in time linear in n.
-fn tournament_rounds(n: usize, count: usize) -> Rounds {
+/// Rounds `range` of the circle method over `n` ranks (n >= 2; the method has n - 1 rounds,
+/// n for odd n, and a range past them is cut there): each round built on its own, in time
+/// linear in n.
+fn tournament_rounds(n: usize, range: std::ops::Range<usize>) -> Rounds {
     // With an odd count a phantom rank m - 1 = n joins; whoever meets it rests that round.
     let m = n + n % 2;
-    (0..count.min(m - 1))
+    (range.start.min(m - 1)..range.end.min(m - 1))
         .map(|r| {
             // Position 0 holds rank 0; position p > 0 holds rank 1 + (p - 1 + r) mod (m - 1).
             let at = |p: usize| if p == 0 { 0 } else { 1 + (p - 1 + r) % (m - 1) };
@@ -139,7 +140,25 @@ pub(crate) const QUICK_PARTNERS: usize = 3;
 /// whole tournament. Only those rounds are built: time and memory linear in n, at any size.
 pub fn quick(n: usize) -> Result<Rounds, ScheduleError> {
     check_size(n)?;
-    Ok(tournament_rounds(n, QUICK_PARTNERS + n % 2))
+    Ok(tournament_rounds(n, 0..quick_len(n)))
+}
+
+/// How many rounds [`quick`] plans for `n` ranks (before the tournament's end cuts them).
+fn quick_len(n: usize) -> usize {
+    QUICK_PARTNERS + n % 2
+}
+
+/// The tournament's rounds after [`quick`]'s, as many again: every rank's partners doubled
+/// (fewer where the tournament ends first). A quick sweep without a topology whose figures
+/// split in two without showing a cut runs them to decide it. Linear in n, at any size.
+pub(crate) fn quick_more(n: usize) -> Rounds {
+    tournament_rounds(n, quick_len(n)..2 * quick_len(n))
+}
+
+/// How many rounds [`quick_more`] has for `n` ranks, without building them.
+pub(crate) fn quick_more_len(n: usize) -> usize {
+    let full = n + n % 2 - 1;
+    full.min(2 * quick_len(n)).saturating_sub(quick_len(n))
 }
 
 /// How often `quick` with `--topology` has every pair of leaves meet: three pairs of NICs
@@ -192,7 +211,7 @@ pub(crate) fn across_leaves(
     // over all leaves before the next.
     let order = match leaves.len() {
         0 | 1 => Vec::new(),
-        l => tournament_rounds(l, l + l % 2 - 1),
+        l => tournament_rounds(l, 0..l + l % 2 - 1),
     };
     for pass in 0..times {
         for leaf_round in &order {
@@ -506,6 +525,24 @@ mod tests {
         // tournament's million rounds.
         let rounds = quick(1_000_001).unwrap();
         assert_eq!(rounds.len(), 4);
+        assert!(rounds.iter().all(|r| r.len() == 500_000));
+    }
+
+    #[test]
+    fn quick_more_is_the_tournaments_next_rounds_doubling_every_ranks_partners() {
+        for n in sizes() {
+            let full = round_robin(n).unwrap();
+            let first = quick(n).unwrap().len();
+            let more = quick_more(n);
+            let end = full.len().min(2 * first);
+            assert_eq!(more[..], full[first.min(end)..end], "n={n}");
+            assert_eq!(quick_more_len(n), more.len(), "n={n}");
+            // Every rank meets new partners only: the two together meet no pair twice.
+            let both: Rounds = quick(n).unwrap().into_iter().chain(more).collect();
+            assert!(check_rounds(n, &both).iter().all(|&m| m <= 1), "n={n}");
+        }
+        let rounds = quick_more(1_000_000);
+        assert_eq!(rounds.len(), 3);
         assert!(rounds.iter().all(|r| r.len() == 500_000));
     }
 

@@ -9,7 +9,8 @@ pub(super) use crate::units::four_digits as number;
 use super::launcher::Place;
 use super::locate::headline;
 use super::median::{badness, label, vs_median};
-use super::spec::{SweepSpec, SETUP_SECS};
+use super::schedule;
+use super::spec::{Pattern, SweepSpec, SETUP_SECS};
 use crate::report::sweep::lower_is_better;
 use crate::report::{Exporter, PairRecord, SweepRecord};
 use crate::units::format_size;
@@ -19,6 +20,7 @@ const WORST_SHOWN: usize = 5;
 
 /// "rdmabench cluster: 4 ranks under Open MPI (mpirun), pattern pairs: 3 rounds of ...".
 pub(crate) fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
+    let spec_cost = cost_model(spec, rounds, place.size);
     let tests: Vec<String> = spec
         .tests
         .iter()
@@ -37,24 +39,25 @@ pub(crate) fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> Strin
         place.launcher.name(),
         spec.pattern.name(),
         tests.join(", "),
-        cost_model(spec, rounds)
+        spec_cost
     )
 }
 
-/// The planner's cost model, rounds x (the tests' loops + a set-up per test):
-/// "3 rounds x (1.00 s + 0.01 s of tests + 2 x 2.0 s of set-up) = about 15 s, plus retries
-/// and re-runs".
-pub(crate) fn cost_model(spec: &SweepSpec, rounds: usize) -> String {
+/// The planner's cost model for `size` ranks, rounds x (the tests' loops + a set-up per
+/// test): "3 rounds x (1.00 s + 0.01 s of tests + 2 x 2.0 s of set-up) = about 15 s, plus
+/// retries and re-runs", and the rounds a quick sweep without a topology may add to decide
+/// a cut ([`decide_cut_rounds`]).
+pub(crate) fn cost_model(spec: &SweepSpec, rounds: usize, size: usize) -> String {
     let loops: Vec<String> = spec
         .tests
         .iter()
         .map(|t| format!("{:.2} s", t.loop_secs()))
         .collect();
     // A congestion pattern's rounds are all it runs: its load is the point, not re-run.
-    let more = if spec.pattern.is_congestion() {
-        ""
-    } else {
-        ", plus retries and re-runs"
+    let more = match decide_cut_rounds(spec, size) {
+        _ if spec.pattern.is_congestion() => String::new(),
+        0 => ", plus retries and re-runs".to_string(),
+        n => format!(", plus retries, re-runs and up to {n} rounds to decide a cut"),
     };
     format!(
         "{rounds} rounds x ({} of tests + {} x {SETUP_SECS:.1} s of set-up) = about {}{more}",
@@ -62,6 +65,17 @@ pub(crate) fn cost_model(spec: &SweepSpec, rounds: usize) -> String {
         spec.tests.len(),
         about(rounds as f64 * spec.round_secs())
     )
+}
+
+/// The rounds a sweep of `size` ranks may add when its pairs split in two without showing a
+/// cut: the quick pattern's next ones, without a topology or `--per-rail`; 0 otherwise.
+pub(crate) fn decide_cut_rounds(spec: &SweepSpec, size: usize) -> usize {
+    let quick = spec.pattern == Pattern::Quick;
+    if quick && spec.fabric.is_none() && !spec.per_rail {
+        schedule::quick_more_len(size)
+    } else {
+        0
+    }
 }
 
 /// A duration as a person plans with it: "9 s", "51 min".
@@ -252,12 +266,18 @@ mod tests {
             .args
             .resolve()
             .unwrap();
+        // Four ranks: quick is the whole tournament, with nothing left to add.
         assert_eq!(
-            cost_model(&spec, 3),
+            cost_model(&spec, 3, 4),
             "3 rounds x (2.00 s + 2.00 s of tests + 2 x 2.0 s of set-up) = about 24 s, plus \
              retries and re-runs"
         );
-        assert!(cost_model(&spec, 1023).contains("= about 136 min"));
+        assert_eq!(
+            cost_model(&spec, 3, 1024),
+            "3 rounds x (2.00 s + 2.00 s of tests + 2 x 2.0 s of set-up) = about 24 s, plus \
+             retries, re-runs and up to 3 rounds to decide a cut"
+        );
+        assert!(cost_model(&spec, 1023, 1024).contains("= about 136 min"));
         let mut rec = sample();
         rec.round_secs = vec![5.0, 6.5, 5.5, 1.25, 1.0];
         assert_eq!(

@@ -589,6 +589,12 @@ pub fn has_nodes(n: usize, test: &str) -> bool {
 /// A sweep of `nodes` ranks under `mpirun`, one per device (rank K on rxeK, GID index 1), at
 /// the default options and `more`, rank 0 listening on `port`, its record at `json`.
 pub fn mpirun_sweep(nodes: usize, json: &Path, port: u16, more: &[&str]) -> Output {
+    let devices: Vec<String> = (0..nodes).map(|k| format!("rxe{k}")).collect();
+    mpirun_sweep_on(&devices, json, port, more)
+}
+
+/// [`mpirun_sweep`] with rank k on `devices[k]`: a launcher's placement other than in order.
+pub fn mpirun_sweep_on(devices: &[String], json: &Path, port: u16, more: &[&str]) -> Output {
     let exe = exe();
     let exe = exe.to_str().unwrap();
     let mut cmd = Command::new("mpirun");
@@ -596,12 +602,11 @@ pub fn mpirun_sweep(nodes: usize, json: &Path, port: u16, more: &[&str]) -> Outp
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .arg("--oversubscribe");
     let coordinator = format!("127.0.0.1:{port}");
-    for k in 0..nodes {
+    for (k, device) in devices.iter().enumerate() {
         if k > 0 {
             cmd.arg(":");
         }
-        let device = format!("rxe{k}");
-        cmd.args(["-np", "1", exe, "cluster", "-d", &device, "-x", "1"]);
+        cmd.args(["-np", "1", exe, "cluster", "-d", device, "-x", "1"]);
         cmd.args([
             "--json",
             json.to_str().unwrap(),

@@ -245,11 +245,14 @@ fn two_clusters_need_a_gap_beyond_their_own_spread() {
     let floor = (100.0f64 / 90.0).ln();
     // A cut: 10% across.
     let cut = ln(&[15.0, 14.0, 16.0, 15.5, 1.5, 1.4, 1.6, 1.45, 1.55]);
-    assert_eq!(two_clusters(&cut, floor), Some(14.0f64.ln()));
+    assert_eq!(two_clusters(&cut, floor, CLUSTER_LEAST), Some(14.0f64.ln()));
     // Noise over 2.5x is no two clusters.
     let noisy = ln(&[9.0, 10.5, 12.0, 13.0, 15.0, 16.5, 18.0, 20.0, 22.5]);
-    assert_eq!(two_clusters(&noisy, floor), None);
-    assert_eq!(two_clusters(&ln(&[1.0, 10.0, 10.0]), floor), None);
+    assert_eq!(two_clusters(&noisy, floor, CLUSTER_LEAST), None);
+    assert_eq!(
+        two_clusters(&ln(&[1.0, 10.0, 10.0]), floor, CLUSTER_LEAST),
+        None
+    );
 }
 
 #[test]
@@ -268,4 +271,75 @@ fn a_path_explains_every_pair_across_it() {
         [(0, 2), (1, 2)]
     );
     assert_eq!(headline(&p), "between leaves a and b");
+}
+
+/// The pairs of `rounds` among `all`.
+fn scheduled(
+    all: Vec<PairRecord>,
+    rounds: &[Vec<crate::cluster::schedule::Pair>],
+) -> Vec<PairRecord> {
+    let keys: BTreeSet<(u32, u32)> = rounds
+        .iter()
+        .flatten()
+        .map(|p| key(p.a as u32, p.b as u32))
+        .collect();
+    all.into_iter()
+        .filter(|p| keys.contains(&key(p.client, p.server)))
+        .collect()
+}
+
+#[test]
+fn quick_over_ranks_placed_on_two_leaves_in_turn_cannot_tell_the_cut_and_its_next_rounds_do() {
+    use crate::cluster::schedule::{quick, quick_more};
+    // Ranks 0, 2, 4 on one leaf and 1, 3, 5 on the other; the uplink at 1% (the guest's).
+    let across = |a: u32, b: u32| if a % 2 != b % 2 { 0.01 } else { 1.0 };
+    for seed in 1..40 {
+        let all = fleet_of(6, seed, 4.0, across);
+        let first = quick(6).unwrap();
+        let mut rec = sweep(6, scheduled(all.clone(), &first));
+        judge(&mut rec);
+        // Seven of quick's nine pairs cross: the slow crossing is the median.
+        assert!(kinds(&rec).is_empty(), "seed {seed}: {:?}", rec.paths);
+        let why = undecided_cut(&rec).unwrap_or_else(|| panic!("seed {seed}: decided"));
+        assert_eq!(
+            why,
+            "write-bw: 7 of 9 pairs far below the rest, 2 of them between NICs that have good \
+             pairs, too few inside groups to tell a cut"
+        );
+        let both: Vec<_> = first.into_iter().chain(quick_more(6)).collect();
+        let mut rec = sweep(6, scheduled(all, &both));
+        judge(&mut rec);
+        assert_eq!(
+            kinds(&rec),
+            [(CUT, "ranks 0,2,4", "ranks 1,3,5")],
+            "seed {seed}: {:?}",
+            rec.named
+        );
+        assert!(rec.named.is_empty(), "seed {seed}: {:?}", rec.named);
+        assert_eq!(undecided_cut(&rec), None);
+    }
+}
+
+#[test]
+fn a_slow_nic_a_healthy_fleet_and_a_cut_quick_shows_need_no_more_pairs() {
+    use crate::cluster::schedule::quick;
+    let rounds = quick(6).unwrap();
+    let slow_nic = |a: u32, b: u32| if a == 4 || b == 4 { 0.05 } else { 1.0 };
+    let aligned = uplink(6);
+    let healthy = |_: u32, _: u32| 1.0;
+    for seed in 1..40 {
+        for (what, slow) in [
+            ("slow NIC", &slow_nic as &dyn Fn(u32, u32) -> f64),
+            ("healthy", &healthy),
+            ("cut of 0-2 and 3-5", &aligned),
+        ] {
+            let mut rec = sweep(6, scheduled(fleet_of(6, seed, 4.0, slow), &rounds));
+            judge(&mut rec);
+            assert_eq!(undecided_cut(&rec), None, "{what}, seed {seed}");
+        }
+        // With leaves, the topology decides.
+        let mut rec = two_leaves(6, fleet_of(6, seed, 2.5, uplink(6)), true);
+        judge(&mut rec);
+        assert_eq!(undecided_cut(&rec), None, "leaves, seed {seed}");
+    }
 }
