@@ -6,8 +6,8 @@
 # Every *.json under the DIRs (and every FILE) whose top-level "schema" is one of
 # "rdmabench.result/1", "rdmabench.cluster/1" (the records) or "rdmabench.compare/1",
 # "rdmabench.compare.cluster/1" (compare --json) or "rdmabench.health/1",
-# "rdmabench.health-expect/1" (health --json, --learn) or "rdmabench.counters/1" (counters
-# --json) is checked against its schema; other JSON files are left alone. scripts/test.sh
+# "rdmabench.health-expect/1" (health --json, --learn), "rdmabench.counters/1" (counters
+# --json) or "rdmabench.triage/1" (triage --json) is checked against its schema; other JSON files are left alone. scripts/test.sh
 # runs it on the records the tests read (kept in
 # target/test-records) and on the records stored under results/.
 # Exit status: 0 when every record is valid (or there was none), 1 when one is not, 2 when
@@ -24,7 +24,7 @@ declare -A kinds=([rdmabench.result/1]=rdmabench.result-1 [rdmabench.cluster/1]=
     [rdmabench.compare/1]=rdmabench.compare-1
     [rdmabench.compare.cluster/1]=rdmabench.compare.cluster-1
     [rdmabench.health/1]=rdmabench.health-1 [rdmabench.health-expect/1]=rdmabench.health-expect-1
-    [rdmabench.counters/1]=rdmabench.counters-1)
+    [rdmabench.counters/1]=rdmabench.counters-1 [rdmabench.triage/1]=rdmabench.triage-1)
 declare -A files=()
 while IFS= read -r -d '' f; do
     # The first "schema" of the file is the record's own (a sweep's pairs hold result

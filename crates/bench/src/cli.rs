@@ -93,6 +93,8 @@ pub enum Command {
     Plot(crate::plot::PlotArgs),
     /// Measure every pair of ranks of an srun/mpirun/torchrun launch and name the slow NICs
     Cluster(crate::cluster::args::ClusterArgs),
+    /// Run an all-reduce's ring over RDMA, split until the slow rank, link or cut shows
+    Triage(crate::cluster::triage::TriageArgs),
     /// Print a shell's completion script: bash, zsh or fish
     Completions(help::CompletionsArgs),
     /// Write a man page per command into a folder: rdmabench.1, rdmabench-write-bw.1, ...
@@ -184,6 +186,7 @@ impl Command {
             | Command::Compare(_)
             | Command::Plot(_)
             | Command::Cluster(_)
+            | Command::Triage(_)
             | Command::Completions(_)
             | Command::Man(_) => return None,
         };

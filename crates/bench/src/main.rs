@@ -57,6 +57,7 @@ fn dispatch(command: &Command) -> Result<()> {
         Command::Compare(args) => rdmabench::compare::run(args),
         Command::Plot(args) => rdmabench::plot::run(args),
         Command::Cluster(args) => rdmabench::cluster::run(args),
+        Command::Triage(args) => rdmabench::cluster::triage::run(args),
         Command::Completions(args) => rdmabench::cli::help::run_completions(args),
         Command::Man(args) => rdmabench::cli::help::run_man(args),
         _ => anyhow::bail!("internal error: a test command was not dispatched as a test"),

@@ -27,11 +27,20 @@ const LAUNCHER_VARS: [&str; 16] = [
 ];
 
 fn cluster(env: &[(&str, &str)], args: &[&str]) -> Output {
+    launched("cluster", env, args)
+}
+
+fn triage(env: &[(&str, &str)], args: &[&str]) -> Output {
+    launched("triage", env, args)
+}
+
+/// `rdmabench COMMAND ARGS` with the launcher's variables `env` and no others.
+fn launched(command: &str, env: &[(&str, &str)], args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rdmabench"));
     for v in LAUNCHER_VARS {
         cmd.env_remove(v);
     }
-    cmd.envs(env.iter().copied()).arg("cluster").args(args);
+    cmd.envs(env.iter().copied()).arg(command).args(args);
     cmd.output().unwrap()
 }
 
@@ -263,4 +272,73 @@ fn what_cannot_run_is_refused_with_exit_2_naming_it() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
     }
+}
+
+/// `triage --dry-run` states the most rounds it may take, logarithmic in the ranks, and their
+/// cost, contacting nobody, in well under a second at any size.
+#[test]
+fn a_triage_dry_run_states_its_bound_at_1024_and_100000_ranks() {
+    for (ranks, split, all, secs) in [("1024", 11, 12, 48), ("100000", 18, 19, 76)] {
+        let env = [
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", ranks),
+            ("SLURM_LOCALID", "0"),
+            ("SLURM_JOB_NODELIST", "node[00001-99999]"),
+        ];
+        let started = std::time::Instant::now();
+        let out = triage(&env, &["--dry-run", "-d", "mlx5_0"]);
+        let took = started.elapsed().as_secs_f64();
+        let shown = text(&out);
+        eprintln!("{ranks} ranks in {took:.2} s:\n{shown}");
+        assert!(out.status.success(), "{shown}");
+        for line in [
+            format!("rank         0 of {ranks} (local rank 0)"),
+            format!(
+                "plan         the ring, then at most {split} rounds of split: halves, pairs \
+                 across, known-good partners ({all} in all)"
+            ),
+            "flows        write-bw (64 KiB, 2 s), every flow of a round at once".into(),
+            format!(
+                "cost         {all} rounds x (2.00 s + 2.0 s of set-up) = at most about {secs} s"
+            ),
+        ] {
+            assert!(shown.contains(&line), "missing {line:?} in:\n{shown}");
+        }
+        assert!(took < 5.0, "{took} s");
+    }
+}
+
+#[test]
+fn triage_refuses_what_it_cannot_judge_with_before_contacting_anyone() {
+    let env = [
+        ("SLURM_PROCID", "0"),
+        ("SLURM_NTASKS", "4"),
+        ("SLURM_LOCALID", "0"),
+        ("SLURM_JOB_NODELIST", "node[1-4]"),
+    ];
+    let dir = std::env::temp_dir().join(format!("rdmabench-triage-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let sweep = dir.join("sweep.json");
+    std::fs::write(&sweep, r#"{"schema": "rdmabench.cluster/1"}"#).unwrap();
+    let missing = dir.join("missing.json");
+    for (args, says) in [
+        (
+            vec!["--dry-run", "--expect", sweep.to_str().unwrap()],
+            "has schema 'rdmabench.cluster/1', not 'rdmabench.triage/1'",
+        ),
+        (
+            vec!["--dry-run", "--expect", missing.to_str().unwrap()],
+            "--expect: cannot read the --expect record",
+        ),
+        (
+            vec!["--dry-run", "-d", "mlx5_0,mlx5_1"],
+            "-d lists several devices",
+        ),
+        (vec!["--dry-run", "--min-pct", "0"], "--min-pct"),
+    ] {
+        let out = triage(&env, &args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(says), "{args:?}: {}", text(&out));
+    }
+    std::fs::remove_dir_all(dir).ok();
 }

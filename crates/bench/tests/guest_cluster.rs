@@ -11,7 +11,7 @@
 
 mod common;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{bin, named_nics, scratch, text, NetChange};
@@ -43,20 +43,8 @@ const TIMEOUT: [&str; 2] = ["--timeout", "20"];
 
 /// `mpirun` with one application context per node, each on its own device.
 fn mpirun(args: &[String]) -> Output {
-    let exe = common::exe();
-    let exe = exe.to_str().unwrap();
-    let mut cmd = Command::new("mpirun");
-    cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
-        .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
-        .arg("--oversubscribe");
-    for k in 0..NODES {
-        if k > 0 {
-            cmd.arg(":");
-        }
-        cmd.args(["-np", "1", exe, "cluster", "-d", &format!("rxe{k}")]);
-        cmd.args(args);
-    }
-    cmd.output().expect("run mpirun (openmpi-bin)")
+    let devices: Vec<String> = (0..NODES).map(|k| format!("rxe{k}")).collect();
+    common::mpirun_ranks("cluster", &devices, args)
 }
 
 fn load(path: &std::path::Path) -> serde_json::Value {
@@ -512,4 +500,55 @@ fn an_incast_of_three_shares_the_receiver_and_totals_against_its_ceiling() {
         text(&plot)
     );
     assert!(std::fs::metadata(&png).unwrap().len() > 1000);
+}
+
+/// `rdmabench triage` over the four nodes at its defaults: healthy, it measures the ring in
+/// one round and exits 0 with busbw; with node 2's link held to 5 Mbit/s, it exits 3 naming
+/// rank 2 alone after the ring, the halves and the known-good partners.
+#[test]
+fn triage_reports_busbw_on_a_healthy_ring_and_names_a_throttled_node_alone() {
+    if !four_nodes("triage_reports_busbw_on_a_healthy_ring_and_names_a_throttled_node_alone") {
+        return;
+    }
+    let dir = scratch("triage");
+    let json = dir.join("healthy.json");
+    let out = common::mpirun_triage(NODES, &json, 19470, &[]);
+    let said = text(&out);
+    eprintln!("{said}");
+    assert!(out.status.success(), "{said}");
+    let rec = load(&json);
+    assert_eq!(rec["verdict"]["kind"], "healthy", "{said}");
+    assert_eq!(rec["steps"].as_array().unwrap().len(), 1, "{said}");
+    let busbw = rec["collective"]["busbw_gbps"].as_f64().unwrap();
+    assert!(busbw > 0.0, "{said}");
+    let verdict = said
+        .lines()
+        .find(|l| l.starts_with("HEALTHY - "))
+        .unwrap_or_else(|| panic!("no verdict line:\n{said}"));
+    assert!(
+        verdict.contains("the all-reduce of 4 ranks runs at"),
+        "{said}"
+    );
+    assert!(
+        said.contains("at most 3 rounds of split (4 in all"),
+        "{said}"
+    );
+    let per_rank = rec["collective"]["per_rank"].as_array().unwrap();
+    assert_eq!(per_rank.len(), 4, "{said}");
+
+    let _throttle = NetChange::slower_link(&["veth2", "vp2"]);
+    let json = dir.join("throttled.json");
+    let out = common::mpirun_triage(NODES, &json, 19471, &[]);
+    let said = text(&out);
+    eprintln!("{said}");
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    let rec = load(&json);
+    assert_eq!(rec["verdict"]["kind"], "rank", "{said}");
+    assert_eq!(rec["verdict"]["ranks"], serde_json::json!([[2]]), "{said}");
+    let kinds = common::step_kinds(&rec);
+    assert_eq!(kinds, ["ring", "halves", "partners"], "{said}");
+    let line = rec["verdict"]["line"].as_str().unwrap();
+    assert!(line.starts_with("rank 2 (rxe2 of "), "{line}");
+    assert!(said.contains(line), "{said}");
+    std::fs::remove_dir_all(dir).ok();
 }

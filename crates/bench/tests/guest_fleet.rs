@@ -4,7 +4,8 @@
 //! under `mpirun` names the path between the two leaves: at its defaults (`quick`) with
 //! `--topology` (the leaves by name), and at its defaults without it, the ranks placed on
 //! the leaves in turn, as a cut inferred from the matrix once quick's pairs split without
-//! telling one and it has added the pairs that do; both name no NIC. A write-lat across the slow uplink, at its
+//! telling one and it has added the pairs that do; both name no NIC. `triage` at its
+//! defaults names the same cut. A write-lat across the slow uplink, at its
 //! defaults, is a measurement the server takes.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -16,8 +17,8 @@ use std::process::Output;
 use rdmabench::report::SweepRecord;
 
 use common::{
-    bin, client, load_record, mpirun_sweep, mpirun_sweep_on, scratch, text, NetChange, Server,
-    SERVER_ADDR,
+    bin, client, load_record, mpirun_sweep, mpirun_sweep_on, mpirun_triage, scratch, text,
+    NetChange, Server, SERVER_ADDR,
 };
 
 const NODES: usize = 6;
@@ -164,6 +165,23 @@ fn a_slow_uplink_is_named_as_the_path_between_two_leaves_and_no_nic_is() {
         [[0, 2, 4], [1, 3, 5]],
     );
     names_the_path(&out, (&json, 30), cut);
+
+    // triage at its defaults: the ring (two of its six links cross), the halves (each
+    // leaf's ring, fine), the pairs across them (all slow): the cut, in three rounds.
+    let json = dir.join("triage.json");
+    let out = mpirun_triage(NODES, &json, 19432, &[]);
+    let said = text(&out);
+    eprintln!("{said}");
+    assert_eq!(out.status.code(), Some(3), "{said}");
+    let rec = load_record(&json);
+    assert_eq!(rec["verdict"]["kind"], "cut", "{said}");
+    let sides = serde_json::json!([[0, 1, 2], [3, 4, 5]]);
+    assert_eq!(rec["verdict"]["ranks"], sides, "{said}");
+    let kinds = common::step_kinds(&rec);
+    assert_eq!(kinds, ["ring", "halves", "across"], "{said}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let verdict = "cut between ranks 0-2 and ranks 3-5: ";
+    assert!(stdout.lines().any(|l| l.starts_with(verdict)), "{said}");
 }
 
 #[test]

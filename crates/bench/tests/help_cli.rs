@@ -27,6 +27,7 @@ const COMMANDS: &[&str] = &[
     "compare",
     "plot",
     "cluster",
+    "triage",
     "completions",
     "man",
 ];

@@ -451,9 +451,10 @@ fn a_circle_is_found() {
 const REACHED: &str = "\
     Admitted BelowLimit BounceLayout Cap CeilingArgs ClockChoice CompareArgs CompletionsArgs \
     CountersArgs DoctorArgs Finding FlowDone FlowFrom FlowTo Found FrameKeys HealthArgs \
-    HeatMap HostlistError Joining LogPaths ManArgs MemCaps NcclLogArgs PairRecord PerftestName \
-    PinChoice PlotArgs RailGpus RailLink ScheduleError Screen SideConfig StartGate Stranger \
-    SweepComparison SweepEnd TimedRead TimedWrite TopoArgs Translation WireError Work";
+    HeatMap HostlistError Joining LaunchArgs LogPaths ManArgs MemCaps NcclLogArgs PairRecord \
+    PerftestName PinChoice PlotArgs RailGpus RailLink ScheduleError Screen SideConfig StartGate \
+    Stranger SweepComparison SweepEnd TimedRead TimedWrite TopoArgs Translation TriageArgs \
+    WireError Work";
 
 /// The names `text` makes `pub` (not `pub(crate)`, not fields): its items and its `pub use`
 /// re-exports, leaving out those under a `#[cfg(test)]` of their own.

@@ -60,7 +60,7 @@ const TEST_SHORT: &[&str] = &[
     "limit_lat_p99",
 ];
 
-/// How many of [`TEST_SHORT`] `cluster -h` shows beside its own options.
+/// How many of [`TEST_SHORT`] `cluster -h` and `triage -h` show beside their own options.
 const CLUSTER_SHORT: usize = 12;
 
 /// A subcommand as parsed and shown (`Cli`'s `mut_subcommands`).
@@ -71,7 +71,7 @@ pub(crate) fn shape_subcommand(cmd: Command) -> Command {
         return shape_test(cmd, kind);
     }
     match name.as_str() {
-        "cluster" => shape_cluster(cmd),
+        "cluster" | "triage" => shape_cluster(cmd),
         _ => cmd,
     }
 }
@@ -91,7 +91,8 @@ fn shape_test(cmd: Command, kind: TestKind) -> Command {
 const TEST_EXITS: &str = "Exit codes: 0 pass, 1 the run failed, 2 it cannot run as asked (a bad \
     value or combination, a device's limit), 3 a size missed a --limit-*.";
 
-/// `cluster`: its own options, then the tests' everyday ones; none it refuses.
+/// `cluster` and `triage` (a launch of ranks): its own options, then the tests' everyday
+/// ones; none it refuses.
 fn shape_cluster(cmd: Command) -> Command {
     let test_ids = test_arg_ids();
     let own: Vec<String> = cmd
@@ -355,19 +356,21 @@ mod tests {
     }
 
     #[test]
-    fn cluster_help_leaves_out_the_two_node_options_it_refuses() {
+    fn cluster_and_triage_help_leave_out_the_two_node_options_they_refuse() {
         let mut cli = Cli::shaped();
         cli.build();
-        let cluster = cli.find_subcommand("cluster").unwrap();
-        let help = cluster.clone().render_long_help().to_string();
-        assert!(!help.contains("SERVER_HOST"), "{help}");
-        for (name, _) in crate::cluster::args::two_node_options() {
-            let arg = cluster.get_arguments().find(|a| names(a, &name));
-            let arg = arg.unwrap_or_else(|| panic!("cluster has no {name}"));
-            assert!(arg.is_hide_set(), "cluster --help shows {name}");
-        }
-        for kept in ["--json", "--mem", "--tests", "--dry-run"] {
-            assert!(help.contains(kept), "cluster --help lacks {kept}");
+        for (command, own) in [("cluster", "--tests"), ("triage", "--expect")] {
+            let sub = cli.find_subcommand(command).unwrap();
+            let help = sub.clone().render_long_help().to_string();
+            assert!(!help.contains("SERVER_HOST"), "{help}");
+            for (name, _) in crate::cluster::args::two_node_options() {
+                let arg = sub.get_arguments().find(|a| names(a, &name));
+                let arg = arg.unwrap_or_else(|| panic!("{command} has no {name}"));
+                assert!(arg.is_hide_set(), "{command} --help shows {name}");
+            }
+            for kept in ["--json", "--mem", own, "--dry-run"] {
+                assert!(help.contains(kept), "{command} --help lacks {kept}");
+            }
         }
     }
 

@@ -16,7 +16,7 @@ use crate::run::RecordFiles;
 use crate::units::{parse_secs, parse_size, RateArg};
 
 /// The options of every test.
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Args)]
 pub struct TestArgs {
     /// The server to connect to; leave it out to be the server
     #[arg(value_name = "SERVER_HOST")]

@@ -55,13 +55,6 @@ pub struct ClusterArgs {
     #[arg(long, value_name = "FILE")]
     pub pairs_file: Option<PathBuf>,
 
-    /// Where rank 0 listens [default: MASTER_ADDR:MASTER_PORT]
-    ///
-    /// Where rank 0 listens [default: MASTER_ADDR:MASTER_PORT, else the first host of
-    /// SLURM_JOB_NODELIST on port 18516]
-    #[arg(long, value_name = "HOST:PORT")]
-    pub coordinator: Option<String>,
-
     /// One process per rail: rail k meets rail k of the other nodes
     ///
     /// One process per rail: -d lists the node's rails and each rank takes the one at its
@@ -81,12 +74,33 @@ pub struct ClusterArgs {
     #[arg(long, default_value_t = 2.0, value_name = "FACTOR", value_parser = parse_factor)]
     pub max_lat_factor: f64,
 
+    /// Where rank 0 listens, --topology, --dry-run
+    #[command(flatten)]
+    pub launch: LaunchArgs,
+
+    /// Each test's options (-s, -n/-D, -q, --mem, -d, --timeout, --token, ...); --json FILE
+    /// is where rank 0 writes the sweep record
+    #[command(flatten)]
+    pub test: TestArgs,
+}
+
+/// What a launch of ranks shares, `cluster`'s and `triage`'s alike.
+#[derive(Debug, Clone, Args)]
+pub struct LaunchArgs {
+    /// Where rank 0 listens [default: MASTER_ADDR:MASTER_PORT]
+    ///
+    /// Where rank 0 listens [default: MASTER_ADDR:MASTER_PORT, else the first host of
+    /// SLURM_JOB_NODELIST on port 18516]
+    #[arg(long, value_name = "HOST:PORT")]
+    pub coordinator: Option<String>,
+
     /// Where each host's NICs attach (leaf, rail): tells a path from a NIC
     ///
     /// Where each host's NICs attach, for the verdict to tell a slow path between leaves from
-    /// a slow NIC: lines "HOST LEAF [RAIL]" (HOST/DEVICE for one NIC), a saved ibnetdiscover
-    /// or iblinkinfo output, or 'lldpcli show neighbors -f json' output (a file named after
-    /// its host, or a directory of them); read on every rank
+    /// a slow NIC (and triage's halves to follow the leaves): lines "HOST LEAF [RAIL]"
+    /// (HOST/DEVICE for one NIC), a saved ibnetdiscover or iblinkinfo output, or 'lldpcli
+    /// show neighbors -f json' output (a file named after its host, or a directory of them);
+    /// read on every rank
     #[arg(long, value_name = "FILE")]
     pub topology: Option<PathBuf>,
 
@@ -96,11 +110,6 @@ pub struct ClusterArgs {
     /// contact nobody
     #[arg(long)]
     pub dry_run: bool,
-
-    /// Each test's options (-s, -n/-D, -q, --mem, -d, --timeout, --token, ...); --json FILE
-    /// is where rank 0 writes the sweep record
-    #[command(flatten)]
-    pub test: TestArgs,
 }
 
 /// Whether a sweep's test options give one.
@@ -136,7 +145,7 @@ pub(crate) fn two_node_options() -> Vec<(String, Given)> {
     list
 }
 
-fn parse_pct(text: &str) -> Result<f64, String> {
+pub(crate) fn parse_pct(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
         Ok(v) if v > 0.0 && v <= 100.0 => Ok(v),
         _ => Err(format!(

@@ -199,7 +199,11 @@ fn leaf_numbers(rec: &SweepRecord) -> Vec<Option<usize>> {
         .collect()
 }
 
-fn new_record(spec: &SweepSpec, place: &Place, members: &[Member]) -> Result<SweepRecord> {
+pub(super) fn new_record(
+    spec: &SweepSpec,
+    place: &Place,
+    members: &[Member],
+) -> Result<SweepRecord> {
     Ok(SweepRecord {
         schema: SWEEP_SCHEMA.to_string(),
         tool: ToolRecord::current(),
@@ -390,9 +394,8 @@ fn round_line(
 type Flows = (Vec<FlowDone>, Vec<FlowDone>);
 
 /// Test `t` of one congestion round: every flow (server = receiver, client = sender) at
-/// once. Ranks that serve say `AtStart` once their runs are set up; rank 0 then says
-/// `Start` to all of them, so the measured windows begin together. Returns how many flows
-/// were measured (a flow with a rank lost is not).
+/// once ([`measure_together`]), grouped by the pattern. Returns how many flows were measured
+/// (a flow with a rank lost is not).
 fn run_together_round(
     spec: &SweepSpec,
     members: &mut [Member],
@@ -400,6 +403,43 @@ fn run_together_round(
     (round, t): (u32, usize),
     flows: &[Pair],
 ) -> Result<usize> {
+    let test = &spec.tests[t];
+    let measured = measure_together(spec, members, rec, (round, t), flows)?;
+    let pairs: Vec<Pair> = measured.iter().map(|m| m.pair).collect();
+    let mut by_pair: std::collections::HashMap<Pair, Together> =
+        measured.into_iter().map(|m| (m.pair, m)).collect();
+    let name = test.kind.to_string();
+    for group in congestion::groups(spec.pattern, &pairs) {
+        let mut flows = Vec::with_capacity(group.len());
+        let mut records = Vec::with_capacity(group.len());
+        for m in group.iter().filter_map(|p| by_pair.remove(p)) {
+            records.push(m.server);
+            flows.push(m.flow);
+        }
+        rec.groups
+            .push(congestion::group_record(round, &name, flows, &records));
+    }
+    Ok(pairs.len())
+}
+
+/// One flow of a round run together: its pair (server = receiver, client = sender), its
+/// record as a pair's, and the server's run record.
+pub(super) struct Together {
+    pub pair: Pair,
+    pub flow: PairRecord,
+    pub server: Option<Box<RunRecord>>,
+}
+
+/// Test `t` on every flow of `flows` at once. Ranks that serve say `AtStart` once their runs
+/// are set up; rank 0 then says `Start` to all of them, so the measured windows begin
+/// together. Returns the flows whose two ranks are still reachable, measured or failed.
+pub(super) fn measure_together(
+    spec: &SweepSpec,
+    members: &mut [Member],
+    rec: &mut SweepRecord,
+    (round, t): (u32, usize),
+    flows: &[Pair],
+) -> Result<Vec<Together>> {
     let test = &spec.tests[t];
     let live: Vec<Pair> = flows
         .iter()
@@ -426,24 +466,22 @@ fn run_together_round(
     }
     let within = Duration::from_secs_f64(test.estimate_secs() * 2.0) + spec.timeout * 3;
     collect_flows(members, rec, round, (&served, &mut answers), within)?;
-    let measured: Vec<Pair> = live
+    let mut out = Vec::new();
+    for p in live
         .into_iter()
         .filter(|p| reachable(members, p.a) && reachable(members, p.b))
-        .collect();
-    let name = test.kind.to_string();
-    for group in congestion::groups(spec.pattern, &measured) {
-        let mut flows = Vec::with_capacity(group.len());
-        let mut records = Vec::with_capacity(group.len());
-        for p in &group {
-            let client = take_flow(&mut answers[p.b], p.a, false);
-            let server = take_flow(&mut answers[p.a], p.b, true);
-            records.push(server.0.clone());
-            flows.push(pair_record(rec, test, round, p, (client, server)));
-        }
-        rec.groups
-            .push(congestion::group_record(round, &name, flows, &records));
+    {
+        let client = take_flow(&mut answers[p.b], p.a, false);
+        let server = take_flow(&mut answers[p.a], p.b, true);
+        let server_record = server.0.clone();
+        let flow = pair_record(rec, test, round, &p, (client, server));
+        out.push(Together {
+            pair: p,
+            flow,
+            server: server_record,
+        });
     }
-    Ok(measured.len())
+    Ok(out)
 }
 
 /// Each rank's part in a congestion round: the flows it serves and measures, or rest.

@@ -32,6 +32,7 @@ pub mod schedule;
 pub mod spec;
 mod summary;
 mod together;
+pub mod triage;
 pub mod verdict;
 mod worker;
 
@@ -43,7 +44,7 @@ use std::thread;
 
 use anyhow::{anyhow, Result};
 
-use self::args::{ClusterArgs, COORDINATOR_PORT};
+use self::args::{ClusterArgs, LaunchArgs, COORDINATOR_PORT};
 use self::launcher::{Coordinator, Place};
 use self::schedule::{Rounds, ScheduleError};
 use self::spec::SweepSpec;
@@ -56,15 +57,12 @@ use crate::plan::PlanError;
 /// Runs this rank's part of the sweep; rank 0 also coordinates it.
 pub fn run(args: &ClusterArgs) -> Result<()> {
     let mut spec = args.resolve()?;
-    let env = |k: &str| std::env::var(k).ok();
-    let place = launcher::place(&env).map_err(|e| PlanError::Value(e.to_string()))?;
-    let coordinator = launcher::coordinator(args.coordinator.as_deref(), &env, COORDINATOR_PORT)
-        .map_err(|e| PlanError::Value(e.to_string()))?;
+    let (place, coordinator) = locate(&args.launch)?;
     let device = rank_device(args, &place)?;
     for t in &mut spec.tests {
         t.opts.side.device = device.clone();
     }
-    if args.dry_run {
+    if args.launch.dry_run {
         let rails = dry_run_rails(args);
         let rounds = spec::for_sweep(&spec, &dry_run_local_ranks(place.size, rails));
         print!(
@@ -106,6 +104,16 @@ pub fn run(args: &ClusterArgs) -> Result<()> {
     }
 }
 
+/// Where this process stands in its launch, and where rank 0 listens, from the launcher's
+/// environment and `--coordinator`.
+pub(crate) fn locate(launch: &LaunchArgs) -> Result<(Place, Coordinator), PlanError> {
+    let env = |k: &str| std::env::var(k).ok();
+    let place = launcher::place(&env).map_err(|e| PlanError::Value(e.to_string()))?;
+    let coordinator = launcher::coordinator(launch.coordinator.as_deref(), &env, COORDINATOR_PORT)
+        .map_err(|e| PlanError::Value(e.to_string()))?;
+    Ok((place, coordinator))
+}
+
 /// This rank's part of the sweep, measuring with `tester` on a server bound at `at` (address,
 /// port; 0 for any); rank 0 also coordinates it, listening at `coordinator`'s port. Returns
 /// how the sweep ended, as every rank heard it.
@@ -116,9 +124,25 @@ pub fn take_part(
     at: (&str, u16),
     tester: &dyn PairTest,
 ) -> Result<SweepEnd> {
+    let lead = |listener: &Listener| coordinator::coordinate(spec, place, listener);
+    take_part_led(spec, (place, coordinator), at, tester, &lead)
+}
+
+/// What rank 0 runs on its listener while its own rank works beside it: a sweep's
+/// coordinator, or triage's.
+pub(crate) type Lead<'a> = dyn Fn(&Listener) -> Result<SweepEnd> + Sync + 'a;
+
+/// [`take_part`] with rank 0 running `lead`.
+pub(crate) fn take_part_led(
+    spec: &SweepSpec,
+    (place, coordinator): (&Place, &Coordinator),
+    at: (&str, u16),
+    tester: &dyn PairTest,
+    lead: &Lead<'_>,
+) -> Result<SweepEnd> {
     let worker = Worker::start(spec, place, at, tester)?;
     if place.rank == 0 {
-        coordinate_and_work(spec, place, coordinator, at.0, worker)
+        coordinate_and_work(spec, coordinator, at.0, worker, lead)
     } else {
         worker.run(coordinator)
     }
@@ -127,10 +151,10 @@ pub fn take_part(
 /// Rank 0: the coordinator in a thread of its own, this rank's measuring beside it.
 fn coordinate_and_work(
     spec: &SweepSpec,
-    place: &Place,
     coordinator: &Coordinator,
     bind: &str,
     worker: Worker<'_>,
+    lead: &Lead<'_>,
 ) -> Result<SweepEnd> {
     let token = spec.tests[0].opts.token.clone();
     let listener = Listener::bind(
@@ -151,7 +175,7 @@ fn coordinate_and_work(
         source: "this rank",
     };
     thread::scope(|s| {
-        let coordinating = s.spawn(|| coordinator::coordinate(spec, place, &listener));
+        let coordinating = s.spawn(|| lead(&listener));
         let mine = worker.run(&local);
         let theirs = coordinating
             .join()

@@ -53,7 +53,12 @@ impl ClusterArgs {
             }
             (_, None) => Vec::new(),
         };
-        let fabric = self.topology.as_deref().map(fabric::read).transpose()?;
+        let fabric = self
+            .launch
+            .topology
+            .as_deref()
+            .map(fabric::read)
+            .transpose()?;
         let mut spec = SweepSpec {
             tests,
             pattern: self.pattern,

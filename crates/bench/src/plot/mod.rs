@@ -388,6 +388,11 @@ pub fn run(args: &PlotArgs) -> Result<()> {
     let format = format_of(&args.output).map_err(PlanError::Value)?;
     check_writable("-o", &args.output)?;
     let paths: Vec<&Path> = args.records.iter().map(PathBuf::as_path).collect();
+    if let [one] = paths.as_slice() {
+        if crate::cluster::triage::record::is_triage_file(one) {
+            return run_ring(args, format, one);
+        }
+    }
     if all_sweeps(&paths)? {
         return run_sweep(args, format);
     }
@@ -532,6 +537,35 @@ fn run_sweep(args: &PlotArgs, format: Format) -> Result<()> {
                 others.join(", ")
             )
         }
+    );
+    Ok(())
+}
+
+/// `rdmabench plot TRIAGE.json`: the ring's per-rank times.
+fn run_ring(args: &PlotArgs, format: Format, path: &Path) -> Result<()> {
+    let given = chart_options_given(args);
+    if !given.is_empty() || args.test.is_some() {
+        bail!(PlanError::Value(
+            "a triage record is drawn as its ring: leave out the options of charts and --test"
+                .to_string()
+        ));
+    }
+    let rec = crate::cluster::triage::record::load(path)?;
+    let Some(chart) = shares::ring_chart(&rec, args.title.as_deref()) else {
+        bail!(PlanError::Value(format!(
+            "'{}' holds no ring figures (the triage failed before its first round)",
+            path.display()
+        )));
+    };
+    let picture = Picture {
+        drawing: Drawing::Shares(&chart),
+        size: (args.width, args.height),
+    };
+    write_atomically(&args.output, &format.exporter().render(&picture)?)?;
+    println!(
+        "rdmabench: wrote {} (triage ring of {} ranks: each rank's seconds sending and waiting)",
+        args.output.display(),
+        chart.bars.len()
     );
     Ok(())
 }

@@ -13,6 +13,7 @@ use super::draw_titles;
 use super::heatmap::MAX_LINE_CHARS;
 use super::render::PALETTE;
 use super::text_style as style;
+use crate::cluster::triage::record::TriageRecord;
 use crate::report::SweepRecord;
 use crate::text::printable_within;
 
@@ -23,6 +24,8 @@ pub(crate) struct SharesChart {
     pub title: String,
     /// What the bars and the line are.
     pub subtitle: String,
+    /// The bars' unit: "GB/s" (a congestion sweep's flows), "s" (a triage ring's times).
+    pub unit: &'static str,
     /// One bar per group, in the record's order.
     pub bars: Vec<Bar>,
     /// One line per group.
@@ -104,6 +107,7 @@ pub(crate) fn shares_chart(sweep: &SweepRecord, test: &str, title: Option<&str>)
             str::to_string,
         ),
         subtitle: "each segment a sender's GB/s, stacked; red: the receivers' ceiling".into(),
+        unit: "GB/s",
         bars,
         caption,
     }
@@ -162,7 +166,7 @@ fn draw_bars<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &SharesCh
     c.configure_mesh()
         .disable_x_mesh()
         .x_labels(0)
-        .y_desc("GB/s")
+        .y_desc(chart.unit)
         .label_style(style(13, &BLACK))
         .draw()
         .map_err(err)?;
@@ -192,7 +196,7 @@ fn draw_bars<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &SharesCh
                 (0, 8),
                 style(13, &BLACK).pos(Pos::new(HPos::Center, VPos::Top)),
             );
-        let (unit, k) = crate::units::display_unit("GB/s", Some(y));
+        let (unit, k) = crate::units::display_unit(chart.unit, Some(y));
         let over = EmptyElement::at((x + 0.5, y))
             + Text::new(
                 format!("{} {unit}", crate::units::four_digits(y * k)),
@@ -209,6 +213,56 @@ fn draw_bars<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, chart: &SharesCh
         }
     }
     Ok(())
+}
+
+/// The picture of a triage's ring: one bar per rank, its seconds sending to the next rank
+/// and waiting for its predecessor stacked, the all-reduce's time drawn across each (a rank
+/// that sends all of it is the ring's slowest link).
+pub(crate) fn ring_chart(rec: &TriageRecord, title: Option<&str>) -> Option<SharesChart> {
+    let c = rec.collective.as_ref()?;
+    let bars = c
+        .per_rank
+        .iter()
+        .map(|r| Bar {
+            label: format!("rank {}", r.rank),
+            segments: [("sending", r.send_seconds), ("waiting", r.wait_seconds)]
+                .into_iter()
+                .filter_map(|(what, v)| Some((what.to_string(), v?)))
+                .collect(),
+            ceiling: c.seconds,
+        })
+        .collect();
+    let caption = c
+        .per_rank
+        .iter()
+        .map(|r| {
+            let link = r.link_gbps.map_or_else(
+                || "failed".to_string(),
+                |g| {
+                    let (unit, k) = crate::units::display_unit("GB/s", Some(g));
+                    format!("{} {unit}", crate::units::four_digits(g * k))
+                },
+            );
+            format!("rank {} into rank {}: {link}", r.rank, r.next)
+        })
+        .collect();
+    let verdict = rec.verdict.as_ref().map(|v| v.line.as_str()).unwrap_or("");
+    Some(SharesChart {
+        title: title.map_or_else(
+            || printable_within(&format!("triage: a ring of {} ranks", c.ranks), MAX_LINE_CHARS),
+            str::to_string,
+        ),
+        subtitle: printable_within(
+            &format!(
+                "each rank's seconds sending and waiting in a {} all-reduce; red: its time. {verdict}",
+                crate::units::format_size(c.size_bytes)
+            ),
+            MAX_LINE_CHARS,
+        ),
+        unit: "s",
+        bars,
+        caption,
+    })
 }
 
 #[cfg(test)]
@@ -240,6 +294,27 @@ mod tests {
             receiver_counters: Default::default(),
         }];
         rec
+    }
+
+    #[test]
+    fn a_triage_ring_is_a_bar_per_rank_of_its_sending_and_waiting_against_the_time() {
+        let rec = crate::cluster::triage::samples::sample([12.0, 3.0, 12.0, 12.0], "rank");
+        let chart = ring_chart(&rec, None).unwrap();
+        assert_eq!(chart.unit, "s");
+        assert_eq!(chart.title, "triage: a ring of 4 ranks");
+        assert_eq!(chart.bars.len(), 4);
+        let time = rec.collective.as_ref().unwrap().seconds.unwrap();
+        for bar in &chart.bars {
+            assert_eq!(bar.ceiling, Some(time));
+            let total: f64 = bar.segments.iter().map(|s| s.1).sum();
+            assert!((total - time).abs() < 1e-9, "{bar:?}");
+        }
+        // Rank 1's link is the slowest: it sends all the time.
+        assert_eq!(chart.bars[1].segments[0].0, "sending");
+        assert!((chart.bars[1].segments[0].1 - time).abs() < 1e-9);
+        assert_eq!(chart.caption[1], "rank 1 into rank 2: 3.000 GB/s");
+        let svg = super::super::to_svg((800, 500), |root| draw(root, &chart)).unwrap();
+        assert!(svg.contains("rank 3") && svg.contains("sending"), "{svg}");
     }
 
     #[test]

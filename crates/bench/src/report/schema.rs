@@ -6,6 +6,7 @@
 //! independent validator (Debian's python3-jsonschema).
 
 use super::{RunRecord, SweepRecord, SCHEMA, SWEEP_SCHEMA};
+use crate::cluster::triage::record::{TriageRecord, TRIAGE_SCHEMA};
 use crate::compare::fleet::{SweepComparison, SWEEP_COMPARE_SCHEMA};
 use crate::compare::{Report, COMPARE_SCHEMA};
 use crate::counters::report::{CountersReport, COUNTERS_SCHEMA};
@@ -51,6 +52,10 @@ pub(crate) const PUBLISHED: &[Published] = &[
     Published {
         file: "rdmabench.counters-1.schema.json",
         generate: || text(schemars::schema_for!(CountersReport), COUNTERS_SCHEMA),
+    },
+    Published {
+        file: "rdmabench.triage-1.schema.json",
+        generate: || text(schemars::schema_for!(TriageRecord), TRIAGE_SCHEMA),
     },
 ];
 

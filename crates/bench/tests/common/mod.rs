@@ -595,27 +595,55 @@ pub fn mpirun_sweep(nodes: usize, json: &Path, port: u16, more: &[&str]) -> Outp
 
 /// [`mpirun_sweep`] with rank k on `devices[k]`: a launcher's placement other than in order.
 pub fn mpirun_sweep_on(devices: &[String], json: &Path, port: u16, more: &[&str]) -> Output {
+    let args = launch_args(json, port, more);
+    mpirun_ranks("cluster", devices, &args)
+}
+
+/// What every rank of a launch gets: the GID, rank 0's address and record, then `more`.
+fn launch_args(json: &Path, port: u16, more: &[&str]) -> Vec<String> {
+    ["-x", "1", "--json", json.to_str().unwrap(), "--coordinator"]
+        .iter()
+        .map(|s| s.to_string())
+        .chain([format!("127.0.0.1:{port}")])
+        .chain(more.iter().map(|s| s.to_string()))
+        .collect()
+}
+
+/// `mpirun` with one application context per device: rank k runs `rdmabench COMMAND -d
+/// devices[k] ARGS`.
+pub fn mpirun_ranks(command: &str, devices: &[String], args: &[String]) -> Output {
     let exe = exe();
     let exe = exe.to_str().unwrap();
     let mut cmd = Command::new("mpirun");
     cmd.env("OMPI_ALLOW_RUN_AS_ROOT", "1")
         .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
         .arg("--oversubscribe");
-    let coordinator = format!("127.0.0.1:{port}");
     for (k, device) in devices.iter().enumerate() {
         if k > 0 {
             cmd.arg(":");
         }
-        cmd.args(["-np", "1", exe, "cluster", "-d", device, "-x", "1"]);
-        cmd.args([
-            "--json",
-            json.to_str().unwrap(),
-            "--coordinator",
-            &coordinator,
-        ]);
-        cmd.args(more);
+        cmd.args(["-np", "1", exe, command, "-d", device]);
+        cmd.args(args);
     }
     cmd.output().expect("run mpirun (openmpi-bin)")
+}
+
+/// `rdmabench triage` under `mpirun` over rxe0..rxe{nodes-1}, at its defaults but the GID,
+/// rank 0's address and record, and `more`.
+pub fn mpirun_triage(nodes: usize, json: &Path, port: u16, more: &[&str]) -> Output {
+    let devices: Vec<String> = (0..nodes).map(|k| format!("rxe{k}")).collect();
+    let args = launch_args(json, port, more);
+    mpirun_ranks("triage", &devices, &args)
+}
+
+/// The kinds of a triage record's steps, in order ("ring", "halves", ...).
+pub fn step_kinds(rec: &serde_json::Value) -> Vec<String> {
+    rec["steps"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| s["kind"].as_str().unwrap_or("?").to_string())
+        .collect()
 }
 
 /// The NICs a sweep record names, as (rank, kind), in the record's order.
