@@ -549,6 +549,9 @@ fn triage_reports_busbw_on_a_healthy_ring_and_names_a_throttled_node_alone() {
     assert_eq!(kinds, ["ring", "halves", "partners"], "{said}");
     let line = rec["verdict"]["line"].as_str().unwrap();
     assert!(line.starts_with("rank 2 (rxe2 of "), "{line}");
+    // The node checks on it: its NIC's counters, its facts, where its flows measured.
+    let checks = rec["verdict"]["checks"].to_string();
+    assert!(checks.contains("NUMA: its NIC"), "{said}");
     assert!(said.contains(line), "{said}");
     std::fs::remove_dir_all(dir).ok();
 }

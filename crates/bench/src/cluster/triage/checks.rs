@@ -2,8 +2,9 @@
 //! counters that climbed on each one's NIC during its flows, read as `rdmabench counters`
 //! reads two dumps (pause, drops, storms, link errors, ECN, retransmissions); the facts it
 //! told when it joined (the preflight's: link, PCIe, the GPU's path and GPUDirect), each that
-//! differs from the fleet's named; and GPUDirect RDMA silently off on a GPU node. What a
-//! check could not read is said to be unchecked, never passed.
+//! differs from the fleet's named; GPUDirect RDMA silently off on a GPU node; and its NUMA
+//! facts (its NIC's node, the CPU its flows measured on). What a check could not read is said
+//! to be unchecked, never passed.
 
 use std::collections::BTreeMap;
 
@@ -11,7 +12,7 @@ use super::record::TriageRecord;
 use super::split::Found;
 use crate::counters::finding::Severity;
 use crate::counters::{read, Dump, Source};
-use crate::report::SweepRecord;
+use crate::report::{SweepRecord, FULL_RECORDS_UP_TO};
 
 /// What starts a check's line that explains a slow rank (a counter finding, a fact that
 /// differs from the fleet's, GPUDirect off): the verdict's first line takes the first.
@@ -48,6 +49,7 @@ pub(crate) fn node_checks(rec: &TriageRecord, sweep: &SweepRecord, found: &Found
                 .into_iter()
                 .map(|l| format!("{who}: {l}")),
         );
+        out.push(format!("{who}: {}", numa(sweep, rank)));
     }
     out
 }
@@ -134,6 +136,35 @@ fn facts(sweep: &SweepRecord, rank: u32) -> Vec<String> {
         ));
     }
     out
+}
+
+/// `rank`'s NUMA facts from the run record of a flow it sent: its NIC's node (unknown when
+/// sysfs gives none: a virtual device, or -1, a BIOS without NUMA tables) and the CPU its
+/// flows measured on and why.
+fn numa(sweep: &SweepRecord, rank: u32) -> String {
+    let record = sweep
+        .groups
+        .iter()
+        .flat_map(|g| &g.flows)
+        .filter(|p| p.client == rank)
+        .find_map(|p| p.record.as_deref());
+    let Some(r) = record else {
+        return format!(
+            "NUMA: not checked (no run record of its flows: a launch of more than \
+             {FULL_RECORDS_UP_TO} ranks keeps the figures only)"
+        );
+    };
+    let p = &r.params;
+    let nic = match p.numa_node {
+        Some(n) => format!("its NIC is on node {n}"),
+        None => "its NIC's node is unknown (sysfs gives none: a virtual device, or -1)".into(),
+    };
+    let flows = match (&p.cpus, &p.placement) {
+        (Some(cpu), Some(why)) => format!("its flows measured on CPU {cpu} ({why})"),
+        (None, Some(why)) => format!("its flows ran {why}"),
+        _ => "its flows' CPU is not recorded".into(),
+    };
+    format!("NUMA: {nic}; {flows}")
 }
 
 /// The topology facts a person checks first, as told.
