@@ -85,15 +85,16 @@ printf '    %s\n' "${bins[@]}"
 # (guest_latency + guest_gdr). One of four boots of two guests at once once hung before the
 # kernel printed anything: rxe-vm.sh now stops a guest that has not started its command
 # within RXE_VM_BOOT_LIMIT (120 s) and boots a fresh one. The lanes are balanced by the
-# seconds each binary took in a full CI-like run on a 2-core host (2026-12-07: lanes of 1,193 and
-# 1,352 s under the old figures, about 1,270 each under these; a binary not listed counts 120). Lines
+# seconds each binary took in a full CI-like run on a 2-core host (2026-12-07, the second such
+# run that day: lanes of 1,324 and 1,206 s under the old figures, about 1,265 each under
+# these; a binary not listed counts 120). Lines
 # are prefixed with the lane. Binaries that need more than two soft-RoCE nodes
 # (guest_cluster: four, guest_quick: five, guest_fleet: six) run afterwards in a guest of
 # their own with RXE_VM_NODES.
-declare -A cost=([guest_fake_gpu]=508 [guest_matrix]=454 [guest_soak]=215
-    [guest_regression]=294 [guest_options]=193 [guest_write_bw]=179 [guest_gdr]=127
-    [guest_duration]=108 [guest_harden]=69 [guest_latency]=67 [guest_health]=57
-    [guest_rails]=45 [guest_gpu_check]=39 [guest_faults]=38 [guest_topo]=9 [guest_dmabuf]=1)
+declare -A cost=([guest_fake_gpu]=491 [guest_matrix]=464 [guest_options]=299
+    [guest_regression]=293 [guest_soak]=246 [guest_write_bw]=171 [guest_gdr]=119
+    [guest_duration]=107 [guest_latency]=89 [guest_harden]=68 [guest_health]=64
+    [guest_rails]=49 [guest_faults]=38 [guest_gpu_check]=20 [guest_topo]=11 [guest_dmabuf]=1)
 declare -A nodes=([guest_cluster]=4 [guest_quick]=5 [guest_fleet]=6) leaves=([guest_fleet]=2)
 lanes=${RDMABENCH_GUEST_LANES:-2}
 [[ $lanes =~ ^[1-9]$ ]] || { echo "scripts/test.sh: RDMABENCH_GUEST_LANES must be 1..9" >&2; exit 2; }
