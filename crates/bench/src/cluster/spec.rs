@@ -42,6 +42,21 @@ impl SweepTest {
         }
     }
 
+    /// What a plan line shows of it: "write-bw (64 KiB, 1 s)", "write-lat (2 B, 1000
+    /// iterations)".
+    pub(crate) fn describe(&self) -> String {
+        let size = self.plan.sizes.first().map_or(0, |&s| s);
+        let stop = match self.plan.duration {
+            Some(d) => format!("{d} s"),
+            None => format!("{} iterations", self.plan.iters),
+        };
+        format!(
+            "{} ({}, {stop})",
+            self.kind,
+            crate::units::format_size(size)
+        )
+    }
+
     /// About how long one run takes: set-up plus the measured loop.
     pub(crate) fn estimate_secs(&self) -> f64 {
         SETUP_SECS + self.loop_secs()

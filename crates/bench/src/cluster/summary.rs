@@ -10,10 +10,9 @@ use super::launcher::Place;
 use super::locate::headline;
 use super::median::{badness, label, vs_median};
 use super::schedule;
-use super::spec::{Pattern, SweepSpec, SETUP_SECS};
+use super::spec::{Pattern, SweepSpec, SweepTest, SETUP_SECS};
 use crate::report::sweep::lower_is_better;
 use crate::report::{Exporter, PairRecord, SweepRecord};
-use crate::units::format_size;
 
 /// Worst pairs shown per test.
 const WORST_SHOWN: usize = 5;
@@ -21,18 +20,7 @@ const WORST_SHOWN: usize = 5;
 /// "rdmabench cluster: 4 ranks under Open MPI (mpirun), pattern pairs: 3 rounds of ...".
 pub(crate) fn plan_line(spec: &SweepSpec, place: &Place, rounds: usize) -> String {
     let spec_cost = cost_model(spec, rounds, place.size);
-    let tests: Vec<String> = spec
-        .tests
-        .iter()
-        .map(|t| {
-            let size = t.plan.sizes.first().map_or(0, |&s| s);
-            let stop = match t.plan.duration {
-                Some(d) => format!("{d} s"),
-                None => format!("{} iterations", t.plan.iters),
-            };
-            format!("{} ({}, {stop})", t.kind, format_size(size))
-        })
-        .collect();
+    let tests: Vec<String> = spec.tests.iter().map(SweepTest::describe).collect();
     format!(
         "rdmabench cluster: {} ranks under {}, pattern {}: {rounds} rounds of {}; {}",
         place.size,

@@ -68,7 +68,7 @@ impl TriageArgs {
         Ok(spec)
     }
 
-    /// The same arguments as a sweep's, for what the launch shares with `cluster`.
+    /// `-d`: the device this rank measures with.
     pub(crate) fn device(&self) -> Option<&str> {
         self.test.ib_dev.as_deref()
     }

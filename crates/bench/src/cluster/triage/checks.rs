@@ -58,7 +58,7 @@ pub(crate) fn node_checks(rec: &TriageRecord, sweep: &SweepRecord, found: &Found
 /// one dump's rates over the flows' seconds.
 fn counters(rec: &TriageRecord, rank: u32) -> Vec<String> {
     let mut climbed: BTreeMap<String, u64> = BTreeMap::new();
-    let mut secs = 0.0;
+    let (mut secs, mut read_in) = (0.0, 0);
     for step in &rec.steps {
         for f in &step.flows {
             let mine = if f.from == rank {
@@ -68,18 +68,28 @@ fn counters(rec: &TriageRecord, rank: u32) -> Vec<String> {
             } else {
                 continue;
             };
+            let Some(mine) = mine else {
+                continue;
+            };
+            read_in += 1;
             secs += step.seconds;
             for (name, delta) in mine {
                 *climbed.entry(name.clone()).or_default() += delta;
             }
         }
     }
-    if climbed.is_empty() {
+    if read_in == 0 {
         return vec![
-            "no error, pause, drop or congestion counter climbed on its NIC during its \
-                     flows"
+            "counters: not checked (none of its flows read its NIC's counters: the \
+                     port exposes none, or the flows failed)"
                 .into(),
         ];
+    }
+    if climbed.is_empty() {
+        return vec![format!(
+            "no error, pause, drop or congestion counter climbed on its NIC during the {read_in} \
+             flow(s) that read them"
+        )];
     }
     let (mut before, mut after) = (Dump::default(), Dump::default());
     for (name, delta) in &climbed {

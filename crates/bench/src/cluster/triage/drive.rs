@@ -114,20 +114,16 @@ fn new_triage(
 /// KiB, 2 s) at once on every flow; expected: ...".
 pub(crate) fn plan_line(spec: &SweepSpec, rec: &TriageRecord) -> String {
     let t = &spec.tests[0];
-    let expected = match &rec.expected {
-        Some(e) => format!("{} busbw from {}", super::rate(e.busbw_gbps), e.from),
-        None => "none known (judged against the ring's median link)".into(),
-    };
     format!(
         "rdmabench triage: {} ranks under {}: the ring, then at most {} rounds of split ({} in \
-         all, about {:.0} s); {} ({}) on every flow of a round at once; expected: {expected}",
+         all, about {:.0} s); {} on every flow of a round at once; expected: {}",
         rec.ranks.len(),
         rec.launcher,
         rec.max_rounds - 1,
         rec.max_rounds,
         f64::from(rec.max_rounds) * t.estimate_secs(),
-        t.kind,
-        super::flow_text(t),
+        t.describe(),
+        super::expected_text(&rec.expected),
     )
 }
 
@@ -215,14 +211,11 @@ fn run_step(
     for p in &pairs {
         let m = by_pair.get(p).map(|&i| &measured[i]);
         let gbps = m.and_then(|m| m.flow.value);
-        links.push(Link {
-            from: p.b as u32,
-            to: p.a as u32,
-            gbps,
-        });
+        let (from, to) = (p.b as u32, p.a as u32);
+        links.push(Link { from, to, gbps });
         flows.push(FlowRecord {
-            from: p.b as u32,
-            to: p.a as u32,
+            from,
+            to,
             gbps,
             slow: false,
             error: match m {
@@ -230,24 +223,27 @@ fn run_step(
                 None => Some("a rank of this flow was lost".into()),
             },
             from_counters: m
-                .map(|m| m.flow.client_counters.clone())
-                .unwrap_or_default(),
-            to_counters: m
-                .map(|m| m.flow.server_counters.clone())
-                .unwrap_or_default(),
+                .and_then(|m| climbed(&m.flow.client_counters, m.flow.record.as_deref())),
+            to_counters: m.and_then(|m| climbed(&m.flow.server_counters, m.server.as_deref())),
         });
     }
-    let group = crate::cluster::congestion::group_record(
-        round,
-        &spec.tests[0].kind.to_string(),
-        measured.iter().map(|m| m.flow.clone()).collect(),
-        &measured
-            .iter()
-            .map(|m| m.server.clone())
-            .collect::<Vec<_>>(),
-    );
+    // The sweep record keeps the flows too (their run records: the ceilings, the NUMA facts).
+    let (flows_kept, servers): (Vec<_>, Vec<_>) =
+        measured.into_iter().map(|m| (m.flow, m.server)).unzip();
+    let test = spec.tests[0].kind.to_string();
+    let group = crate::cluster::congestion::group_record(round, &test, flows_kept, &servers);
     sweep.groups.push(group);
     Ok((links, flows))
+}
+
+/// A side's counters that climbed during a flow, when they were read: some climbed, or its
+/// run record says its port's counters were read; `None` when neither shows it.
+fn climbed(
+    alarming: &BTreeMap<String, u64>,
+    record: Option<&crate::report::RunRecord>,
+) -> Option<BTreeMap<String, u64>> {
+    let read = !alarming.is_empty() || record.is_some_and(|r| r.counters.is_some());
+    read.then(|| alarming.clone())
 }
 
 /// Adds a round to the record, each flow judged by the split's bar, and prints its line.

@@ -33,7 +33,7 @@ use anyhow::{anyhow, Result};
 
 use self::record::{expected_busbw, ExpectedRecord, TriageRecord};
 use super::launcher::{Coordinator, Place};
-use super::spec::{SweepSpec, SweepTest, SETUP_SECS};
+use super::spec::{SweepSpec, SETUP_SECS};
 use super::{take_part_led, Verbs};
 use crate::control::Listener;
 use crate::exit::SweepFindings;
@@ -90,14 +90,12 @@ pub(crate) fn rate(gbps: f64) -> String {
     format!("{} {unit}", number(gbps * k))
 }
 
-/// "64 KiB, 2 s": a flow's message size and stop.
-fn flow_text(t: &SweepTest) -> String {
-    let size = t.plan.sizes.first().map_or(0, |&s| s);
-    let stop = match t.plan.duration {
-        Some(d) => format!("{d} s"),
-        None => format!("{} iterations", t.plan.iters),
-    };
-    format!("{}, {stop}", format_size(size))
+/// What triage judges against, as its plan says it before the first round.
+fn expected_text(expected: &Option<ExpectedRecord>) -> String {
+    match expected {
+        Some(e) => format!("{} busbw from {}", rate(e.busbw_gbps), e.from),
+        None => "the slowest rank's ceiling on physical NICs, else the ring's median link".into(),
+    }
 }
 
 /// `--dry-run`: this rank's view and the plan's bound, contacting nobody.
@@ -110,16 +108,13 @@ fn dry_run(
     let t = &spec.tests[0];
     let rounds = split::max_rounds(place.size);
     let round_secs = t.loop_secs() + SETUP_SECS;
-    let expected = match expected {
-        Some(e) => format!("{} busbw from {}", rate(e.busbw_gbps), e.from),
-        None => "the slowest rank's ceiling on physical NICs, else the ring's median link".into(),
-    };
+    let expected = expected_text(expected);
     let mut out = String::new();
     let _ = write!(
         out,
         "launcher     {}\nrank         {} of {} (local rank {})\ndevice       {}\n\
          coordinator  {}:{} (from {})\nplan         the ring, then at most {} rounds of split: \
-         halves, pairs across, known-good partners ({rounds} in all)\nflows        {} ({}), \
+         halves, pairs across, known-good partners ({rounds} in all)\nflows        {}, \
          every flow of a round at once\nexpected     {expected}\ncost         {rounds} rounds x \
          ({:.2} s + {SETUP_SECS:.1} s of set-up) = at most about {:.0} s\n",
         place.launcher.name(),
@@ -135,8 +130,7 @@ fn dry_run(
         c.port,
         c.source,
         rounds - 1,
-        t.kind,
-        flow_text(t),
+        t.describe(),
         t.loop_secs(),
         rounds as f64 * round_secs
     );

@@ -131,12 +131,12 @@ pub(crate) struct FlowRecord {
     pub slow: bool,
     /// Why it failed.
     pub error: Option<String>,
-    /// The error, loss and congestion counters that climbed on the sender's NIC during it.
-    #[serde(default)]
-    pub from_counters: BTreeMap<String, u64>,
+    /// The error, loss and congestion counters that climbed on the sender's NIC during it
+    /// (empty: none did); null when they were not read (the port exposes none, or the flow
+    /// failed).
+    pub from_counters: Option<BTreeMap<String, u64>>,
     /// The same for the receiver's NIC.
-    #[serde(default)]
-    pub to_counters: BTreeMap<String, u64>,
+    pub to_counters: Option<BTreeMap<String, u64>>,
 }
 
 /// What the triage found, in the words of its first line.

@@ -129,6 +129,8 @@ pub(crate) struct Split {
     leaf_of: BTreeMap<u32, String>,
     /// The halves of the last `Halves` round.
     halves: [Vec<u32>; 2],
+    /// The pairs of the last `Across` round.
+    across: Vec<[u32; 2]>,
     /// Ranks measured fine.
     good: BTreeSet<u32>,
     /// The ranks, in order.
@@ -159,6 +161,7 @@ impl Split {
             bar: 0.0,
             leaf_of,
             halves: [Vec::new(), Vec::new()],
+            across: Vec::new(),
             good: BTreeSet::new(),
             all: ranks,
             last: StepKind::Ring,
@@ -268,9 +271,10 @@ impl Split {
         let even = least_a.min(least_b) >= least_a.max(least_b) * self.min_pct / 100.0;
         let neither = (!slow_a && !slow_b) || (slow_a && slow_b && even);
         if neither {
+            self.across = self.across_pairs();
             return Next::Run(Step {
                 kind: StepKind::Across,
-                groups: self.across(),
+                groups: self.across.iter().map(|p| p.to_vec()).collect(),
             });
         }
         let slower = match (slow_a, slow_b) {
@@ -292,7 +296,7 @@ impl Split {
     /// The pairs across the halves, each rank in one: first the slow links of the ring
     /// before that cross them (a slow path between two ranks is measured again), then rank
     /// by rank of each half.
-    fn across(&self) -> Vec<Vec<u32>> {
+    fn across_pairs(&self) -> Vec<[u32; 2]> {
         let [a, b] = &self.halves;
         let (a_set, b_set): (BTreeSet<u32>, BTreeSet<u32>) =
             (a.iter().copied().collect(), b.iter().copied().collect());
@@ -303,20 +307,20 @@ impl Split {
                 || (b_set.contains(&x) && a_set.contains(&y));
             if crosses && !used.contains(&x) && !used.contains(&y) {
                 used.extend([x, y]);
-                pairs.push(vec![x.min(y), x.max(y)]);
+                pairs.push([x.min(y), x.max(y)]);
             }
         }
         let free = |side: &[u32]| -> Vec<u32> {
             side.iter().copied().filter(|r| !used.contains(r)).collect()
         };
         let (fa, fb) = (free(a), free(b));
-        pairs.extend(fa.iter().zip(&fb).map(|(&x, &y)| vec![x, y]));
+        pairs.extend(fa.iter().zip(&fb).map(|(&x, &y)| [x, y]));
         pairs
     }
 
     fn after_across(&mut self, links: &[Link]) -> Next {
         let [a, b] = self.halves.clone();
-        let pairs: Vec<[u32; 2]> = self.across().iter().map(|p| [p[0], p[1]]).collect();
+        let pairs = std::mem::take(&mut self.across);
         // Each flow's pair, by its two ranks in order: slow when either way is.
         let mut slow_pairs: BTreeSet<(u32, u32)> = BTreeSet::new();
         for l in links.iter().filter(|l| self.slow(l)) {
